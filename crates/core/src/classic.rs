@@ -1,0 +1,312 @@
+//! Classic mode: the model answers with text and structured tool calls; calls are validated,
+//! run in order (pausing for approval where a tool asks for it) and fed back, round after
+//! round.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::history::{output_messages, prompt_messages};
+use crate::mode::{ExecutionModeFactory, ExecutorCreateOptions, ExecutorError, PromptExecutor};
+use crate::plugin::Prepared;
+use crate::prompt::{Prompt, PromptState, ToolResult};
+use crate::provider::{ChatMessage, ModelRequest, ToolSpec};
+use crate::recorder::PromptRecorder;
+use crate::state::State;
+use crate::tool::{Approval, ToolContext};
+
+pub const CLASSIC_MODE: &str = "classic";
+/// The text output a prompt ends with when it used up its rounds.
+pub const MAX_ROUNDS_MESSAGE: &str = "Exceeded maximum number of rounds";
+const DEFAULT_SYSTEM_PROMPT: &str = "You are a helpful assistant. Use the tools you are given when \
+they help you answer, and answer in plain text when you are done.";
+const QUEUED_REASON: &str = "waiting to run";
+
+/// Registers [`PromptCompletion`] as mode `classic`.
+#[derive(Debug, Default)]
+pub struct ClassicModeFactory;
+
+impl ExecutionModeFactory for ClassicModeFactory {
+    fn id(&self) -> &str {
+        CLASSIC_MODE
+    }
+    fn name(&self) -> &str {
+        "Classic (text + tools)"
+    }
+    fn create_executor(&self, options: ExecutorCreateOptions) -> Box<dyn PromptExecutor> {
+        Box::new(PromptCompletion::new(options))
+    }
+}
+
+/// The classic executor.
+pub struct PromptCompletion {
+    options: ExecutorCreateOptions,
+    recorder: PromptRecorder,
+    prepared: Option<Prepared>,
+    rounds: u32,
+    max_rounds: u32,
+    approved: HashSet<String>,
+}
+
+enum Progress {
+    Continue,
+    Paused,
+}
+
+impl PromptCompletion {
+    pub fn new(options: ExecutorCreateOptions) -> Self {
+        let prompt = options.resume_prompt.clone().unwrap_or_else(|| {
+            Prompt::new(
+                &options.user_id,
+                &options.mode,
+                options.model,
+                options.input.clone(),
+            )
+        });
+        let max_rounds = options
+            .max_rounds
+            .unwrap_or_else(|| options.services.limits().max_rounds);
+        let recorder = PromptRecorder::new(
+            prompt,
+            options.services.events.clone(),
+            options.checkpoint.clone(),
+        );
+        Self {
+            options,
+            recorder,
+            prepared: None,
+            rounds: 0,
+            max_rounds,
+            approved: HashSet::new(),
+        }
+    }
+
+    async fn drive(&mut self) -> Result<Prompt, ExecutorError> {
+        let prepared = match self.prepared().await {
+            Ok(prepared) => prepared,
+            Err(error) => {
+                self.recorder
+                    .fail(&format!("preparing the prompt failed: {error:#}"))
+                    .await?;
+                return Ok(self.recorder.prompt().clone());
+            }
+        };
+        loop {
+            if let Progress::Paused = self.run_pending_tools(&prepared).await? {
+                return Ok(self.recorder.prompt().clone());
+            }
+            if self.rounds >= self.max_rounds {
+                self.recorder.push_text(MAX_ROUNDS_MESSAGE).await?;
+                self.recorder.complete().await?;
+                return Ok(self.recorder.prompt().clone());
+            }
+            self.rounds += 1;
+            let request = self.request(&prepared);
+            let mut on_delta = self.recorder.stream_sink();
+            let response = match self
+                .options
+                .services
+                .completion
+                .complete_messages(request, &mut on_delta)
+                .await
+            {
+                Ok(response) => response,
+                Err(error) => {
+                    self.recorder.fail(&error.to_string()).await?;
+                    return Ok(self.recorder.prompt().clone());
+                }
+            };
+            self.recorder.add_usage(&response.usage);
+            if !response.text.is_empty() {
+                self.recorder.push_text(&response.text).await?;
+            }
+            if response.tool_calls.is_empty() {
+                self.recorder.complete().await?;
+                return Ok(self.recorder.prompt().clone());
+            }
+            for call in response.tool_calls {
+                match serde_json::from_str::<Value>(non_empty_arguments(&call.arguments)) {
+                    Ok(input) => {
+                        self.recorder
+                            .start_tool(&call.id, &call.name, input, QUEUED_REASON)
+                            .await?;
+                    }
+                    Err(error) => {
+                        let result = ToolResult::Error {
+                            error: format!("invalid JSON in tool arguments: {error}"),
+                        };
+                        self.recorder
+                            .push_finished_tool(
+                                &call.id,
+                                &call.name,
+                                Value::String(call.arguments.clone()),
+                                result,
+                            )
+                            .await?;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs every queued call in order; stops at the first that needs an approval not yet given.
+    async fn run_pending_tools(&mut self, prepared: &Prepared) -> Result<Progress, ExecutorError> {
+        while let Some(pending) = self.recorder.first_pending_tool() {
+            let (id, function, input) = (
+                pending.id.clone(),
+                pending.function.clone(),
+                pending.input.clone(),
+            );
+            if !self.approved.contains(&id) {
+                if let Approval::Required { reason } = prepared.tools.approval(&function, &input) {
+                    self.recorder.request_approval(&id, &reason).await?;
+                    return Ok(Progress::Paused);
+                }
+            }
+            self.recorder.mark_tool_started(&id);
+            let context = ToolContext::new(
+                &self.recorder.prompt().user_id,
+                &self.recorder.prompt().id,
+                self.options.state.clone(),
+                self.options.services.clone(),
+            );
+            let result = match prepared
+                .tools
+                .invoke(context.clone(), &function, input)
+                .await
+            {
+                Ok(output) => ToolResult::Success { output },
+                Err(error) => ToolResult::Error {
+                    error: error.to_string(),
+                },
+            };
+            self.recorder.finish_tool(&id, result).await?;
+            for file in context.take_files() {
+                self.recorder.push_file(file).await?;
+            }
+        }
+        Ok(Progress::Continue)
+    }
+
+    fn request(&self, prepared: &Prepared) -> ModelRequest {
+        let limit = self.options.services.limits().tool_result_limit;
+        let mut messages = vec![ChatMessage::system(self.system_prompt(prepared))];
+        for earlier in &self.options.history {
+            messages.extend(prompt_messages(earlier, limit));
+        }
+        let prompt = self.recorder.prompt();
+        if let Some(input) = &prompt.input {
+            messages.push(ChatMessage::user(input.clone()));
+        }
+        messages.extend(output_messages(&prompt.output, limit));
+        let mut request = ModelRequest::new(prompt.model, messages);
+        request.tools = prepared
+            .tools
+            .iter()
+            .map(|tool| ToolSpec {
+                name: tool.id().to_owned(),
+                description: tool.description().to_owned(),
+                parameters: tool.input_schema().clone(),
+            })
+            .collect();
+        request
+    }
+
+    fn system_prompt(&self, prepared: &Prepared) -> String {
+        let services = &self.options.services;
+        let mut text = services
+            .config
+            .get("systemPrompt")
+            .and_then(Value::as_str)
+            .unwrap_or(DEFAULT_SYSTEM_PROMPT)
+            .to_owned();
+        for item in &prepared.context {
+            text.push_str(&format!("\n\n## {}\n{}", item.title, item.content));
+        }
+        text
+    }
+
+    async fn prepared(&mut self) -> anyhow::Result<Prepared> {
+        if let Some(prepared) = &self.prepared {
+            return Ok(prepared.clone());
+        }
+        let prompt = self.recorder.prompt();
+        let prepared = self
+            .options
+            .services
+            .prepare(&prompt.user_id, &prompt.id, &prompt.mode, &self.options.state)
+            .await?;
+        self.prepared = Some(prepared.clone());
+        Ok(prepared)
+    }
+
+    fn waiting_tool_id(&self) -> Option<String> {
+        (self.recorder.prompt().state == PromptState::WaitingForApproval)
+            .then(|| self.recorder.first_pending_tool().map(|tool| tool.id.clone()))
+            .flatten()
+    }
+}
+
+fn non_empty_arguments(arguments: &str) -> &str {
+    // Models calling a tool without parameters often send nothing at all.
+    if arguments.trim().is_empty() {
+        "{}"
+    } else {
+        arguments
+    }
+}
+
+#[async_trait]
+impl PromptExecutor for PromptCompletion {
+    fn prompt(&self) -> &Prompt {
+        self.recorder.prompt()
+    }
+
+    fn state(&self) -> &State {
+        &self.options.state
+    }
+
+    async fn run(&mut self) -> Result<Prompt, ExecutorError> {
+        match self.recorder.prompt().state {
+            PromptState::Running => self.drive().await,
+            other => Err(ExecutorError::NotRunnable(other.as_str())),
+        }
+    }
+
+    async fn approve(&mut self, tool_call_id: &str) -> Result<Prompt, ExecutorError> {
+        if self.waiting_tool_id().as_deref() != Some(tool_call_id) {
+            return Err(ExecutorError::NotWaiting(tool_call_id.to_owned()));
+        }
+        self.approved.insert(tool_call_id.to_owned());
+        self.recorder.resume().await?;
+        self.drive().await
+    }
+
+    async fn reject(
+        &mut self,
+        tool_call_id: &str,
+        reason: Option<&str>,
+    ) -> Result<Prompt, ExecutorError> {
+        if self.waiting_tool_id().as_deref() != Some(tool_call_id) {
+            return Err(ExecutorError::NotWaiting(tool_call_id.to_owned()));
+        }
+        let reason = reason.filter(|reason| !reason.trim().is_empty()).unwrap_or("no reason given");
+        self.recorder.resume().await?;
+        self.recorder
+            .finish_tool(
+                tool_call_id,
+                ToolResult::Error {
+                    error: format!("Rejected by user: {reason}"),
+                },
+            )
+            .await?;
+        self.drive().await
+    }
+}
+
+/// Exposed for modes that want classic's registration as a value.
+pub fn classic_mode() -> Arc<dyn ExecutionModeFactory> {
+    Arc::new(ClassicModeFactory)
+}

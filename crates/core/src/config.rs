@@ -1,0 +1,73 @@
+//! Configuration shared by the runtime and its plugins: one JSON object, a section per plugin id.
+
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+/// Settings for the runtime (top-level keys) and for each plugin (the section named by its id).
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    root: Map<String, Value>,
+}
+
+/// Limits and switches of the runtime itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeLimits {
+    /// Characters of one tool result sent to the model; the timeline keeps the whole result.
+    pub tool_result_limit: usize,
+    /// Model rounds of one classic prompt.
+    pub max_rounds: u32,
+}
+
+impl Default for RuntimeLimits {
+    fn default() -> Self {
+        Self {
+            tool_result_limit: 50_000,
+            max_rounds: 25,
+        }
+    }
+}
+
+impl Config {
+    pub fn from_value(value: Value) -> Self {
+        match value {
+            Value::Object(root) => Self { root },
+            _ => Self::default(),
+        }
+    }
+
+    /// The section of one plugin, or `null` when there is none.
+    pub fn section(&self, id: &str) -> Value {
+        self.root.get(id).cloned().unwrap_or(Value::Null)
+    }
+
+    /// The section of one plugin decoded into its config type; a missing section decodes from `{}`.
+    pub fn plugin<T: DeserializeOwned>(&self, id: &str) -> Result<T, serde_json::Error> {
+        match self.root.get(id) {
+            Some(section) => serde_json::from_value(section.clone()),
+            None => serde_json::from_value(Value::Object(Map::new())),
+        }
+    }
+
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.root.get(key)
+    }
+
+    /// Sets one top-level key, replacing what was there.
+    pub fn with(mut self, key: &str, value: Value) -> Self {
+        self.root.insert(key.to_owned(), value);
+        self
+    }
+
+    pub fn limits(&self) -> RuntimeLimits {
+        let defaults = RuntimeLimits::default();
+        let number = |key: &str| self.root.get(key).and_then(Value::as_u64);
+        RuntimeLimits {
+            tool_result_limit: number("toolResultLimit")
+                .and_then(|n| usize::try_from(n).ok())
+                .unwrap_or(defaults.tool_result_limit),
+            max_rounds: number("maxRounds")
+                .and_then(|n| u32::try_from(n).ok())
+                .unwrap_or(defaults.max_rounds),
+        }
+    }
+}

@@ -1,0 +1,290 @@
+//! Events: what executors publish and any number of subscribers follow, scoped by user.
+//!
+//! Publishing never waits. Each subscriber has a bounded window of events; one that falls
+//! behind is told how many it missed ([`Received::Lagged`]) instead of slowing the executor.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+use crate::prompt::{PromptOutput, PromptUsage};
+
+/// One published event. `seq` increases by one per event across the whole service.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Event {
+    pub seq: u64,
+    pub user_id: String,
+    #[serde(flatten)]
+    pub payload: EventPayload,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "data")]
+pub enum EventPayload {
+    #[serde(rename = "prompt.created", rename_all = "camelCase")]
+    PromptCreated {
+        prompt_id: String,
+        mode: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        conversation_id: Option<String>,
+    },
+    /// An output was added or changed (a tool output is published again when its result arrives).
+    #[serde(rename = "prompt.output", rename_all = "camelCase")]
+    PromptOutput {
+        prompt_id: String,
+        output: PromptOutput,
+    },
+    #[serde(rename = "prompt.stream", rename_all = "camelCase")]
+    PromptStream { prompt_id: String, delta: String },
+    #[serde(rename = "prompt.approval-requested", rename_all = "camelCase")]
+    ApprovalRequested {
+        prompt_id: String,
+        tool_call_id: String,
+        tool_name: String,
+        input: Value,
+        reason: String,
+    },
+    #[serde(rename = "prompt.completed", rename_all = "camelCase")]
+    PromptCompleted {
+        prompt_id: String,
+        output: Vec<PromptOutput>,
+        usage: PromptUsage,
+    },
+    #[serde(rename = "prompt.error", rename_all = "camelCase")]
+    PromptError { prompt_id: String, error: String },
+    #[serde(rename = "conversation.updated", rename_all = "camelCase")]
+    ConversationUpdated { conversation_id: String },
+}
+
+impl EventPayload {
+    /// The event's name on the wire, e.g. `prompt.output`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::PromptCreated { .. } => "prompt.created",
+            Self::PromptOutput { .. } => "prompt.output",
+            Self::PromptStream { .. } => "prompt.stream",
+            Self::ApprovalRequested { .. } => "prompt.approval-requested",
+            Self::PromptCompleted { .. } => "prompt.completed",
+            Self::PromptError { .. } => "prompt.error",
+            Self::ConversationUpdated { .. } => "conversation.updated",
+        }
+    }
+
+    /// The prompt this event is about, if any.
+    pub fn prompt_id(&self) -> Option<&str> {
+        match self {
+            Self::PromptCreated { prompt_id, .. }
+            | Self::PromptOutput { prompt_id, .. }
+            | Self::PromptStream { prompt_id, .. }
+            | Self::ApprovalRequested { prompt_id, .. }
+            | Self::PromptCompleted { prompt_id, .. }
+            | Self::PromptError { prompt_id, .. } => Some(prompt_id),
+            Self::ConversationUpdated { .. } => None,
+        }
+    }
+}
+
+/// What a subscriber gets from [`EventSubscription::next`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Received {
+    Event(Arc<Event>),
+    /// The subscriber fell behind and this many events were dropped for it.
+    Lagged(u64),
+}
+
+/// The publish/subscribe hub. Cheap to clone; clones share one channel.
+#[derive(Debug, Clone)]
+pub struct EventService {
+    inner: Arc<EventServiceInner>,
+}
+
+#[derive(Debug)]
+struct EventServiceInner {
+    sender: broadcast::Sender<Arc<Event>>,
+    next_seq: AtomicU64,
+    /// The most recent events, so a reconnecting client can be replayed what it missed.
+    recent: Mutex<VecDeque<Arc<Event>>>,
+    recent_capacity: usize,
+}
+
+/// How many events a subscriber may fall behind before it lags, by default.
+pub const DEFAULT_SUBSCRIBER_CAPACITY: usize = 4096;
+
+impl Default for EventService {
+    fn default() -> Self {
+        Self::new(DEFAULT_SUBSCRIBER_CAPACITY)
+    }
+}
+
+impl EventService {
+    /// `capacity` bounds both each subscriber's backlog and the replay window.
+    pub fn new(capacity: usize) -> Self {
+        let capacity = capacity.max(1);
+        let (sender, _) = broadcast::channel(capacity);
+        Self {
+            inner: Arc::new(EventServiceInner {
+                sender,
+                next_seq: AtomicU64::new(1),
+                recent: Mutex::new(VecDeque::with_capacity(capacity)),
+                recent_capacity: capacity,
+            }),
+        }
+    }
+
+    /// Publishes an event for one user. Never blocks, whoever is listening.
+    pub fn publish(&self, user_id: &str, payload: EventPayload) -> Arc<Event> {
+        // The replay window and the sequence number are updated under one lock so that
+        // `seq` order and replay order agree.
+        let mut recent = self
+            .inner
+            .recent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let event = Arc::new(Event {
+            seq: self.inner.next_seq.fetch_add(1, Ordering::SeqCst),
+            user_id: user_id.to_owned(),
+            payload,
+        });
+        if recent.len() == self.inner.recent_capacity {
+            recent.pop_front();
+        }
+        recent.push_back(event.clone());
+        // An error only means nobody is subscribed right now.
+        let _ = self.inner.sender.send(event.clone());
+        event
+    }
+
+    /// Follows events of one user (`Some`) or of everyone (`None`).
+    pub fn subscribe(&self, user_id: Option<&str>) -> EventSubscription {
+        EventSubscription {
+            receiver: self.inner.sender.subscribe(),
+            user_id: user_id.map(str::to_owned),
+        }
+    }
+
+    /// Events of `user_id` published after `after_seq` that are still in the replay window,
+    /// oldest first, plus whether the window still reached back that far.
+    pub fn replay_since(&self, user_id: &str, after_seq: u64) -> (Vec<Arc<Event>>, bool) {
+        let recent = self
+            .inner
+            .recent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let complete = recent
+            .front()
+            .is_none_or(|oldest| oldest.seq <= after_seq.saturating_add(1));
+        let events = recent
+            .iter()
+            .filter(|event| event.seq > after_seq && event.user_id == user_id)
+            .cloned()
+            .collect();
+        (events, complete)
+    }
+}
+
+/// A subscriber's view of the event stream.
+#[derive(Debug)]
+pub struct EventSubscription {
+    receiver: broadcast::Receiver<Arc<Event>>,
+    user_id: Option<String>,
+}
+
+impl EventSubscription {
+    /// Waits for the next event of this subscription's user. `None` once the service is gone.
+    pub async fn next(&mut self) -> Option<Received> {
+        loop {
+            match self.receiver.recv().await {
+                Ok(event) if self.wants(&event) => return Some(Received::Event(event)),
+                Ok(_) => {}
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    return Some(Received::Lagged(missed));
+                }
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    }
+
+    /// The next event if one is already waiting, without blocking.
+    pub fn try_next(&mut self) -> Option<Received> {
+        loop {
+            match self.receiver.try_recv() {
+                Ok(event) if self.wants(&event) => return Some(Received::Event(event)),
+                Ok(_) => {}
+                Err(broadcast::error::TryRecvError::Lagged(missed)) => {
+                    return Some(Received::Lagged(missed));
+                }
+                Err(_) => return None,
+            }
+        }
+    }
+
+    fn wants(&self, event: &Event) -> bool {
+        self.user_id
+            .as_deref()
+            .is_none_or(|user_id| user_id == event.user_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream(prompt_id: &str, delta: &str) -> EventPayload {
+        EventPayload::PromptStream {
+            prompt_id: prompt_id.into(),
+            delta: delta.into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn subscribers_see_only_their_users_events() {
+        let events = EventService::new(16);
+        let mut alice = events.subscribe(Some("alice"));
+        let mut everyone = events.subscribe(None);
+        events.publish("bob", stream("p1", "for bob"));
+        events.publish("alice", stream("p2", "for alice"));
+
+        let Some(Received::Event(first)) = alice.next().await else {
+            panic!("alice got nothing")
+        };
+        assert_eq!(first.payload, stream("p2", "for alice"));
+        assert_eq!(alice.try_next(), None);
+        let Some(Received::Event(first)) = everyone.next().await else {
+            panic!("everyone got nothing")
+        };
+        assert_eq!(first.user_id, "bob");
+    }
+
+    #[tokio::test]
+    async fn a_slow_subscriber_lags_and_the_publisher_never_waits() {
+        let events = EventService::new(4);
+        let mut slow = events.subscribe(Some("alice"));
+        for n in 0..10 {
+            events.publish("alice", stream("p", &n.to_string()));
+        }
+        assert_eq!(slow.next().await, Some(Received::Lagged(6)));
+        let Some(Received::Event(event)) = slow.next().await else {
+            panic!("expected an event after the lag")
+        };
+        assert_eq!(event.payload, stream("p", "6"));
+    }
+
+    #[test]
+    fn replay_returns_missed_events_and_says_when_the_window_is_too_short() {
+        let events = EventService::new(3);
+        for n in 0..5 {
+            events.publish(if n % 2 == 0 { "alice" } else { "bob" }, stream("p", &n.to_string()));
+        }
+        // Window holds seq 3, 4, 5.
+        let (replayed, complete) = events.replay_since("alice", 2);
+        assert!(complete);
+        assert_eq!(replayed.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![3, 5]);
+        let (_, complete) = events.replay_since("alice", 0);
+        assert!(!complete);
+    }
+}

@@ -1,0 +1,101 @@
+//! Turns prompt timelines back into model messages, for earlier prompts of a conversation and
+//! for the rounds of the running one.
+
+use crate::prompt::{Prompt, PromptOutput, ToolResult};
+use crate::provider::{ChatMessage, ChatRole, ToolCallRequest};
+use crate::tool::cap_text;
+
+/// Messages for a whole prompt: the user's input, then its timeline.
+pub fn prompt_messages(prompt: &Prompt, tool_result_limit: usize) -> Vec<ChatMessage> {
+    let mut messages = Vec::new();
+    if let Some(input) = &prompt.input {
+        messages.push(ChatMessage::user(input.clone()));
+    }
+    messages.extend(output_messages(&prompt.output, tool_result_limit));
+    messages
+}
+
+/// Messages for a timeline: each run of text and tool outputs becomes an assistant message
+/// carrying the calls, followed by one `tool` message per call.
+pub fn output_messages(outputs: &[PromptOutput], tool_result_limit: usize) -> Vec<ChatMessage> {
+    let mut messages = Vec::new();
+    let mut assistant: Option<ChatMessage> = None;
+    let mut results: Vec<ChatMessage> = Vec::new();
+    for output in outputs {
+        match output {
+            PromptOutput::Text(text) => {
+                if assistant
+                    .as_ref()
+                    .is_some_and(|message| !message.tool_calls.is_empty())
+                {
+                    flush(&mut messages, &mut assistant, &mut results);
+                }
+                let message = assistant.get_or_insert_with(|| ChatMessage::assistant(""));
+                if !message.content.is_empty() {
+                    message.content.push('\n');
+                }
+                message.content.push_str(&text.content);
+            }
+            PromptOutput::Tool(tool) => {
+                let message = assistant.get_or_insert_with(|| ChatMessage::assistant(""));
+                message.tool_calls.push(ToolCallRequest {
+                    id: tool.id.clone(),
+                    name: tool.function.clone(),
+                    arguments: match &tool.input {
+                        serde_json::Value::String(raw) => raw.clone(),
+                        other => other.to_string(),
+                    },
+                });
+                results.push(ChatMessage::tool_result(
+                    &tool.id,
+                    tool_result_text(&tool.result, tool_result_limit),
+                ));
+            }
+            PromptOutput::File(file) => {
+                let note = format!(
+                    "[file: {} ({}){}]",
+                    file.path,
+                    file.mime_type,
+                    file.description
+                        .as_deref()
+                        .map(|description| format!(" {description}"))
+                        .unwrap_or_default()
+                );
+                match results.last_mut() {
+                    Some(result) => {
+                        result.content.push('\n');
+                        result.content.push_str(&note);
+                    }
+                    None => {
+                        let message =
+                            assistant.get_or_insert_with(|| ChatMessage::assistant(""));
+                        message.content.push_str(&note);
+                    }
+                }
+            }
+        }
+    }
+    flush(&mut messages, &mut assistant, &mut results);
+    messages
+}
+
+/// The text a model reads for a tool result.
+pub fn tool_result_text(result: &ToolResult, limit: usize) -> String {
+    match result {
+        ToolResult::Success { output } => crate::tool::result_text_for_model(output, limit),
+        ToolResult::Error { error } => cap_text(&format!("Error: {error}"), limit),
+        ToolResult::Pending { .. } => "Error: the call never finished".to_owned(),
+    }
+}
+
+fn flush(
+    messages: &mut Vec<ChatMessage>,
+    assistant: &mut Option<ChatMessage>,
+    results: &mut Vec<ChatMessage>,
+) {
+    if let Some(message) = assistant.take() {
+        debug_assert_eq!(message.role, ChatRole::Assistant);
+        messages.push(message);
+    }
+    messages.append(results);
+}

@@ -1,0 +1,45 @@
+//! The contracts of agentic: prompts and their timeline, tools, plugins, execution modes,
+//! events and model providers, plus the classic execution mode that every runtime has.
+//!
+//! Nothing here talks HTTP, opens a database or embeds a JavaScript engine; those live in
+//! the crates around this one (see `docs/architecture.md`).
+#![forbid(unsafe_code)]
+
+pub mod classic;
+pub mod config;
+pub mod event;
+pub mod history;
+pub mod mode;
+pub mod plugin;
+pub mod prompt;
+pub mod provider;
+pub mod recorder;
+pub mod runtime;
+pub mod state;
+pub mod tokens;
+pub mod tool;
+
+pub use config::Config;
+pub use event::{Event, EventPayload, EventService, EventSubscription, Received};
+pub use mode::{
+    ExecutionModeFactory, ExecutionModeService, ExecutorCreateOptions, ExecutorError,
+    PromptCheckpoint, PromptExecutor,
+};
+pub use plugin::{ContextItem, Plugin, PluginRegistration, PrepareContext, Prepared, SetupContext};
+pub use prompt::{
+    FileOutput, ModelKind, Prompt, PromptOutput, PromptState, PromptUsage, TextOutput, ToolOutput,
+    ToolResult,
+};
+pub use provider::{
+    ChatMessage, ChatRole, CompletionService, ModelEvent, ModelProvider, ModelRequest,
+    ModelResponse, ModelStream, ProviderError, ProviderFactory, ToolCallRequest, ToolSpec,
+};
+pub use recorder::PromptRecorder;
+pub use runtime::{PromptOptions, PromptService, Runtime, RuntimeBuilder, Services};
+pub use state::State;
+pub use tool::{
+    Approval, FnTool, Tool, ToolContext, ToolError, ToolSet, define_tool, schema_of,
+};
+
+// Re-exported so that plugin crates can `inventory::submit!` without naming the version.
+pub use inventory;

@@ -1,0 +1,146 @@
+//! Execution modes: the contract every way of running a prompt keeps, and their registry.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::prompt::{ModelKind, Prompt, PromptUsage};
+use crate::runtime::Services;
+use crate::state::State;
+
+/// Runs one prompt. Every mode writes the same timeline shapes and publishes the same events.
+#[async_trait]
+pub trait PromptExecutor: Send + Sync {
+    fn prompt(&self) -> &Prompt;
+    fn id(&self) -> &str {
+        &self.prompt().id
+    }
+    fn user_id(&self) -> &str {
+        &self.prompt().user_id
+    }
+    fn state(&self) -> &State;
+    fn usage(&self) -> &PromptUsage {
+        &self.prompt().usage
+    }
+    /// Runs until the prompt completes, fails, or waits for approval; returns it then.
+    async fn run(&mut self) -> Result<Prompt, ExecutorError>;
+    /// Approves the waiting tool call and runs on.
+    async fn approve(&mut self, tool_call_id: &str) -> Result<Prompt, ExecutorError> {
+        Err(ExecutorError::NotWaiting(tool_call_id.to_owned()))
+    }
+    /// Rejects the waiting tool call (the tool fails with `Rejected by user: <reason>`) and
+    /// runs on.
+    async fn reject(
+        &mut self,
+        tool_call_id: &str,
+        _reason: Option<&str>,
+    ) -> Result<Prompt, ExecutorError> {
+        Err(ExecutorError::NotWaiting(tool_call_id.to_owned()))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExecutorError {
+    #[error("no tool call \"{0}\" is waiting for approval")]
+    NotWaiting(String),
+    #[error("prompt is {0} and cannot run")]
+    NotRunnable(&'static str),
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// Called after every change an executor makes to its prompt, before the next step runs.
+/// Persistence implements it so that confirmed state survives a crash.
+#[async_trait]
+pub trait PromptCheckpoint: Send + Sync {
+    async fn save(&self, prompt: &Prompt) -> anyhow::Result<()>;
+}
+
+/// What a mode gets to create an executor.
+#[derive(Clone)]
+pub struct ExecutorCreateOptions {
+    pub services: Arc<Services>,
+    pub user_id: String,
+    pub input: Option<String>,
+    pub model: ModelKind,
+    pub mode: String,
+    /// Earlier prompts of the conversation, oldest first.
+    pub history: Vec<Prompt>,
+    pub state: State,
+    /// Overrides the mode's own round or iteration limit.
+    pub max_rounds: Option<u32>,
+    /// A stored prompt to continue instead of starting a new one.
+    pub resume_prompt: Option<Prompt>,
+    pub checkpoint: Option<Arc<dyn PromptCheckpoint>>,
+    pub conversation_id: Option<String>,
+}
+
+impl std::fmt::Debug for ExecutorCreateOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecutorCreateOptions")
+            .field("user_id", &self.user_id)
+            .field("mode", &self.mode)
+            .field("model", &self.model)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A way of running prompts, registered under a unique id.
+pub trait ExecutionModeFactory: Send + Sync {
+    fn id(&self) -> &str;
+    /// A human-readable name, e.g. `Classic (text + tools)`.
+    fn name(&self) -> &str;
+    fn create_executor(&self, options: ExecutorCreateOptions) -> Box<dyn PromptExecutor>;
+}
+
+/// The registry of execution modes.
+#[derive(Default, Clone)]
+pub struct ExecutionModeService {
+    modes: BTreeMap<String, Arc<dyn ExecutionModeFactory>>,
+}
+
+impl std::fmt::Debug for ExecutionModeService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.modes.keys()).finish()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModeError {
+    #[error("execution mode \"{0}\" is registered twice")]
+    Duplicate(String),
+    #[error("unknown execution mode \"{mode}\"; registered modes: {}", registered.join(", "))]
+    Unknown {
+        mode: String,
+        registered: Vec<String>,
+    },
+}
+
+impl ExecutionModeService {
+    /// Registers a mode; an id that is already taken is an error.
+    pub fn register(&mut self, mode: Arc<dyn ExecutionModeFactory>) -> Result<(), ModeError> {
+        let id = mode.id().to_owned();
+        if self.modes.contains_key(&id) {
+            return Err(ModeError::Duplicate(id));
+        }
+        self.modes.insert(id, mode);
+        Ok(())
+    }
+
+    pub fn get(&self, id: &str) -> Result<&Arc<dyn ExecutionModeFactory>, ModeError> {
+        self.modes.get(id).ok_or_else(|| ModeError::Unknown {
+            mode: id.to_owned(),
+            registered: self.ids(),
+        })
+    }
+
+    /// Registered modes, sorted by id.
+    pub fn list(&self) -> Vec<Arc<dyn ExecutionModeFactory>> {
+        self.modes.values().cloned().collect()
+    }
+
+    pub fn ids(&self) -> Vec<String> {
+        self.modes.keys().cloned().collect()
+    }
+}

@@ -1,0 +1,160 @@
+//! Plugins: link-time registered bundles of tools, context, modes, providers and services.
+//!
+//! A plugin crate submits a [`PluginRegistration`] with `inventory::submit!`; the runtime
+//! collects every registration linked into the binary, sorts them by id and refuses to start
+//! when two share an id.
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::config::Config;
+use crate::mode::ExecutionModeService;
+use crate::provider::ProviderFactory;
+use crate::runtime::Services;
+use crate::state::State;
+use crate::tool::Tool;
+
+#[async_trait]
+pub trait Plugin: Send + Sync {
+    fn id(&self) -> &str;
+    /// JSON Schema of this plugin's config section.
+    fn config_schema(&self) -> Value {
+        serde_json::json!({ "type": "object" })
+    }
+    /// Registers modes, providers and services. Runs once, before anything is ready.
+    async fn setup(&self, _context: &mut SetupContext<'_>) -> anyhow::Result<()> {
+        Ok(())
+    }
+    /// Runs once after every plugin's `setup()`, with the finished services.
+    async fn ready(&self, _services: &Arc<Services>) -> anyhow::Result<()> {
+        Ok(())
+    }
+    /// Runs for every prompt: push the tools and context items this prompt gets.
+    async fn prepare(&self, _context: &mut PrepareContext) -> anyhow::Result<()> {
+        Ok(())
+    }
+}
+
+/// What a plugin crate submits to `inventory`. Only `const` data: a static id and a
+/// constructor.
+#[derive(Debug)]
+pub struct PluginRegistration {
+    pub id: &'static str,
+    pub create: fn() -> Arc<dyn Plugin>,
+}
+
+inventory::collect!(PluginRegistration);
+
+/// Every plugin registration linked into this binary, sorted by id.
+pub fn registered_plugins() -> Vec<&'static PluginRegistration> {
+    let mut plugins: Vec<_> = inventory::iter::<PluginRegistration>.into_iter().collect();
+    plugins.sort_by_key(|registration| registration.id);
+    plugins
+}
+
+/// What `setup()` may register.
+pub struct SetupContext<'a> {
+    pub config: &'a Config,
+    pub modes: &'a mut ExecutionModeService,
+    pub providers: &'a mut Vec<ProviderFactory>,
+    pub extensions: &'a mut Extensions,
+}
+
+impl std::fmt::Debug for SetupContext<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SetupContext").finish_non_exhaustive()
+    }
+}
+
+/// A text the model should know for this prompt, e.g. a memory block or the current date.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ContextItem {
+    pub title: String,
+    pub content: String,
+}
+
+/// Per-prompt input of `prepare()`, and where it pushes tools and context.
+pub struct PrepareContext {
+    pub user_id: String,
+    pub prompt_id: String,
+    pub mode: String,
+    pub state: State,
+    pub services: Arc<Services>,
+    pub tools: Vec<Arc<dyn Tool>>,
+    pub context: Vec<ContextItem>,
+    /// The plugin whose `prepare()` is running; tools it pushes are grouped under it.
+    pub(crate) current_plugin: String,
+    pub(crate) tool_owners: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for PrepareContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PrepareContext")
+            .field("user_id", &self.user_id)
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PrepareContext {
+    pub fn add_tool(&mut self, tool: Arc<dyn Tool>) {
+        self.tool_owners
+            .push((tool.id().to_owned(), self.current_plugin.clone()));
+        self.tools.push(tool);
+    }
+
+    pub fn add_context(&mut self, title: &str, content: &str) {
+        self.context.push(ContextItem {
+            title: title.to_owned(),
+            content: content.to_owned(),
+        });
+    }
+}
+
+/// Everything the plugins contributed to one prompt.
+#[derive(Clone, Default)]
+pub struct Prepared {
+    pub tools: crate::tool::ToolSet,
+    pub context: Vec<ContextItem>,
+    /// Tool id → id of the plugin that contributed it, for grouping in system prompts.
+    pub tool_plugins: HashMap<String, String>,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared")
+            .field("tools", &self.tools)
+            .field("context", &self.context)
+            .finish()
+    }
+}
+
+/// Services plugins add for each other, keyed by type.
+#[derive(Default)]
+pub struct Extensions {
+    values: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+}
+
+impl std::fmt::Debug for Extensions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Extensions")
+            .field("len", &self.values.len())
+            .finish()
+    }
+}
+
+impl Extensions {
+    pub fn insert<T: Any + Send + Sync>(&mut self, value: Arc<T>) {
+        self.values.insert(TypeId::of::<T>(), value);
+    }
+
+    pub fn get<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
+        self.values
+            .get(&TypeId::of::<T>())
+            .and_then(|value| value.clone().downcast::<T>().ok())
+    }
+}

@@ -1,0 +1,222 @@
+//! The prompt and its timeline: what was asked, what happened, and what it cost.
+
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One user turn and everything an execution mode did to answer it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Prompt {
+    pub id: String,
+    pub user_id: String,
+    #[serde(default)]
+    pub model: ModelKind,
+    #[serde(default = "default_mode")]
+    pub mode: String,
+    #[serde(default = "default_visible")]
+    pub visible: bool,
+    pub state: PromptState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<String>,
+    #[serde(default)]
+    pub output: Vec<PromptOutput>,
+    #[serde(default)]
+    pub usage: PromptUsage,
+    /// Why the prompt ended `failed` or `interrupted`; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The mode every prompt runs in unless it names another.
+pub const DEFAULT_MODE: &str = "classic";
+
+fn default_mode() -> String {
+    DEFAULT_MODE.to_owned()
+}
+
+fn default_visible() -> bool {
+    true
+}
+
+impl Prompt {
+    /// A new `running` prompt with an empty timeline.
+    pub fn new(user_id: &str, mode: &str, model: ModelKind, input: Option<String>) -> Self {
+        Self {
+            id: uuid::Uuid::new_v4().to_string(),
+            user_id: user_id.to_owned(),
+            model,
+            mode: mode.to_owned(),
+            visible: true,
+            state: PromptState::Running,
+            input,
+            output: Vec::new(),
+            usage: PromptUsage::default(),
+            error: None,
+        }
+    }
+
+    /// The tool output with this id, if the timeline has one.
+    pub fn tool_output(&self, tool_call_id: &str) -> Option<&ToolOutput> {
+        self.output.iter().find_map(|output| match output {
+            PromptOutput::Tool(tool) if tool.id == tool_call_id => Some(tool),
+            _ => None,
+        })
+    }
+}
+
+/// Which class of model answers: the provider config maps each to a concrete model name.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelKind {
+    #[default]
+    Normal,
+    High,
+}
+
+impl ModelKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Normal => "normal",
+            Self::High => "high",
+        }
+    }
+}
+
+impl std::str::FromStr for ModelKind {
+    type Err = String;
+
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        match value {
+            "normal" => Ok(Self::Normal),
+            "high" => Ok(Self::High),
+            other => Err(format!("unknown model \"{other}\", expected normal or high")),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PromptState {
+    Running,
+    Completed,
+    WaitingForApproval,
+    /// A provider or internal error ended the prompt; its outputs are kept.
+    Failed,
+    /// The process stopped while the prompt was running.
+    Interrupted,
+}
+
+impl PromptState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Completed => "completed",
+            Self::WaitingForApproval => "waiting_for_approval",
+            Self::Failed => "failed",
+            Self::Interrupted => "interrupted",
+        }
+    }
+
+    /// True when nothing more will happen to the prompt without outside action.
+    pub fn is_finished(self) -> bool {
+        matches!(self, Self::Completed | Self::Failed | Self::Interrupted)
+    }
+}
+
+/// One entry of a prompt's timeline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum PromptOutput {
+    Text(TextOutput),
+    Tool(ToolOutput),
+    File(FileOutput),
+}
+
+impl PromptOutput {
+    pub fn id(&self) -> &str {
+        match self {
+            Self::Text(text) => &text.id,
+            Self::Tool(tool) => &tool.id,
+            Self::File(file) => &file.id,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TextOutput {
+    pub id: String,
+    pub content: String,
+    pub start: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolOutput {
+    /// The tool call id: the model's own id in classic mode, generated in other modes.
+    pub id: String,
+    /// The dotted tool id, e.g. `time.now`.
+    pub function: String,
+    pub input: Value,
+    pub result: ToolResult,
+    pub start: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum ToolResult {
+    Success { output: Value },
+    Error { error: String },
+    Pending { reason: String },
+}
+
+impl ToolResult {
+    pub fn is_pending(&self) -> bool {
+        matches!(self, Self::Pending { .. })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FileOutput {
+    pub id: String,
+    pub path: String,
+    pub mime_type: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub start: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<DateTime<Utc>>,
+}
+
+/// Tokens spent on a prompt, summed over every model call it made.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub total_tokens: u64,
+    #[serde(default)]
+    pub reasoning_tokens: u64,
+    /// The concrete model name the provider resolved `normal`/`high` to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+impl PromptUsage {
+    pub fn add(&mut self, other: &PromptUsage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.total_tokens += other.total_tokens;
+        self.reasoning_tokens += other.reasoning_tokens;
+        if other.model.is_some() {
+            self.model.clone_from(&other.model);
+        }
+    }
+}

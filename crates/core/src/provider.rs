@@ -1,0 +1,241 @@
+//! Model providers: messages and tool specs go in, a stream of text deltas, tool calls and
+//! usage comes out. Concrete providers live in plugin crates and register a
+//! [`ProviderFactory`] from their plugin's `setup()`.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures::{Stream, StreamExt};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::config::Config;
+use crate::prompt::{ModelKind, PromptUsage};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChatRole {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+/// One message of the conversation sent to a model, in the shape of the OpenAI wire format.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChatMessage {
+    pub role: ChatRole,
+    pub content: String,
+    /// Calls an assistant message made.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCallRequest>,
+    /// The call a `tool` message answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+impl ChatMessage {
+    pub fn system(content: impl Into<String>) -> Self {
+        Self::plain(ChatRole::System, content.into())
+    }
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::plain(ChatRole::User, content.into())
+    }
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self::plain(ChatRole::Assistant, content.into())
+    }
+    pub fn tool_result(tool_call_id: &str, content: impl Into<String>) -> Self {
+        Self {
+            role: ChatRole::Tool,
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: Some(tool_call_id.to_owned()),
+        }
+    }
+    fn plain(role: ChatRole, content: String) -> Self {
+        Self {
+            role,
+            content,
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+}
+
+/// A tool call as the model made it. `name` is the dotted tool id (providers map wire names
+/// back); `arguments` is the raw JSON text, which may be malformed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCallRequest {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// A tool as offered to the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// The dotted tool id.
+    pub name: String,
+    pub description: String,
+    pub parameters: Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelRequest {
+    pub model: ModelKind,
+    pub messages: Vec<ChatMessage>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stop: Vec<String>,
+}
+
+impl ModelRequest {
+    pub fn new(model: ModelKind, messages: Vec<ChatMessage>) -> Self {
+        Self {
+            model,
+            messages,
+            tools: Vec::new(),
+            max_tokens: None,
+            stop: Vec::new(),
+        }
+    }
+}
+
+/// One item of a model's streamed answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelEvent {
+    TextDelta(String),
+    /// A complete tool call; providers stitch streamed fragments together first.
+    ToolCall(ToolCallRequest),
+    Usage(PromptUsage),
+}
+
+pub type ModelStream = Pin<Box<dyn Stream<Item = Result<ModelEvent, ProviderError>> + Send>>;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProviderError {
+    /// The server answered with an error status (after any retries).
+    #[error("model provider answered {status}: {message}")]
+    Status { status: u16, message: String },
+    #[error("could not reach the model provider: {0}")]
+    Connection(String),
+    #[error("model stream failed: {0}")]
+    Stream(String),
+    #[error("model provider is misconfigured: {0}")]
+    Config(String),
+    /// A scripted provider ran out of turns, or a test asked it to fail.
+    #[error("{0}")]
+    Scripted(String),
+}
+
+#[async_trait]
+pub trait ModelProvider: Send + Sync {
+    /// A short name for logs and capabilities, e.g. `openai`.
+    fn id(&self) -> &str;
+    /// The concrete model name `kind` resolves to.
+    fn model_name(&self, kind: ModelKind) -> String;
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ProviderError>;
+}
+
+/// How a plugin offers a provider. `create` gets the text after `id:` in a provider spec
+/// such as `script:turns.yaml`, and the shared config.
+#[derive(Clone)]
+pub struct ProviderFactory {
+    pub id: &'static str,
+    pub create: fn(argument: Option<&str>, config: &Config) -> anyhow::Result<Arc<dyn ModelProvider>>,
+    /// Whether the environment or config asks for this provider when none is named.
+    pub configured: fn(config: &Config) -> bool,
+}
+
+impl std::fmt::Debug for ProviderFactory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderFactory").field("id", &self.id).finish()
+    }
+}
+
+/// A model's whole answer to one request.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelResponse {
+    pub text: String,
+    pub tool_calls: Vec<ToolCallRequest>,
+    pub usage: PromptUsage,
+}
+
+/// Sends requests to the selected provider and gathers streamed answers.
+#[derive(Clone)]
+pub struct CompletionService {
+    provider: Option<Arc<dyn ModelProvider>>,
+    missing_reason: String,
+}
+
+impl std::fmt::Debug for CompletionService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompletionService")
+            .field("provider", &self.provider.as_ref().map(|p| p.id().to_owned()))
+            .finish()
+    }
+}
+
+impl CompletionService {
+    pub fn new(provider: Arc<dyn ModelProvider>) -> Self {
+        Self {
+            provider: Some(provider),
+            missing_reason: String::new(),
+        }
+    }
+
+    /// A service whose every call fails with `reason`, for runtimes without a model.
+    pub fn unavailable(reason: &str) -> Self {
+        Self {
+            provider: None,
+            missing_reason: reason.to_owned(),
+        }
+    }
+
+    pub fn provider(&self) -> Option<&Arc<dyn ModelProvider>> {
+        self.provider.as_ref()
+    }
+
+    /// Runs one request, calling `on_delta` with each text delta as it arrives.
+    pub async fn complete_messages(
+        &self,
+        request: ModelRequest,
+        on_delta: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<ModelResponse, ProviderError> {
+        let provider = self
+            .provider
+            .as_ref()
+            .ok_or_else(|| ProviderError::Config(self.missing_reason.clone()))?;
+        let model_name = provider.model_name(request.model);
+        let mut stream = provider.stream(request).await?;
+        let mut response = ModelResponse::default();
+        while let Some(event) = stream.next().await {
+            match event? {
+                ModelEvent::TextDelta(delta) => {
+                    on_delta(&delta);
+                    response.text.push_str(&delta);
+                }
+                ModelEvent::ToolCall(call) => response.tool_calls.push(call),
+                ModelEvent::Usage(usage) => response.usage.add(&usage),
+            }
+        }
+        if response.usage.model.is_none() {
+            response.usage.model = Some(model_name);
+        }
+        Ok(response)
+    }
+
+    /// A single text answer, for sub-calls that need no tools and no streaming.
+    pub async fn complete_text(
+        &self,
+        request: ModelRequest,
+    ) -> Result<ModelResponse, ProviderError> {
+        self.complete_messages(request, &mut |_| {}).await
+    }
+}

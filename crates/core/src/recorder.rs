@@ -1,0 +1,250 @@
+//! The one place that changes a running prompt: every mode records its timeline through a
+//! [`PromptRecorder`], so outputs, events and checkpoints look the same whichever mode ran.
+
+use std::sync::Arc;
+
+use chrono::Utc;
+use serde_json::Value;
+
+use crate::event::{EventPayload, EventService};
+use crate::mode::{ExecutorError, PromptCheckpoint};
+use crate::prompt::{
+    FileOutput, Prompt, PromptOutput, PromptState, PromptUsage, TextOutput, ToolOutput, ToolResult,
+};
+
+/// Owns a prompt while it runs. Each change is published and checkpointed before the method
+/// returns, so the next step never runs ahead of what was saved.
+pub struct PromptRecorder {
+    prompt: Prompt,
+    events: EventService,
+    checkpoint: Option<Arc<dyn PromptCheckpoint>>,
+}
+
+impl std::fmt::Debug for PromptRecorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PromptRecorder")
+            .field("prompt", &self.prompt.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PromptRecorder {
+    pub fn new(
+        prompt: Prompt,
+        events: EventService,
+        checkpoint: Option<Arc<dyn PromptCheckpoint>>,
+    ) -> Self {
+        Self {
+            prompt,
+            events,
+            checkpoint,
+        }
+    }
+
+    pub fn prompt(&self) -> &Prompt {
+        &self.prompt
+    }
+
+    pub fn events(&self) -> &EventService {
+        &self.events
+    }
+
+    /// Publishes a streamed text delta (not checkpointed: the text output that follows is).
+    pub fn stream(&self, delta: &str) {
+        self.publish(EventPayload::PromptStream {
+            prompt_id: self.prompt.id.clone(),
+            delta: delta.to_owned(),
+        });
+    }
+
+    /// A function that publishes deltas of this prompt, for streaming callbacks.
+    pub fn stream_sink(&self) -> impl FnMut(&str) + Send + use<> {
+        let events = self.events.clone();
+        let prompt_id = self.prompt.id.clone();
+        let user_id = self.prompt.user_id.clone();
+        move |delta: &str| {
+            events.publish(
+                &user_id,
+                EventPayload::PromptStream {
+                    prompt_id: prompt_id.clone(),
+                    delta: delta.to_owned(),
+                },
+            );
+        }
+    }
+
+    pub async fn push_text(&mut self, content: &str) -> Result<(), ExecutorError> {
+        let now = Utc::now();
+        self.push(PromptOutput::Text(TextOutput {
+            id: uuid::Uuid::new_v4().to_string(),
+            content: content.to_owned(),
+            start: now,
+            end: Some(now),
+        }))
+        .await
+    }
+
+    /// Adds a tool output whose result is still `pending`.
+    pub async fn start_tool(
+        &mut self,
+        id: &str,
+        function: &str,
+        input: Value,
+        reason: &str,
+    ) -> Result<(), ExecutorError> {
+        self.push(PromptOutput::Tool(ToolOutput {
+            id: id.to_owned(),
+            function: function.to_owned(),
+            input,
+            result: ToolResult::Pending {
+                reason: reason.to_owned(),
+            },
+            start: Utc::now(),
+            end: None,
+        }))
+        .await
+    }
+
+    /// Adds a tool output that already has its result, e.g. a call whose arguments did not parse.
+    pub async fn push_finished_tool(
+        &mut self,
+        id: &str,
+        function: &str,
+        input: Value,
+        result: ToolResult,
+    ) -> Result<(), ExecutorError> {
+        let now = Utc::now();
+        self.push(PromptOutput::Tool(ToolOutput {
+            id: id.to_owned(),
+            function: function.to_owned(),
+            input,
+            result,
+            start: now,
+            end: Some(now),
+        }))
+        .await
+    }
+
+    /// Marks a queued tool call as starting now, without publishing (its result will be).
+    pub fn mark_tool_started(&mut self, id: &str) {
+        if let Some(tool) = self.tool_mut(id) {
+            tool.start = Utc::now();
+        }
+    }
+
+    /// Sets a tool output's result and end time.
+    pub async fn finish_tool(&mut self, id: &str, result: ToolResult) -> Result<(), ExecutorError> {
+        let tool = self
+            .tool_mut(id)
+            .ok_or_else(|| ExecutorError::Internal(format!("no tool output \"{id}\"")))?;
+        tool.result = result;
+        tool.end = Some(Utc::now());
+        let output = PromptOutput::Tool(tool.clone());
+        self.publish_output(output);
+        self.save().await
+    }
+
+    pub async fn push_file(&mut self, file: FileOutput) -> Result<(), ExecutorError> {
+        self.push(PromptOutput::File(file)).await
+    }
+
+    /// Moves the prompt to `waiting_for_approval` for one pending tool call.
+    pub async fn request_approval(
+        &mut self,
+        tool_call_id: &str,
+        reason: &str,
+    ) -> Result<(), ExecutorError> {
+        let tool = self
+            .tool_mut(tool_call_id)
+            .ok_or_else(|| ExecutorError::Internal(format!("no tool output \"{tool_call_id}\"")))?;
+        tool.result = ToolResult::Pending {
+            reason: reason.to_owned(),
+        };
+        let (tool_name, input) = (tool.function.clone(), tool.input.clone());
+        let output = PromptOutput::Tool(tool.clone());
+        self.prompt.state = PromptState::WaitingForApproval;
+        self.publish_output(output);
+        self.publish(EventPayload::ApprovalRequested {
+            prompt_id: self.prompt.id.clone(),
+            tool_call_id: tool_call_id.to_owned(),
+            tool_name,
+            input,
+            reason: reason.to_owned(),
+        });
+        self.save().await
+    }
+
+    /// Back to `running`, e.g. after an approval decision.
+    pub async fn resume(&mut self) -> Result<(), ExecutorError> {
+        self.prompt.state = PromptState::Running;
+        self.save().await
+    }
+
+    pub fn add_usage(&mut self, usage: &PromptUsage) {
+        self.prompt.usage.add(usage);
+    }
+
+    pub async fn complete(&mut self) -> Result<(), ExecutorError> {
+        self.prompt.state = PromptState::Completed;
+        self.save().await?;
+        self.publish(EventPayload::PromptCompleted {
+            prompt_id: self.prompt.id.clone(),
+            output: self.prompt.output.clone(),
+            usage: self.prompt.usage.clone(),
+        });
+        Ok(())
+    }
+
+    /// Ends the prompt as `failed`, keeping its outputs.
+    pub async fn fail(&mut self, error: &str) -> Result<(), ExecutorError> {
+        self.prompt.state = PromptState::Failed;
+        self.prompt.error = Some(error.to_owned());
+        self.save().await?;
+        self.publish(EventPayload::PromptError {
+            prompt_id: self.prompt.id.clone(),
+            error: error.to_owned(),
+        });
+        Ok(())
+    }
+
+    /// The first tool output still `pending`, in timeline order.
+    pub fn first_pending_tool(&self) -> Option<&ToolOutput> {
+        self.prompt.output.iter().find_map(|output| match output {
+            PromptOutput::Tool(tool) if tool.result.is_pending() => Some(tool),
+            _ => None,
+        })
+    }
+
+    async fn push(&mut self, output: PromptOutput) -> Result<(), ExecutorError> {
+        self.prompt.output.push(output.clone());
+        self.publish_output(output);
+        self.save().await
+    }
+
+    fn tool_mut(&mut self, id: &str) -> Option<&mut ToolOutput> {
+        self.prompt.output.iter_mut().find_map(|output| match output {
+            PromptOutput::Tool(tool) if tool.id == id => Some(tool),
+            _ => None,
+        })
+    }
+
+    fn publish_output(&self, output: PromptOutput) {
+        self.publish(EventPayload::PromptOutput {
+            prompt_id: self.prompt.id.clone(),
+            output,
+        });
+    }
+
+    fn publish(&self, payload: EventPayload) {
+        self.events.publish(&self.prompt.user_id, payload);
+    }
+
+    async fn save(&self) -> Result<(), ExecutorError> {
+        if let Some(checkpoint) = &self.checkpoint {
+            checkpoint.save(&self.prompt).await.map_err(|error| {
+                ExecutorError::Internal(format!("could not save prompt {}: {error:#}", self.prompt.id))
+            })?;
+        }
+        Ok(())
+    }
+}

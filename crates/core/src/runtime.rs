@@ -1,0 +1,457 @@
+//! The runtime: plugins set up in order, the services they registered, and the prompt service
+//! that dispatches each prompt to its execution mode.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use anyhow::{Context as _, bail};
+
+use crate::classic::classic_mode;
+use crate::config::{Config, RuntimeLimits};
+use crate::event::{EventPayload, EventService};
+use crate::mode::{
+    ExecutionModeService, ExecutorCreateOptions, ExecutorError, ModeError, PromptCheckpoint,
+    PromptExecutor,
+};
+use crate::plugin::{Extensions, Plugin, PrepareContext, Prepared, SetupContext, registered_plugins};
+use crate::prompt::{ModelKind, Prompt, DEFAULT_MODE};
+use crate::provider::{CompletionService, ModelProvider, ProviderFactory};
+use crate::state::State;
+use crate::tool::ToolSet;
+
+/// Everything plugins and executors share. Built once by [`RuntimeBuilder`], then read-only.
+pub struct Services {
+    pub config: Config,
+    pub events: EventService,
+    pub modes: ExecutionModeService,
+    pub completion: CompletionService,
+    pub providers: Vec<ProviderFactory>,
+    pub extensions: Extensions,
+    plugins: Vec<Arc<dyn Plugin>>,
+    limits: RuntimeLimits,
+}
+
+impl std::fmt::Debug for Services {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Services")
+            .field("plugins", &self.plugin_ids())
+            .field("modes", &self.modes)
+            .field("completion", &self.completion)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Services {
+    pub fn plugins(&self) -> &[Arc<dyn Plugin>] {
+        &self.plugins
+    }
+
+    pub fn plugin_ids(&self) -> Vec<String> {
+        self.plugins.iter().map(|plugin| plugin.id().to_owned()).collect()
+    }
+
+    pub fn limits(&self) -> &RuntimeLimits {
+        &self.limits
+    }
+
+    /// Runs every plugin's `prepare()` for one prompt. When two plugins offer the same tool id,
+    /// the first (by plugin id) keeps it.
+    pub async fn prepare(
+        self: &Arc<Self>,
+        user_id: &str,
+        prompt_id: &str,
+        mode: &str,
+        state: &State,
+    ) -> anyhow::Result<Prepared> {
+        let mut context = PrepareContext {
+            user_id: user_id.to_owned(),
+            prompt_id: prompt_id.to_owned(),
+            mode: mode.to_owned(),
+            state: state.clone(),
+            services: self.clone(),
+            tools: Vec::new(),
+            context: Vec::new(),
+            current_plugin: String::new(),
+            tool_owners: Vec::new(),
+        };
+        for plugin in &self.plugins {
+            context.current_plugin = plugin.id().to_owned();
+            plugin
+                .prepare(&mut context)
+                .await
+                .with_context(|| format!("plugin \"{}\" failed to prepare", plugin.id()))?;
+        }
+        let mut seen = HashSet::new();
+        let mut tools = Vec::new();
+        for tool in context.tools {
+            if seen.insert(tool.id().to_owned()) {
+                tools.push(tool);
+            } else {
+                tracing::warn!(tool = tool.id(), "two plugins offer this tool; keeping the first");
+            }
+        }
+        let mut tool_plugins = HashMap::new();
+        for (tool, plugin) in context.tool_owners {
+            tool_plugins.entry(tool).or_insert(plugin);
+        }
+        Ok(Prepared {
+            tools: ToolSet::new(tools),
+            context: context.context,
+            tool_plugins,
+        })
+    }
+}
+
+/// Builds a [`Runtime`]: which plugins, which config, which model provider.
+#[derive(Default)]
+pub struct RuntimeBuilder {
+    config: Config,
+    plugins: Vec<Arc<dyn Plugin>>,
+    registered: bool,
+    provider: Option<Arc<dyn ModelProvider>>,
+    provider_spec: Option<String>,
+    event_capacity: Option<usize>,
+}
+
+impl std::fmt::Debug for RuntimeBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuntimeBuilder")
+            .field("registered", &self.registered)
+            .field("provider_spec", &self.provider_spec)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RuntimeBuilder {
+    pub fn config(mut self, config: Config) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Includes every plugin linked into the binary through `inventory`.
+    pub fn registered_plugins(mut self) -> Self {
+        self.registered = true;
+        self
+    }
+
+    /// Adds one plugin by value, e.g. a test's own.
+    pub fn plugin(mut self, plugin: Arc<dyn Plugin>) -> Self {
+        self.plugins.push(plugin);
+        self
+    }
+
+    /// Uses this provider instance, whatever the config says.
+    pub fn provider(mut self, provider: Arc<dyn ModelProvider>) -> Self {
+        self.provider = Some(provider);
+        self
+    }
+
+    /// Selects a registered provider, e.g. `openai` or `script:turns.yaml`.
+    pub fn provider_spec(mut self, spec: &str) -> Self {
+        self.provider_spec = Some(spec.to_owned());
+        self
+    }
+
+    pub fn event_capacity(mut self, capacity: usize) -> Self {
+        self.event_capacity = Some(capacity);
+        self
+    }
+
+    /// Sets up every plugin (sorted by id), selects the provider and calls `ready()`.
+    pub async fn build(self) -> anyhow::Result<Runtime> {
+        let mut plugins = self.plugins;
+        if self.registered {
+            plugins.extend(registered_plugins().into_iter().map(|registration| {
+                let plugin = (registration.create)();
+                debug_assert_eq!(plugin.id(), registration.id);
+                plugin
+            }));
+        }
+        plugins.sort_by(|a, b| a.id().cmp(b.id()));
+        for pair in plugins.windows(2) {
+            if pair[0].id() == pair[1].id() {
+                bail!("plugin id \"{}\" is registered twice", pair[0].id());
+            }
+        }
+
+        let mut modes = ExecutionModeService::default();
+        modes.register(classic_mode())?;
+        let mut providers = Vec::new();
+        let mut extensions = Extensions::default();
+        for plugin in &plugins {
+            let mut context = SetupContext {
+                config: &self.config,
+                modes: &mut modes,
+                providers: &mut providers,
+                extensions: &mut extensions,
+            };
+            plugin
+                .setup(&mut context)
+                .await
+                .with_context(|| format!("plugin \"{}\" failed to set up", plugin.id()))?;
+        }
+        providers.sort_by_key(|factory: &ProviderFactory| factory.id);
+
+        let completion = match self.provider {
+            Some(provider) => CompletionService::new(provider),
+            None => select_provider(self.provider_spec.as_deref(), &self.config, &providers)?,
+        };
+        let limits = self.config.limits();
+        let services = Arc::new(Services {
+            config: self.config,
+            events: EventService::new(
+                self.event_capacity
+                    .unwrap_or(crate::event::DEFAULT_SUBSCRIBER_CAPACITY),
+            ),
+            modes,
+            completion,
+            providers,
+            extensions,
+            plugins,
+            limits,
+        });
+        for plugin in services.plugins() {
+            plugin
+                .ready(&services)
+                .await
+                .with_context(|| format!("plugin \"{}\" failed to get ready", plugin.id()))?;
+        }
+        Ok(Runtime {
+            prompts: PromptService::new(services.clone()),
+            services,
+        })
+    }
+}
+
+/// Picks the provider: an explicit spec, else the config's `provider` key, else
+/// `AGENTIC_PROVIDER`, else the first registered provider whose settings are present.
+fn select_provider(
+    spec: Option<&str>,
+    config: &Config,
+    providers: &[ProviderFactory],
+) -> anyhow::Result<CompletionService> {
+    let from_env = std::env::var("AGENTIC_PROVIDER").ok().filter(|s| !s.is_empty());
+    let spec = spec
+        .map(str::to_owned)
+        .or_else(|| {
+            config
+                .get("provider")
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+        })
+        .or(from_env);
+    let available = || {
+        providers
+            .iter()
+            .map(|factory| factory.id)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if let Some(spec) = spec {
+        let (id, argument) = match spec.split_once(':') {
+            Some((id, argument)) => (id, Some(argument)),
+            None => (spec.as_str(), None),
+        };
+        let factory = providers
+            .iter()
+            .find(|factory| factory.id == id)
+            .with_context(|| {
+                format!("unknown model provider \"{id}\"; registered providers: {}", available())
+            })?;
+        let provider = (factory.create)(argument, config)
+            .with_context(|| format!("could not create model provider \"{spec}\""))?;
+        return Ok(CompletionService::new(provider));
+    }
+    for factory in providers {
+        if (factory.configured)(config) {
+            let provider = (factory.create)(None, config)
+                .with_context(|| format!("could not create model provider \"{}\"", factory.id))?;
+            return Ok(CompletionService::new(provider));
+        }
+    }
+    Ok(CompletionService::unavailable(&format!(
+        "no model provider is configured (registered: {}); set OPENAI_API_KEY or \
+         OPENAI_BASE_URL, or AGENTIC_PROVIDER=script:<turns.yaml>",
+        available()
+    )))
+}
+
+/// A running agentic: its services and its prompts.
+pub struct Runtime {
+    services: Arc<Services>,
+    prompts: PromptService,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("services", &self.services)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder::default()
+    }
+
+    pub fn services(&self) -> &Arc<Services> {
+        &self.services
+    }
+
+    pub fn prompts(&self) -> &PromptService {
+        &self.prompts
+    }
+}
+
+/// What a caller gives to start a prompt.
+#[derive(Clone, Default)]
+pub struct PromptOptions {
+    pub user_id: String,
+    pub input: Option<String>,
+    pub model: ModelKind,
+    /// `classic` when absent.
+    pub mode: Option<String>,
+    pub history: Vec<Prompt>,
+    pub state: State,
+    pub max_rounds: Option<u32>,
+    pub resume_prompt: Option<Prompt>,
+    pub checkpoint: Option<Arc<dyn PromptCheckpoint>>,
+    pub conversation_id: Option<String>,
+}
+
+impl std::fmt::Debug for PromptOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PromptOptions")
+            .field("user_id", &self.user_id)
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A live executor, shared between whoever runs it and whoever approves its tool calls.
+pub type ExecutorHandle = Arc<tokio::sync::Mutex<Box<dyn PromptExecutor>>>;
+
+/// Creates executors by mode and keeps the unfinished ones reachable by prompt id.
+pub struct PromptService {
+    services: Arc<Services>,
+    active: Mutex<HashMap<String, ExecutorHandle>>,
+}
+
+impl std::fmt::Debug for PromptService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PromptService").finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PromptServiceError {
+    #[error(transparent)]
+    Mode(#[from] ModeError),
+    #[error("prompt \"{0}\" is not active")]
+    NotActive(String),
+    #[error(transparent)]
+    Executor(#[from] ExecutorError),
+}
+
+impl PromptService {
+    pub fn new(services: Arc<Services>) -> Self {
+        Self {
+            services,
+            active: Mutex::default(),
+        }
+    }
+
+    /// Creates the executor for `options.mode` and publishes `prompt.created`.
+    pub fn create(&self, options: PromptOptions) -> Result<ExecutorHandle, PromptServiceError> {
+        let mode = options
+            .mode
+            .clone()
+            .or_else(|| options.resume_prompt.as_ref().map(|prompt| prompt.mode.clone()))
+            .unwrap_or_else(|| DEFAULT_MODE.to_owned());
+        let factory = self.services.modes.get(&mode)?;
+        let conversation_id = options.conversation_id.clone();
+        let executor = factory.create_executor(ExecutorCreateOptions {
+            services: self.services.clone(),
+            user_id: options.user_id,
+            input: options.input,
+            model: options.model,
+            mode: mode.clone(),
+            history: options.history,
+            state: options.state,
+            max_rounds: options.max_rounds,
+            resume_prompt: options.resume_prompt,
+            checkpoint: options.checkpoint,
+            conversation_id: conversation_id.clone(),
+        });
+        let (prompt_id, user_id) = (executor.id().to_owned(), executor.user_id().to_owned());
+        let handle: ExecutorHandle = Arc::new(tokio::sync::Mutex::new(executor));
+        self.lock_active().insert(prompt_id.clone(), handle.clone());
+        self.services.events.publish(
+            &user_id,
+            EventPayload::PromptCreated {
+                prompt_id,
+                mode,
+                conversation_id,
+            },
+        );
+        Ok(handle)
+    }
+
+    /// Runs a created executor until it finishes or waits for approval.
+    pub async fn run(&self, handle: &ExecutorHandle) -> Result<Prompt, PromptServiceError> {
+        let mut executor = handle.lock().await;
+        let result = executor.run().await;
+        self.forget_if_finished(executor.prompt());
+        Ok(result?)
+    }
+
+    /// Creates and runs in one go.
+    pub async fn create_and_run(&self, options: PromptOptions) -> Result<Prompt, PromptServiceError> {
+        let handle = self.create(options)?;
+        self.run(&handle).await
+    }
+
+    pub fn get(&self, prompt_id: &str) -> Option<ExecutorHandle> {
+        self.lock_active().get(prompt_id).cloned()
+    }
+
+    pub async fn approve(
+        &self,
+        prompt_id: &str,
+        tool_call_id: &str,
+    ) -> Result<Prompt, PromptServiceError> {
+        let handle = self
+            .get(prompt_id)
+            .ok_or_else(|| PromptServiceError::NotActive(prompt_id.to_owned()))?;
+        let mut executor = handle.lock().await;
+        let result = executor.approve(tool_call_id).await;
+        self.forget_if_finished(executor.prompt());
+        Ok(result?)
+    }
+
+    pub async fn reject(
+        &self,
+        prompt_id: &str,
+        tool_call_id: &str,
+        reason: Option<&str>,
+    ) -> Result<Prompt, PromptServiceError> {
+        let handle = self
+            .get(prompt_id)
+            .ok_or_else(|| PromptServiceError::NotActive(prompt_id.to_owned()))?;
+        let mut executor = handle.lock().await;
+        let result = executor.reject(tool_call_id, reason).await;
+        self.forget_if_finished(executor.prompt());
+        Ok(result?)
+    }
+
+    fn forget_if_finished(&self, prompt: &Prompt) {
+        if prompt.state.is_finished() {
+            self.lock_active().remove(&prompt.id);
+        }
+    }
+
+    fn lock_active(&self) -> std::sync::MutexGuard<'_, HashMap<String, ExecutorHandle>> {
+        self.active.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}

@@ -1,0 +1,423 @@
+//! Tools: what a model can call. Schemas come from Rust types, input is validated before a
+//! tool runs, and every failure (bad input, unknown tool, error, panic) becomes a result the
+//! model can read instead of taking the process down.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use async_trait::async_trait;
+use chrono::Utc;
+use futures::FutureExt;
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::prompt::FileOutput;
+use crate::runtime::Services;
+use crate::state::State;
+
+/// A callable tool. Most tools are built with [`define_tool`]; implement this by hand only
+/// when the schema is not known at compile time.
+#[async_trait]
+pub trait Tool: Send + Sync {
+    /// Dotted id, e.g. `time.now`; the part before the first dot names the plugin.
+    fn id(&self) -> &str;
+    fn description(&self) -> &str;
+    fn input_schema(&self) -> &Value;
+    fn output_schema(&self) -> Option<&Value> {
+        None
+    }
+    /// Whether this call needs a person's approval before it runs.
+    fn approval(&self, _input: &Value) -> Approval {
+        Approval::NotRequired
+    }
+    /// Runs the tool on input that already passed [`Tool::input_schema`].
+    async fn invoke(&self, context: ToolContext, input: Value) -> Result<Value, ToolError>;
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Approval {
+    NotRequired,
+    Required { reason: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolError {
+    #[error("unknown tool \"{0}\"")]
+    UnknownTool(String),
+    #[error("invalid input for {tool}: {message}")]
+    InvalidInput { tool: String, message: String },
+    #[error("{0}")]
+    Failed(String),
+    #[error("tool \"{tool}\" panicked: {message}")]
+    Panicked { tool: String, message: String },
+}
+
+impl ToolError {
+    /// A plain failure with a message the model will read.
+    pub fn failed(message: impl std::fmt::Display) -> Self {
+        Self::Failed(message.to_string())
+    }
+}
+
+impl From<anyhow::Error> for ToolError {
+    fn from(error: anyhow::Error) -> Self {
+        Self::Failed(format!("{error:#}"))
+    }
+}
+
+/// What a tool gets besides its input.
+#[derive(Clone)]
+pub struct ToolContext {
+    pub user_id: String,
+    pub prompt_id: String,
+    pub state: State,
+    pub services: Arc<Services>,
+    files: Arc<Mutex<Vec<FileOutput>>>,
+}
+
+impl std::fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("user_id", &self.user_id)
+            .field("prompt_id", &self.prompt_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolContext {
+    pub fn new(user_id: &str, prompt_id: &str, state: State, services: Arc<Services>) -> Self {
+        Self {
+            user_id: user_id.to_owned(),
+            prompt_id: prompt_id.to_owned(),
+            state,
+            services,
+            files: Arc::default(),
+        }
+    }
+
+    /// Adds a file to the prompt's timeline once the tool call finishes.
+    pub fn emit_file(&self, path: &str, mime_type: &str, description: Option<&str>) {
+        let now = Utc::now();
+        self.files
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(FileOutput {
+                id: uuid::Uuid::new_v4().to_string(),
+                path: path.to_owned(),
+                mime_type: mime_type.to_owned(),
+                description: description.map(str::to_owned),
+                start: now,
+                end: Some(now),
+            });
+    }
+
+    /// Takes the files emitted so far.
+    pub fn take_files(&self) -> Vec<FileOutput> {
+        std::mem::take(&mut *self.files.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+/// The JSON Schema of a Rust type, as tools and plugin configs publish it.
+pub fn schema_of<T: JsonSchema>() -> Value {
+    serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null)
+}
+
+type BoxedHandler = Arc<
+    dyn Fn(ToolContext, Value) -> Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send>>
+        + Send
+        + Sync,
+>;
+type BoxedApproval = Arc<dyn Fn(&Value) -> Approval + Send + Sync>;
+
+/// A tool made from a typed async function; see [`define_tool`].
+#[derive(Clone)]
+pub struct FnTool {
+    id: String,
+    description: String,
+    input_schema: Value,
+    output_schema: Value,
+    handler: BoxedHandler,
+    approval: BoxedApproval,
+}
+
+impl std::fmt::Debug for FnTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FnTool").field("id", &self.id).finish_non_exhaustive()
+    }
+}
+
+/// Defines a tool from a typed handler. Input and output schemas are derived from `I` and `O`.
+///
+/// ```
+/// use agentic_core::{define_tool, ToolError};
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// struct Input { text: String }
+/// let tool = define_tool("demo.shout", "Upper-cases text", |_cx, input: Input| async move {
+///     Ok::<_, ToolError>(input.text.to_uppercase())
+/// });
+/// # let _ = tool;
+/// ```
+pub fn define_tool<I, O, F, Fut>(id: &str, description: &str, handler: F) -> FnTool
+where
+    I: DeserializeOwned + JsonSchema + Send + 'static,
+    O: Serialize + JsonSchema + 'static,
+    F: Fn(ToolContext, I) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<O, ToolError>> + Send + 'static,
+{
+    let tool_id = id.to_owned();
+    let handler = Arc::new(handler);
+    let boxed: BoxedHandler = Arc::new(move |context, input| {
+        let tool_id = tool_id.clone();
+        let handler = handler.clone();
+        Box::pin(async move {
+            let input: I = serde_json::from_value(input).map_err(|error| {
+                ToolError::InvalidInput {
+                    tool: tool_id.clone(),
+                    message: error.to_string(),
+                }
+            })?;
+            let output = handler(context, input).await?;
+            serde_json::to_value(output)
+                .map_err(|error| ToolError::failed(format!("unserialisable output: {error}")))
+        })
+    });
+    FnTool {
+        id: id.to_owned(),
+        description: description.to_owned(),
+        input_schema: schema_of::<I>(),
+        output_schema: schema_of::<O>(),
+        handler: boxed,
+        approval: Arc::new(|_| Approval::NotRequired),
+    }
+}
+
+impl FnTool {
+    /// Every call needs approval, for this reason.
+    pub fn require_approval(mut self, reason: &str) -> Self {
+        let reason = reason.to_owned();
+        self.approval = Arc::new(move |_| Approval::Required {
+            reason: reason.clone(),
+        });
+        self
+    }
+
+    /// Approval decided from the typed input: `Some(reason)` means it is needed.
+    pub fn approval_when<I, F>(mut self, decide: F) -> Self
+    where
+        I: DeserializeOwned,
+        F: Fn(&I) -> Option<String> + Send + Sync + 'static,
+    {
+        self.approval = Arc::new(move |input| match serde_json::from_value::<I>(input.clone()) {
+            Ok(typed) => match decide(&typed) {
+                Some(reason) => Approval::Required { reason },
+                None => Approval::NotRequired,
+            },
+            // Input that does not decode fails validation before it could run anyway.
+            Err(_) => Approval::NotRequired,
+        });
+        self
+    }
+
+    pub fn into_arc(self) -> Arc<dyn Tool> {
+        Arc::new(self)
+    }
+}
+
+#[async_trait]
+impl Tool for FnTool {
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn description(&self) -> &str {
+        &self.description
+    }
+    fn input_schema(&self) -> &Value {
+        &self.input_schema
+    }
+    fn output_schema(&self) -> Option<&Value> {
+        Some(&self.output_schema)
+    }
+    fn approval(&self, input: &Value) -> Approval {
+        (self.approval)(input)
+    }
+    async fn invoke(&self, context: ToolContext, input: Value) -> Result<Value, ToolError> {
+        (self.handler)(context, input).await
+    }
+}
+
+/// The tools one prompt may call, with their compiled input validators.
+#[derive(Clone, Default)]
+pub struct ToolSet {
+    tools: BTreeMap<String, PreparedTool>,
+}
+
+#[derive(Clone)]
+struct PreparedTool {
+    tool: Arc<dyn Tool>,
+    validator: Option<Arc<jsonschema::Validator>>,
+    schema_error: Option<String>,
+}
+
+impl std::fmt::Debug for ToolSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.tools.keys()).finish()
+    }
+}
+
+impl ToolSet {
+    /// Builds the set; a later tool with an id already present replaces the earlier one.
+    pub fn new(tools: Vec<Arc<dyn Tool>>) -> Self {
+        let tools = tools
+            .into_iter()
+            .map(|tool| {
+                let (validator, schema_error) = match jsonschema::validator_for(tool.input_schema())
+                {
+                    Ok(validator) => (Some(Arc::new(validator)), None),
+                    Err(error) => (None, Some(error.to_string())),
+                };
+                let prepared = PreparedTool {
+                    tool: tool.clone(),
+                    validator,
+                    schema_error,
+                };
+                (tool.id().to_owned(), prepared)
+            })
+            .collect();
+        Self { tools }
+    }
+
+    /// Tools sorted by id.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
+        self.tools.values().map(|prepared| &prepared.tool)
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.get(id).map(|prepared| &prepared.tool)
+    }
+
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// Checks input against the tool's schema, naming every problem and where it is.
+    pub fn validate(&self, id: &str, input: &Value) -> Result<(), ToolError> {
+        let prepared = self
+            .tools
+            .get(id)
+            .ok_or_else(|| ToolError::UnknownTool(id.to_owned()))?;
+        let invalid = |message: String| ToolError::InvalidInput {
+            tool: id.to_owned(),
+            message,
+        };
+        let Some(validator) = &prepared.validator else {
+            let reason = prepared.schema_error.clone().unwrap_or_default();
+            return Err(invalid(format!("the tool's input schema is broken: {reason}")));
+        };
+        let problems: Vec<String> = validator
+            .iter_errors(input)
+            .map(|error| {
+                let path = error.instance_path().to_string();
+                if path.is_empty() {
+                    error.to_string()
+                } else {
+                    format!("{path}: {error}")
+                }
+            })
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(invalid(problems.join("; ")))
+        }
+    }
+
+    /// The approval a call needs; unknown tools need none (they fail anyway).
+    pub fn approval(&self, id: &str, input: &Value) -> Approval {
+        self.get(id)
+            .map_or(Approval::NotRequired, |tool| tool.approval(input))
+    }
+
+    /// Validates and runs one call. A panic inside the tool becomes [`ToolError::Panicked`].
+    pub async fn invoke(
+        &self,
+        context: ToolContext,
+        id: &str,
+        input: Value,
+    ) -> Result<Value, ToolError> {
+        self.validate(id, &input)?;
+        let tool = self
+            .get(id)
+            .ok_or_else(|| ToolError::UnknownTool(id.to_owned()))?
+            .clone();
+        match AssertUnwindSafe(tool.invoke(context, input))
+            .catch_unwind()
+            .await
+        {
+            Ok(result) => result,
+            Err(panic) => Err(ToolError::Panicked {
+                tool: id.to_owned(),
+                message: panic_message(panic.as_ref()),
+            }),
+        }
+    }
+}
+
+/// Renders a tool's value as the text a model reads, cut to `limit` characters with a marker
+/// saying how much was left out.
+pub fn result_text_for_model(value: &Value, limit: usize) -> String {
+    let text = match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    cap_text(&text, limit)
+}
+
+/// Cuts text to `limit` characters, saying how many were cut.
+pub fn cap_text(text: &str, limit: usize) -> String {
+    let total = text.chars().count();
+    if total <= limit {
+        return text.to_owned();
+    }
+    let kept: String = text.chars().take(limit).collect();
+    format!(
+        "{kept}\n[truncated: {} of {total} characters cut]",
+        total - limit
+    )
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(message) = panic.downcast_ref::<&str>() {
+        (*message).to_owned()
+    } else if let Some(message) = panic.downcast_ref::<String>() {
+        message.clone()
+    } else {
+        "unknown panic".to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capped_text_says_how_much_was_cut() {
+        assert_eq!(cap_text("abcdef", 10), "abcdef");
+        assert_eq!(
+            cap_text("abcdef", 4),
+            "abcd\n[truncated: 2 of 6 characters cut]"
+        );
+        assert_eq!(
+            result_text_for_model(&serde_json::json!({"a": 1}), 100),
+            r#"{"a":1}"#
+        );
+    }
+}

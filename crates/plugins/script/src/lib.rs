@@ -1,0 +1,58 @@
+//! The scripted model provider: replays model turns from YAML and records every request it
+//! receives. Tests, demos and bug reports use it; select it with
+//! `AGENTIC_PROVIDER=script:path/to/turns.yaml`.
+//!
+//! [`testing`] builds the timeline snapshot helper on top of it.
+#![forbid(unsafe_code)]
+
+mod provider;
+pub mod testing;
+
+use std::sync::Arc;
+
+use agentic_core::{Config, Plugin, PluginRegistration, ProviderFactory, SetupContext};
+use async_trait::async_trait;
+
+pub use provider::{ScriptToolCall, ScriptUsage, ScriptedProvider, Turn};
+
+#[doc(hidden)]
+pub use insta as __insta;
+
+/// The plugin that registers provider `script`.
+#[derive(Debug, Default)]
+pub struct ScriptPlugin;
+
+agentic_core::inventory::submit! {
+    PluginRegistration { id: "script", create: create_plugin }
+}
+
+fn create_plugin() -> Arc<dyn Plugin> {
+    Arc::new(ScriptPlugin)
+}
+
+#[async_trait]
+impl Plugin for ScriptPlugin {
+    fn id(&self) -> &str {
+        "script"
+    }
+
+    async fn setup(&self, context: &mut SetupContext<'_>) -> anyhow::Result<()> {
+        context.providers.push(ProviderFactory {
+            id: "script",
+            create: create_provider,
+            // Only used when named: a script is never picked by accident.
+            configured: |_| false,
+        });
+        Ok(())
+    }
+}
+
+fn create_provider(
+    argument: Option<&str>,
+    _config: &Config,
+) -> anyhow::Result<Arc<dyn agentic_core::ModelProvider>> {
+    let path = argument
+        .filter(|path| !path.is_empty())
+        .ok_or_else(|| anyhow::anyhow!("the script provider needs a file: script:<turns.yaml>"))?;
+    Ok(Arc::new(ScriptedProvider::from_file(std::path::Path::new(path))?))
+}

@@ -1,0 +1,353 @@
+//! The timeline snapshot helper: run a prompt against scripted model turns and capture the
+//! whole timeline (the prompt, its events in order, and every request the model received)
+//! as one redacted value to snapshot with insta.
+//!
+//! Plugin crates use it from their own tests; see `docs/testing.md`.
+//!
+//! ```no_run
+//! use agentic_plugin_script::testing::TimelineRunner;
+//!
+//! #[test]
+//! fn timelines() {
+//!     agentic_plugin_script::__insta::glob!("timelines/*.yaml", |path| {
+//!         let timeline = TimelineRunner::new().run_file_blocking(path).unwrap();
+//!         agentic_plugin_script::assert_timeline_snapshot!(timeline);
+//!     });
+//! }
+//! ```
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use agentic_core::{
+    Config, ModelKind, Plugin, PromptOptions, PromptState, Received, Runtime, State,
+};
+use anyhow::{Context as _, bail};
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::{ScriptedProvider, Turn};
+
+/// One scenario, usually read from a YAML file next to the test.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TimelineCase {
+    /// What the case shows, for the reader; not used otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Earlier prompts of the same conversation, run first; their timelines become history.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<HistoryPrompt>,
+    pub input: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    #[serde(default)]
+    pub model: ModelKind,
+    /// Runtime config (top-level keys and plugin sections).
+    #[serde(default)]
+    pub config: Map<String, Value>,
+    /// Overrides the mode's round limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rounds: Option<u32>,
+    /// Answers to approval requests, in the order they are asked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<Decision>,
+    /// The model's turns, for the history prompts first and then this one.
+    pub turns: Vec<Turn>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HistoryPrompt {
+    pub input: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+}
+
+/// In YAML: `approve`, `reject`, or `reject: <reason>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "DecisionRepr", into = "DecisionRepr")]
+pub enum Decision {
+    Approve,
+    /// Reject, with an optional reason.
+    Reject(Option<String>),
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum DecisionRepr {
+    Word(String),
+    Reject { reject: Option<String> },
+}
+
+impl TryFrom<DecisionRepr> for Decision {
+    type Error = String;
+
+    fn try_from(repr: DecisionRepr) -> Result<Self, Self::Error> {
+        match repr {
+            DecisionRepr::Word(word) if word == "approve" => Ok(Self::Approve),
+            DecisionRepr::Word(word) if word == "reject" => Ok(Self::Reject(None)),
+            DecisionRepr::Word(word) => Err(format!(
+                "unknown decision \"{word}\", expected approve, reject or reject: <reason>"
+            )),
+            DecisionRepr::Reject { reject } => Ok(Self::Reject(reject)),
+        }
+    }
+}
+
+impl From<Decision> for DecisionRepr {
+    fn from(decision: Decision) -> Self {
+        match decision {
+            Decision::Approve => Self::Word("approve".to_owned()),
+            Decision::Reject(reject) => Self::Reject { reject },
+        }
+    }
+}
+
+/// What a scenario produced, ids and timestamps redacted. Serialize it with insta.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Timeline {
+    /// The final prompt.
+    pub prompt: Value,
+    /// Every event published while the prompt ran, in order (`seq` and user left out).
+    pub events: Vec<Value>,
+    /// Every request the model received, as messages and offered tool names.
+    pub requests: Vec<Value>,
+    /// Model turns the scenario scripted but the prompt never asked for.
+    pub unused_turns: usize,
+}
+
+/// Runs [`TimelineCase`]s. By default every plugin linked into the test binary takes part.
+#[derive(Clone)]
+pub struct TimelineRunner {
+    plugins: Vec<Arc<dyn Plugin>>,
+    registered: bool,
+    masks: Vec<(Regex, String)>,
+    user_id: String,
+}
+
+impl std::fmt::Debug for TimelineRunner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TimelineRunner")
+            .field("registered", &self.registered)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for TimelineRunner {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TimelineRunner {
+    pub fn new() -> Self {
+        Self {
+            plugins: Vec::new(),
+            registered: true,
+            masks: Vec::new(),
+            user_id: "alice".to_owned(),
+        }
+    }
+
+    /// Adds a plugin by value, e.g. one defined in the test itself.
+    pub fn plugin(mut self, plugin: Arc<dyn Plugin>) -> Self {
+        self.plugins.push(plugin);
+        self
+    }
+
+    /// Leaves out the plugins linked through `inventory`; only [`Self::plugin`]s take part.
+    pub fn only_given_plugins(mut self) -> Self {
+        self.registered = false;
+        self
+    }
+
+    /// Replaces every match of `pattern` in any string of the timeline, for values that change
+    /// from run to run (clock readings, temporary paths).
+    pub fn mask(mut self, pattern: &str, replacement: &str) -> anyhow::Result<Self> {
+        let regex = Regex::new(pattern).with_context(|| format!("bad mask pattern {pattern}"))?;
+        self.masks.push((regex, replacement.to_owned()));
+        Ok(self)
+    }
+
+    /// Reads a case from YAML and runs it.
+    pub async fn run_file(&self, path: &Path) -> anyhow::Result<Timeline> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("could not read {}", path.display()))?;
+        let case: TimelineCase = serde_yaml_ng::from_str(&text)
+            .with_context(|| format!("invalid timeline case {}", path.display()))?;
+        self.run(&case).await
+    }
+
+    /// [`Self::run_file`] on its own tokio runtime, for `insta::glob!` closures.
+    pub fn run_file_blocking(&self, path: &Path) -> anyhow::Result<Timeline> {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?
+            .block_on(self.run_file(path))
+    }
+
+    pub async fn run(&self, case: &TimelineCase) -> anyhow::Result<Timeline> {
+        let provider = Arc::new(ScriptedProvider::new(case.turns.clone()));
+        let mut builder = Runtime::builder()
+            .config(Config::from_value(Value::Object(case.config.clone())))
+            .provider(provider.clone());
+        if self.registered {
+            builder = builder.registered_plugins();
+        }
+        for plugin in &self.plugins {
+            builder = builder.plugin(plugin.clone());
+        }
+        let runtime = builder.build().await?;
+        let prompts = runtime.prompts();
+        let mut subscription = runtime.services().events.subscribe(Some(&self.user_id));
+        let state = State::default();
+
+        let mut history = Vec::new();
+        for earlier in &case.history {
+            let prompt = prompts
+                .create_and_run(PromptOptions {
+                    user_id: self.user_id.clone(),
+                    input: Some(earlier.input.clone()),
+                    mode: earlier.mode.clone(),
+                    model: case.model,
+                    history: history.clone(),
+                    state: state.clone(),
+                    ..PromptOptions::default()
+                })
+                .await?;
+            history.push(prompt);
+        }
+        // Only the scenario's own prompt is snapshotted.
+        while subscription.try_next().is_some() {}
+        let requests_before = provider.requests().len();
+
+        let handle = prompts.create(PromptOptions {
+            user_id: self.user_id.clone(),
+            input: Some(case.input.clone()),
+            mode: case.mode.clone(),
+            model: case.model,
+            history,
+            state,
+            max_rounds: case.max_rounds,
+            ..PromptOptions::default()
+        })?;
+        let mut prompt = prompts.run(&handle).await?;
+        let mut decisions = case.decisions.iter();
+        while prompt.state == PromptState::WaitingForApproval {
+            let waiting = prompt
+                .output
+                .iter()
+                .find_map(|output| match output {
+                    agentic_core::PromptOutput::Tool(tool) if tool.result.is_pending() => {
+                        Some(tool.id.clone())
+                    }
+                    _ => None,
+                })
+                .context("prompt waits for approval but no tool call is pending")?;
+            prompt = match decisions.next() {
+                Some(Decision::Approve) => prompts.approve(&prompt.id, &waiting).await?,
+                Some(Decision::Reject(reason)) => {
+                    prompts.reject(&prompt.id, &waiting, reason.as_deref()).await?
+                }
+                None => break,
+            };
+        }
+        if decisions.next().is_some() {
+            bail!("the case has more decisions than the prompt asked for");
+        }
+
+        let mut events = Vec::new();
+        while let Some(received) = subscription.try_next() {
+            match received {
+                Received::Event(event) => events.push(serde_json::to_value(&event.payload)?),
+                Received::Lagged(missed) => bail!("the timeline lost {missed} events"),
+            }
+        }
+        let requests = provider.requests()[requests_before..]
+            .iter()
+            .map(|request| {
+                serde_json::json!({
+                    "messages": request.messages,
+                    "tools": request.tools.iter().map(|tool| tool.name.clone()).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        let mut timeline = Timeline {
+            prompt: serde_json::to_value(&prompt)?,
+            events,
+            requests,
+            unused_turns: provider.remaining(),
+        };
+        self.redact(&mut timeline);
+        Ok(timeline)
+    }
+
+    fn redact(&self, timeline: &mut Timeline) {
+        let mut redactor = Redactor {
+            ids: HashMap::new(),
+            masks: &self.masks,
+        };
+        redactor.value(&mut timeline.prompt);
+        for value in timeline.events.iter_mut().chain(timeline.requests.iter_mut()) {
+            redactor.value(value);
+        }
+    }
+}
+
+/// Snapshots a [`Timeline`] as YAML with insta; takes the same arguments as
+/// `insta::assert_yaml_snapshot!`.
+#[macro_export]
+macro_rules! assert_timeline_snapshot {
+    ($($arguments:tt)*) => {
+        $crate::__insta::assert_yaml_snapshot!($($arguments)*)
+    };
+}
+
+const ID_KEYS: &[&str] = &["id", "promptId", "toolCallId", "conversationId"];
+const TIME_KEYS: &[&str] = &["start", "end", "createdAt", "updatedAt"];
+
+/// Ids become `[id:N]`, numbered by first appearance so links between them stay visible;
+/// timestamps become `[ts]`.
+struct Redactor<'a> {
+    ids: HashMap<String, usize>,
+    masks: &'a [(Regex, String)],
+}
+
+impl Redactor<'_> {
+    fn value(&mut self, value: &mut Value) {
+        match value {
+            Value::Object(map) => {
+                for (key, child) in map.iter_mut() {
+                    match child {
+                        Value::String(text) if ID_KEYS.contains(&key.as_str()) => {
+                            *text = self.id(text);
+                        }
+                        Value::String(text) if TIME_KEYS.contains(&key.as_str()) => {
+                            *text = "[ts]".to_owned();
+                        }
+                        other => self.value(other),
+                    }
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|item| self.value(item)),
+            Value::String(text) => {
+                for (regex, replacement) in self.masks {
+                    if regex.is_match(text) {
+                        *text = regex.replace_all(text, replacement.as_str()).into_owned();
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn id(&mut self, id: &str) -> String {
+        let next = self.ids.len() + 1;
+        let number = *self.ids.entry(id.to_owned()).or_insert(next);
+        format!("[id:{number}]")
+    }
+}

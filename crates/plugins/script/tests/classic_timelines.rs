@@ -1,0 +1,17 @@
+//! Classic mode, scenario by scenario: each `timelines/*.yaml` file is a case, and its whole
+//! timeline is snapshotted.
+
+mod kit;
+
+use agentic_plugin_script::testing::TimelineRunner;
+
+#[test]
+fn classic_mode_timelines() {
+    let runner = TimelineRunner::new().plugin(kit::plugin());
+    insta::glob!("timelines/*.yaml", |path| {
+        let timeline = runner
+            .run_file_blocking(path)
+            .unwrap_or_else(|error| panic!("{}: {error:#}", path.display()));
+        insta::assert_yaml_snapshot!(timeline);
+    });
+}

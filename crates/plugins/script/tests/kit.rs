@@ -1,0 +1,90 @@
+//! Tools for exercising executors: one of each way a tool can behave.
+
+use std::sync::Arc;
+
+use agentic_core::{Plugin, PrepareContext, ToolError, define_tool};
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+pub fn plugin() -> Arc<dyn Plugin> {
+    Arc::new(Kit)
+}
+
+struct Kit;
+
+#[derive(Deserialize, JsonSchema)]
+struct Text {
+    text: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Numbers {
+    a: i64,
+    b: i64,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Nothing {}
+
+#[derive(Deserialize, JsonSchema)]
+struct Path {
+    path: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Size {
+    size: usize,
+}
+
+#[async_trait]
+impl Plugin for Kit {
+    fn id(&self) -> &str {
+        "kit"
+    }
+
+    async fn prepare(&self, context: &mut PrepareContext) -> anyhow::Result<()> {
+        context.add_tool(
+            define_tool("kit.echo", "Returns its text", |_cx, input: Text| async move {
+                Ok::<_, ToolError>(input.text)
+            })
+            .into_arc(),
+        );
+        context.add_tool(
+            define_tool("kit.add", "Adds two integers", |_cx, input: Numbers| async move {
+                Ok::<_, ToolError>(input.a + input.b)
+            })
+            .into_arc(),
+        );
+        context.add_tool(
+            define_tool("kit.fail", "Always fails with its text", |_cx, input: Text| async move {
+                Err::<String, _>(ToolError::failed(input.text))
+            })
+            .into_arc(),
+        );
+        context.add_tool(
+            define_tool("kit.panic", "Panics", |_cx, _input: Nothing| async move {
+                if true {
+                    panic!("the tool fell over");
+                }
+                Ok::<String, ToolError>(String::new())
+            })
+            .into_arc(),
+        );
+        context.add_tool(
+            define_tool("kit.delete", "Deletes a file", |_cx, input: Path| async move {
+                Ok::<_, ToolError>(format!("deleted {}", input.path))
+            })
+            .approval_when(|input: &Path| Some(format!("deletes {}", input.path)))
+            .into_arc(),
+        );
+        context.add_tool(
+            define_tool("kit.big", "Returns a long text", |_cx, input: Size| async move {
+                Ok::<_, ToolError>("x".repeat(input.size))
+            })
+            .into_arc(),
+        );
+        context.add_context("Test context", "The kit plugin is loaded.");
+        Ok(())
+    }
+}

@@ -125,6 +125,7 @@ pub struct TimelineRunner {
     plugins: Vec<Arc<dyn Plugin>>,
     registered: bool,
     masks: Vec<(Regex, String)>,
+    redacted_keys: Vec<String>,
     user_id: String,
 }
 
@@ -148,6 +149,7 @@ impl TimelineRunner {
             plugins: Vec::new(),
             registered: true,
             masks: Vec::new(),
+            redacted_keys: Vec::new(),
             user_id: "alice".to_owned(),
         }
     }
@@ -170,6 +172,13 @@ impl TimelineRunner {
         let regex = Regex::new(pattern).with_context(|| format!("bad mask pattern {pattern}"))?;
         self.masks.push((regex, replacement.to_owned()));
         Ok(self)
+    }
+
+    /// Replaces the value of every object key named here with `"[redacted]"`.
+    pub fn redact_keys(mut self, keys: &[&str]) -> Self {
+        self.redacted_keys
+            .extend(keys.iter().map(|key| (*key).to_owned()));
+        self
     }
 
     /// Reads a case from YAML and runs it.
@@ -290,6 +299,7 @@ impl TimelineRunner {
         let mut redactor = Redactor {
             ids: HashMap::new(),
             masks: &self.masks,
+            redacted_keys: &self.redacted_keys,
         };
         redactor.value(&mut timeline.prompt);
         for value in timeline.events.iter_mut().chain(timeline.requests.iter_mut()) {
@@ -315,6 +325,7 @@ const TIME_KEYS: &[&str] = &["start", "end", "createdAt", "updatedAt"];
 struct Redactor<'a> {
     ids: HashMap<String, usize>,
     masks: &'a [(Regex, String)],
+    redacted_keys: &'a [String],
 }
 
 impl Redactor<'_> {
@@ -322,6 +333,10 @@ impl Redactor<'_> {
         match value {
             Value::Object(map) => {
                 for (key, child) in map.iter_mut() {
+                    if self.redacted_keys.iter().any(|redacted| redacted == key) {
+                        *child = Value::String("[redacted]".to_owned());
+                        continue;
+                    }
                     match child {
                         Value::String(text) if ID_KEYS.contains(&key.as_str()) => {
                             *text = self.id(text);

@@ -1,0 +1,32 @@
+//! `time.now` used from a prompt, snapshotted with the timeline helper as any plugin would.
+
+// Integration tests are a separate crate: name the plugin so the linker keeps its registration.
+use agentic_plugin_time as _;
+
+use agentic_plugin_script::testing::TimelineRunner;
+
+#[test]
+fn time_plugin_timelines() {
+    let runner = TimelineRunner::new()
+        .mask(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}(Z|[+-]\d{2}:\d{2})", "[now]")
+        .and_then(|runner| runner.mask(r#""unixMs":\d+"#, r#""unixMs":"[now]""#))
+        .and_then(|runner| runner.mask(r#""weekday":"\w+""#, r#""weekday":"[day]""#))
+        .unwrap()
+        .redact_keys(&["unixMs", "weekday"]);
+    insta::glob!("timelines/*.yaml", |path| {
+        let timeline = runner
+            .run_file_blocking(path)
+            .unwrap_or_else(|error| panic!("{}: {error:#}", path.display()));
+        insta::assert_yaml_snapshot!(timeline);
+    });
+}
+
+#[tokio::test]
+async fn the_plugin_is_discovered_through_inventory() {
+    let runtime = agentic_core::Runtime::builder()
+        .registered_plugins()
+        .build()
+        .await
+        .unwrap();
+    assert!(runtime.services().plugin_ids().contains(&"time".to_owned()));
+}

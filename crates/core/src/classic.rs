@@ -159,11 +159,11 @@ impl PromptCompletion {
                 pending.function.clone(),
                 pending.input.clone(),
             );
-            if !self.approved.contains(&id) {
-                if let Approval::Required { reason } = prepared.tools.approval(&function, &input) {
-                    self.recorder.request_approval(&id, &reason).await?;
-                    return Ok(Progress::Paused);
-                }
+            if !self.approved.contains(&id)
+                && let Approval::Required { reason } = prepared.tools.approval(&function, &input)
+            {
+                self.recorder.request_approval(&id, &reason).await?;
+                return Ok(Progress::Paused);
             }
             self.recorder.mark_tool_started(&id);
             let context = ToolContext::new(
@@ -236,7 +236,12 @@ impl PromptCompletion {
         let prepared = self
             .options
             .services
-            .prepare(&prompt.user_id, &prompt.id, &prompt.mode, &self.options.state)
+            .prepare(
+                &prompt.user_id,
+                &prompt.id,
+                &prompt.mode,
+                &self.options.state,
+            )
             .await?;
         self.prepared = Some(prepared.clone());
         Ok(prepared)
@@ -244,7 +249,11 @@ impl PromptCompletion {
 
     fn waiting_tool_id(&self) -> Option<String> {
         (self.recorder.prompt().state == PromptState::WaitingForApproval)
-            .then(|| self.recorder.first_pending_tool().map(|tool| tool.id.clone()))
+            .then(|| {
+                self.recorder
+                    .first_pending_tool()
+                    .map(|tool| tool.id.clone())
+            })
             .flatten()
     }
 }
@@ -292,7 +301,9 @@ impl PromptExecutor for PromptCompletion {
         if self.waiting_tool_id().as_deref() != Some(tool_call_id) {
             return Err(ExecutorError::NotWaiting(tool_call_id.to_owned()));
         }
-        let reason = reason.filter(|reason| !reason.trim().is_empty()).unwrap_or("no reason given");
+        let reason = reason
+            .filter(|reason| !reason.trim().is_empty())
+            .unwrap_or("no reason given");
         self.recorder.resume().await?;
         self.recorder
             .finish_tool(

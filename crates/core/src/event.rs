@@ -278,12 +278,18 @@ mod tests {
     fn replay_returns_missed_events_and_says_when_the_window_is_too_short() {
         let events = EventService::new(3);
         for n in 0..5 {
-            events.publish(if n % 2 == 0 { "alice" } else { "bob" }, stream("p", &n.to_string()));
+            events.publish(
+                if n % 2 == 0 { "alice" } else { "bob" },
+                stream("p", &n.to_string()),
+            );
         }
         // Window holds seq 3, 4, 5.
         let (replayed, complete) = events.replay_since("alice", 2);
         assert!(complete);
-        assert_eq!(replayed.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![3, 5]);
+        assert_eq!(
+            replayed.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            vec![3, 5]
+        );
         let (_, complete) = events.replay_since("alice", 0);
         assert!(!complete);
     }

@@ -67,8 +67,7 @@ pub fn output_messages(outputs: &[PromptOutput], tool_result_limit: usize) -> Ve
                         result.content.push_str(&note);
                     }
                     None => {
-                        let message =
-                            assistant.get_or_insert_with(|| ChatMessage::assistant(""));
+                        let message = assistant.get_or_insert_with(|| ChatMessage::assistant(""));
                         message.content.push_str(&note);
                     }
                 }

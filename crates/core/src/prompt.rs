@@ -91,7 +91,9 @@ impl std::str::FromStr for ModelKind {
         match value {
             "normal" => Ok(Self::Normal),
             "high" => Ok(Self::High),
-            other => Err(format!("unknown model \"{other}\", expected normal or high")),
+            other => Err(format!(
+                "unknown model \"{other}\", expected normal or high"
+            )),
         }
     }
 }

@@ -143,19 +143,25 @@ pub trait ModelProvider: Send + Sync {
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ProviderError>;
 }
 
+/// Creates a provider from the text after `id:` in a provider spec, and the shared config.
+pub type CreateProvider =
+    fn(argument: Option<&str>, config: &Config) -> anyhow::Result<Arc<dyn ModelProvider>>;
+
 /// How a plugin offers a provider. `create` gets the text after `id:` in a provider spec
 /// such as `script:turns.yaml`, and the shared config.
 #[derive(Clone)]
 pub struct ProviderFactory {
     pub id: &'static str,
-    pub create: fn(argument: Option<&str>, config: &Config) -> anyhow::Result<Arc<dyn ModelProvider>>,
+    pub create: CreateProvider,
     /// Whether the environment or config asks for this provider when none is named.
     pub configured: fn(config: &Config) -> bool,
 }
 
 impl std::fmt::Debug for ProviderFactory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ProviderFactory").field("id", &self.id).finish()
+        f.debug_struct("ProviderFactory")
+            .field("id", &self.id)
+            .finish()
     }
 }
 
@@ -177,7 +183,10 @@ pub struct CompletionService {
 impl std::fmt::Debug for CompletionService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CompletionService")
-            .field("provider", &self.provider.as_ref().map(|p| p.id().to_owned()))
+            .field(
+                "provider",
+                &self.provider.as_ref().map(|p| p.id().to_owned()),
+            )
             .finish()
     }
 }

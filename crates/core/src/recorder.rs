@@ -222,10 +222,13 @@ impl PromptRecorder {
     }
 
     fn tool_mut(&mut self, id: &str) -> Option<&mut ToolOutput> {
-        self.prompt.output.iter_mut().find_map(|output| match output {
-            PromptOutput::Tool(tool) if tool.id == id => Some(tool),
-            _ => None,
-        })
+        self.prompt
+            .output
+            .iter_mut()
+            .find_map(|output| match output {
+                PromptOutput::Tool(tool) if tool.id == id => Some(tool),
+                _ => None,
+            })
     }
 
     fn publish_output(&self, output: PromptOutput) {
@@ -242,7 +245,10 @@ impl PromptRecorder {
     async fn save(&self) -> Result<(), ExecutorError> {
         if let Some(checkpoint) = &self.checkpoint {
             checkpoint.save(&self.prompt).await.map_err(|error| {
-                ExecutorError::Internal(format!("could not save prompt {}: {error:#}", self.prompt.id))
+                ExecutorError::Internal(format!(
+                    "could not save prompt {}: {error:#}",
+                    self.prompt.id
+                ))
             })?;
         }
         Ok(())

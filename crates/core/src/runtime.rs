@@ -13,8 +13,10 @@ use crate::mode::{
     ExecutionModeService, ExecutorCreateOptions, ExecutorError, ModeError, PromptCheckpoint,
     PromptExecutor,
 };
-use crate::plugin::{Extensions, Plugin, PrepareContext, Prepared, SetupContext, registered_plugins};
-use crate::prompt::{ModelKind, Prompt, DEFAULT_MODE};
+use crate::plugin::{
+    Extensions, Plugin, PrepareContext, Prepared, SetupContext, registered_plugins,
+};
+use crate::prompt::{DEFAULT_MODE, ModelKind, Prompt};
 use crate::provider::{CompletionService, ModelProvider, ProviderFactory};
 use crate::state::State;
 use crate::tool::ToolSet;
@@ -47,7 +49,10 @@ impl Services {
     }
 
     pub fn plugin_ids(&self) -> Vec<String> {
-        self.plugins.iter().map(|plugin| plugin.id().to_owned()).collect()
+        self.plugins
+            .iter()
+            .map(|plugin| plugin.id().to_owned())
+            .collect()
     }
 
     pub fn limits(&self) -> &RuntimeLimits {
@@ -87,7 +92,10 @@ impl Services {
             if seen.insert(tool.id().to_owned()) {
                 tools.push(tool);
             } else {
-                tracing::warn!(tool = tool.id(), "two plugins offer this tool; keeping the first");
+                tracing::warn!(
+                    tool = tool.id(),
+                    "two plugins offer this tool; keeping the first"
+                );
             }
         }
         let mut tool_plugins = HashMap::new();
@@ -230,7 +238,9 @@ fn select_provider(
     config: &Config,
     providers: &[ProviderFactory],
 ) -> anyhow::Result<CompletionService> {
-    let from_env = std::env::var("AGENTIC_PROVIDER").ok().filter(|s| !s.is_empty());
+    let from_env = std::env::var("AGENTIC_PROVIDER")
+        .ok()
+        .filter(|s| !s.is_empty());
     let spec = spec
         .map(str::to_owned)
         .or_else(|| {
@@ -256,7 +266,10 @@ fn select_provider(
             .iter()
             .find(|factory| factory.id == id)
             .with_context(|| {
-                format!("unknown model provider \"{id}\"; registered providers: {}", available())
+                format!(
+                    "unknown model provider \"{id}\"; registered providers: {}",
+                    available()
+                )
             })?;
         let provider = (factory.create)(argument, config)
             .with_context(|| format!("could not create model provider \"{spec}\""))?;
@@ -367,7 +380,12 @@ impl PromptService {
         let mode = options
             .mode
             .clone()
-            .or_else(|| options.resume_prompt.as_ref().map(|prompt| prompt.mode.clone()))
+            .or_else(|| {
+                options
+                    .resume_prompt
+                    .as_ref()
+                    .map(|prompt| prompt.mode.clone())
+            })
             .unwrap_or_else(|| DEFAULT_MODE.to_owned());
         let factory = self.services.modes.get(&mode)?;
         let conversation_id = options.conversation_id.clone();
@@ -407,7 +425,10 @@ impl PromptService {
     }
 
     /// Creates and runs in one go.
-    pub async fn create_and_run(&self, options: PromptOptions) -> Result<Prompt, PromptServiceError> {
+    pub async fn create_and_run(
+        &self,
+        options: PromptOptions,
+    ) -> Result<Prompt, PromptServiceError> {
         let handle = self.create(options)?;
         self.run(&handle).await
     }

@@ -147,7 +147,9 @@ pub struct FnTool {
 
 impl std::fmt::Debug for FnTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FnTool").field("id", &self.id).finish_non_exhaustive()
+        f.debug_struct("FnTool")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
     }
 }
 
@@ -175,12 +177,11 @@ where
         let tool_id = tool_id.clone();
         let handler = handler.clone();
         Box::pin(async move {
-            let input: I = serde_json::from_value(input).map_err(|error| {
-                ToolError::InvalidInput {
+            let input: I =
+                serde_json::from_value(input).map_err(|error| ToolError::InvalidInput {
                     tool: tool_id.clone(),
                     message: error.to_string(),
-                }
-            })?;
+                })?;
             let output = handler(context, input).await?;
             serde_json::to_value(output)
                 .map_err(|error| ToolError::failed(format!("unserialisable output: {error}")))
@@ -212,14 +213,16 @@ impl FnTool {
         I: DeserializeOwned,
         F: Fn(&I) -> Option<String> + Send + Sync + 'static,
     {
-        self.approval = Arc::new(move |input| match serde_json::from_value::<I>(input.clone()) {
-            Ok(typed) => match decide(&typed) {
-                Some(reason) => Approval::Required { reason },
-                None => Approval::NotRequired,
+        self.approval = Arc::new(
+            move |input| match serde_json::from_value::<I>(input.clone()) {
+                Ok(typed) => match decide(&typed) {
+                    Some(reason) => Approval::Required { reason },
+                    None => Approval::NotRequired,
+                },
+                // Input that does not decode fails validation before it could run anyway.
+                Err(_) => Approval::NotRequired,
             },
-            // Input that does not decode fails validation before it could run anyway.
-            Err(_) => Approval::NotRequired,
-        });
+        );
         self
     }
 
@@ -320,7 +323,9 @@ impl ToolSet {
         };
         let Some(validator) = &prepared.validator else {
             let reason = prepared.schema_error.clone().unwrap_or_default();
-            return Err(invalid(format!("the tool's input schema is broken: {reason}")));
+            return Err(invalid(format!(
+                "the tool's input schema is broken: {reason}"
+            )));
         };
         let problems: Vec<String> = validator
             .iter_errors(input)

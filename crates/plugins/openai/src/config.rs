@@ -78,7 +78,11 @@ impl OpenAiConfig {
             .plugin("openai")
             .context("invalid `openai` config section")?;
         settings.base_url_set = base_url_in_config;
-        let env = |name: &str| std::env::var(name).ok().filter(|value| !value.trim().is_empty());
+        let env = |name: &str| {
+            std::env::var(name)
+                .ok()
+                .filter(|value| !value.trim().is_empty())
+        };
         if let Some(key) = env("OPENAI_API_KEY") {
             settings.api_key = Some(key);
         }

@@ -12,7 +12,9 @@ mod wire;
 
 use std::sync::Arc;
 
-use agentic_core::{Config, ModelProvider, Plugin, PluginRegistration, ProviderFactory, SetupContext};
+use agentic_core::{
+    Config, ModelProvider, Plugin, PluginRegistration, ProviderFactory, SetupContext,
+};
 use async_trait::async_trait;
 
 pub use config::{ModelNames, OpenAiConfig};
@@ -51,7 +53,10 @@ impl Plugin for OpenAiPlugin {
     }
 }
 
-fn create_provider(argument: Option<&str>, config: &Config) -> anyhow::Result<Arc<dyn ModelProvider>> {
+fn create_provider(
+    argument: Option<&str>,
+    config: &Config,
+) -> anyhow::Result<Arc<dyn ModelProvider>> {
     let mut settings = OpenAiConfig::resolve(config)?;
     // `openai:<model>` picks the model for both classes.
     if let Some(model) = argument.filter(|model| !model.is_empty()) {

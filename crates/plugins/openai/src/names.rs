@@ -36,7 +36,10 @@ impl ToolNameMap {
 
     /// The wire name of an id (ids outside the map are sanitized on the fly).
     pub fn wire_name(&self, id: &str) -> String {
-        self.to_wire.get(id).cloned().unwrap_or_else(|| sanitize(id))
+        self.to_wire
+            .get(id)
+            .cloned()
+            .unwrap_or_else(|| sanitize(id))
     }
 
     /// The id a wire name stands for; unknown names come back unchanged so the executor can
@@ -52,9 +55,19 @@ impl ToolNameMap {
 fn sanitize(id: &str) -> String {
     let cleaned: String = id
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
-    let cleaned = if cleaned.is_empty() { "tool".to_owned() } else { cleaned };
+    let cleaned = if cleaned.is_empty() {
+        "tool".to_owned()
+    } else {
+        cleaned
+    };
     truncate(&cleaned, MAX_NAME).to_owned()
 }
 
@@ -70,7 +83,9 @@ mod tests {
     fn valid(name: &str) -> bool {
         !name.is_empty()
             && name.len() <= 64
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
     }
 
     #[test]

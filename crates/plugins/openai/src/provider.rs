@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use agentic_core::{ModelEvent, ModelKind, ModelProvider, ModelRequest, ModelStream, ProviderError};
+use agentic_core::{
+    ModelEvent, ModelKind, ModelProvider, ModelRequest, ModelStream, ProviderError,
+};
 use anyhow::Context as _;
 use async_trait::async_trait;
 use eventsource_stream::Eventsource;
@@ -82,7 +84,8 @@ impl OpenAiProvider {
                     });
                 }
                 Err(error) => {
-                    let error = ProviderError::Connection(format!("{url}: {}", error_chain(&error)));
+                    let error =
+                        ProviderError::Connection(format!("{url}: {}", error_chain(&error)));
                     if attempt < self.config.max_retries {
                         tracing::warn!(%error, attempt, "model provider unreachable, retrying");
                         self.wait_before_retry(attempt, None).await;
@@ -139,9 +142,10 @@ impl ModelProvider for OpenAiProvider {
             // A server that ignored `stream: true` answers with one JSON body.
             tokio::spawn(read_json_answer(response, names, model, idle, sender));
         }
-        Ok(Box::pin(futures::stream::unfold(receiver, |mut receiver| async move {
-            receiver.recv().await.map(|item| (item, receiver))
-        })))
+        Ok(Box::pin(futures::stream::unfold(
+            receiver,
+            |mut receiver| async move { receiver.recv().await.map(|item| (item, receiver)) },
+        )))
     }
 }
 
@@ -266,7 +270,10 @@ async fn read_json_answer(
 /// Retry rules of the official SDKs: an `x-should-retry` header decides when present;
 /// otherwise 408, 409, 429 and 5xx are retried and everything else is not.
 fn should_retry(status: u16, headers: &HeaderMap) -> bool {
-    match headers.get("x-should-retry").and_then(|value| value.to_str().ok()) {
+    match headers
+        .get("x-should-retry")
+        .and_then(|value| value.to_str().ok())
+    {
         Some("true") => true,
         Some("false") => false,
         _ => matches!(status, 408 | 409 | 429) || status >= 500,
@@ -296,7 +303,10 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 fn seconds_until_http_date(value: &str) -> Option<f64> {
     let date = httpdate::parse_http_date(value).ok()?;
     let now = std::time::SystemTime::now();
-    Some(date.duration_since(now).map_or(0.0, |wait| wait.as_secs_f64()))
+    Some(
+        date.duration_since(now)
+            .map_or(0.0, |wait| wait.as_secs_f64()),
+    )
 }
 
 /// The `error.message` of an OpenAI error body, or the body itself.
@@ -372,7 +382,10 @@ mod tests {
         assert_eq!(retry_after(&headers(&[("retry-after", "soon")])), None);
         // A date in the past means "now".
         assert_eq!(
-            retry_after(&headers(&[("retry-after", "Sun, 06 Nov 1994 08:49:37 GMT")])),
+            retry_after(&headers(&[(
+                "retry-after",
+                "Sun, 06 Nov 1994 08:49:37 GMT"
+            )])),
             Some(Duration::ZERO)
         );
     }

@@ -35,7 +35,9 @@ impl ChunkReader {
                 .get("message")
                 .and_then(Value::as_str)
                 .map_or_else(|| error.to_string(), str::to_owned);
-            return Err(ProviderError::Stream(format!("the server sent an error: {message}")));
+            return Err(ProviderError::Stream(format!(
+                "the server sent an error: {message}"
+            )));
         }
         if let Some(model) = text(chunk.get("model")) {
             self.model = Some(model.to_owned());
@@ -48,9 +50,10 @@ impl ChunkReader {
             return Ok(events);
         };
         // Only the first choice is used; we never ask for more than one.
-        for choice in choices.iter().filter(|choice| {
-            choice.get("index").and_then(Value::as_u64).unwrap_or(0) == 0
-        }) {
+        for choice in choices
+            .iter()
+            .filter(|choice| choice.get("index").and_then(Value::as_u64).unwrap_or(0) == 0)
+        {
             // Non-streamed answers carry `message` instead of `delta`.
             let delta = choice
                 .get("delta")
@@ -66,10 +69,10 @@ impl ChunkReader {
                         self.read_tool_call(call);
                     }
                 }
-                if !self.saw_tool_calls {
-                    if let Some(call) = delta.get("function_call").filter(|call| call.is_object()) {
-                        self.read_legacy_function_call(call);
-                    }
+                if !self.saw_tool_calls
+                    && let Some(call) = delta.get("function_call").filter(|call| call.is_object())
+                {
+                    self.read_legacy_function_call(call);
                 }
             }
             if text(choice.get("finish_reason")).is_some() {
@@ -153,7 +156,9 @@ fn append_function(partial: &mut PartialCall, function: &Value) {
 
 /// A non-empty string, or `None` for missing, `null`, empty or non-string values.
 fn text(value: Option<&Value>) -> Option<&str> {
-    value.and_then(Value::as_str).filter(|text| !text.is_empty())
+    value
+        .and_then(Value::as_str)
+        .filter(|text| !text.is_empty())
 }
 
 fn read_usage(usage: &Value) -> PromptUsage {

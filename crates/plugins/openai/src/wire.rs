@@ -57,24 +57,27 @@ pub fn request_body(
             .map(|message| wire_message(message, names))
             .collect(),
         stream: Some(true),
-        stream_options: config.stream_usage.then(|| ChatCompletionStreamOptions {
+        stream_options: config.stream_usage.then_some(ChatCompletionStreamOptions {
             include_usage: Some(true),
             include_obfuscation: None,
         }),
         tools: (!tools.is_empty()).then_some(tools),
         max_tokens: request.max_tokens.or(config.max_tokens),
         temperature: config.temperature,
-        stop: (!request.stop.is_empty()).then(|| StopConfiguration::StringArray(request.stop.clone())),
+        stop: (!request.stop.is_empty())
+            .then(|| StopConfiguration::StringArray(request.stop.clone())),
         ..CreateChatCompletionRequest::default()
     }
 }
 
 fn wire_message(message: &ChatMessage, names: &ToolNameMap) -> ChatCompletionRequestMessage {
     match message.role {
-        ChatRole::System => ChatCompletionRequestMessage::System(ChatCompletionRequestSystemMessage {
-            content: ChatCompletionRequestSystemMessageContent::Text(message.content.clone()),
-            name: None,
-        }),
+        ChatRole::System => {
+            ChatCompletionRequestMessage::System(ChatCompletionRequestSystemMessage {
+                content: ChatCompletionRequestSystemMessageContent::Text(message.content.clone()),
+                name: None,
+            })
+        }
         ChatRole::User => ChatCompletionRequestMessage::User(ChatCompletionRequestUserMessage {
             content: ChatCompletionRequestUserMessageContent::Text(message.content.clone()),
             name: None,

@@ -1,5 +1,8 @@
 //! The provider against a real HTTP server on 127.0.0.1 speaking the OpenAI wire format.
 
+// Test helpers outside #[test] functions may unwrap too.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::sync::Arc;
@@ -25,7 +28,10 @@ fn completion(server: &FakeOpenAi, adjust: impl FnOnce(&mut OpenAiConfig)) -> Co
 fn request() -> ModelRequest {
     let mut request = ModelRequest::new(
         ModelKind::Normal,
-        vec![ChatMessage::system("Be brief."), ChatMessage::user("What time is it?")],
+        vec![
+            ChatMessage::system("Be brief."),
+            ChatMessage::user("What time is it?"),
+        ],
     );
     request.tools = vec![ToolSpec {
         name: "time.now".to_owned(),
@@ -148,7 +154,11 @@ async fn a_429_with_retry_after_is_retried_then_succeeds() {
     assert_eq!(response.text, "after the wait");
     assert_eq!(server.requests().len(), 2);
     // The server's 300 ms were honoured, not our 1 ms backoff.
-    assert!(started.elapsed().as_millis() >= 300, "{:?}", started.elapsed());
+    assert!(
+        started.elapsed().as_millis() >= 300,
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test]
@@ -303,9 +313,11 @@ impl Plugin for Adder {
     }
     async fn prepare(&self, context: &mut PrepareContext) -> anyhow::Result<()> {
         context.add_tool(
-            define_tool("math.add", "Adds two integers", |_cx, input: AddInput| async move {
-                Ok::<_, ToolError>(input.a + input.b)
-            })
+            define_tool(
+                "math.add",
+                "Adds two integers",
+                |_cx, input: AddInput| async move { Ok::<_, ToolError>(input.a + input.b) },
+            )
             .into_arc(),
         );
         Ok(())
@@ -321,15 +333,26 @@ async fn a_classic_prompt_runs_end_to_end_and_malformed_arguments_reach_the_mode
             usage_chunk(50, 10, 0),
         ]),
         Reply::Sse(vec![
-            tool_chunk(0, Some("call_good"), Some("math_add"), "{\"a\": 1, \"b\": 2}"),
+            tool_chunk(
+                0,
+                Some("call_good"),
+                Some("math_add"),
+                "{\"a\": 1, \"b\": 2}",
+            ),
             finish_chunk("tool_calls"),
             usage_chunk(80, 10, 0),
         ]),
-        Reply::Sse(vec![text_chunk("1 + 2 = 3"), finish_chunk("stop"), usage_chunk(100, 5, 0)]),
+        Reply::Sse(vec![
+            text_chunk("1 + 2 = 3"),
+            finish_chunk("stop"),
+            usage_chunk(100, 5, 0),
+        ]),
     ])
     .await;
     let runtime = Runtime::builder()
-        .config(Config::from_value(json!({"openai": {"baseUrl": server.base_url}})))
+        .config(Config::from_value(
+            json!({"openai": {"baseUrl": server.base_url}}),
+        ))
         .registered_plugins()
         .plugin(Arc::new(Adder))
         .provider_spec("openai")
@@ -358,9 +381,14 @@ async fn a_classic_prompt_runs_end_to_end_and_malformed_arguments_reach_the_mode
     let ToolResult::Error { error } = results[0] else {
         panic!("malformed arguments should fail, got {:?}", results[0])
     };
-    assert!(error.starts_with("invalid JSON in tool arguments"), "{error}");
+    assert!(
+        error.starts_with("invalid JSON in tool arguments"),
+        "{error}"
+    );
     assert_eq!(results[1], &ToolResult::Success { output: json!(3) });
-    assert!(matches!(prompt.output.last(), Some(PromptOutput::Text(text)) if text.content == "1 + 2 = 3"));
+    assert!(
+        matches!(prompt.output.last(), Some(PromptOutput::Text(text)) if text.content == "1 + 2 = 3")
+    );
     assert_eq!(prompt.usage.input_tokens, 230);
     assert_eq!(prompt.usage.model.as_deref(), Some("fake-model"));
 
@@ -371,12 +399,18 @@ async fn a_classic_prompt_runs_end_to_end_and_malformed_arguments_reach_the_mode
     assert_eq!(assistant["role"], "assistant");
     assert_eq!(assistant["tool_calls"][0]["id"], "call_bad");
     assert_eq!(assistant["tool_calls"][0]["function"]["name"], "math_add");
-    assert_eq!(assistant["tool_calls"][0]["function"]["arguments"], "{\"a\": 1, \"b\": ");
+    assert_eq!(
+        assistant["tool_calls"][0]["function"]["arguments"],
+        "{\"a\": 1, \"b\": "
+    );
     let tool = &messages[messages.len() - 1];
     assert_eq!(tool["role"], "tool");
     assert_eq!(tool["tool_call_id"], "call_bad");
     assert!(
-        tool["content"].as_str().unwrap().starts_with("Error: invalid JSON in tool arguments"),
+        tool["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("Error: invalid JSON in tool arguments"),
         "{tool}"
     );
 }

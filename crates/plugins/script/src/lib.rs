@@ -54,5 +54,7 @@ fn create_provider(
     let path = argument
         .filter(|path| !path.is_empty())
         .ok_or_else(|| anyhow::anyhow!("the script provider needs a file: script:<turns.yaml>"))?;
-    Ok(Arc::new(ScriptedProvider::from_file(std::path::Path::new(path))?))
+    Ok(Arc::new(ScriptedProvider::from_file(
+        std::path::Path::new(path),
+    )?))
 }

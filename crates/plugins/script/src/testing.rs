@@ -260,7 +260,9 @@ impl TimelineRunner {
             prompt = match decisions.next() {
                 Some(Decision::Approve) => prompts.approve(&prompt.id, &waiting).await?,
                 Some(Decision::Reject(reason)) => {
-                    prompts.reject(&prompt.id, &waiting, reason.as_deref()).await?
+                    prompts
+                        .reject(&prompt.id, &waiting, reason.as_deref())
+                        .await?
                 }
                 None => break,
             };
@@ -302,7 +304,11 @@ impl TimelineRunner {
             redacted_keys: &self.redacted_keys,
         };
         redactor.value(&mut timeline.prompt);
-        for value in timeline.events.iter_mut().chain(timeline.requests.iter_mut()) {
+        for value in timeline
+            .events
+            .iter_mut()
+            .chain(timeline.requests.iter_mut())
+        {
             redactor.value(value);
         }
     }

@@ -1,6 +1,9 @@
 //! Classic mode, scenario by scenario: each `timelines/*.yaml` file is a case, and its whole
 //! timeline is snapshotted.
 
+// Test helpers outside #[test] functions may unwrap too.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod kit;
 
 use agentic_plugin_script::testing::TimelineRunner;

@@ -45,21 +45,27 @@ impl Plugin for Kit {
 
     async fn prepare(&self, context: &mut PrepareContext) -> anyhow::Result<()> {
         context.add_tool(
-            define_tool("kit.echo", "Returns its text", |_cx, input: Text| async move {
-                Ok::<_, ToolError>(input.text)
-            })
+            define_tool(
+                "kit.echo",
+                "Returns its text",
+                |_cx, input: Text| async move { Ok::<_, ToolError>(input.text) },
+            )
             .into_arc(),
         );
         context.add_tool(
-            define_tool("kit.add", "Adds two integers", |_cx, input: Numbers| async move {
-                Ok::<_, ToolError>(input.a + input.b)
-            })
+            define_tool(
+                "kit.add",
+                "Adds two integers",
+                |_cx, input: Numbers| async move { Ok::<_, ToolError>(input.a + input.b) },
+            )
             .into_arc(),
         );
         context.add_tool(
-            define_tool("kit.fail", "Always fails with its text", |_cx, input: Text| async move {
-                Err::<String, _>(ToolError::failed(input.text))
-            })
+            define_tool(
+                "kit.fail",
+                "Always fails with its text",
+                |_cx, input: Text| async move { Err::<String, _>(ToolError::failed(input.text)) },
+            )
             .into_arc(),
         );
         context.add_tool(
@@ -79,9 +85,11 @@ impl Plugin for Kit {
             .into_arc(),
         );
         context.add_tool(
-            define_tool("kit.big", "Returns a long text", |_cx, input: Size| async move {
-                Ok::<_, ToolError>("x".repeat(input.size))
-            })
+            define_tool(
+                "kit.big",
+                "Returns a long text",
+                |_cx, input: Size| async move { Ok::<_, ToolError>("x".repeat(input.size)) },
+            )
             .into_arc(),
         );
         context.add_context("Test context", "The kit plugin is loaded.");

@@ -63,7 +63,10 @@ impl Plugin for TimePlugin {
 
 /// The reading of `now` in `timezone` (UTC when `None`).
 pub fn now_in(now: DateTime<Utc>, timezone: Option<&str>) -> Result<NowOutput, ToolError> {
-    let name = timezone.map(str::trim).filter(|name| !name.is_empty()).unwrap_or("UTC");
+    let name = timezone
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .unwrap_or("UTC");
     let zone: chrono_tz::Tz = name.parse().map_err(|_| {
         ToolError::failed(format!(
             "unknown timezone \"{name}\"; use an IANA name such as Europe/Oslo or America/New_York"

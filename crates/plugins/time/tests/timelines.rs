@@ -1,5 +1,8 @@
 //! `time.now` used from a prompt, snapshotted with the timeline helper as any plugin would.
 
+// Test helpers outside #[test] functions may unwrap too.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 // Integration tests are a separate crate: name the plugin so the linker keeps its registration.
 use agentic_plugin_time as _;
 
@@ -8,7 +11,10 @@ use agentic_plugin_script::testing::TimelineRunner;
 #[test]
 fn time_plugin_timelines() {
     let runner = TimelineRunner::new()
-        .mask(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}(Z|[+-]\d{2}:\d{2})", "[now]")
+        .mask(
+            r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}(Z|[+-]\d{2}:\d{2})",
+            "[now]",
+        )
         .and_then(|runner| runner.mask(r#""unixMs":\d+"#, r#""unixMs":"[now]""#))
         .and_then(|runner| runner.mask(r#""weekday":"\w+""#, r#""weekday":"[day]""#))
         .unwrap()

@@ -91,7 +91,11 @@ async fn answer(State(shared): State<Shared>, headers: HeaderMap, body: Bytes) -
     });
     let reply = shared.replies.lock().unwrap().pop_front();
     match reply {
-        None => status_reply(500, &[], r#"{"error":{"message":"fake server has no reply left"}}"#),
+        None => status_reply(
+            500,
+            &[],
+            r#"{"error":{"message":"fake server has no reply left"}}"#,
+        ),
         Some(Reply::Status {
             status,
             headers,
@@ -100,7 +104,9 @@ async fn answer(State(shared): State<Shared>, headers: HeaderMap, body: Bytes) -
         Some(Reply::Sse(payloads)) => {
             let mut frames: Vec<String> = payloads.iter().map(|p| frame(p)).collect();
             frames.push(frame("[DONE]"));
-            sse(futures::stream::iter(frames.into_iter().map(Ok::<_, Infallible>)))
+            sse(futures::stream::iter(
+                frames.into_iter().map(Ok::<_, Infallible>),
+            ))
         }
         Some(Reply::SseInPieces(payloads, size)) => {
             let mut whole: String = payloads.iter().map(|p| frame(p)).collect();
@@ -125,11 +131,12 @@ async fn answer(State(shared): State<Shared>, headers: HeaderMap, body: Bytes) -
         }
         Some(Reply::SseThenStall(payloads)) => {
             let frames: Vec<String> = payloads.iter().map(|p| frame(p)).collect();
-            let stalled = futures::stream::iter(frames.into_iter().map(Ok::<_, Infallible>))
-                .chain(futures::stream::once(async {
+            let stalled = futures::stream::iter(frames.into_iter().map(Ok::<_, Infallible>)).chain(
+                futures::stream::once(async {
                     tokio::time::sleep(Duration::from_secs(3600)).await;
                     Ok(String::new())
-                }));
+                }),
+            );
             sse(stalled)
         }
     }

@@ -1,0 +1,792 @@
+//! The JavaScript side: a Boa context with the sandbox functions, running one script per
+//! context. It runs inside a worker (a separate process, or a thread for the in-process
+//! backend) and reaches the host only through a [`HostLink`].
+
+use std::cell::RefCell;
+use std::path::Path;
+
+use boa_engine::interner::Interner;
+use boa_engine::object::FunctionObjectBuilder;
+use boa_engine::object::builtins::{JsArray, JsPromise};
+use boa_engine::parser::Parser;
+use boa_engine::property::Attribute;
+use boa_engine::{
+    Context, JsError, JsNativeError, JsResult, JsString, JsValue, NativeFunction, Script, Source,
+    js_string,
+};
+use boa_engine::ast::{Statement, StatementListItem};
+use boa_engine::builtins::promise::PromiseState;
+use serde_json::{Map, Value};
+
+use crate::protocol::{
+    CodePath, ExecuteRequest, ExecutionOutcome, HostReply, HostRequest, ScriptError,
+    ScriptErrorKind, ScriptLimits, ToHost, ToolBinding,
+};
+
+/// How the engine reaches the host.
+pub trait HostLink {
+    /// Sends a request and blocks until its reply arrives.
+    fn request(&mut self, request: HostRequest) -> HostReply;
+    /// Sends a message that needs no reply (output, log).
+    fn notify(&mut self, message: ToHost);
+}
+
+/// Deepest nesting of brackets accepted in source; deeper code would overflow the parser's stack.
+pub const MAX_SOURCE_NESTING: usize = 1_000;
+/// Deepest value converted between JavaScript and JSON.
+const MAX_VALUE_DEPTH: usize = 100;
+
+/// Names the sandbox defines itself; tools never shadow them.
+pub const RESERVED_NAMES: &[&str] = &[
+    "output",
+    "done",
+    "complete",
+    "store",
+    "recall",
+    "log",
+    "discoverTools",
+    "toolSchema",
+    "parallel",
+    "llm",
+    "llmJson",
+    "tools",
+    "input",
+];
+
+/// Options of the engine that are not per script.
+#[derive(Debug, Clone, Copy)]
+pub struct EngineOptions {
+    /// Stops runaway loops where nothing can kill the worker (the in-process backend).
+    pub loop_iteration_limit: Option<u64>,
+}
+
+/// A context with the sandbox functions registered, waiting for its script.
+pub struct PreparedContext {
+    context: Context,
+}
+
+impl std::fmt::Debug for PreparedContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedContext").finish_non_exhaustive()
+    }
+}
+
+/// Builds a fresh context. Done ahead of time, while the worker waits for work.
+pub fn prepare_context(options: EngineOptions) -> JsResult<PreparedContext> {
+    let mut context = Context::builder().build()?;
+    if let Some(limit) = options.loop_iteration_limit {
+        context.runtime_limits_mut().set_loop_iteration_limit(limit);
+    }
+    let functions: [(&str, usize, NativeFunctionPointer); 11] = [
+        ("output", 1, output),
+        ("done", 0, done),
+        ("complete", 1, complete),
+        ("store", 2, store),
+        ("recall", 1, recall),
+        ("log", 1, log),
+        ("discoverTools", 0, discover_tools),
+        ("toolSchema", 1, tool_schema),
+        ("parallel", 1, parallel),
+        ("llm", 1, llm),
+        ("llmJson", 1, llm_json),
+    ];
+    for (name, length, function) in functions {
+        context.register_global_builtin_callable(
+            JsString::from(name),
+            length,
+            NativeFunction::from_fn_ptr(function),
+        )?;
+    }
+    Ok(PreparedContext { context })
+}
+
+type NativeFunctionPointer = fn(&JsValue, &[JsValue], &mut Context) -> JsResult<JsValue>;
+
+/// Runs one script to the end and reports what happened.
+pub fn execute(
+    prepared: PreparedContext,
+    request: ExecuteRequest,
+    link: Box<dyn HostLink>,
+) -> ExecutionOutcome {
+    let mut context = prepared.context;
+    context
+        .runtime_limits_mut()
+        .set_recursion_limit(request.limits.recursion_limit);
+    // Boa's value stack grows with call depth; give honest deep recursion room.
+    context
+        .runtime_limits_mut()
+        .set_stack_size_limit(request.limits.recursion_limit.saturating_mul(64).max(10_240));
+    ENGINE.with(|engine| {
+        *engine.borrow_mut() = Some(EngineState {
+            link,
+            tools: request.tools.clone(),
+            limits: request.limits,
+            store: request.store.clone(),
+            done: false,
+            complete: None,
+            output_used: 0,
+            output_cut: false,
+            tool_calls: 0,
+        });
+    });
+    let code = normalize_newlines(&request.code);
+    let (path, result) = match bind_and_run(&mut context, &request, &code) {
+        Ok(value) => (CodePath::Plain, Ok(value)),
+        Err(error) if error.kind == ScriptErrorKind::Syntax
+            && request.allow_prose
+            && looks_like_prose(&code) =>
+        {
+            (CodePath::Prose, Ok(Value::Null))
+        }
+        Err(error) => (CodePath::Plain, Err(error)),
+    };
+    let state = ENGINE.with(|engine| engine.borrow_mut().take());
+    let (done, complete, store) = state
+        .map(|state| (state.done, state.complete, state.store))
+        .unwrap_or((false, None, request.store));
+    ExecutionOutcome {
+        path,
+        result,
+        done,
+        complete,
+        store,
+    }
+}
+
+/// Whether a reply that failed to parse reads as prose rather than broken code.
+pub fn looks_like_prose(text: &str) -> bool {
+    const CODE_STARTS: &[&str] = &[
+        "const ", "let ", "var ", "function ", "return", "if ", "if(", "for ", "for(", "while",
+        "await ", "try", "}", "//", "/*", "import ", "export ", "class ",
+    ];
+    let code_like_lines = text.lines().map(str::trim).filter(|line| !line.is_empty()).filter(|line| {
+        CODE_STARTS.iter().any(|start| line.starts_with(start))
+            || line.ends_with(';')
+            || line.ends_with('{')
+            || line.contains("=>")
+            || line.contains(" = ")
+            || line.contains("();")
+            || calls_something(line)
+    });
+    code_like_lines.count() == 0
+}
+
+/// `name(` with no space between: how code calls things and prose rarely writes.
+fn calls_something(line: &str) -> bool {
+    line.as_bytes()
+        .windows(2)
+        .any(|pair| (pair[0].is_ascii_alphanumeric() || pair[0] == b'_') && pair[1] == b'(')
+}
+
+/// The deepest nesting of `(`, `[` and `{` in source, ignoring nothing: a cheap guard that runs
+/// before the parser, whose recursion would otherwise overflow the native stack.
+pub fn source_nesting(code: &str) -> usize {
+    let mut depth: usize = 0;
+    let mut deepest = 0;
+    for byte in code.bytes() {
+        match byte {
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+struct EngineState {
+    link: Box<dyn HostLink>,
+    tools: Vec<ToolBinding>,
+    limits: ScriptLimits,
+    store: Map<String, Value>,
+    done: bool,
+    complete: Option<Value>,
+    output_used: usize,
+    output_cut: bool,
+    tool_calls: u32,
+}
+
+thread_local! {
+    /// The state of the script running on this thread. Native functions are plain function
+    /// pointers, so they find their state here.
+    static ENGINE: RefCell<Option<EngineState>> = const { RefCell::new(None) };
+}
+
+fn with_engine<T>(f: impl FnOnce(&mut EngineState) -> T) -> JsResult<T> {
+    ENGINE.with(|engine| {
+        let mut engine = engine.borrow_mut();
+        match engine.as_mut() {
+            Some(state) => Ok(f(state)),
+            None => Err(JsNativeError::error()
+                .with_message("the sandbox is not running a script")
+                .into()),
+        }
+    })
+}
+
+fn bind_and_run(
+    context: &mut Context,
+    request: &ExecuteRequest,
+    code: &str,
+) -> Result<Value, ScriptError> {
+    let nesting = source_nesting(code);
+    if nesting > MAX_SOURCE_NESTING {
+        return Err(ScriptError {
+            kind: ScriptErrorKind::Syntax,
+            message: format!(
+                "SyntaxError: code is nested {nesting} levels deep; the limit is {MAX_SOURCE_NESTING}"
+            ),
+            line: None,
+            column: None,
+            source_line: None,
+        });
+    }
+    bind_globals(context, request).map_err(|error| runtime_error(&error, context, code, 0))?;
+    // A plain script keeps JavaScript's own completion value (the last expression, even inside
+    // `if` or `try`). Code with top-level `await` or `return` is not a script; it runs as the
+    // body of an async function instead, with its trailing expression turned into a `return`.
+    let plain = Source::from_bytes(code.as_bytes()).with_path(Path::new("script"));
+    let (script, line_offset) = match Script::parse(plain, None, context) {
+        Ok(script) => (script, 0),
+        Err(script_error) => {
+            let body = with_last_expression_returned(code);
+            let wrapped = format!("(async () => {{\n{body}\n}})()");
+            let source = Source::from_bytes(wrapped.as_bytes()).with_path(Path::new("script"));
+            match Script::parse(source, None, context) {
+                Ok(script) => (script, 1),
+                Err(_) => {
+                    let mut error = runtime_error(&script_error, context, code, 0);
+                    error.kind = ScriptErrorKind::Syntax;
+                    return Err(error);
+                }
+            }
+        }
+    };
+    let fail =
+        |error: &JsError, context: &mut Context| runtime_error(error, context, code, line_offset);
+    let value = script.evaluate(context).map_err(|error| fail(&error, context))?;
+    context.run_jobs().map_err(|error| fail(&error, context))?;
+    let promise = value
+        .as_object()
+        .and_then(|object| JsPromise::from_object(object.clone()).ok());
+    let Some(promise) = promise else {
+        return to_json(&value, context).map_err(|error| fail(&error, context));
+    };
+    match promise.state() {
+        PromiseState::Fulfilled(value) => {
+            to_json(&value, context).map_err(|error| fail(&error, context))
+        }
+        PromiseState::Rejected(reason) => Err(fail(&JsError::from_opaque(reason), context)),
+        PromiseState::Pending => Err(ScriptError {
+            kind: ScriptErrorKind::Runtime,
+            message: "the script awaited something that never settled".to_owned(),
+            line: None,
+            column: None,
+            source_line: None,
+        }),
+    }
+}
+
+fn bind_globals(context: &mut Context, request: &ExecuteRequest) -> JsResult<()> {
+    let input = match &request.input {
+        Some(value) => JsValue::from_json(value, context)?,
+        None => JsValue::undefined(),
+    };
+    context.register_global_property(js_string!("input"), input, Attribute::all())?;
+    let tools = boa_engine::object::ObjectInitializer::new(context).build();
+    for binding in &request.tools {
+        let function = FunctionObjectBuilder::new(
+            context.realm(),
+            NativeFunction::from_copy_closure_with_captures(
+                |_this, arguments, tool_id: &JsString, context| {
+                    let tool = tool_id.to_std_string_escaped();
+                    let input = match arguments.first() {
+                        Some(value) if !value.is_undefined() => to_json(value, context)?,
+                        _ => Value::Object(Map::new()),
+                    };
+                    count_tool_calls(1)?;
+                    reply_to_js(host_request(HostRequest::CallTool { tool, input })?, context)
+                },
+                JsString::from(binding.id.as_str()),
+            ),
+        )
+        .name(JsString::from(binding.function.as_deref().unwrap_or("tool")))
+        .length(1)
+        .build();
+        tools.set(
+            JsString::from(binding.id.as_str()),
+            function.clone(),
+            false,
+            context,
+        )?;
+        if let Some(name) = &binding.function {
+            context.register_global_property(JsString::from(name.as_str()), function, Attribute::all())?;
+        }
+    }
+    context.register_global_property(js_string!("tools"), tools, Attribute::all())?;
+    Ok(())
+}
+
+/// Turns a trailing expression statement into `return (…);`, so a script's last expression is
+/// its value even though it runs as the body of an async function. The expression's start is
+/// found by trying the nearest statement boundaries (spans of calls do not cover the callee).
+fn with_last_expression_returned(code: &str) -> String {
+    const MAX_BOUNDARIES_TRIED: usize = 64;
+    let trimmed_end = code.trim_end().trim_end_matches(';').len();
+    let tail_is_expression = |start: usize| -> bool {
+        let tail = &code[start..trimmed_end];
+        if tail.trim().is_empty() {
+            return false;
+        }
+        let mut parser = Parser::new(Source::from_bytes(tail.as_bytes()));
+        match parser.parse_function_body(&mut Interner::default(), false, true) {
+            Ok(body) => matches!(
+                body.statements(),
+                [StatementListItem::Statement(statement)]
+                    if matches!(statement.as_ref(), Statement::Expression(_))
+            ),
+            Err(_) => false,
+        }
+    };
+    let mut candidates: Vec<usize> = std::iter::once(0)
+        .chain(
+            code[..trimmed_end]
+                .char_indices()
+                .filter(|(_, character)| matches!(character, ';' | '\n' | '}'))
+                .map(|(index, character)| index + character.len_utf8()),
+        )
+        .collect();
+    candidates.reverse();
+    let start = candidates
+        .into_iter()
+        .take(MAX_BOUNDARIES_TRIED)
+        .filter(|start| tail_is_expression(*start))
+        .last();
+    let Some(start) = start else {
+        return code.to_owned();
+    };
+    let tail = &code[start..trimmed_end];
+    let expression_start = start + (tail.len() - tail.trim_start().len());
+    let rewritten = format!(
+        "{}return ({});",
+        &code[..expression_start],
+        code[expression_start..trimmed_end].trim_end()
+    );
+    let mut check = Parser::new(Source::from_bytes(rewritten.as_bytes()));
+    match check.parse_function_body(&mut Interner::default(), false, true) {
+        Ok(_) => rewritten,
+        Err(_) => code.to_owned(),
+    }
+}
+
+fn normalize_newlines(code: &str) -> String {
+    code.replace("\r\n", "\n").replace('\r', "\n")
+}
+
+fn host_request(request: HostRequest) -> JsResult<HostReply> {
+    // The link is taken out for the call so no borrow is held while the host works.
+    let mut link = ENGINE.with(|engine| {
+        engine
+            .borrow_mut()
+            .as_mut()
+            .map(|state| std::mem::replace(&mut state.link, Box::new(DetachedLink)))
+    });
+    let Some(active) = link.as_mut() else {
+        return Err(JsNativeError::error()
+            .with_message("the sandbox is not running a script")
+            .into());
+    };
+    let reply = active.request(request);
+    ENGINE.with(|engine| {
+        if let (Some(state), Some(link)) = (engine.borrow_mut().as_mut(), link) {
+            state.link = link;
+        }
+    });
+    Ok(reply)
+}
+
+/// Stands in for the real link while a request is in flight.
+struct DetachedLink;
+
+impl HostLink for DetachedLink {
+    fn request(&mut self, _request: HostRequest) -> HostReply {
+        HostReply::Error {
+            message: "the sandbox link is busy".to_owned(),
+        }
+    }
+    fn notify(&mut self, _message: ToHost) {}
+}
+
+fn reply_to_js(reply: HostReply, context: &mut Context) -> JsResult<JsValue> {
+    match reply {
+        HostReply::Value { value } => JsValue::from_json(&value, context),
+        HostReply::Error { message } => Err(JsNativeError::error().with_message(message).into()),
+    }
+}
+
+fn count_tool_calls(calls: u32) -> JsResult<()> {
+    let over = with_engine(|state| {
+        state.tool_calls = state.tool_calls.saturating_add(calls);
+        (state.tool_calls > state.limits.max_tool_calls).then_some(state.limits.max_tool_calls)
+    })?;
+    match over {
+        Some(limit) => Err(JsNativeError::range()
+            .with_message(format!("tool call limit reached: at most {limit} calls per execution"))
+            .into()),
+        None => Ok(()),
+    }
+}
+
+fn text_of(value: Option<&JsValue>, context: &mut Context) -> JsResult<String> {
+    match value {
+        None => Ok(String::new()),
+        Some(value) if value.is_string() => Ok(value
+            .as_string()
+            .map(|text| text.to_std_string_escaped())
+            .unwrap_or_default()),
+        Some(value) if value.is_undefined() => Ok("undefined".to_owned()),
+        Some(value) => Ok(to_json(value, context)?.to_string()),
+    }
+}
+
+/// Spends output budget on `text`; returns what may still be sent.
+fn spend_output(text: String) -> JsResult<Option<String>> {
+    with_engine(|state| {
+        if state.output_cut {
+            return None;
+        }
+        let length = text.chars().count();
+        let left = state.limits.max_output_chars.saturating_sub(state.output_used);
+        if length <= left {
+            state.output_used += length;
+            return Some(text);
+        }
+        state.output_cut = true;
+        state.output_used = state.limits.max_output_chars;
+        let kept: String = text.chars().take(left).collect();
+        Some(format!(
+            "{kept}\n[output truncated: the limit is {} characters per execution]",
+            state.limits.max_output_chars
+        ))
+    })
+}
+
+fn notify(message: ToHost) -> JsResult<()> {
+    with_engine(|state| state.link.notify(message))
+}
+
+fn output(_this: &JsValue, arguments: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+    let text = text_of(arguments.first(), context)?;
+    if let Some(text) = spend_output(text)? {
+        notify(ToHost::Output { text })?;
+    }
+    Ok(JsValue::undefined())
+}
+
+fn log(_this: &JsValue, arguments: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+    let mut parts = Vec::with_capacity(arguments.len());
+    for argument in arguments {
+        parts.push(text_of(Some(argument), context)?);
+    }
+    if let Some(text) = spend_output(parts.join(" "))? {
+        notify(ToHost::Log { text })?;
+    }
+    Ok(JsValue::undefined())
+}
+
+fn done(_this: &JsValue, _arguments: &[JsValue], _context: &mut Context) -> JsResult<JsValue> {
+    with_engine(|state| state.done = true)?;
+    Ok(JsValue::undefined())
+}
+
+fn complete(_this: &JsValue, arguments: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+    let value = match arguments.first() {
+        Some(value) if !value.is_undefined() => to_json(value, context)?,
+        _ => Value::Object(Map::new()),
+    };
+    let value = match value {
+        Value::String(response) => serde_json::json!({ "response": response }),
+        Value::Object(_) => value,
+        _ => {
+            return Err(JsNativeError::typ()
+                .with_message("complete() takes {response, data?, followUp?}")
+                .into());
+        }
+    };
+    with_engine(|state| {
+        state.done = true;
+        state.complete = Some(value);
+    })?;
+    Ok(JsValue::undefined())
+}
+
+fn store(_this: &JsValue, arguments: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+    let key = key_argument(arguments.first(), "store")?;
+    let value = match arguments.get(1) {
+        Some(value) if !value.is_undefined() => to_json(value, context)?,
+        _ => Value::Null,
+    };
+    with_engine(|state| state.store.insert(key, value))?;
+    Ok(JsValue::undefined())
+}
+
+fn recall(_this: &JsValue, arguments: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+    let key = key_argument(arguments.first(), "recall")?;
+    match with_engine(|state| state.store.get(&key).cloned())? {
+        Some(value) => JsValue::from_json(&value, context),
+        None => Ok(JsValue::undefined()),
+    }
+}
+
+fn key_argument(value: Option<&JsValue>, function: &str) -> JsResult<String> {
+    value
+        .and_then(JsValue::as_string)
+        .map(|key| key.to_std_string_escaped())
+        .ok_or_else(|| {
+            JsNativeError::typ()
+                .with_message(format!("{function}() needs a string key"))
+                .into()
+        })
+}
+
+fn discover_tools(_this: &JsValue, _arguments: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+    let tools = with_engine(|state| state.tools.clone())?;
+    let list: Vec<Value> = tools
+        .iter()
+        .map(|tool| {
+            serde_json::json!({
+                "name": tool.function,
+                "id": tool.id,
+                "description": tool.description,
+            })
+        })
+        .collect();
+    JsValue::from_json(&Value::Array(list), context)
+}
+
+fn tool_schema(_this: &JsValue, arguments: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+    let tool = key_argument(arguments.first(), "toolSchema")?;
+    reply_to_js(host_request(HostRequest::ToolSchema { tool })?, context)
+}
+
+fn parallel(_this: &JsValue, arguments: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+    let calls = match arguments.first() {
+        Some(value) => to_json(value, context)?,
+        None => Value::Array(Vec::new()),
+    };
+    let calls: Vec<crate::protocol::ParallelCall> = serde_json::from_value(calls).map_err(|_| {
+        JsNativeError::typ().with_message("parallel() takes an array of {tool, input}")
+    })?;
+    count_tool_calls(u32::try_from(calls.len()).unwrap_or(u32::MAX))?;
+    reply_to_js(host_request(HostRequest::Parallel { calls })?, context)
+}
+
+fn llm(_this: &JsValue, arguments: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+    let prompt = text_of(arguments.first(), context)?;
+    reply_to_js(host_request(HostRequest::Llm { prompt, json: false })?, context)
+}
+
+fn llm_json(_this: &JsValue, arguments: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+    let prompt = text_of(arguments.first(), context)?;
+    reply_to_js(host_request(HostRequest::Llm { prompt, json: true })?, context)
+}
+
+/// JavaScript value → JSON, depth-limited so hostile values cannot overflow the native stack.
+fn to_json(value: &JsValue, context: &mut Context) -> JsResult<Value> {
+    to_json_at(value, context, 0).map(|value| value.unwrap_or(Value::Null))
+}
+
+fn to_json_at(value: &JsValue, context: &mut Context, depth: usize) -> JsResult<Option<Value>> {
+    if depth > MAX_VALUE_DEPTH {
+        return Err(JsNativeError::range()
+            .with_message(format!(
+                "value is nested deeper than {MAX_VALUE_DEPTH} levels (or refers to itself)"
+            ))
+            .into());
+    }
+    if value.is_null() {
+        return Ok(Some(Value::Null));
+    }
+    if value.is_undefined() || value.is_symbol() {
+        return Ok(None);
+    }
+    if let Some(boolean) = value.as_boolean() {
+        return Ok(Some(Value::Bool(boolean)));
+    }
+    if let Some(text) = value.as_string() {
+        return Ok(Some(Value::String(text.to_std_string_escaped())));
+    }
+    if let Some(number) = value.as_number() {
+        let json = if number.fract() == 0.0 && number.abs() < 9.0e15 {
+            Value::from(number as i64)
+        } else {
+            serde_json::Number::from_f64(number).map_or(Value::Null, Value::Number)
+        };
+        return Ok(Some(json));
+    }
+    if value.is_bigint() {
+        return Ok(Some(Value::String(value.to_string(context)?.to_std_string_escaped())));
+    }
+    let Some(object) = value.as_object() else {
+        return Ok(None);
+    };
+    if object.is_callable() {
+        return Ok(None);
+    }
+    if object.is_array() {
+        let array = JsArray::from_object(object.clone())?;
+        let length = array.length(context)?;
+        let mut items = Vec::with_capacity(usize::try_from(length.min(1 << 20)).unwrap_or(0));
+        for index in 0..length {
+            let item = array.get(index, context)?;
+            items.push(to_json_at(&item, context, depth + 1)?.unwrap_or(Value::Null));
+        }
+        return Ok(Some(Value::Array(items)));
+    }
+    let to_json_method = object.get(js_string!("toJSON"), context)?;
+    if to_json_method.as_callable().is_some() {
+        let converted = to_json_method
+            .as_callable()
+            .map(|method| method.call(value, &[], context))
+            .transpose()?
+            .unwrap_or_default();
+        return to_json_at(&converted, context, depth + 1);
+    }
+    let mut map = Map::new();
+    // `Object.keys`: own, enumerable, string-keyed, in property order.
+    let keys = boa_engine::builtins::object::OrdinaryObject::keys(
+        &JsValue::undefined(),
+        std::slice::from_ref(value),
+        context,
+    )?;
+    let keys = keys
+        .as_object()
+        .map(|keys| JsArray::from_object(keys.clone()))
+        .transpose()?;
+    if let Some(keys) = keys {
+        for index in 0..keys.length(context)? {
+            let key = keys.get(index, context)?;
+            let Some(name) = key.as_string().map(|name| name.to_std_string_escaped()) else {
+                continue;
+            };
+            let item = object.get(JsString::from(name.as_str()), context)?;
+            if let Some(item) = to_json_at(&item, context, depth + 1)? {
+                map.insert(name, item);
+            }
+        }
+    }
+    Ok(Some(Value::Object(map)))
+}
+
+/// A Boa error as the model should read it, with line and column in the model's own code.
+fn runtime_error(
+    error: &JsError,
+    context: &mut Context,
+    code: &str,
+    line_offset: u32,
+) -> ScriptError {
+    let rendered = error.to_string();
+    let message = match error.try_native(context) {
+        Ok(native) => {
+            let kind = native.kind.to_string();
+            let message = native.message();
+            if message.is_empty() {
+                kind
+            } else {
+                format!("{kind}: {message}")
+            }
+        }
+        Err(_) => {
+            let value = error.to_opaque(context);
+            match to_json(&value, context) {
+                Ok(Value::String(text)) => format!("Uncaught {text}"),
+                Ok(other) => format!("Uncaught {other}"),
+                Err(_) => rendered.lines().next().unwrap_or_default().to_owned(),
+            }
+        }
+    };
+    let position = find_position(&rendered);
+    // A wrapper puts `line_offset` lines before the model's code.
+    let (line, column) = match position {
+        Some((line, column)) if line > line_offset => (Some(line - line_offset), Some(column)),
+        _ => (None, None),
+    };
+    let source_line = line.and_then(|line| code.lines().nth(line as usize - 1).map(str::to_owned));
+    ScriptError {
+        kind: ScriptErrorKind::Runtime,
+        message: message.lines().next().unwrap_or_default().to_owned(),
+        line,
+        column,
+        source_line,
+    }
+}
+
+/// The first `line:column` Boa reports, from `script:L:C` in a backtrace or `line L, col C`
+/// in a parse error.
+fn find_position(rendered: &str) -> Option<(u32, u32)> {
+    if let Some(index) = rendered.find("script:") {
+        let rest = &rendered[index + "script:".len()..];
+        let mut numbers = rest
+            .split(|c: char| !c.is_ascii_digit())
+            .filter(|part| !part.is_empty())
+            .take(2)
+            .map(str::parse::<u32>);
+        if let (Some(Ok(line)), Some(Ok(column))) = (numbers.next(), numbers.next()) {
+            return Some((line, column));
+        }
+    }
+    let index = rendered.find("line ")?;
+    let mut numbers = rendered[index..]
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|part| !part.is_empty())
+        .take(2)
+        .map(str::parse::<u32>);
+    match (numbers.next(), numbers.next()) {
+        (Some(Ok(line)), Some(Ok(column))) => Some((line, column)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_expression_becomes_the_return_value() {
+        assert_eq!(
+            with_last_expression_returned("const a = await f();\na + 1"),
+            "const a = await f();\nreturn (a + 1);"
+        );
+        assert_eq!(with_last_expression_returned("return 5"), "return 5");
+        assert_eq!(
+            with_last_expression_returned("const x = await 1;"),
+            "const x = await 1;"
+        );
+        assert_eq!(
+            with_last_expression_returned("const t = await f()\nfoo.bar(t.iso);"),
+            "const t = await f()\nreturn (foo.bar(t.iso));"
+        );
+        assert_eq!(
+            with_last_expression_returned("const t = await f();\nfoo(\n  t,\n  2\n)"),
+            "const t = await f();\nreturn (foo(\n  t,\n  2\n));"
+        );
+    }
+
+    #[test]
+    fn prose_and_code_are_told_apart() {
+        assert!(looks_like_prose("The answer is 42 (roughly)."));
+        assert!(looks_like_prose("It is 10:30 in Oslo.\nHave a nice day!"));
+        assert!(!looks_like_prose("const x = timeNow(;"));
+        assert!(!looks_like_prose("output('hi'"));
+        assert!(!looks_like_prose("for (let i = 0; i < 3; i++) {"));
+    }
+
+    #[test]
+    fn nesting_is_measured() {
+        assert_eq!(source_nesting("f([1, {a: (2)}])"), 4);
+        assert_eq!(source_nesting(&"[".repeat(5000)), 5000);
+    }
+}
+

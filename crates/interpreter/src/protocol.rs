@@ -1,0 +1,157 @@
+//! Messages between the host and a sandbox worker. The isolated backend sends them as JSON
+//! lines over the worker's stdin and stdout; the in-process backend passes them over channels.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Host → worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum ToWorker {
+    Execute(Box<ExecuteRequest>),
+    /// The answer to a [`HostRequest`] with the same id.
+    Reply { id: u64, reply: HostReply },
+}
+
+/// Worker → host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum ToHost {
+    /// A fresh context is prepared and waits for code.
+    Ready,
+    /// The script is blocked until the host replies.
+    Request { id: u64, request: HostRequest },
+    /// `output(text)`, sent the moment it is called.
+    Output { text: String },
+    /// `log(...)`, sent the moment it is called.
+    Log { text: String },
+    Finished(Box<ExecutionOutcome>),
+}
+
+/// One script to run, with everything it may use.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecuteRequest {
+    pub code: String,
+    pub tools: Vec<ToolBinding>,
+    /// Bound to the global `input`.
+    #[serde(default)]
+    pub input: Option<Value>,
+    /// What `store()` kept in earlier iterations of the turn.
+    #[serde(default)]
+    pub store: Map<String, Value>,
+    pub limits: ScriptLimits,
+    /// A reply that does not parse and does not look like code is prose, not an error.
+    #[serde(default)]
+    pub allow_prose: bool,
+}
+
+/// A tool as the sandbox sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolBinding {
+    /// Dotted id, e.g. `trigger.create`.
+    pub id: String,
+    /// Global function name, e.g. `triggerCreate`; `None` when it would collide.
+    pub function: Option<String>,
+    pub description: String,
+}
+
+/// Limits the worker enforces itself; wall time and memory are enforced around it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScriptLimits {
+    /// Characters of `output()` and `log()` text together.
+    pub max_output_chars: usize,
+    pub max_tool_calls: u32,
+    /// JavaScript call depth.
+    pub recursion_limit: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum HostRequest {
+    CallTool { tool: String, input: Value },
+    /// Calls run concurrently on the host; each result is the value or `{error}`.
+    Parallel { calls: Vec<ParallelCall> },
+    Llm { prompt: String, json: bool },
+    ToolSchema { tool: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ParallelCall {
+    pub tool: String,
+    #[serde(default)]
+    pub input: Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum HostReply {
+    Value { value: Value },
+    /// Thrown inside the script as an `Error` with this message.
+    Error { message: String },
+}
+
+/// How the model's reply was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum CodePath {
+    /// The reply was JavaScript as it stood.
+    Plain,
+    /// The reply had a fenced code block; that block ran.
+    Fenced,
+    /// The reply was prose, taken as the final answer.
+    Prose,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecutionOutcome {
+    pub path: CodePath,
+    /// The script's value (its `return`, or its last expression), or why it failed.
+    pub result: Result<Value, ScriptError>,
+    /// `done()` or `complete()` was called.
+    pub done: bool,
+    /// The argument of `complete()`, if it was called.
+    pub complete: Option<Value>,
+    pub store: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScriptError {
+    pub kind: ScriptErrorKind,
+    pub message: String,
+    pub line: Option<u32>,
+    pub column: Option<u32>,
+    /// The line of code the error points at.
+    pub source_line: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ScriptErrorKind {
+    Syntax,
+    Runtime,
+    /// A sandbox limit ended the script.
+    Limit,
+}
+
+impl ScriptError {
+    /// The text the model reads: message, position and the offending line.
+    pub fn describe(&self) -> String {
+        let mut text = self.message.clone();
+        if let Some(line) = self.line {
+            text.push_str(&format!(" (line {line}"));
+            if let Some(column) = self.column {
+                text.push_str(&format!(", column {column}"));
+            }
+            text.push(')');
+        }
+        if let Some(source_line) = &self.source_line {
+            text.push_str(&format!("\n> {}", source_line.trim_end()));
+        }
+        text
+    }
+}

@@ -1,0 +1,553 @@
+//! The host side of the sandbox: a warm pool of workers, and one [`Execution`] per script
+//! with a wall-time clock that the host enforces by killing the worker.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+use tokio::sync::mpsc;
+
+use crate::engine::EngineOptions;
+use crate::protocol::{
+    CodePath, ExecuteRequest, ExecutionOutcome, HostReply, HostRequest, ScriptError,
+    ScriptErrorKind, ScriptLimits, ToHost, ToWorker,
+};
+use crate::worker::{self, ChannelTransport, ENGINE_STACK_BYTES};
+
+/// Where scripts run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backend {
+    /// A separate worker process per script, killed at the deadline. The default.
+    Isolated,
+    /// A thread of the host process: faster, but a script can exhaust the host's memory or
+    /// stack and cannot be killed. For embedding trusted code and for benchmarks.
+    InProcess,
+}
+
+/// Sandbox settings; every limit is configurable under `interpreter.sandbox`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct SandboxConfig {
+    pub backend: Backend,
+    /// Wall time of one script, not counting time spent waiting for a person.
+    pub wall_time_ms: u64,
+    /// Memory one worker may allocate beyond its idle size.
+    pub memory_bytes: u64,
+    /// Characters of `output()` and `log()` text per script.
+    pub max_output_chars: usize,
+    pub max_tool_calls: u32,
+    pub max_code_bytes: usize,
+    /// JavaScript call depth.
+    pub recursion_limit: usize,
+    /// Workers kept started and ready.
+    pub pool_size: usize,
+    /// The worker program; found automatically when absent (see `docs/code-mode.md`).
+    pub worker_program: Option<PathBuf>,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self {
+            backend: Backend::Isolated,
+            wall_time_ms: 30_000,
+            memory_bytes: 256 * 1024 * 1024,
+            max_output_chars: 50_000,
+            max_tool_calls: 1_000,
+            max_code_bytes: 100 * 1024,
+            recursion_limit: 2_000,
+            pool_size: 2,
+            worker_program: None,
+        }
+    }
+}
+
+impl SandboxConfig {
+    pub fn script_limits(&self) -> ScriptLimits {
+        ScriptLimits {
+            max_output_chars: self.max_output_chars,
+            max_tool_calls: self.max_tool_calls,
+            recursion_limit: self.recursion_limit,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SandboxError {
+    #[error(
+        "cannot find the sandbox worker program `agentic-sandbox`; build it with \
+         `cargo build -p agentic-interpreter` or set AGENTIC_SANDBOX_PROGRAM"
+    )]
+    WorkerNotFound,
+    #[error("could not start a sandbox worker: {0}")]
+    Spawn(String),
+}
+
+/// What an [`Execution`] reports, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SandboxEvent {
+    /// The script waits for this to be answered with [`Execution::reply`].
+    Request { id: u64, request: HostRequest },
+    Output(String),
+    Log(String),
+    Finished(Box<ExecutionOutcome>),
+}
+
+/// Starts scripts on warm workers.
+#[derive(Debug)]
+pub struct Sandbox {
+    config: SandboxConfig,
+    warm: Mutex<VecDeque<Worker>>,
+}
+
+impl Sandbox {
+    pub fn new(config: SandboxConfig) -> Arc<Self> {
+        Arc::new(Self {
+            config,
+            warm: Mutex::new(VecDeque::new()),
+        })
+    }
+
+    pub fn config(&self) -> &SandboxConfig {
+        &self.config
+    }
+
+    /// Starts workers until the pool is full, so the first script does not wait for one.
+    pub async fn warm_up(self: &Arc<Self>) -> Result<(), SandboxError> {
+        while self.warm_count() < self.config.pool_size {
+            let worker = self.start_worker().await?;
+            self.lock_warm().push_back(worker);
+        }
+        Ok(())
+    }
+
+    /// Runs a script. Code over the size limit fails here, before any worker sees it.
+    pub async fn start(self: &Arc<Self>, request: ExecuteRequest) -> Execution {
+        let store = request.store.clone();
+        if request.code.len() > self.config.max_code_bytes {
+            let message = format!(
+                "the code is {} bytes; the limit is {} bytes",
+                request.code.len(),
+                self.config.max_code_bytes
+            );
+            return Execution::finished_with(self.clone(), store, limit_error(&message));
+        }
+        let worker = match self.take_worker().await {
+            Ok(worker) => worker,
+            Err(error) => {
+                return Execution::finished_with(self.clone(), store, limit_error(&error.to_string()));
+            }
+        };
+        let mut execution = Execution {
+            sandbox: self.clone(),
+            worker: Some(worker),
+            clock: Clock::new(Duration::from_millis(self.config.wall_time_ms)),
+            store,
+            outcome: None,
+        };
+        if let Some(worker) = execution.worker.as_mut()
+            && worker.send(&ToWorker::Execute(Box::new(request))).await.is_err()
+        {
+            let reason = worker.death_reason(false, &self.config).await;
+            execution.finish_with(limit_error(&reason));
+        }
+        execution
+    }
+
+    fn warm_count(&self) -> usize {
+        self.lock_warm().len()
+    }
+
+    fn lock_warm(&self) -> std::sync::MutexGuard<'_, VecDeque<Worker>> {
+        self.warm.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    async fn take_worker(self: &Arc<Self>) -> Result<Worker, SandboxError> {
+        let warm = self.lock_warm().pop_front();
+        let worker = match warm {
+            Some(worker) => worker,
+            None => self.start_worker().await?,
+        };
+        self.refill_in_background();
+        Ok(worker)
+    }
+
+    fn refill_in_background(self: &Arc<Self>) {
+        let sandbox = self.clone();
+        tokio::spawn(async move {
+            if sandbox.warm_count() < sandbox.config.pool_size
+                && let Ok(worker) = sandbox.start_worker().await
+            {
+                sandbox.give_back(worker);
+            }
+        });
+    }
+
+    fn give_back(&self, worker: Worker) {
+        let mut warm = self.lock_warm();
+        if warm.len() < self.config.pool_size {
+            warm.push_back(worker);
+        }
+    }
+
+    async fn start_worker(&self) -> Result<Worker, SandboxError> {
+        let mut worker = match self.config.backend {
+            Backend::Isolated => Worker::spawn_process(&self.config)?,
+            Backend::InProcess => Worker::spawn_thread()?,
+        };
+        match tokio::time::timeout(Duration::from_secs(30), worker.receive()).await {
+            Ok(Some(ToHost::Ready)) => Ok(worker),
+            _ => {
+                let reason = worker.death_reason(false, &self.config).await;
+                Err(SandboxError::Spawn(reason))
+            }
+        }
+    }
+}
+
+/// One running script.
+#[derive(Debug)]
+pub struct Execution {
+    sandbox: Arc<Sandbox>,
+    worker: Option<Worker>,
+    clock: Clock,
+    store: serde_json::Map<String, serde_json::Value>,
+    outcome: Option<Box<ExecutionOutcome>>,
+}
+
+impl Execution {
+    fn finished_with(
+        sandbox: Arc<Sandbox>,
+        store: serde_json::Map<String, serde_json::Value>,
+        error: ScriptError,
+    ) -> Self {
+        let mut execution = Self {
+            clock: Clock::new(Duration::from_millis(sandbox.config.wall_time_ms)),
+            sandbox,
+            worker: None,
+            store,
+            outcome: None,
+        };
+        execution.finish_with(error);
+        execution
+    }
+
+    fn finish_with(&mut self, error: ScriptError) {
+        self.outcome = Some(Box::new(ExecutionOutcome {
+            path: CodePath::Plain,
+            result: Err(error),
+            done: false,
+            complete: None,
+            store: self.store.clone(),
+        }));
+    }
+
+    /// The next thing the script did. After `Finished`, it keeps returning the same outcome.
+    pub async fn next(&mut self) -> SandboxEvent {
+        loop {
+            if let Some(outcome) = &self.outcome {
+                return SandboxEvent::Finished(outcome.clone());
+            }
+            let Some(worker) = self.worker.as_mut() else {
+                self.finish_with(limit_error("the sandbox worker is gone"));
+                continue;
+            };
+            let remaining = self.clock.remaining();
+            match tokio::time::timeout(remaining, worker.receive()).await {
+                Ok(Some(ToHost::Request { id, request })) => {
+                    return SandboxEvent::Request { id, request };
+                }
+                Ok(Some(ToHost::Output { text })) => return SandboxEvent::Output(text),
+                Ok(Some(ToHost::Log { text })) => return SandboxEvent::Log(text),
+                Ok(Some(ToHost::Finished(outcome))) => {
+                    self.outcome = Some(outcome);
+                    if let Some(worker) = self.worker.take() {
+                        recycle(self.sandbox.clone(), worker);
+                    }
+                }
+                Ok(Some(ToHost::Ready)) => {}
+                Ok(None) => {
+                    let reason = worker.death_reason(false, &self.sandbox.config).await;
+                    self.worker = None;
+                    self.finish_with(limit_error(&reason));
+                }
+                Err(_) => {
+                    worker.kill().await;
+                    self.worker = None;
+                    let seconds = self.sandbox.config.wall_time_ms as f64 / 1000.0;
+                    self.finish_with(limit_error(&format!(
+                        "the script ran longer than the {seconds} s time limit and was stopped"
+                    )));
+                }
+            }
+        }
+    }
+
+    /// Answers a request; the script continues.
+    pub async fn reply(&mut self, id: u64, reply: HostReply) {
+        if let Some(worker) = self.worker.as_mut()
+            && worker.send(&ToWorker::Reply { id, reply }).await.is_err()
+        {
+            let reason = worker.death_reason(false, &self.sandbox.config).await;
+            self.worker = None;
+            self.finish_with(limit_error(&reason));
+        }
+    }
+
+    /// Stops the wall-time clock, e.g. while a person decides on an approval.
+    pub fn pause_clock(&mut self) {
+        self.clock.pause();
+    }
+
+    pub fn resume_clock(&mut self) {
+        self.clock.resume();
+    }
+
+    /// Stops the script now; for prompts that end while it is paused.
+    pub async fn abort(&mut self) {
+        if let Some(mut worker) = self.worker.take() {
+            worker.kill().await;
+        }
+        self.finish_with(limit_error("the script was stopped"));
+    }
+}
+
+/// Returns a worker to the pool once it has prepared its next context.
+fn recycle(sandbox: Arc<Sandbox>, mut worker: Worker) {
+    tokio::spawn(async move {
+        match tokio::time::timeout(Duration::from_secs(10), worker.receive()).await {
+            Ok(Some(ToHost::Ready)) => sandbox.give_back(worker),
+            // It reached its execution limit and exited, or misbehaved: replace it.
+            _ => {
+                worker.kill().await;
+                sandbox.refill_in_background();
+            }
+        }
+    });
+}
+
+fn limit_error(message: &str) -> ScriptError {
+    ScriptError {
+        kind: ScriptErrorKind::Limit,
+        message: message.to_owned(),
+        line: None,
+        column: None,
+        source_line: None,
+    }
+}
+
+/// Wall time spent running, excluding pauses.
+#[derive(Debug)]
+struct Clock {
+    limit: Duration,
+    used: Duration,
+    running_since: Option<Instant>,
+}
+
+impl Clock {
+    fn new(limit: Duration) -> Self {
+        Self {
+            limit,
+            used: Duration::ZERO,
+            running_since: Some(Instant::now()),
+        }
+    }
+
+    fn remaining(&self) -> Duration {
+        let running = self
+            .running_since
+            .map_or(Duration::ZERO, |since| since.elapsed());
+        self.limit.saturating_sub(self.used + running)
+    }
+
+    fn pause(&mut self) {
+        if let Some(since) = self.running_since.take() {
+            self.used += since.elapsed();
+        }
+    }
+
+    fn resume(&mut self) {
+        if self.running_since.is_none() {
+            self.running_since = Some(Instant::now());
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Worker {
+    Process {
+        child: Child,
+        stdin: ChildStdin,
+        stdout: tokio::io::Lines<BufReader<ChildStdout>>,
+        stderr: Arc<Mutex<String>>,
+        killed: bool,
+    },
+    Thread {
+        to_worker: std::sync::mpsc::Sender<ToWorker>,
+        from_worker: mpsc::UnboundedReceiver<ToHost>,
+    },
+}
+
+impl Worker {
+    fn spawn_process(config: &SandboxConfig) -> Result<Self, SandboxError> {
+        let program = worker_program(config)?;
+        let mut command = tokio::process::Command::new(&program);
+        command
+            .env_clear()
+            .env(worker::WORKER_ENV, "1")
+            .env(worker::MEMORY_ENV, config.memory_bytes.to_string())
+            // One malloc arena: per-thread arenas reserve address space the limit counts.
+            .env("MALLOC_ARENA_MAX", "1")
+            .current_dir(std::env::temp_dir())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = command
+            .spawn()
+            .map_err(|error| SandboxError::Spawn(format!("{}: {error}", program.display())))?;
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(SandboxError::Spawn("the worker has no pipes".to_owned()));
+        };
+        let tail = Arc::new(Mutex::new(String::new()));
+        tokio::spawn(keep_stderr_tail(stderr, tail.clone()));
+        Ok(Self::Process {
+            child,
+            stdin,
+            stdout: BufReader::new(stdout).lines(),
+            stderr: tail,
+            killed: false,
+        })
+    }
+
+    fn spawn_thread() -> Result<Self, SandboxError> {
+        let (to_worker, from_host) = std::sync::mpsc::channel();
+        let (to_host, from_worker) = mpsc::unbounded_channel();
+        std::thread::Builder::new()
+            .name("sandbox".to_owned())
+            .stack_size(ENGINE_STACK_BYTES)
+            .spawn(move || {
+                let transport = ChannelTransport { from_host, to_host };
+                // Nothing can kill a thread, so runaway loops are cut off by count instead.
+                let options = EngineOptions {
+                    loop_iteration_limit: Some(100_000_000),
+                };
+                worker::serve(transport, options, u32::MAX);
+            })
+            .map_err(|error| SandboxError::Spawn(error.to_string()))?;
+        Ok(Self::Thread {
+            to_worker,
+            from_worker,
+        })
+    }
+
+    async fn receive(&mut self) -> Option<ToHost> {
+        match self {
+            Self::Process { stdout, .. } => loop {
+                let line = stdout.next_line().await.ok()??;
+                match serde_json::from_str(&line) {
+                    Ok(message) => return Some(message),
+                    Err(error) => {
+                        tracing::warn!(%error, "unreadable message from a sandbox worker");
+                    }
+                }
+            },
+            Self::Thread { from_worker, .. } => from_worker.recv().await,
+        }
+    }
+
+    async fn send(&mut self, message: &ToWorker) -> Result<(), ()> {
+        match self {
+            Self::Process { stdin, .. } => {
+                let mut line = serde_json::to_vec(message).map_err(|_| ())?;
+                line.push(b'\n');
+                stdin.write_all(&line).await.map_err(|_| ())?;
+                stdin.flush().await.map_err(|_| ())
+            }
+            Self::Thread { to_worker, .. } => to_worker.send(message.clone()).map_err(|_| ()),
+        }
+    }
+
+    async fn kill(&mut self) {
+        if let Self::Process { child, killed, .. } = self {
+            *killed = true;
+            let _ = child.kill().await;
+        }
+    }
+
+    /// Why the worker stopped answering, in words the model can act on.
+    async fn death_reason(&mut self, _expected: bool, config: &SandboxConfig) -> String {
+        match self {
+            Self::Thread { .. } => "the sandbox thread stopped".to_owned(),
+            Self::Process { child, stderr, .. } => {
+                let status = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+                // Let the stderr reader catch up with the last words.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                let tail = stderr.lock().unwrap_or_else(PoisonError::into_inner).clone();
+                let megabytes = config.memory_bytes / (1024 * 1024);
+                if tail.contains("memory allocation of") || tail.contains("out of memory") {
+                    format!("the script used more than the {megabytes} MiB memory limit and was stopped")
+                } else if tail.contains("overflowed its stack") {
+                    "the script recursed too deeply and overflowed the stack".to_owned()
+                } else {
+                    let status = match status {
+                        Ok(Ok(status)) => status.to_string(),
+                        _ => "no exit status".to_owned(),
+                    };
+                    let last = tail.lines().last().unwrap_or_default().to_owned();
+                    format!("the sandbox worker crashed ({status}) {last}").trim_end().to_owned()
+                }
+            }
+        }
+    }
+}
+
+async fn keep_stderr_tail(stderr: tokio::process::ChildStderr, tail: Arc<Mutex<String>>) {
+    let mut stderr = stderr;
+    let mut buffer = [0u8; 4096];
+    while let Ok(read) = stderr.read(&mut buffer).await {
+        if read == 0 {
+            break;
+        }
+        let mut tail = tail.lock().unwrap_or_else(PoisonError::into_inner);
+        tail.push_str(&String::from_utf8_lossy(&buffer[..read]));
+        if tail.len() > 8192 {
+            let cut = tail.len() - 4096;
+            let cut = (cut..tail.len())
+                .find(|index| tail.is_char_boundary(*index))
+                .unwrap_or(tail.len());
+            tail.drain(..cut);
+        }
+    }
+}
+
+/// The program to run as a worker: configured, this very binary (if it called
+/// `run_worker_if_requested`), or `agentic-sandbox` beside it.
+fn worker_program(config: &SandboxConfig) -> Result<PathBuf, SandboxError> {
+    if let Some(path) = &config.worker_program {
+        return Ok(path.clone());
+    }
+    if let Some(path) = std::env::var_os("AGENTIC_SANDBOX_PROGRAM") {
+        return Ok(PathBuf::from(path));
+    }
+    let current = std::env::current_exe().map_err(|_| SandboxError::WorkerNotFound)?;
+    if worker::host_is_worker_capable() {
+        return Ok(current);
+    }
+    let name = format!("agentic-sandbox{}", std::env::consts::EXE_SUFFIX);
+    let directory = current.parent();
+    // Test binaries live one level down, in `target/<profile>/deps`.
+    [directory, directory.and_then(std::path::Path::parent)]
+        .into_iter()
+        .flatten()
+        .map(|directory| directory.join(&name))
+        .find(|candidate| candidate.is_file())
+        .ok_or(SandboxError::WorkerNotFound)
+}

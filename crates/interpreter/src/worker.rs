@@ -1,0 +1,209 @@
+//! The worker side of the sandbox: prepare a context, wait for a script, run it, report, and
+//! start over with a fresh context. The same loop serves a worker process (over stdin and
+//! stdout) and an in-process worker thread (over channels).
+
+use std::cell::RefCell;
+use std::io::{BufRead, Write};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::engine::{EngineOptions, HostLink, execute, prepare_context};
+use crate::protocol::{HostReply, HostRequest, ToHost, ToWorker};
+
+/// Set (to `1`) in the environment of a process started as a sandbox worker.
+pub const WORKER_ENV: &str = "AGENTIC_SANDBOX_WORKER";
+/// The worker's memory limit in bytes, on top of what the idle worker already maps.
+pub const MEMORY_ENV: &str = "AGENTIC_SANDBOX_MEMORY";
+/// Native stack of the thread that runs scripts.
+pub const ENGINE_STACK_BYTES: usize = 64 * 1024 * 1024;
+/// A worker process runs at most this many scripts, then exits and is replaced.
+pub const EXECUTIONS_PER_WORKER: u32 = 200;
+
+static HOST_IS_WORKER_CAPABLE: AtomicBool = AtomicBool::new(false);
+
+/// Call first thing in `main` of a binary that hosts code mode: when the process was started
+/// as a sandbox worker it serves scripts and exits; otherwise it returns at once, and the
+/// binary may then start its own workers by running itself.
+pub fn run_worker_if_requested() {
+    if std::env::var_os(WORKER_ENV).is_some() {
+        std::process::exit(worker_process_main());
+    }
+    HOST_IS_WORKER_CAPABLE.store(true, Ordering::SeqCst);
+}
+
+/// Whether [`run_worker_if_requested`] ran in this process, so it can be its own worker.
+pub fn host_is_worker_capable() -> bool {
+    HOST_IS_WORKER_CAPABLE.load(Ordering::SeqCst)
+}
+
+/// The whole life of a worker process. Returns its exit code.
+pub fn worker_process_main() -> i32 {
+    if let Err(error) = apply_memory_limit() {
+        eprintln!("agentic-sandbox: {error}");
+        return 3;
+    }
+    let engine = std::thread::Builder::new()
+        .name("sandbox".to_owned())
+        .stack_size(ENGINE_STACK_BYTES)
+        .spawn(|| {
+            let transport = StdioTransport {
+                input: std::io::stdin().lock(),
+                output: std::io::stdout().lock(),
+            };
+            serve(transport, EngineOptions { loop_iteration_limit: None }, EXECUTIONS_PER_WORKER);
+        });
+    match engine.map(std::thread::JoinHandle::join) {
+        Ok(Ok(())) => 0,
+        _ => 4,
+    }
+}
+
+/// How a worker talks to its host.
+pub trait Transport {
+    fn receive(&mut self) -> Option<ToWorker>;
+    /// False once the host is gone.
+    fn send(&mut self, message: &ToHost) -> bool;
+}
+
+/// Serves up to `executions` scripts, each in a fresh context, until the host goes away.
+pub fn serve<T: Transport + 'static>(transport: T, options: EngineOptions, executions: u32) {
+    let transport = Rc::new(RefCell::new(transport));
+    for _ in 0..executions {
+        let prepared = match prepare_context(options) {
+            Ok(prepared) => prepared,
+            Err(error) => {
+                eprintln!("agentic-sandbox: could not prepare a context: {error}");
+                return;
+            }
+        };
+        if !transport.borrow_mut().send(&ToHost::Ready) {
+            return;
+        }
+        let request = loop {
+            match transport.borrow_mut().receive() {
+                Some(ToWorker::Execute(request)) => break request,
+                // A reply nobody waits for (a late answer to a killed script): skip it.
+                Some(ToWorker::Reply { .. }) => {}
+                None => return,
+            }
+        };
+        let link = Box::new(Link {
+            transport: transport.clone(),
+            next_id: 1,
+        });
+        let outcome = execute(prepared, *request, link);
+        if !transport
+            .borrow_mut()
+            .send(&ToHost::Finished(Box::new(outcome)))
+        {
+            return;
+        }
+    }
+}
+
+struct Link<T: Transport> {
+    transport: Rc<RefCell<T>>,
+    next_id: u64,
+}
+
+impl<T: Transport> HostLink for Link<T> {
+    fn request(&mut self, request: HostRequest) -> HostReply {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut transport = self.transport.borrow_mut();
+        if !transport.send(&ToHost::Request { id, request }) {
+            return host_gone();
+        }
+        loop {
+            match transport.receive() {
+                Some(ToWorker::Reply { id: answered, reply }) if answered == id => return reply,
+                Some(_) => {}
+                None => return host_gone(),
+            }
+        }
+    }
+
+    fn notify(&mut self, message: ToHost) {
+        self.transport.borrow_mut().send(&message);
+    }
+}
+
+fn host_gone() -> HostReply {
+    HostReply::Error {
+        message: "the host went away".to_owned(),
+    }
+}
+
+/// JSON lines over the process's stdin and stdout.
+struct StdioTransport<R: BufRead, W: Write> {
+    input: R,
+    output: W,
+}
+
+impl<R: BufRead, W: Write> Transport for StdioTransport<R, W> {
+    fn receive(&mut self) -> Option<ToWorker> {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match self.input.read_line(&mut line) {
+                Ok(0) | Err(_) => return None,
+                Ok(_) => {}
+            }
+            match serde_json::from_str(&line) {
+                Ok(message) => return Some(message),
+                Err(error) => eprintln!("agentic-sandbox: unreadable message: {error}"),
+            }
+        }
+    }
+
+    fn send(&mut self, message: &ToHost) -> bool {
+        let Ok(mut line) = serde_json::to_vec(message) else {
+            return false;
+        };
+        line.push(b'\n');
+        self.output.write_all(&line).is_ok() && self.output.flush().is_ok()
+    }
+}
+
+/// Caps the address space of this process: what it maps now plus the engine's stack plus the
+/// configured budget. Allocation beyond it fails, and the process aborts instead of the host.
+fn apply_memory_limit() -> Result<(), String> {
+    let Some(budget) = std::env::var(MEMORY_ENV)
+        .ok()
+        .and_then(|value| value.parse::<u64>().ok())
+    else {
+        return Ok(());
+    };
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm
+        .split_whitespace()
+        .next()
+        .and_then(|pages| pages.parse().ok())
+        .unwrap_or(0);
+    let mapped = pages * rustix::param::page_size() as u64;
+    let limit = mapped + ENGINE_STACK_BYTES as u64 + budget;
+    rustix::process::setrlimit(
+        rustix::process::Resource::As,
+        rustix::process::Rlimit {
+            current: Some(limit),
+            maximum: Some(limit),
+        },
+    )
+    .map_err(|error| format!("could not set the memory limit: {error}"))
+}
+
+/// A worker thread's end of two channels, for the in-process backend.
+pub(crate) struct ChannelTransport {
+    pub(crate) from_host: std::sync::mpsc::Receiver<ToWorker>,
+    pub(crate) to_host: tokio::sync::mpsc::UnboundedSender<ToHost>,
+}
+
+impl Transport for ChannelTransport {
+    fn receive(&mut self) -> Option<ToWorker> {
+        self.from_host.recv().ok()
+    }
+
+    fn send(&mut self, message: &ToHost) -> bool {
+        self.to_host.send(message.clone()).is_ok()
+    }
+}

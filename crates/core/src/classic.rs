@@ -8,7 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::history::{output_messages, prompt_messages};
+use crate::history::{history_messages, output_messages};
 use crate::mode::{ExecutionModeFactory, ExecutorCreateOptions, ExecutorError, PromptExecutor};
 use crate::plugin::Prepared;
 use crate::prompt::{Prompt, PromptState, ToolResult};
@@ -194,7 +194,7 @@ impl PromptCompletion {
         let limit = self.options.services.limits().tool_result_limit;
         let mut messages = vec![ChatMessage::system(self.system_prompt(prepared))];
         for earlier in &self.options.history {
-            messages.extend(prompt_messages(earlier, limit));
+            messages.extend(history_messages(earlier, CLASSIC_MODE, limit));
         }
         let prompt = self.recorder.prompt();
         if let Some(input) = &prompt.input {

@@ -5,6 +5,63 @@ use crate::prompt::{Prompt, PromptOutput, ToolResult};
 use crate::provider::{ChatMessage, ChatRole, ToolCallRequest};
 use crate::tool::cap_text;
 
+/// Messages for an earlier prompt of the conversation, as a mode other than `own_mode` sees
+/// it: prompts of the same mode in full, others compactly.
+pub fn history_messages(
+    prompt: &Prompt,
+    own_mode: &str,
+    tool_result_limit: usize,
+) -> Vec<ChatMessage> {
+    if prompt.mode == own_mode {
+        prompt_messages(prompt, tool_result_limit)
+    } else {
+        compact_prompt_messages(prompt, COMPACT_RESULT_CHARS)
+    }
+}
+
+/// Characters of each tool result kept in a compact summary.
+pub const COMPACT_RESULT_CHARS: usize = 1_000;
+
+/// A prompt in two messages: the user's input, and one assistant message that lists the tools
+/// it used (results cut to `result_chars`) and what it told the user. Any mode's timeline reads
+/// the same way this way, so history crosses modes.
+pub fn compact_prompt_messages(prompt: &Prompt, result_chars: usize) -> Vec<ChatMessage> {
+    let mut messages = Vec::new();
+    if let Some(input) = &prompt.input {
+        messages.push(ChatMessage::user(input.clone()));
+    }
+    let mut tools = Vec::new();
+    let mut texts = Vec::new();
+    for output in &prompt.output {
+        match output {
+            // The code itself is the mode's working, not part of what was found out.
+            PromptOutput::Tool(tool) if tool.function == "code.execute" => {}
+            PromptOutput::Tool(tool) => tools.push(format!(
+                "- {}({}) → {}",
+                tool.function,
+                tool.input,
+                tool_result_text(&tool.result, result_chars).replace('\n', " ")
+            )),
+            PromptOutput::Text(text) => texts.push(text.content.clone()),
+            PromptOutput::File(file) => {
+                texts.push(format!("[file: {} ({})]", file.path, file.mime_type))
+            }
+        }
+    }
+    let mut summary = String::new();
+    if !tools.is_empty() {
+        summary.push_str("Tools I used:\n");
+        summary.push_str(&tools.join("\n"));
+        summary.push_str("\n\n");
+    }
+    summary.push_str(&texts.join("\n"));
+    let summary = summary.trim().to_owned();
+    if !summary.is_empty() {
+        messages.push(ChatMessage::assistant(summary));
+    }
+    messages
+}
+
 /// Messages for a whole prompt: the user's input, then its timeline.
 pub fn prompt_messages(prompt: &Prompt, tool_result_limit: usize) -> Vec<ChatMessage> {
     let mut messages = Vec::new();

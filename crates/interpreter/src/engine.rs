@@ -5,6 +5,8 @@
 use std::cell::RefCell;
 use std::path::Path;
 
+use boa_engine::ast::{Statement, StatementListItem};
+use boa_engine::builtins::promise::PromiseState;
 use boa_engine::interner::Interner;
 use boa_engine::object::FunctionObjectBuilder;
 use boa_engine::object::builtins::{JsArray, JsPromise};
@@ -14,8 +16,6 @@ use boa_engine::{
     Context, JsError, JsNativeError, JsResult, JsString, JsValue, NativeFunction, Script, Source,
     js_string,
 };
-use boa_engine::ast::{Statement, StatementListItem};
-use boa_engine::builtins::promise::PromiseState;
 use serde_json::{Map, Value};
 
 use crate::protocol::{
@@ -113,9 +113,13 @@ pub fn execute(
         .runtime_limits_mut()
         .set_recursion_limit(request.limits.recursion_limit);
     // Boa's value stack grows with call depth; give honest deep recursion room.
-    context
-        .runtime_limits_mut()
-        .set_stack_size_limit(request.limits.recursion_limit.saturating_mul(64).max(10_240));
+    context.runtime_limits_mut().set_stack_size_limit(
+        request
+            .limits
+            .recursion_limit
+            .saturating_mul(64)
+            .max(10_240),
+    );
     ENGINE.with(|engine| {
         *engine.borrow_mut() = Some(EngineState {
             link,
@@ -132,9 +136,10 @@ pub fn execute(
     let code = normalize_newlines(&request.code);
     let (path, result) = match bind_and_run(&mut context, &request, &code) {
         Ok(value) => (CodePath::Plain, Ok(value)),
-        Err(error) if error.kind == ScriptErrorKind::Syntax
-            && request.allow_prose
-            && looks_like_prose(&code) =>
+        Err(error)
+            if error.kind == ScriptErrorKind::Syntax
+                && request.allow_prose
+                && looks_like_prose(&code) =>
         {
             (CodePath::Prose, Ok(Value::Null))
         }
@@ -156,18 +161,38 @@ pub fn execute(
 /// Whether a reply that failed to parse reads as prose rather than broken code.
 pub fn looks_like_prose(text: &str) -> bool {
     const CODE_STARTS: &[&str] = &[
-        "const ", "let ", "var ", "function ", "return", "if ", "if(", "for ", "for(", "while",
-        "await ", "try", "}", "//", "/*", "import ", "export ", "class ",
+        "const ",
+        "let ",
+        "var ",
+        "function ",
+        "return",
+        "if ",
+        "if(",
+        "for ",
+        "for(",
+        "while",
+        "await ",
+        "try",
+        "}",
+        "//",
+        "/*",
+        "import ",
+        "export ",
+        "class ",
     ];
-    let code_like_lines = text.lines().map(str::trim).filter(|line| !line.is_empty()).filter(|line| {
-        CODE_STARTS.iter().any(|start| line.starts_with(start))
-            || line.ends_with(';')
-            || line.ends_with('{')
-            || line.contains("=>")
-            || line.contains(" = ")
-            || line.contains("();")
-            || calls_something(line)
-    });
+    let code_like_lines = text
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .filter(|line| {
+            CODE_STARTS.iter().any(|start| line.starts_with(start))
+                || line.ends_with(';')
+                || line.ends_with('{')
+                || line.contains("=>")
+                || line.contains(" = ")
+                || line.contains("();")
+                || calls_something(line)
+        });
     code_like_lines.count() == 0
 }
 
@@ -266,7 +291,9 @@ fn bind_and_run(
     };
     let fail =
         |error: &JsError, context: &mut Context| runtime_error(error, context, code, line_offset);
-    let value = script.evaluate(context).map_err(|error| fail(&error, context))?;
+    let value = script
+        .evaluate(context)
+        .map_err(|error| fail(&error, context))?;
     context.run_jobs().map_err(|error| fail(&error, context))?;
     let promise = value
         .as_object()
@@ -307,12 +334,17 @@ fn bind_globals(context: &mut Context, request: &ExecuteRequest) -> JsResult<()>
                         _ => Value::Object(Map::new()),
                     };
                     count_tool_calls(1)?;
-                    reply_to_js(host_request(HostRequest::CallTool { tool, input })?, context)
+                    reply_to_js(
+                        host_request(HostRequest::CallTool { tool, input })?,
+                        context,
+                    )
                 },
                 JsString::from(binding.id.as_str()),
             ),
         )
-        .name(JsString::from(binding.function.as_deref().unwrap_or("tool")))
+        .name(JsString::from(
+            binding.function.as_deref().unwrap_or("tool"),
+        ))
         .length(1)
         .build();
         tools.set(
@@ -322,7 +354,11 @@ fn bind_globals(context: &mut Context, request: &ExecuteRequest) -> JsResult<()>
             context,
         )?;
         if let Some(name) = &binding.function {
-            context.register_global_property(JsString::from(name.as_str()), function, Attribute::all())?;
+            context.register_global_property(
+                JsString::from(name.as_str()),
+                function,
+                Attribute::all(),
+            )?;
         }
     }
     context.register_global_property(js_string!("tools"), tools, Attribute::all())?;
@@ -433,7 +469,9 @@ fn count_tool_calls(calls: u32) -> JsResult<()> {
     })?;
     match over {
         Some(limit) => Err(JsNativeError::range()
-            .with_message(format!("tool call limit reached: at most {limit} calls per execution"))
+            .with_message(format!(
+                "tool call limit reached: at most {limit} calls per execution"
+            ))
             .into()),
         None => Ok(()),
     }
@@ -458,7 +496,10 @@ fn spend_output(text: String) -> JsResult<Option<String>> {
             return None;
         }
         let length = text.chars().count();
-        let left = state.limits.max_output_chars.saturating_sub(state.output_used);
+        let left = state
+            .limits
+            .max_output_chars
+            .saturating_sub(state.output_used);
         if length <= left {
             state.output_used += length;
             return Some(text);
@@ -551,7 +592,11 @@ fn key_argument(value: Option<&JsValue>, function: &str) -> JsResult<String> {
         })
 }
 
-fn discover_tools(_this: &JsValue, _arguments: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+fn discover_tools(
+    _this: &JsValue,
+    _arguments: &[JsValue],
+    context: &mut Context,
+) -> JsResult<JsValue> {
     let tools = with_engine(|state| state.tools.clone())?;
     let list: Vec<Value> = tools
         .iter()
@@ -576,21 +621,31 @@ fn parallel(_this: &JsValue, arguments: &[JsValue], context: &mut Context) -> Js
         Some(value) => to_json(value, context)?,
         None => Value::Array(Vec::new()),
     };
-    let calls: Vec<crate::protocol::ParallelCall> = serde_json::from_value(calls).map_err(|_| {
-        JsNativeError::typ().with_message("parallel() takes an array of {tool, input}")
-    })?;
+    let calls: Vec<crate::protocol::ParallelCall> =
+        serde_json::from_value(calls).map_err(|_| {
+            JsNativeError::typ().with_message("parallel() takes an array of {tool, input}")
+        })?;
     count_tool_calls(u32::try_from(calls.len()).unwrap_or(u32::MAX))?;
     reply_to_js(host_request(HostRequest::Parallel { calls })?, context)
 }
 
 fn llm(_this: &JsValue, arguments: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
     let prompt = text_of(arguments.first(), context)?;
-    reply_to_js(host_request(HostRequest::Llm { prompt, json: false })?, context)
+    reply_to_js(
+        host_request(HostRequest::Llm {
+            prompt,
+            json: false,
+        })?,
+        context,
+    )
 }
 
 fn llm_json(_this: &JsValue, arguments: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
     let prompt = text_of(arguments.first(), context)?;
-    reply_to_js(host_request(HostRequest::Llm { prompt, json: true })?, context)
+    reply_to_js(
+        host_request(HostRequest::Llm { prompt, json: true })?,
+        context,
+    )
 }
 
 /// JavaScript value → JSON, depth-limited so hostile values cannot overflow the native stack.
@@ -627,7 +682,9 @@ fn to_json_at(value: &JsValue, context: &mut Context, depth: usize) -> JsResult<
         return Ok(Some(json));
     }
     if value.is_bigint() {
-        return Ok(Some(Value::String(value.to_string(context)?.to_std_string_escaped())));
+        return Ok(Some(Value::String(
+            value.to_string(context)?.to_std_string_escaped(),
+        )));
     }
     let Some(object) = value.as_object() else {
         return Ok(None);
@@ -714,9 +771,14 @@ fn runtime_error(
         _ => (None, None),
     };
     let source_line = line.and_then(|line| code.lines().nth(line as usize - 1).map(str::to_owned));
+    let mut message = message.lines().next().unwrap_or_default().to_owned();
+    // Parse errors end in Boa's own ` at line L, col C`; the position is reported separately.
+    if let Some(index) = message.rfind(" at line ") {
+        message.truncate(index);
+    }
     ScriptError {
         kind: ScriptErrorKind::Runtime,
-        message: message.lines().next().unwrap_or_default().to_owned(),
+        message,
         line,
         column,
         source_line,
@@ -789,4 +851,3 @@ mod tests {
         assert_eq!(source_nesting(&"[".repeat(5000)), 5000);
     }
 }
-

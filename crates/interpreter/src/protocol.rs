@@ -10,7 +10,10 @@ use serde_json::{Map, Value};
 pub enum ToWorker {
     Execute(Box<ExecuteRequest>),
     /// The answer to a [`HostRequest`] with the same id.
-    Reply { id: u64, reply: HostReply },
+    Reply {
+        id: u64,
+        reply: HostReply,
+    },
 }
 
 /// Worker → host.
@@ -20,11 +23,18 @@ pub enum ToHost {
     /// A fresh context is prepared and waits for code.
     Ready,
     /// The script is blocked until the host replies.
-    Request { id: u64, request: HostRequest },
+    Request {
+        id: u64,
+        request: HostRequest,
+    },
     /// `output(text)`, sent the moment it is called.
-    Output { text: String },
+    Output {
+        text: String,
+    },
     /// `log(...)`, sent the moment it is called.
-    Log { text: String },
+    Log {
+        text: String,
+    },
     Finished(Box<ExecutionOutcome>),
 }
 
@@ -71,11 +81,21 @@ pub struct ScriptLimits {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum HostRequest {
-    CallTool { tool: String, input: Value },
+    CallTool {
+        tool: String,
+        input: Value,
+    },
     /// Calls run concurrently on the host; each result is the value or `{error}`.
-    Parallel { calls: Vec<ParallelCall> },
-    Llm { prompt: String, json: bool },
-    ToolSchema { tool: String },
+    Parallel {
+        calls: Vec<ParallelCall>,
+    },
+    Llm {
+        prompt: String,
+        json: bool,
+    },
+    ToolSchema {
+        tool: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -88,9 +108,13 @@ pub struct ParallelCall {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum HostReply {
-    Value { value: Value },
+    Value {
+        value: Value,
+    },
     /// Thrown inside the script as an `Error` with this message.
-    Error { message: String },
+    Error {
+        message: String,
+    },
 }
 
 /// How the model's reply was taken.

@@ -92,7 +92,10 @@ pub enum SandboxError {
 #[derive(Debug, Clone, PartialEq)]
 pub enum SandboxEvent {
     /// The script waits for this to be answered with [`Execution::reply`].
-    Request { id: u64, request: HostRequest },
+    Request {
+        id: u64,
+        request: HostRequest,
+    },
     Output(String),
     Log(String),
     Finished(Box<ExecutionOutcome>),
@@ -126,8 +129,20 @@ impl Sandbox {
         Ok(())
     }
 
-    /// Runs a script. Code over the size limit fails here, before any worker sees it.
+    /// Runs a script with the configured wall time.
     pub async fn start(self: &Arc<Self>, request: ExecuteRequest) -> Execution {
+        self.start_with_wall_time(request, None).await
+    }
+
+    /// Runs a script, with a shorter wall time than configured if one is given. Code over the
+    /// size limit fails here, before any worker sees it.
+    pub async fn start_with_wall_time(
+        self: &Arc<Self>,
+        request: ExecuteRequest,
+        wall_time: Option<Duration>,
+    ) -> Execution {
+        let configured = Duration::from_millis(self.config.wall_time_ms);
+        let wall_time = wall_time.map_or(configured, |asked| asked.min(configured));
         let store = request.store.clone();
         if request.code.len() > self.config.max_code_bytes {
             let message = format!(
@@ -140,20 +155,27 @@ impl Sandbox {
         let worker = match self.take_worker().await {
             Ok(worker) => worker,
             Err(error) => {
-                return Execution::finished_with(self.clone(), store, limit_error(&error.to_string()));
+                return Execution::finished_with(
+                    self.clone(),
+                    store,
+                    limit_error(&error.to_string()),
+                );
             }
         };
         let mut execution = Execution {
             sandbox: self.clone(),
             worker: Some(worker),
-            clock: Clock::new(Duration::from_millis(self.config.wall_time_ms)),
+            clock: Clock::new(wall_time),
             store,
             outcome: None,
         };
         if let Some(worker) = execution.worker.as_mut()
-            && worker.send(&ToWorker::Execute(Box::new(request))).await.is_err()
+            && worker
+                .send(&ToWorker::Execute(Box::new(request)))
+                .await
+                .is_err()
         {
-            let reason = worker.death_reason(false, &self.config).await;
+            let reason = worker.death_reason(&self.config).await;
             execution.finish_with(limit_error(&reason));
         }
         execution
@@ -203,7 +225,7 @@ impl Sandbox {
         match tokio::time::timeout(Duration::from_secs(30), worker.receive()).await {
             Ok(Some(ToHost::Ready)) => Ok(worker),
             _ => {
-                let reason = worker.death_reason(false, &self.config).await;
+                let reason = worker.death_reason(&self.config).await;
                 Err(SandboxError::Spawn(reason))
             }
         }
@@ -272,14 +294,14 @@ impl Execution {
                 }
                 Ok(Some(ToHost::Ready)) => {}
                 Ok(None) => {
-                    let reason = worker.death_reason(false, &self.sandbox.config).await;
+                    let reason = worker.death_reason(&self.sandbox.config).await;
                     self.worker = None;
                     self.finish_with(limit_error(&reason));
                 }
                 Err(_) => {
                     worker.kill().await;
                     self.worker = None;
-                    let seconds = self.sandbox.config.wall_time_ms as f64 / 1000.0;
+                    let seconds = self.clock.limit.as_secs_f64();
                     self.finish_with(limit_error(&format!(
                         "the script ran longer than the {seconds} s time limit and was stopped"
                     )));
@@ -293,7 +315,7 @@ impl Execution {
         if let Some(worker) = self.worker.as_mut()
             && worker.send(&ToWorker::Reply { id, reply }).await.is_err()
         {
-            let reason = worker.death_reason(false, &self.sandbox.config).await;
+            let reason = worker.death_reason(&self.sandbox.config).await;
             self.worker = None;
             self.finish_with(limit_error(&reason));
         }
@@ -483,17 +505,22 @@ impl Worker {
     }
 
     /// Why the worker stopped answering, in words the model can act on.
-    async fn death_reason(&mut self, _expected: bool, config: &SandboxConfig) -> String {
+    async fn death_reason(&mut self, config: &SandboxConfig) -> String {
         match self {
             Self::Thread { .. } => "the sandbox thread stopped".to_owned(),
             Self::Process { child, stderr, .. } => {
                 let status = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
                 // Let the stderr reader catch up with the last words.
                 tokio::time::sleep(Duration::from_millis(20)).await;
-                let tail = stderr.lock().unwrap_or_else(PoisonError::into_inner).clone();
+                let tail = stderr
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone();
                 let megabytes = config.memory_bytes / (1024 * 1024);
                 if tail.contains("memory allocation of") || tail.contains("out of memory") {
-                    format!("the script used more than the {megabytes} MiB memory limit and was stopped")
+                    format!(
+                        "the script used more than the {megabytes} MiB memory limit and was stopped"
+                    )
                 } else if tail.contains("overflowed its stack") {
                     "the script recursed too deeply and overflowed the stack".to_owned()
                 } else {
@@ -502,7 +529,9 @@ impl Worker {
                         _ => "no exit status".to_owned(),
                     };
                     let last = tail.lines().last().unwrap_or_default().to_owned();
-                    format!("the sandbox worker crashed ({status}) {last}").trim_end().to_owned()
+                    format!("the sandbox worker crashed ({status}) {last}")
+                        .trim_end()
+                        .to_owned()
                 }
             }
         }

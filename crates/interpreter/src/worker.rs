@@ -50,7 +50,13 @@ pub fn worker_process_main() -> i32 {
                 input: std::io::stdin().lock(),
                 output: std::io::stdout().lock(),
             };
-            serve(transport, EngineOptions { loop_iteration_limit: None }, EXECUTIONS_PER_WORKER);
+            serve(
+                transport,
+                EngineOptions {
+                    loop_iteration_limit: None,
+                },
+                EXECUTIONS_PER_WORKER,
+            );
         });
     match engine.map(std::thread::JoinHandle::join) {
         Ok(Ok(())) => 0,
@@ -116,7 +122,10 @@ impl<T: Transport> HostLink for Link<T> {
         }
         loop {
             match transport.receive() {
-                Some(ToWorker::Reply { id: answered, reply }) if answered == id => return reply,
+                Some(ToWorker::Reply {
+                    id: answered,
+                    reply,
+                }) if answered == id => return reply,
                 Some(_) => {}
                 None => return host_gone(),
             }

@@ -4,9 +4,7 @@
 // Test helpers outside #[test] functions may unwrap too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod kit;
-
-use agentic_plugin_script::testing::TimelineRunner;
+use agentic_plugin_script::testing::{TimelineRunner, kit};
 
 #[test]
 fn classic_mode_timelines() {

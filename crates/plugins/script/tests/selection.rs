@@ -20,9 +20,8 @@ fn script_file(text: &str) -> std::path::PathBuf {
 #[tokio::test]
 async fn a_provider_spec_in_config_selects_the_script() {
     let path = script_file("- text: scripted hello\n");
-    let config = Config::from_value(
-        serde_json::json!({ "provider": format!("script:{}", path.display()) }),
-    );
+    let config =
+        Config::from_value(serde_json::json!({ "provider": format!("script:{}", path.display()) }));
     let runtime = Runtime::builder()
         .config(config)
         .registered_plugins()

@@ -1,4 +1,5 @@
-//! Tools for exercising executors: one of each way a tool can behave.
+//! Tools for exercising execution modes: one of each way a tool can behave (a value, an
+//! error, a panic, an approval, a long result). Mode authors use them in timeline tests.
 
 use std::sync::Arc;
 
@@ -7,6 +8,8 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+/// The `kit` plugin: `kit.echo`, `kit.add`, `kit.fail`, `kit.panic`, `kit.delete` (needs
+/// approval) and `kit.big`.
 pub fn plugin() -> Arc<dyn Plugin> {
     Arc::new(Kit)
 }

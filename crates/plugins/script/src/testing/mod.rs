@@ -16,12 +16,14 @@
 //! }
 //! ```
 
+pub mod kit;
+
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
 use agentic_core::{
-    Config, ModelKind, Plugin, PromptOptions, PromptState, Received, Runtime, State,
+    Config, EventPayload, ModelKind, Plugin, PromptOptions, PromptState, Received, Runtime, State,
 };
 use anyhow::{Context as _, bail};
 use regex::Regex;
@@ -246,17 +248,26 @@ impl TimelineRunner {
         })?;
         let mut prompt = prompts.run(&handle).await?;
         let mut decisions = case.decisions.iter();
-        while prompt.state == PromptState::WaitingForApproval {
-            let waiting = prompt
-                .output
-                .iter()
-                .find_map(|output| match output {
-                    agentic_core::PromptOutput::Tool(tool) if tool.result.is_pending() => {
-                        Some(tool.id.clone())
+        let mut events = Vec::new();
+        loop {
+            let mut waiting = None;
+            while let Some(received) = subscription.try_next() {
+                match received {
+                    Received::Event(event) => {
+                        if let EventPayload::ApprovalRequested { tool_call_id, .. } = &event.payload
+                        {
+                            waiting = Some(tool_call_id.clone());
+                        }
+                        events.push(serde_json::to_value(&event.payload)?);
                     }
-                    _ => None,
-                })
-                .context("prompt waits for approval but no tool call is pending")?;
+                    Received::Lagged(missed) => bail!("the timeline lost {missed} events"),
+                }
+            }
+            if prompt.state != PromptState::WaitingForApproval {
+                break;
+            }
+            let waiting =
+                waiting.context("prompt waits for approval but no approval was requested")?;
             prompt = match decisions.next() {
                 Some(Decision::Approve) => prompts.approve(&prompt.id, &waiting).await?,
                 Some(Decision::Reject(reason)) => {
@@ -271,13 +282,6 @@ impl TimelineRunner {
             bail!("the case has more decisions than the prompt asked for");
         }
 
-        let mut events = Vec::new();
-        while let Some(received) = subscription.try_next() {
-            match received {
-                Received::Event(event) => events.push(serde_json::to_value(&event.payload)?),
-                Received::Lagged(missed) => bail!("the timeline lost {missed} events"),
-            }
-        }
         let requests = provider.requests()[requests_before..]
             .iter()
             .map(|request| {

@@ -1,0 +1,599 @@
+//! `CodeExecutor`: the code-mode loop. The model writes code, the sandbox runs it, tool calls
+//! come back to the host (where approval, validation and recording happen), and the result
+//! goes back to the model until the code calls `done()` or `complete()`.
+
+use std::sync::Arc;
+
+use agentic_core::{
+    Approval, ChatMessage, ExecutionModeFactory, ExecutorCreateOptions, ExecutorError,
+    ModelRequest, Prepared, Prompt, PromptExecutor, PromptRecorder, PromptState, State,
+    ToolContext, ToolResult,
+};
+use async_trait::async_trait;
+use serde_json::{Map, Value, json};
+
+use crate::plugin::Shared;
+use crate::prompt::{
+    CODE_EXECUTE, extract_code, history_messages, iteration_messages, system_prompt,
+};
+use crate::protocol::{
+    CodePath, ExecuteRequest, ExecutionOutcome, HostReply, HostRequest, ParallelCall, ToolBinding,
+};
+use crate::sandbox::{Execution, SandboxEvent};
+
+pub const CODE_MODE: &str = "code";
+
+/// Registers [`CodeExecutor`] as mode `code`.
+pub struct CodeModeFactory {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl ExecutionModeFactory for CodeModeFactory {
+    fn id(&self) -> &str {
+        CODE_MODE
+    }
+    fn name(&self) -> &str {
+        "Code (JavaScript sandbox)"
+    }
+    fn create_executor(&self, options: ExecutorCreateOptions) -> Box<dyn PromptExecutor> {
+        Box::new(CodeExecutor::new(options, self.shared.clone()))
+    }
+}
+
+/// The code-mode executor.
+pub struct CodeExecutor {
+    options: ExecutorCreateOptions,
+    shared: Arc<Shared>,
+    recorder: PromptRecorder,
+    prepared: Option<(Prepared, Vec<ToolBinding>)>,
+    iterations: u32,
+    max_iterations: u32,
+    /// `store()`/`recall()` values, carried from one iteration to the next.
+    store: Map<String, Value>,
+    active: Option<ActiveExecution>,
+}
+
+/// A script that is running, or paused at a host request.
+struct ActiveExecution {
+    execution: Execution,
+    code_output_id: String,
+    path: CodePath,
+    logs: Vec<String>,
+    /// The tool calls of the request the script is blocked on.
+    batch: Option<Batch>,
+}
+
+struct Batch {
+    request_id: u64,
+    parallel: bool,
+    calls: Vec<BatchCall>,
+}
+
+struct BatchCall {
+    id: String,
+    tool: String,
+    input: Value,
+    decision: Decision,
+}
+
+#[derive(Clone, PartialEq)]
+enum Decision {
+    /// Runs without asking.
+    Allowed,
+    /// Waits for a person; the reason is shown to them.
+    Ask(String),
+    Approved,
+    Rejected(String),
+}
+
+enum Progress {
+    Paused,
+    Finished(Box<ExecutionOutcome>),
+}
+
+impl CodeExecutor {
+    pub fn new(options: ExecutorCreateOptions, shared: Arc<Shared>) -> Self {
+        let prompt = options.resume_prompt.clone().unwrap_or_else(|| {
+            Prompt::new(
+                &options.user_id,
+                &options.mode,
+                options.model,
+                options.input.clone(),
+            )
+        });
+        let recorder = PromptRecorder::new(
+            prompt,
+            options.services.events.clone(),
+            options.checkpoint.clone(),
+        );
+        let max_iterations = options.max_rounds.unwrap_or(shared.config.max_iterations);
+        Self {
+            options,
+            shared,
+            recorder,
+            prepared: None,
+            iterations: 0,
+            max_iterations,
+            store: Map::new(),
+            active: None,
+        }
+    }
+
+    async fn drive(&mut self) -> Result<Prompt, ExecutorError> {
+        let (prepared, bindings) = match self.prepared().await {
+            Ok(prepared) => prepared,
+            Err(error) => {
+                self.recorder
+                    .fail(&format!("preparing the prompt failed: {error:#}"))
+                    .await?;
+                return Ok(self.recorder.prompt().clone());
+            }
+        };
+        loop {
+            if let Some(mut active) = self.active.take() {
+                match self.continue_execution(&mut active, &prepared).await? {
+                    Progress::Paused => {
+                        self.active = Some(active);
+                        return Ok(self.recorder.prompt().clone());
+                    }
+                    Progress::Finished(outcome) => {
+                        if self.finish_iteration(active, *outcome).await? {
+                            return Ok(self.recorder.prompt().clone());
+                        }
+                    }
+                }
+            }
+            if self.iterations >= self.max_iterations {
+                let message = format!(
+                    "Stopped: reached the maximum of {} code iterations without finishing.",
+                    self.max_iterations
+                );
+                self.recorder.push_text(&message).await?;
+                self.recorder.complete().await?;
+                return Ok(self.recorder.prompt().clone());
+            }
+            self.iterations += 1;
+            let request = self.request(&prepared, &bindings);
+            let reply = match self
+                .options
+                .services
+                .completion
+                .complete_messages(request, &mut |_| {})
+                .await
+            {
+                Ok(reply) => reply,
+                Err(error) => {
+                    self.recorder.fail(&error.to_string()).await?;
+                    return Ok(self.recorder.prompt().clone());
+                }
+            };
+            self.recorder.add_usage(&reply.usage);
+            let (code, path) = extract_code(&reply.text);
+            let code_output_id = new_call_id();
+            self.recorder
+                .start_tool(
+                    &code_output_id,
+                    CODE_EXECUTE,
+                    json!({ "code": code }),
+                    "running",
+                )
+                .await?;
+            let execution = self
+                .shared
+                .sandbox
+                .start(ExecuteRequest {
+                    code,
+                    tools: bindings.clone(),
+                    input: None,
+                    store: self.store.clone(),
+                    limits: self.shared.sandbox.config().script_limits(),
+                    allow_prose: path == CodePath::Plain,
+                })
+                .await;
+            self.active = Some(ActiveExecution {
+                execution,
+                code_output_id,
+                path,
+                logs: Vec::new(),
+                batch: None,
+            });
+        }
+    }
+
+    /// Feeds the script until it finishes or waits for a person.
+    async fn continue_execution(
+        &mut self,
+        active: &mut ActiveExecution,
+        prepared: &Prepared,
+    ) -> Result<Progress, ExecutorError> {
+        loop {
+            if let Some(batch) = &active.batch {
+                if let Some(call) = batch
+                    .calls
+                    .iter()
+                    .find(|call| matches!(call.decision, Decision::Ask(_)))
+                {
+                    let Decision::Ask(reason) = &call.decision else {
+                        continue;
+                    };
+                    let (id, reason) = (call.id.clone(), reason.clone());
+                    active.execution.pause_clock();
+                    self.recorder.request_approval(&id, &reason).await?;
+                    return Ok(Progress::Paused);
+                }
+                if let Some(batch) = active.batch.take() {
+                    let reply = self.run_batch(&batch, prepared).await?;
+                    active.execution.reply(batch.request_id, reply).await;
+                }
+            }
+            match active.execution.next().await {
+                SandboxEvent::Request { id, request } => match request {
+                    HostRequest::CallTool { tool, input } => {
+                        let calls = vec![ParallelCall { tool, input }];
+                        active.batch = Some(self.open_batch(id, false, calls, prepared).await?);
+                    }
+                    HostRequest::Parallel { calls } => {
+                        active.batch = Some(self.open_batch(id, true, calls, prepared).await?);
+                    }
+                    HostRequest::Llm { prompt, json } => {
+                        let reply = self.llm(&prompt, json).await;
+                        active.execution.reply(id, reply).await;
+                    }
+                    HostRequest::ToolSchema { tool } => {
+                        let reply = match prepared.tools.get(&tool) {
+                            Some(found) => HostReply::Value {
+                                value: json!({
+                                    "id": found.id(),
+                                    "description": found.description(),
+                                    "input": found.input_schema(),
+                                    "output": found.output_schema(),
+                                }),
+                            },
+                            None => HostReply::Error {
+                                message: format!("unknown tool \"{tool}\""),
+                            },
+                        };
+                        active.execution.reply(id, reply).await;
+                    }
+                },
+                SandboxEvent::Output(text) => {
+                    self.recorder.stream(&text);
+                    self.recorder.push_text(&text).await?;
+                }
+                SandboxEvent::Log(text) => active.logs.push(text),
+                SandboxEvent::Finished(outcome) => return Ok(Progress::Finished(outcome)),
+            }
+        }
+    }
+
+    /// Records the calls of one request as pending tool outputs and decides which need a person.
+    async fn open_batch(
+        &mut self,
+        request_id: u64,
+        parallel: bool,
+        calls: Vec<ParallelCall>,
+        prepared: &Prepared,
+    ) -> Result<Batch, ExecutorError> {
+        let mut batch = Batch {
+            request_id,
+            parallel,
+            calls: Vec::with_capacity(calls.len()),
+        };
+        for call in calls {
+            let id = new_call_id();
+            let decision = match prepared.tools.approval(&call.tool, &call.input) {
+                Approval::Required { reason } if !self.shared.config.auto_approve => {
+                    Decision::Ask(reason)
+                }
+                _ => Decision::Allowed,
+            };
+            self.recorder
+                .start_tool(&id, &call.tool, call.input.clone(), "running")
+                .await?;
+            batch.calls.push(BatchCall {
+                id,
+                tool: call.tool,
+                input: call.input,
+                decision,
+            });
+        }
+        Ok(batch)
+    }
+
+    /// Runs the allowed and approved calls of a batch concurrently and records every result.
+    async fn run_batch(
+        &mut self,
+        batch: &Batch,
+        prepared: &Prepared,
+    ) -> Result<HostReply, ExecutorError> {
+        let prompt = self.recorder.prompt();
+        let context = ToolContext::new(
+            &prompt.user_id,
+            &prompt.id,
+            self.options.state.clone(),
+            self.options.services.clone(),
+        );
+        let runs = batch.calls.iter().map(|call| {
+            let context = context.clone();
+            async move {
+                match &call.decision {
+                    Decision::Rejected(reason) => Err(format!("Rejected by user: {reason}")),
+                    _ => prepared
+                        .tools
+                        .invoke(context, &call.tool, call.input.clone())
+                        .await
+                        .map_err(|error| error.to_string()),
+                }
+            }
+        });
+        let results = futures::future::join_all(runs).await;
+        for (call, result) in batch.calls.iter().zip(&results) {
+            let result = match result {
+                Ok(output) => ToolResult::Success {
+                    output: output.clone(),
+                },
+                Err(error) => ToolResult::Error {
+                    error: error.clone(),
+                },
+            };
+            if !matches!(call.decision, Decision::Rejected(_)) {
+                self.recorder.finish_tool(&call.id, result).await?;
+            }
+        }
+        for file in context.take_files() {
+            self.recorder.push_file(file).await?;
+        }
+        if batch.parallel {
+            let values = results
+                .into_iter()
+                .map(|result| result.unwrap_or_else(|error| json!({ "error": error })))
+                .collect();
+            Ok(HostReply::Value {
+                value: Value::Array(values),
+            })
+        } else {
+            Ok(match results.into_iter().next() {
+                Some(Ok(value)) => HostReply::Value { value },
+                Some(Err(message)) => HostReply::Error { message },
+                None => HostReply::Value { value: Value::Null },
+            })
+        }
+    }
+
+    async fn llm(&mut self, prompt: &str, json: bool) -> HostReply {
+        let mut messages = Vec::new();
+        if json {
+            messages.push(ChatMessage::system(
+                "Answer with one JSON value only: no prose, no code fences.",
+            ));
+        }
+        messages.push(ChatMessage::user(prompt));
+        let request = ModelRequest::new(self.recorder.prompt().model, messages);
+        match self
+            .options
+            .services
+            .completion
+            .complete_text(request)
+            .await
+        {
+            Ok(reply) => {
+                self.recorder.add_usage(&reply.usage);
+                if !json {
+                    return HostReply::Value {
+                        value: Value::String(reply.text),
+                    };
+                }
+                let (text, _) = extract_code(&reply.text);
+                match serde_json::from_str::<Value>(&text) {
+                    Ok(value) => HostReply::Value { value },
+                    Err(error) => HostReply::Error {
+                        message: format!(
+                            "llmJson: the model's answer is not JSON ({error}): {text}"
+                        ),
+                    },
+                }
+            }
+            Err(error) => HostReply::Error {
+                message: format!("llm: {error}"),
+            },
+        }
+    }
+
+    /// Records an execution's outcome. True when the turn is over.
+    async fn finish_iteration(
+        &mut self,
+        active: ActiveExecution,
+        outcome: ExecutionOutcome,
+    ) -> Result<bool, ExecutorError> {
+        self.store = outcome.store;
+        let path = match (active.path, outcome.path) {
+            (_, CodePath::Prose) => CodePath::Prose,
+            (path, _) => path,
+        };
+        if path == CodePath::Prose {
+            let answer = self
+                .recorder
+                .prompt()
+                .tool_output(&active.code_output_id)
+                .and_then(|tool| {
+                    tool.input
+                        .get("code")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                })
+                .unwrap_or_default();
+            self.recorder
+                .finish_tool(
+                    &active.code_output_id,
+                    ToolResult::Success {
+                        output: json!({ "path": path }),
+                    },
+                )
+                .await?;
+            self.recorder.stream(&answer);
+            self.recorder.push_text(&answer).await?;
+            self.recorder.complete().await?;
+            return Ok(true);
+        }
+        match outcome.result {
+            Ok(value) => {
+                let mut output = json!({ "path": path, "value": value, "logs": active.logs });
+                if let Some(complete) = &outcome.complete {
+                    output["complete"] = complete.clone();
+                }
+                self.recorder
+                    .finish_tool(&active.code_output_id, ToolResult::Success { output })
+                    .await?;
+            }
+            Err(error) => {
+                let mut text = error.describe();
+                if !active.logs.is_empty() {
+                    text.push_str("\nLogs:\n");
+                    text.push_str(&active.logs.join("\n"));
+                }
+                self.recorder
+                    .finish_tool(&active.code_output_id, ToolResult::Error { error: text })
+                    .await?;
+            }
+        }
+        if let Some(response) = outcome
+            .complete
+            .as_ref()
+            .and_then(|complete| complete.get("response"))
+            .and_then(Value::as_str)
+            .filter(|response| !response.is_empty())
+        {
+            self.recorder.stream(response);
+            self.recorder.push_text(response).await?;
+        }
+        if outcome.done {
+            self.recorder.complete().await?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    fn request(&self, prepared: &Prepared, bindings: &[ToolBinding]) -> ModelRequest {
+        let limit = self.options.services.limits().tool_result_limit;
+        let plugin_of = |id: &str| {
+            prepared
+                .tool_plugins
+                .get(id)
+                .cloned()
+                .unwrap_or_else(|| id.split('.').next().unwrap_or(id).to_owned())
+        };
+        let mut messages = vec![ChatMessage::system(system_prompt(
+            bindings,
+            &plugin_of,
+            &prepared.context,
+        ))];
+        messages.extend(history_messages(&self.options.history));
+        let prompt = self.recorder.prompt();
+        if let Some(input) = &prompt.input {
+            messages.push(ChatMessage::user(input.clone()));
+        }
+        messages.extend(iteration_messages(&prompt.output, limit));
+        ModelRequest::new(prompt.model, messages)
+    }
+
+    async fn prepared(&mut self) -> anyhow::Result<(Prepared, Vec<ToolBinding>)> {
+        if let Some(prepared) = &self.prepared {
+            return Ok(prepared.clone());
+        }
+        let prompt = self.recorder.prompt();
+        let prepared = self
+            .options
+            .services
+            .prepare(
+                &prompt.user_id,
+                &prompt.id,
+                &prompt.mode,
+                &self.options.state,
+            )
+            .await?;
+        let bindings = crate::names::bindings(
+            prepared
+                .tools
+                .iter()
+                .map(|tool| (tool.id(), tool.description())),
+        );
+        self.prepared = Some((prepared.clone(), bindings.clone()));
+        Ok((prepared, bindings))
+    }
+
+    /// The id of the call waiting for a decision, if the prompt is waiting.
+    fn waiting_call(&mut self) -> Option<&mut BatchCall> {
+        if self.recorder.prompt().state != PromptState::WaitingForApproval {
+            return None;
+        }
+        self.active
+            .as_mut()?
+            .batch
+            .as_mut()?
+            .calls
+            .iter_mut()
+            .find(|call| matches!(call.decision, Decision::Ask(_)))
+    }
+}
+
+fn new_call_id() -> String {
+    format!("call_{}", uuid::Uuid::new_v4().simple())
+}
+
+#[async_trait]
+impl PromptExecutor for CodeExecutor {
+    fn prompt(&self) -> &Prompt {
+        self.recorder.prompt()
+    }
+
+    fn state(&self) -> &State {
+        &self.options.state
+    }
+
+    async fn run(&mut self) -> Result<Prompt, ExecutorError> {
+        match self.recorder.prompt().state {
+            PromptState::Running => self.drive().await,
+            other => Err(ExecutorError::NotRunnable(other.as_str())),
+        }
+    }
+
+    async fn approve(&mut self, tool_call_id: &str) -> Result<Prompt, ExecutorError> {
+        let Some(call) = self.waiting_call().filter(|call| call.id == tool_call_id) else {
+            return Err(ExecutorError::NotWaiting(tool_call_id.to_owned()));
+        };
+        call.decision = Decision::Approved;
+        self.recorder.resume().await?;
+        if let Some(active) = self.active.as_mut() {
+            active.execution.resume_clock();
+        }
+        self.drive().await
+    }
+
+    async fn reject(
+        &mut self,
+        tool_call_id: &str,
+        reason: Option<&str>,
+    ) -> Result<Prompt, ExecutorError> {
+        let reason = reason
+            .filter(|reason| !reason.trim().is_empty())
+            .unwrap_or("no reason given")
+            .to_owned();
+        let Some(call) = self.waiting_call().filter(|call| call.id == tool_call_id) else {
+            return Err(ExecutorError::NotWaiting(tool_call_id.to_owned()));
+        };
+        call.decision = Decision::Rejected(reason.clone());
+        self.recorder.resume().await?;
+        self.recorder
+            .finish_tool(
+                tool_call_id,
+                ToolResult::Error {
+                    error: format!("Rejected by user: {reason}"),
+                },
+            )
+            .await?;
+        if let Some(active) = self.active.as_mut() {
+            active.execution.resume_clock();
+        }
+        self.drive().await
+    }
+}

@@ -1,0 +1,266 @@
+//! The `interpreter` plugin: registers mode `code` and offers classic mode the
+//! `interpreter.run-code` tool.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use agentic_core::{
+    Approval, Plugin, PluginRegistration, PrepareContext, Services, SetupContext, ToolContext,
+    ToolError, define_tool,
+};
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::mode::CodeModeFactory;
+use crate::protocol::{ExecuteRequest, HostReply, HostRequest};
+use crate::sandbox::{Sandbox, SandboxConfig, SandboxEvent};
+
+agentic_core::inventory::submit! {
+    PluginRegistration { id: "interpreter", create: create_plugin }
+}
+
+fn create_plugin() -> Arc<dyn Plugin> {
+    Arc::new(InterpreterPlugin::default())
+}
+
+pub const RUN_CODE_TOOL: &str = "interpreter.run-code";
+
+/// Settings under the `interpreter` config section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct InterpreterConfig {
+    /// Model calls per code-mode prompt.
+    pub max_iterations: u32,
+    /// Run tools that need approval without asking. Only for trusted setups.
+    pub auto_approve: bool,
+    pub sandbox: SandboxConfig,
+}
+
+impl Default for InterpreterConfig {
+    fn default() -> Self {
+        Self {
+            max_iterations: 10,
+            auto_approve: false,
+            sandbox: SandboxConfig::default(),
+        }
+    }
+}
+
+/// What the mode and the tool share: settings and the worker pool.
+#[derive(Debug)]
+pub struct Shared {
+    pub config: InterpreterConfig,
+    pub sandbox: Arc<Sandbox>,
+}
+
+#[derive(Debug, Default)]
+pub struct InterpreterPlugin {
+    shared: OnceLock<Arc<Shared>>,
+}
+
+#[async_trait]
+impl Plugin for InterpreterPlugin {
+    fn id(&self) -> &str {
+        "interpreter"
+    }
+
+    fn config_schema(&self) -> Value {
+        agentic_core::schema_of::<InterpreterConfig>()
+    }
+
+    async fn setup(&self, context: &mut SetupContext<'_>) -> anyhow::Result<()> {
+        let config: InterpreterConfig = context.config.plugin("interpreter")?;
+        let shared = Arc::new(Shared {
+            sandbox: Sandbox::new(config.sandbox.clone()),
+            config,
+        });
+        context.modes.register(Arc::new(CodeModeFactory {
+            shared: shared.clone(),
+        }))?;
+        let _ = self.shared.set(shared);
+        Ok(())
+    }
+
+    async fn ready(&self, _services: &Arc<Services>) -> anyhow::Result<()> {
+        if let Some(shared) = self.shared.get() {
+            let sandbox = shared.sandbox.clone();
+            // Start workers now so the first script does not wait for one.
+            tokio::spawn(async move {
+                if let Err(error) = sandbox.warm_up().await {
+                    tracing::warn!(%error, "could not start sandbox workers");
+                }
+            });
+        }
+        Ok(())
+    }
+
+    async fn prepare(&self, context: &mut PrepareContext) -> anyhow::Result<()> {
+        let Some(shared) = self.shared.get().cloned() else {
+            return Ok(());
+        };
+        // Code mode already is code; a sandbox inside the sandbox helps nobody.
+        if context.mode == crate::mode::CODE_MODE {
+            return Ok(());
+        }
+        context.add_tool(
+            define_tool(
+                RUN_CODE_TOOL,
+                "Runs JavaScript with the conversation's tools available as functions; returns \
+                 the script's value, what it output and what it logged",
+                move |tool_context, input: RunCodeInput| {
+                    let shared = shared.clone();
+                    async move { run_code(&shared, tool_context, input).await }
+                },
+            )
+            .into_arc(),
+        );
+        Ok(())
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunCodeInput {
+    /// JavaScript to run; its last expression or `return` is the result.
+    pub code: String,
+    /// Bound to the global `input`.
+    #[serde(default)]
+    pub input: Option<Value>,
+    /// Wall time for this run, at most the configured limit.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunCodeOutput {
+    pub value: Value,
+    pub output: Vec<String>,
+    pub logs: Vec<String>,
+}
+
+/// Runs code for classic mode. Tools that need approval are refused inside: a tool call cannot
+/// stop to ask a person, and running them unasked would bypass approval.
+async fn run_code(
+    shared: &Shared,
+    context: ToolContext,
+    input: RunCodeInput,
+) -> Result<RunCodeOutput, ToolError> {
+    let prepared = context
+        .services
+        .prepare(
+            &context.user_id,
+            &context.prompt_id,
+            "classic",
+            &context.state,
+        )
+        .await?;
+    let tools: Vec<_> = prepared
+        .tools
+        .iter()
+        .filter(|tool| tool.id() != RUN_CODE_TOOL)
+        .map(|tool| (tool.id(), tool.description()))
+        .collect();
+    let bindings = crate::names::bindings(tools);
+    let mut execution = shared
+        .sandbox
+        .start_with_wall_time(
+            ExecuteRequest {
+                code: input.code,
+                tools: bindings,
+                input: input.input,
+                store: serde_json::Map::new(),
+                limits: shared.sandbox.config().script_limits(),
+                allow_prose: false,
+            },
+            input.timeout_ms.map(Duration::from_millis),
+        )
+        .await;
+    let (mut output, mut logs) = (Vec::new(), Vec::new());
+    loop {
+        match execution.next().await {
+            SandboxEvent::Output(text) => output.push(text),
+            SandboxEvent::Log(text) => logs.push(text),
+            SandboxEvent::Request { id, request } => {
+                let reply = match request {
+                    HostRequest::CallTool { tool, input } => {
+                        call_inside_run_code(shared, &prepared, &context, &tool, input).await
+                    }
+                    HostRequest::Parallel { calls } => {
+                        let (prepared, context) = (&prepared, &context);
+                        let runs = calls.into_iter().map(|call| async move {
+                            call_inside_run_code(shared, prepared, context, &call.tool, call.input)
+                                .await
+                        });
+                        let values = futures::future::join_all(runs)
+                            .await
+                            .into_iter()
+                            .map(|reply| match reply {
+                                HostReply::Value { value } => value,
+                                HostReply::Error { message } => json!({ "error": message }),
+                            })
+                            .collect();
+                        HostReply::Value {
+                            value: Value::Array(values),
+                        }
+                    }
+                    HostRequest::Llm { .. } => HostReply::Error {
+                        message: "llm() is available in code mode, not in interpreter.run-code"
+                            .to_owned(),
+                    },
+                    HostRequest::ToolSchema { tool } => match prepared.tools.get(&tool) {
+                        Some(found) => HostReply::Value {
+                            value: json!({ "id": found.id(), "input": found.input_schema() }),
+                        },
+                        None => HostReply::Error {
+                            message: format!("unknown tool \"{tool}\""),
+                        },
+                    },
+                };
+                execution.reply(id, reply).await;
+            }
+            SandboxEvent::Finished(outcome) => {
+                return match outcome.result {
+                    Ok(value) => Ok(RunCodeOutput {
+                        value,
+                        output,
+                        logs,
+                    }),
+                    Err(error) => Err(ToolError::failed(error.describe())),
+                };
+            }
+        }
+    }
+}
+
+async fn call_inside_run_code(
+    shared: &Shared,
+    prepared: &agentic_core::Prepared,
+    context: &ToolContext,
+    tool: &str,
+    input: Value,
+) -> HostReply {
+    if tool == RUN_CODE_TOOL {
+        return HostReply::Error {
+            message: "interpreter.run-code cannot call itself".to_owned(),
+        };
+    }
+    if let Approval::Required { reason } = prepared.tools.approval(tool, &input)
+        && !shared.config.auto_approve
+    {
+        return HostReply::Error {
+            message: format!(
+                "{tool} needs approval ({reason}), which code run through \
+                 interpreter.run-code cannot ask for; call the tool directly"
+            ),
+        };
+    }
+    match prepared.tools.invoke(context.clone(), tool, input).await {
+        Ok(value) => HostReply::Value { value },
+        Err(error) => HostReply::Error {
+            message: error.to_string(),
+        },
+    }
+}

@@ -399,7 +399,7 @@ fn with_last_expression_returned(code: &str) -> String {
         .into_iter()
         .take(MAX_BOUNDARIES_TRIED)
         .filter(|start| tail_is_expression(*start))
-        .last();
+        .min();
     let Some(start) = start else {
         return code.to_owned();
     };

@@ -173,7 +173,7 @@ fn append_logs(text: &mut String, logs: Option<&Value>) {
     };
     text.push_str("\nLogs:");
     for line in logs {
-        text.push_str("\n");
+        text.push('\n');
         text.push_str(line.as_str().unwrap_or_default());
     }
 }

@@ -400,6 +400,8 @@ impl Clock {
     }
 }
 
+// A worker is moved around whole; the size difference between the variants does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 enum Worker {
     Process {

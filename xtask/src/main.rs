@@ -15,12 +15,22 @@ fn main() -> anyhow::Result<()> {
     match arguments.first().map(String::as_str) {
         Some("ci") => ci(&root),
         Some("deps") => check_core_dependencies(&root),
+        Some("bench") => match arguments.get(1).map(String::as_str) {
+            Some("sandbox") => bench_sandbox(&root),
+            Some("tokens") => bench_tokens(&root),
+            _ => {
+                eprintln!("usage: cargo xtask bench <sandbox|tokens>");
+                std::process::exit(2);
+            }
+        },
         _ => {
             eprintln!(
                 "usage: cargo xtask <task>\n\n\
                  tasks:\n  \
                  ci     format check, clippy -D warnings, dependency invariants, every test\n  \
-                 deps   check that agentic-core depends on no HTTP, database or JS engine crate"
+                 deps   check that agentic-core depends on no HTTP, database or JS engine crate\n  \
+                 bench sandbox   sandbox overhead, ours beside the seed's QuickJS (needs node, npm)\n  \
+                 bench tokens    model calls and prompt tokens, classic against code mode"
             );
             std::process::exit(2);
         }
@@ -94,6 +104,132 @@ fn check_core_dependencies(root: &Path) -> anyhow::Result<()> {
         FORBIDDEN_IN_CORE.join(", ")
     );
     Ok(())
+}
+
+/// Runs our sandbox benchmark and the seed's QuickJS anchor in the same run, and prints a
+/// table with both and their ratio.
+fn bench_sandbox(root: &Path) -> anyhow::Result<()> {
+    let ours = cargo_bench_json(root, "sandbox")?;
+    let seed = quickjs_anchor(root)?;
+    let number = |value: &serde_json::Value, path: &[&str]| -> Option<f64> {
+        path.iter()
+            .try_fold(value, |value, key| value.get(key))
+            .and_then(serde_json::Value::as_f64)
+    };
+    let seed_iteration_ms =
+        number(&seed, &["iter_A_newAsyncContext_freshModule", "medianUs"]).map(|us| us / 1000.0);
+    let rows: [(&str, &str, Option<f64>); 4] = [
+        (
+            "per-iteration overhead, 51 tools bound, `1+1` (ms)",
+            "iterationMedianMs",
+            seed_iteration_ms,
+        ),
+        (
+            "10,000 tool calls from one script (ms)",
+            "toolCalls10kMedianMs",
+            number(&seed, &["asyncified_10k_calls", "medianMs"]),
+        ),
+        (
+            "recursive fib(25) (ms)",
+            "fib25MedianMs",
+            number(&seed, &["fib25", "medianMs"]),
+        ),
+        (
+            "100,000-object push/filter/map/reduce (ms)",
+            "array100kMedianMs",
+            number(&seed, &["array_100k_filter_map_reduce", "medianMs"]),
+        ),
+    ];
+    println!(
+        "| measure (median) | in-process | isolated (warm pool) | seed (QuickJS/WASM) | isolated / seed |"
+    );
+    println!("| --- | --- | --- | --- | --- |");
+    for (label, key, seed_value) in rows {
+        let in_process = number(&ours, &["inProcess", key]);
+        let isolated = number(&ours, &["isolated", key]);
+        let show =
+            |value: Option<f64>| value.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.3}"));
+        let ratio = match (isolated, seed_value) {
+            (Some(ours), Some(seed)) if seed > 0.0 => format!("{:.2}", ours / seed),
+            _ => "n/a".to_owned(),
+        };
+        println!(
+            "| {label} | {} | {} | {} | {ratio} |",
+            show(in_process),
+            show(isolated),
+            show(seed_value)
+        );
+    }
+    println!(
+        "\nseed run: node {}, peak RSS {} MiB",
+        seed["node"], seed["peakRssMiB"]
+    );
+    Ok(())
+}
+
+fn bench_tokens(root: &Path) -> anyhow::Result<()> {
+    run(
+        root,
+        "cargo",
+        &[
+            "bench",
+            "--package",
+            "agentic-interpreter",
+            "--bench",
+            "tokens",
+        ],
+        &[],
+    )
+}
+
+fn cargo_bench_json(root: &Path, bench: &str) -> anyhow::Result<serde_json::Value> {
+    println!("$ cargo bench --package agentic-interpreter --bench {bench}");
+    let output = Command::new("cargo")
+        .current_dir(root)
+        .args([
+            "bench",
+            "--package",
+            "agentic-interpreter",
+            "--bench",
+            bench,
+        ])
+        .output()
+        .context("could not run cargo bench")?;
+    if !output.status.success() {
+        bail!(
+            "cargo bench failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let start = stdout.find('{').context("the benchmark printed no JSON")?;
+    serde_json::from_str(&stdout[start..]).context("the benchmark printed bad JSON")
+}
+
+/// The seed's sandbox measured by `shared/anchors/quickjs-seed`, in a scratch copy.
+fn quickjs_anchor(root: &Path) -> anyhow::Result<serde_json::Value> {
+    let anchor = root.join("../shared/anchors/quickjs-seed");
+    let scratch = std::env::temp_dir().join(format!("agentic-quickjs-seed-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch)?;
+    for name in ["package.json", "package-lock.json", "bench.mjs"] {
+        std::fs::copy(anchor.join(name), scratch.join(name))
+            .with_context(|| format!("could not copy {name} from {}", anchor.display()))?;
+    }
+    run(&scratch, "npm", &["ci", "--no-audit", "--no-fund"], &[])?;
+    println!("$ node --stack-size=4000 bench.mjs");
+    let output = Command::new("node")
+        .current_dir(&scratch)
+        .args(["--stack-size=4000", "bench.mjs"])
+        .output()
+        .context("could not run node")?;
+    if !output.status.success() {
+        bail!(
+            "the seed benchmark failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    serde_json::from_slice(&output.stdout).context("the seed benchmark printed bad JSON")
 }
 
 fn run(root: &Path, program: &str, arguments: &[&str], env: &[(&str, &str)]) -> anyhow::Result<()> {

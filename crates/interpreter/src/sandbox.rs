@@ -483,7 +483,17 @@ impl Worker {
                     }
                 }
             },
-            Self::Thread { from_worker, .. } => from_worker.recv().await,
+            Self::Thread { from_worker, .. } => {
+                let started = Instant::now();
+                while started.elapsed() < worker::SPIN_BEFORE_SLEEP {
+                    match from_worker.try_recv() {
+                        Ok(message) => return Some(message),
+                        Err(mpsc::error::TryRecvError::Disconnected) => return None,
+                        Err(mpsc::error::TryRecvError::Empty) => std::hint::spin_loop(),
+                    }
+                }
+                from_worker.recv().await
+            }
         }
     }
 

@@ -207,8 +207,20 @@ pub(crate) struct ChannelTransport {
     pub(crate) to_host: tokio::sync::mpsc::UnboundedSender<ToHost>,
 }
 
+/// How long a waiting side spins before it sleeps. A host answering a tool call usually
+/// replies within microseconds; sleeping and being woken costs far more than that.
+pub(crate) const SPIN_BEFORE_SLEEP: std::time::Duration = std::time::Duration::from_micros(50);
+
 impl Transport for ChannelTransport {
     fn receive(&mut self) -> Option<ToWorker> {
+        let started = std::time::Instant::now();
+        while started.elapsed() < SPIN_BEFORE_SLEEP {
+            match self.from_host.try_recv() {
+                Ok(message) => return Some(message),
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => return None,
+                Err(std::sync::mpsc::TryRecvError::Empty) => std::hint::spin_loop(),
+            }
+        }
         self.from_host.recv().ok()
     }
 

@@ -1,0 +1,165 @@
+//! `cargo xtask bench sandbox`: per-iteration overhead and host-call throughput of the
+//! sandbox, in process and isolated, printed as JSON for xtask to tabulate.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentic_interpreter::protocol::{ExecuteRequest, HostReply, HostRequest, ToolBinding};
+use agentic_interpreter::{Backend, Sandbox, SandboxConfig, SandboxEvent};
+use serde_json::{Value, json};
+
+const TOOLS: usize = 50;
+
+fn tools() -> Vec<ToolBinding> {
+    (0..TOOLS)
+        .map(|n| ToolBinding {
+            id: format!("bench.tool-{n}"),
+            function: Some(format!("benchTool{n}")),
+            description: format!("Benchmark tool number {n}"),
+        })
+        .chain(std::iter::once(ToolBinding {
+            id: "bench.next".to_owned(),
+            function: Some("tool".to_owned()),
+            description: "Adds one to n".to_owned(),
+        }))
+        .collect()
+}
+
+/// Runs one script, answering every tool call at once with `{n: input.n + 1}`.
+async fn run(sandbox: &Arc<Sandbox>, code: &str, bindings: &[ToolBinding]) -> Value {
+    let mut execution = sandbox
+        .start(ExecuteRequest {
+            code: code.to_owned(),
+            tools: bindings.to_vec(),
+            input: None,
+            store: serde_json::Map::new(),
+            limits: sandbox.config().script_limits(),
+            allow_prose: false,
+        })
+        .await;
+    loop {
+        match execution.next().await {
+            SandboxEvent::Request {
+                id,
+                request: HostRequest::CallTool { input, .. },
+            } => {
+                let n = input["n"].as_i64().unwrap_or(0);
+                execution
+                    .reply(
+                        id,
+                        HostReply::Value {
+                            value: json!({ "n": n + 1 }),
+                        },
+                    )
+                    .await;
+            }
+            SandboxEvent::Request { id, .. } => {
+                execution
+                    .reply(
+                        id,
+                        HostReply::Error {
+                            message: "unsupported".into(),
+                        },
+                    )
+                    .await;
+            }
+            SandboxEvent::Finished(outcome) => {
+                return outcome
+                    .result
+                    .unwrap_or_else(|error| panic!("{code}: {error:?}"));
+            }
+            _ => {}
+        }
+    }
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn percentile(mut samples: Vec<Duration>, p: f64) -> Duration {
+    samples.sort();
+    let index = ((samples.len() as f64) * p).floor() as usize;
+    samples[index.min(samples.len() - 1)]
+}
+
+async fn measure(backend: Backend) -> Value {
+    let sandbox = Sandbox::new(SandboxConfig {
+        backend,
+        max_tool_calls: 1_000_000,
+        pool_size: 2,
+        ..SandboxConfig::default()
+    });
+    sandbox.warm_up().await.unwrap();
+    let bindings = tools();
+
+    // Per iteration: take a warm worker, bind 51 tools, run `1+1`, get the result back.
+    let mut iterations = Vec::new();
+    for round in 0..550 {
+        // Give the pool the idle time a real model call would give it.
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let started = Instant::now();
+        assert_eq!(run(&sandbox, "1+1", &bindings).await, json!(2));
+        if round >= 50 {
+            iterations.push(started.elapsed());
+        }
+    }
+
+    let timed = |code: &'static str, expected: Value, runs: usize| {
+        let sandbox = sandbox.clone();
+        let bindings = bindings.clone();
+        async move {
+            let mut samples = Vec::new();
+            for round in 0..runs + 2 {
+                let started = Instant::now();
+                assert_eq!(run(&sandbox, code, &bindings).await, expected, "{code}");
+                if round >= 2 {
+                    samples.push(started.elapsed());
+                }
+            }
+            samples
+        }
+    };
+    let calls = timed(
+        "let s = 0; for (let i = 0; i < 10000; i++) { s = tool({ n: s }).n } s",
+        json!(10000),
+        7,
+    )
+    .await;
+    let fib = timed(
+        "function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2) } fib(25)",
+        json!(75025),
+        7,
+    )
+    .await;
+    let expected: i64 = (0..100_000i64).filter(|i| (i * 2) % 3 == 0).sum();
+    let array = timed(
+        "let a = []; for (let i = 0; i < 100000; i++) { a.push({ id: i, v: i * 2 }); } a.filter(x => x.v % 3 == 0).map(x => x.id).reduce((p, c) => p + c, 0)",
+        json!(expected),
+        7,
+    )
+    .await;
+    let ms = |duration: Duration| (duration.as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0;
+    json!({
+        "iterationMedianMs": ms(median(iterations.clone())),
+        "iterationP90Ms": ms(percentile(iterations, 0.9)),
+        "toolCalls10kMedianMs": ms(median(calls)),
+        "fib25MedianMs": ms(median(fib)),
+        "array100kMedianMs": ms(median(array)),
+    })
+}
+
+#[tokio::main]
+async fn main() {
+    // `cargo bench` passes `--bench`; nothing else is expected.
+    let in_process = measure(Backend::InProcess).await;
+    let isolated = measure(Backend::Isolated).await;
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&json!({ "inProcess": in_process, "isolated": isolated }))
+            .unwrap()
+    );
+}

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, ChildStdout};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, ChildStdin};
 use tokio::sync::mpsc;
 
 use crate::engine::EngineOptions;
@@ -407,7 +407,8 @@ enum Worker {
     Process {
         child: Child,
         stdin: ChildStdin,
-        stdout: tokio::io::Lines<BufReader<ChildStdout>>,
+        /// Messages read off the worker's stdout by a reader thread.
+        from_worker: mpsc::UnboundedReceiver<ToHost>,
         stderr: Arc<Mutex<String>>,
         killed: bool,
     },
@@ -442,10 +443,37 @@ impl Worker {
         };
         let tail = Arc::new(Mutex::new(String::new()));
         tokio::spawn(keep_stderr_tail(stderr, tail.clone()));
+        // A plain thread reads the pipe and hands messages over a channel the host spins on
+        // briefly; the async reactor would add a wake-up per message. The reader itself
+        // blocks: with two cores, three spinning parties would starve the worker.
+        let stdout = std::fs::File::from(
+            stdout
+                .into_owned_fd()
+                .map_err(|error| SandboxError::Spawn(error.to_string()))?,
+        );
+        let (to_host, from_worker) = mpsc::unbounded_channel();
+        std::thread::Builder::new()
+            .name("sandbox-reader".to_owned())
+            .spawn(move || {
+                let mut reader = worker::LineReader::new(stdout, false);
+                while let Some(line) = reader.next_line() {
+                    match serde_json::from_slice::<ToHost>(&line) {
+                        Ok(message) => {
+                            if to_host.send(message).is_err() {
+                                return;
+                            }
+                        }
+                        Err(error) => {
+                            tracing::warn!(%error, "unreadable message from a sandbox worker");
+                        }
+                    }
+                }
+            })
+            .map_err(|error| SandboxError::Spawn(error.to_string()))?;
         Ok(Self::Process {
             child,
             stdin,
-            stdout: BufReader::new(stdout).lines(),
+            from_worker,
             stderr: tail,
             killed: false,
         })
@@ -473,28 +501,18 @@ impl Worker {
     }
 
     async fn receive(&mut self) -> Option<ToHost> {
-        match self {
-            Self::Process { stdout, .. } => loop {
-                let line = stdout.next_line().await.ok()??;
-                match serde_json::from_str(&line) {
-                    Ok(message) => return Some(message),
-                    Err(error) => {
-                        tracing::warn!(%error, "unreadable message from a sandbox worker");
-                    }
-                }
-            },
-            Self::Thread { from_worker, .. } => {
-                let started = Instant::now();
-                while started.elapsed() < worker::SPIN_BEFORE_SLEEP {
-                    match from_worker.try_recv() {
-                        Ok(message) => return Some(message),
-                        Err(mpsc::error::TryRecvError::Disconnected) => return None,
-                        Err(mpsc::error::TryRecvError::Empty) => std::hint::spin_loop(),
-                    }
-                }
-                from_worker.recv().await
+        let from_worker = match self {
+            Self::Process { from_worker, .. } | Self::Thread { from_worker, .. } => from_worker,
+        };
+        let started = Instant::now();
+        while started.elapsed() < worker::SPIN_BEFORE_SLEEP {
+            match from_worker.try_recv() {
+                Ok(message) => return Some(message),
+                Err(mpsc::error::TryRecvError::Disconnected) => return None,
+                Err(mpsc::error::TryRecvError::Empty) => std::hint::spin_loop(),
             }
         }
+        from_worker.recv().await
     }
 
     async fn send(&mut self, message: &ToWorker) -> Result<(), ()> {

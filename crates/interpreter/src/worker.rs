@@ -3,7 +3,7 @@
 //! stdout) and an in-process worker thread (over channels).
 
 use std::cell::RefCell;
-use std::io::{BufRead, Write};
+use std::io::{Read, Write};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -47,7 +47,7 @@ pub fn worker_process_main() -> i32 {
         .stack_size(ENGINE_STACK_BYTES)
         .spawn(|| {
             let transport = StdioTransport {
-                input: std::io::stdin().lock(),
+                input: LineReader::new(std::io::stdin(), true),
                 output: std::io::stdout().lock(),
             };
             serve(
@@ -144,21 +144,71 @@ fn host_gone() -> HostReply {
 }
 
 /// JSON lines over the process's stdin and stdout.
-struct StdioTransport<R: BufRead, W: Write> {
-    input: R,
+struct StdioTransport<W: Write> {
+    input: LineReader<std::io::Stdin>,
     output: W,
 }
 
-impl<R: BufRead, W: Write> Transport for StdioTransport<R, W> {
-    fn receive(&mut self) -> Option<ToWorker> {
-        let mut line = String::new();
+/// Reads lines from a pipe. When the pipe is non-blocking it spins for a moment before it
+/// sleeps in `poll`, because the other side usually answers within microseconds and a
+/// sleep-and-wake costs far more.
+pub(crate) struct LineReader<R: Read + rustix::fd::AsFd> {
+    input: R,
+    pending: Vec<u8>,
+    spin: bool,
+}
+
+impl<R: Read + rustix::fd::AsFd> LineReader<R> {
+    /// With `spin`, makes `input` non-blocking if it can, to spin on it; otherwise reads block.
+    pub(crate) fn new(input: R, spin: bool) -> Self {
+        let spin = spin && rustix::io::ioctl_fionbio(&input, true).is_ok();
+        Self {
+            input,
+            pending: Vec::new(),
+            spin,
+        }
+    }
+
+    /// The next line, without its newline; `None` at the end of the input.
+    pub(crate) fn next_line(&mut self) -> Option<Vec<u8>> {
+        let mut chunk = [0u8; 64 * 1024];
+        let mut waiting_since: Option<std::time::Instant> = None;
         loop {
-            line.clear();
-            match self.input.read_line(&mut line) {
-                Ok(0) | Err(_) => return None,
-                Ok(_) => {}
+            if let Some(end) = self.pending.iter().position(|byte| *byte == b'\n') {
+                let mut line: Vec<u8> = self.pending.drain(..=end).collect();
+                line.pop();
+                return Some(line);
             }
-            match serde_json::from_str(&line) {
+            match self.input.read(&mut chunk) {
+                Ok(0) => return None,
+                Ok(read) => {
+                    self.pending.extend_from_slice(&chunk[..read]);
+                    waiting_since = None;
+                }
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock && self.spin => {
+                    let since = *waiting_since.get_or_insert_with(std::time::Instant::now);
+                    if since.elapsed() < SPIN_BEFORE_SLEEP {
+                        std::hint::spin_loop();
+                    } else {
+                        let mut fds = [rustix::event::PollFd::new(
+                            &self.input,
+                            rustix::event::PollFlags::IN,
+                        )];
+                        let _ = rustix::event::poll(&mut fds, None);
+                    }
+                }
+                Err(_) => return None,
+            }
+        }
+    }
+}
+
+impl<W: Write> Transport for StdioTransport<W> {
+    fn receive(&mut self) -> Option<ToWorker> {
+        loop {
+            let line = self.input.next_line()?;
+            match serde_json::from_slice(&line) {
                 Ok(message) => return Some(message),
                 Err(error) => eprintln!("agentic-sandbox: unreadable message: {error}"),
             }

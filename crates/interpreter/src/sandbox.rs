@@ -610,3 +610,25 @@ fn worker_program(config: &SandboxConfig) -> Result<PathBuf, SandboxError> {
         .find(|candidate| candidate.is_file())
         .ok_or(SandboxError::WorkerNotFound)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scripts_run_isolated_unless_configured_otherwise() {
+        assert_eq!(SandboxConfig::default().backend, Backend::Isolated);
+        let config: SandboxConfig = serde_json::from_str("{}").unwrap();
+        assert_eq!(config.backend, Backend::Isolated);
+    }
+
+    #[test]
+    fn the_clock_does_not_run_while_paused() {
+        let mut clock = Clock::new(Duration::from_millis(100));
+        clock.pause();
+        std::thread::sleep(Duration::from_millis(150));
+        assert!(clock.remaining() > Duration::from_millis(90));
+        clock.resume();
+        assert!(clock.remaining() <= Duration::from_millis(100));
+    }
+}

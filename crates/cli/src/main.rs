@@ -1,0 +1,338 @@
+//! `agentic`: the playground CLI. Runs prompts in process, in any mode, against the provider
+//! the environment selects, and lists and runs tools.
+
+use std::io::{BufRead, IsTerminal, Read, Write};
+use std::process::ExitCode;
+
+use agentic_core::{
+    EventPayload, ModelKind, PromptOptions, PromptOutput, PromptState, Received, Runtime, State,
+    ToolContext, ToolResult,
+};
+use anyhow::{Context as _, bail};
+use clap::{Parser, Subcommand};
+use tokio::sync::mpsc;
+
+// Plugins register themselves at link time; naming each crate keeps the linker from dropping it.
+use agentic_interpreter as _;
+use agentic_plugin_openai as _;
+use agentic_plugin_script as _;
+use agentic_plugin_time as _;
+
+const USER: &str = "cli";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "agentic",
+    version,
+    about = "Run LLM agents with pluggable execution modes",
+    after_help = "The model provider comes from the environment: OPENAI_API_KEY and/or \
+                  OPENAI_BASE_URL (OpenAI, Ollama, vLLM, llama.cpp, LM Studio), or \
+                  AGENTIC_PROVIDER=script:<turns.yaml> for a scripted model."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run one prompt and stream the answer to stdout
+    #[command(
+        after_help = "Examples:\n  agentic prompt \"What time is it in Oslo?\"\n  \
+                            agentic prompt \"Sum the numbers 1 to 100\" -m code\n  \
+                            echo \"What time is it?\" | agentic prompt -"
+    )]
+    Prompt {
+        /// The message; `-` reads it from stdin
+        message: String,
+        /// Execution mode: classic, code, or one a plugin adds
+        #[arg(short, long, default_value = "classic")]
+        mode: String,
+        /// Model class: normal or high
+        #[arg(long, default_value = "normal")]
+        model: ModelKind,
+        /// Print every event as a JSON line instead of the text
+        #[arg(long)]
+        json: bool,
+        /// Approve every tool call without asking
+        #[arg(long)]
+        yes: bool,
+    },
+    /// List the tools
+    #[command(after_help = "Example:\n  agentic tools")]
+    Tools,
+    /// Show one tool's input and output schemas
+    #[command(after_help = "Example:\n  agentic tool-schema time.now")]
+    ToolSchema { id: String },
+    /// Run one tool directly
+    #[command(after_help = "Example:\n  agentic invoke time.now '{\"timezone\": \"Europe/Oslo\"}'")]
+    Invoke {
+        id: String,
+        /// The input as JSON
+        #[arg(default_value = "{}")]
+        input: String,
+    },
+    /// List modes, models and plugins
+    #[command(after_help = "Example:\n  agentic capabilities")]
+    Capabilities,
+}
+
+fn main() -> ExitCode {
+    agentic_interpreter::run_worker_if_requested();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("agentic: could not start: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("agentic: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let runtime = Runtime::builder().registered_plugins().build().await?;
+    match cli.command {
+        Command::Prompt {
+            message,
+            mode,
+            model,
+            json,
+            yes,
+        } => {
+            let message = if message == "-" {
+                let mut text = String::new();
+                std::io::stdin().read_to_string(&mut text)?;
+                text.trim().to_owned()
+            } else {
+                message
+            };
+            if message.is_empty() {
+                eprintln!("agentic: the message is empty");
+                return Ok(ExitCode::from(2));
+            }
+            prompt(&runtime, message, mode, model, json, yes).await
+        }
+        Command::Tools => {
+            let prepared = prepare(&runtime).await?;
+            for tool in prepared.tools.iter() {
+                println!("{:<28} {}", tool.id(), tool.description());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::ToolSchema { id } => {
+            let prepared = prepare(&runtime).await?;
+            let tool = prepared
+                .tools
+                .get(&id)
+                .with_context(|| format!("unknown tool \"{id}\""))?;
+            let schema = serde_json::json!({
+                "id": tool.id(),
+                "description": tool.description(),
+                "input": tool.input_schema(),
+                "output": tool.output_schema(),
+            });
+            println!("{}", serde_json::to_string_pretty(&schema)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Invoke { id, input } => {
+            let input: serde_json::Value =
+                serde_json::from_str(&input).context("the input is not valid JSON")?;
+            let prepared = prepare(&runtime).await?;
+            let context =
+                ToolContext::new(USER, "cli", State::default(), runtime.services().clone());
+            match prepared.tools.invoke(context, &id, input).await {
+                Ok(output) => {
+                    println!("{}", serde_json::to_string_pretty(&output)?);
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(error) => {
+                    eprintln!("agentic: {error}");
+                    Ok(ExitCode::FAILURE)
+                }
+            }
+        }
+        Command::Capabilities => {
+            let services = runtime.services();
+            let modes: Vec<_> = services
+                .modes
+                .list()
+                .iter()
+                .map(|mode| serde_json::json!({ "id": mode.id(), "name": mode.name() }))
+                .collect();
+            let provider = services.completion.provider();
+            let capabilities = serde_json::json!({
+                "modes": modes,
+                "models": {
+                    "normal": provider.map(|p| p.model_name(ModelKind::Normal)),
+                    "high": provider.map(|p| p.model_name(ModelKind::High)),
+                },
+                "provider": provider.map(|p| p.id().to_owned()),
+                "plugins": services.plugin_ids(),
+            });
+            println!("{}", serde_json::to_string_pretty(&capabilities)?);
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+async fn prepare(runtime: &Runtime) -> anyhow::Result<agentic_core::Prepared> {
+    runtime
+        .services()
+        .prepare(USER, "cli", "classic", &State::default())
+        .await
+}
+
+async fn prompt(
+    runtime: &Runtime,
+    message: String,
+    mode: String,
+    model: ModelKind,
+    json: bool,
+    yes: bool,
+) -> anyhow::Result<ExitCode> {
+    let prompts = runtime.prompts();
+    let mut subscription = runtime.services().events.subscribe(Some(USER));
+    let handle = prompts.create(PromptOptions {
+        user_id: USER.to_owned(),
+        input: Some(message),
+        model,
+        mode: Some(mode),
+        ..PromptOptions::default()
+    })?;
+    let prompt_id = handle.lock().await.id().to_owned();
+
+    // Events are printed as they come; approval requests are handed to the loop below.
+    let (approvals, mut approval_requests) = mpsc::unbounded_channel();
+    let printer_prompt = prompt_id.clone();
+    let printer = tokio::spawn(async move {
+        let show_tools = std::io::stderr().is_terminal();
+        while let Some(received) = subscription.next().await {
+            let event = match received {
+                Received::Event(event) => event,
+                Received::Lagged(missed) => {
+                    eprintln!("agentic: {missed} events were dropped");
+                    continue;
+                }
+            };
+            if event.payload.prompt_id() != Some(printer_prompt.as_str()) {
+                continue;
+            }
+            if json {
+                if let Ok(line) = serde_json::to_string(&*event) {
+                    println!("{line}");
+                }
+            } else {
+                print_event(&event.payload, show_tools);
+            }
+            match &event.payload {
+                EventPayload::ApprovalRequested {
+                    tool_call_id,
+                    tool_name,
+                    reason,
+                    input,
+                    ..
+                } => {
+                    let _ = approvals.send((
+                        tool_call_id.clone(),
+                        tool_name.clone(),
+                        reason.clone(),
+                        input.clone(),
+                    ));
+                }
+                EventPayload::PromptCompleted { .. } | EventPayload::PromptError { .. } => break,
+                _ => {}
+            }
+        }
+    });
+
+    let mut prompt = prompts.run(&handle).await?;
+    while prompt.state == PromptState::WaitingForApproval {
+        let Some((tool_call_id, tool_name, reason, input)) = approval_requests.recv().await else {
+            bail!("the prompt waits for approval but none was requested");
+        };
+        prompt = match decide(&tool_name, &reason, &input, yes) {
+            Ok(()) => prompts.approve(&prompt.id, &tool_call_id).await?,
+            Err(refusal) => {
+                eprintln!("agentic: {refusal}");
+                prompts
+                    .reject(&prompt.id, &tool_call_id, Some(&refusal))
+                    .await?
+            }
+        };
+    }
+    let _ = printer.await;
+    if !json {
+        println!();
+    }
+    match prompt.state {
+        PromptState::Completed => Ok(ExitCode::SUCCESS),
+        _ => {
+            if let Some(error) = &prompt.error {
+                eprintln!("agentic: the prompt failed: {error}");
+            }
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// Asks on the terminal, approves with `--yes`, and refuses when nobody can be asked.
+fn decide(tool: &str, reason: &str, input: &serde_json::Value, yes: bool) -> Result<(), String> {
+    if yes {
+        return Ok(());
+    }
+    if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
+        return Err(format!(
+            "{tool} needs approval ({reason}) and there is no terminal to ask; \
+             run with --yes to approve tool calls"
+        ));
+    }
+    eprint!("\nApprove {tool} ({reason}) with input {input}? [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    let _ = std::io::stdin().lock().read_line(&mut answer);
+    if matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
+        Ok(())
+    } else {
+        Err("declined at the terminal".to_owned())
+    }
+}
+
+fn print_event(payload: &EventPayload, show_tools: bool) {
+    match payload {
+        EventPayload::PromptStream { delta, .. } => {
+            print!("{delta}");
+            let _ = std::io::stdout().flush();
+        }
+        EventPayload::PromptOutput {
+            output: PromptOutput::Tool(tool),
+            ..
+        } => {
+            // Logs of code mode go to stderr with a prefix, whether or not it is a terminal.
+            if let ToolResult::Success { output } = &tool.result
+                && let Some(logs) = output.get("logs").and_then(|logs| logs.as_array())
+            {
+                for line in logs {
+                    eprintln!("[log] {}", line.as_str().unwrap_or_default());
+                }
+            }
+            if !show_tools || tool.function == "code.execute" {
+                return;
+            }
+            match &tool.result {
+                ToolResult::Pending { reason } => {
+                    eprintln!("· {} {} ({reason})", tool.function, tool.input)
+                }
+                ToolResult::Success { .. } => eprintln!("✓ {}", tool.function),
+                ToolResult::Error { error } => eprintln!("✗ {}: {error}", tool.function),
+            }
+        }
+        _ => {}
+    }
+}

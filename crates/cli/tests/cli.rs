@@ -1,0 +1,183 @@
+//! The real `agentic` binary, driven with the scripted model.
+
+// Test helpers outside #[test] functions may unwrap too.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+fn script(name: &str, turns: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("agentic-cli-{}-{name}.yaml", std::process::id()));
+    std::fs::write(&path, turns).unwrap();
+    path
+}
+
+fn agentic(arguments: &[&str], provider: Option<&PathBuf>, stdin: Option<&str>) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agentic"));
+    command
+        .args(arguments)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("AGENTIC_PROVIDER")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(path) = provider {
+        command.env("AGENTIC_PROVIDER", format!("script:{}", path.display()));
+    }
+    let mut child = command.spawn().unwrap();
+    let mut input = child.stdin.take().unwrap();
+    if let Some(text) = stdin {
+        input.write_all(text.as_bytes()).unwrap();
+    }
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn a_classic_prompt_streams_its_answer() {
+    let turns = script(
+        "classic",
+        "- toolCalls:\n    - { name: time.now, input: { timezone: UTC } }\n- text: It is late in UTC.\n",
+    );
+    let output = agentic(&["prompt", "What time is it?"], Some(&turns), None);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_eq!(text(&output.stdout).trim(), "It is late in UTC.");
+}
+
+#[test]
+fn a_code_prompt_runs_in_the_sandbox_and_logs_to_stderr() {
+    let turns = script(
+        "code",
+        "- code: |\n    const t = timeNow({ timezone: \"UTC\" });\n    log(\"zone\", t.timezone);\n    output(\"Zone: \" + t.timezone);\n    done();\n",
+    );
+    let output = agentic(&["prompt", "Which zone?", "-m", "code"], Some(&turns), None);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_eq!(text(&output.stdout).trim(), "Zone: UTC");
+    assert!(
+        text(&output.stderr).contains("[log] zone UTC"),
+        "{}",
+        text(&output.stderr)
+    );
+}
+
+#[test]
+fn json_prints_every_event_as_a_line() {
+    let turns = script("json", "- text: Hello there\n");
+    let output = agentic(&["prompt", "hi", "--json"], Some(&turns), None);
+    assert_eq!(output.status.code(), Some(0));
+    let types: Vec<String> = text(&output.stdout)
+        .lines()
+        .map(|line| {
+            let event: serde_json::Value = serde_json::from_str(line).unwrap();
+            event["type"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(
+        types,
+        vec![
+            "prompt.stream",
+            "prompt.stream",
+            "prompt.output",
+            "prompt.completed"
+        ]
+    );
+}
+
+#[test]
+fn the_message_can_come_from_stdin() {
+    let turns = script("stdin", "- text: Got it\n");
+    let output = agentic(
+        &["prompt", "-", "--json"],
+        Some(&turns),
+        Some("from a pipe\n"),
+    );
+    assert_eq!(output.status.code(), Some(0));
+    let requests = text(&output.stdout);
+    assert!(requests.contains("prompt.completed"), "{requests}");
+}
+
+#[test]
+fn a_failing_prompt_exits_with_1_and_says_why() {
+    let turns = script("failing", "- error: the model is down\n");
+    let output = agentic(&["prompt", "hi"], Some(&turns), None);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(text(&output.stderr).contains("the prompt failed: the model is down"));
+    let unconfigured = agentic(&["prompt", "hi"], None, None);
+    assert_eq!(unconfigured.status.code(), Some(1));
+    assert!(text(&unconfigured.stderr).contains("no model provider is configured"));
+}
+
+#[test]
+fn usage_errors_exit_with_2() {
+    assert_eq!(agentic(&["prompt"], None, None).status.code(), Some(2));
+    assert_eq!(agentic(&["frobnicate"], None, None).status.code(), Some(2));
+    assert_eq!(
+        agentic(&["prompt", "hi", "--model", "huge"], None, None)
+            .status
+            .code(),
+        Some(2)
+    );
+}
+
+#[test]
+fn tools_can_be_listed_described_and_invoked() {
+    let tools = agentic(&["tools"], None, None);
+    assert_eq!(tools.status.code(), Some(0));
+    let ids: Vec<String> = text(&tools.stdout)
+        .lines()
+        .map(|line| line.split_whitespace().next().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids, vec!["interpreter.run-code", "time.now"]);
+
+    let schema = agentic(&["tool-schema", "time.now"], None, None);
+    let schema: serde_json::Value = serde_json::from_slice(&schema.stdout).unwrap();
+    assert_eq!(
+        schema["input"]["properties"]["timezone"]["type"],
+        serde_json::json!(["string", "null"])
+    );
+
+    let invoked = agentic(
+        &["invoke", "time.now", r#"{"timezone": "Asia/Tokyo"}"#],
+        None,
+        None,
+    );
+    assert_eq!(invoked.status.code(), Some(0));
+    let value: serde_json::Value = serde_json::from_slice(&invoked.stdout).unwrap();
+    assert_eq!(value["timezone"], "Asia/Tokyo");
+
+    let bad = agentic(&["invoke", "time.now", r#"{"timezone": 5}"#], None, None);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        text(&bad.stderr).contains("invalid input for time.now"),
+        "{}",
+        text(&bad.stderr)
+    );
+    let unknown = agentic(&["invoke", "no.such", "{}"], None, None);
+    assert_eq!(unknown.status.code(), Some(1));
+    assert!(text(&unknown.stderr).contains("unknown tool \"no.such\""));
+}
+
+#[test]
+fn the_binary_discovers_exactly_the_plugins_it_ships() {
+    let output = agentic(&["capabilities"], None, None);
+    let capabilities: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        capabilities["plugins"],
+        serde_json::json!(["interpreter", "openai", "script", "time"])
+    );
+    assert_eq!(
+        capabilities["modes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].clone())
+            .collect::<Vec<_>>(),
+        vec![serde_json::json!("classic"), serde_json::json!("code")]
+    );
+}

@@ -81,6 +81,7 @@ fn json_prints_every_event_as_a_line() {
     assert_eq!(
         types,
         vec![
+            "prompt.created",
             "prompt.stream",
             "prompt.stream",
             "prompt.output",

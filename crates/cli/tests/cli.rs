@@ -7,13 +7,22 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
-fn script(name: &str, turns: &str) -> PathBuf {
-    let path = std::env::temp_dir().join(format!("agentic-cli-{}-{name}.yaml", std::process::id()));
-    std::fs::write(&path, turns).unwrap();
-    path
+/// A turn script in a temporary file, removed when dropped.
+struct Script(PathBuf);
+
+impl Drop for Script {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
-fn agentic(arguments: &[&str], provider: Option<&PathBuf>, stdin: Option<&str>) -> Output {
+fn script(name: &str, turns: &str) -> Script {
+    let path = std::env::temp_dir().join(format!("agentic-cli-{}-{name}.yaml", std::process::id()));
+    std::fs::write(&path, turns).unwrap();
+    Script(path)
+}
+
+fn agentic(arguments: &[&str], provider: Option<&Script>, stdin: Option<&str>) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_agentic"));
     command
         .args(arguments)
@@ -23,7 +32,7 @@ fn agentic(arguments: &[&str], provider: Option<&PathBuf>, stdin: Option<&str>) 
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    if let Some(path) = provider {
+    if let Some(Script(path)) = provider {
         command.env("AGENTIC_PROVIDER", format!("script:{}", path.display()));
     }
     let mut child = command.spawn().unwrap();

@@ -60,9 +60,12 @@ pub struct EngineOptions {
     pub loop_iteration_limit: Option<u64>,
 }
 
-/// A context with the sandbox functions registered, waiting for its script.
+/// A context with the sandbox functions registered, waiting for its script. It may already
+/// have tool functions bound: those of the previous script, which the next iteration of the
+/// same prompt usually needs again.
 pub struct PreparedContext {
     context: Context,
+    bound_tools: Option<Vec<ToolBinding>>,
 }
 
 impl std::fmt::Debug for PreparedContext {
@@ -71,8 +74,12 @@ impl std::fmt::Debug for PreparedContext {
     }
 }
 
-/// Builds a fresh context. Done ahead of time, while the worker waits for work.
-pub fn prepare_context(options: EngineOptions) -> JsResult<PreparedContext> {
+/// Builds a fresh context, with `tools` bound if given. Done ahead of time, while the worker
+/// waits for work.
+pub fn prepare_context(
+    options: EngineOptions,
+    tools: Option<&[ToolBinding]>,
+) -> JsResult<PreparedContext> {
     let mut context = Context::builder().build()?;
     if let Some(limit) = options.loop_iteration_limit {
         context.runtime_limits_mut().set_loop_iteration_limit(limit);
@@ -97,7 +104,17 @@ pub fn prepare_context(options: EngineOptions) -> JsResult<PreparedContext> {
             NativeFunction::from_fn_ptr(function),
         )?;
     }
-    Ok(PreparedContext { context })
+    let bound_tools = match tools {
+        Some(tools) => {
+            bind_tools(&mut context, tools)?;
+            Some(tools.to_vec())
+        }
+        None => None,
+    };
+    Ok(PreparedContext {
+        context,
+        bound_tools,
+    })
 }
 
 type NativeFunctionPointer = fn(&JsValue, &[JsValue], &mut Context) -> JsResult<JsValue>;
@@ -108,7 +125,11 @@ pub fn execute(
     request: ExecuteRequest,
     link: Box<dyn HostLink>,
 ) -> ExecutionOutcome {
-    let mut context = prepared.context;
+    let PreparedContext {
+        mut context,
+        bound_tools,
+    } = prepared;
+    let tools_bound = bound_tools.as_deref() == Some(request.tools.as_slice());
     context
         .runtime_limits_mut()
         .set_recursion_limit(request.limits.recursion_limit);
@@ -134,7 +155,7 @@ pub fn execute(
         });
     });
     let code = normalize_newlines(&request.code);
-    let (path, result) = match bind_and_run(&mut context, &request, &code) {
+    let (path, result) = match bind_and_run(&mut context, &request, &code, tools_bound) {
         Ok(value) => (CodePath::Plain, Ok(value)),
         Err(error)
             if error.kind == ScriptErrorKind::Syntax
@@ -255,6 +276,7 @@ fn bind_and_run(
     context: &mut Context,
     request: &ExecuteRequest,
     code: &str,
+    tools_bound: bool,
 ) -> Result<Value, ScriptError> {
     let nesting = source_nesting(code);
     if nesting > MAX_SOURCE_NESTING {
@@ -268,7 +290,12 @@ fn bind_and_run(
             source_line: None,
         });
     }
-    bind_globals(context, request).map_err(|error| runtime_error(&error, context, code, 0))?;
+    bind_input(context, request.input.as_ref())
+        .map_err(|error| runtime_error(&error, context, code, 0))?;
+    if !tools_bound {
+        bind_tools(context, &request.tools)
+            .map_err(|error| runtime_error(&error, context, code, 0))?;
+    }
     // A plain script keeps JavaScript's own completion value (the last expression, even inside
     // `if` or `try`). Code with top-level `await` or `return` is not a script; it runs as the
     // body of an async function instead, with its trailing expression turned into a `return`.
@@ -316,14 +343,17 @@ fn bind_and_run(
     }
 }
 
-fn bind_globals(context: &mut Context, request: &ExecuteRequest) -> JsResult<()> {
-    let input = match &request.input {
+fn bind_input(context: &mut Context, input: Option<&Value>) -> JsResult<()> {
+    let input = match input {
         Some(value) => JsValue::from_json(value, context)?,
         None => JsValue::undefined(),
     };
-    context.register_global_property(js_string!("input"), input, Attribute::all())?;
+    context.register_global_property(js_string!("input"), input, Attribute::all())
+}
+
+fn bind_tools(context: &mut Context, bindings: &[ToolBinding]) -> JsResult<()> {
     let tools = boa_engine::object::ObjectInitializer::new(context).build();
-    for binding in &request.tools {
+    for binding in bindings {
         let function = FunctionObjectBuilder::new(
             context.realm(),
             NativeFunction::from_copy_closure_with_captures(

@@ -191,12 +191,15 @@ impl Sandbox {
 
     async fn take_worker(self: &Arc<Self>) -> Result<Worker, SandboxError> {
         let warm = self.lock_warm().pop_front();
-        let worker = match warm {
-            Some(worker) => worker,
-            None => self.start_worker().await?,
-        };
-        self.refill_in_background();
-        Ok(worker)
+        match warm {
+            // Finished workers come back to the pool by themselves.
+            Some(worker) => Ok(worker),
+            None => {
+                let worker = self.start_worker().await?;
+                self.refill_in_background();
+                Ok(worker)
+            }
+        }
     }
 
     fn refill_in_background(self: &Arc<Self>) {
@@ -296,11 +299,13 @@ impl Execution {
                 Ok(None) => {
                     let reason = worker.death_reason(&self.sandbox.config).await;
                     self.worker = None;
+                    self.sandbox.refill_in_background();
                     self.finish_with(limit_error(&reason));
                 }
                 Err(_) => {
                     worker.kill().await;
                     self.worker = None;
+                    self.sandbox.refill_in_background();
                     let seconds = self.clock.limit.as_secs_f64();
                     self.finish_with(limit_error(&format!(
                         "the script ran longer than the {seconds} s time limit and was stopped"

@@ -74,8 +74,9 @@ pub trait Transport {
 /// Serves up to `executions` scripts, each in a fresh context, until the host goes away.
 pub fn serve<T: Transport + 'static>(transport: T, options: EngineOptions, executions: u32) {
     let transport = Rc::new(RefCell::new(transport));
+    let mut last_tools: Option<Vec<crate::protocol::ToolBinding>> = None;
     for _ in 0..executions {
-        let prepared = match prepare_context(options) {
+        let prepared = match prepare_context(options, last_tools.as_deref()) {
             Ok(prepared) => prepared,
             Err(error) => {
                 eprintln!("agentic-sandbox: could not prepare a context: {error}");
@@ -97,6 +98,7 @@ pub fn serve<T: Transport + 'static>(transport: T, options: EngineOptions, execu
             transport: transport.clone(),
             next_id: 1,
         });
+        last_tools = Some(request.tools.clone());
         let outcome = execute(prepared, *request, link);
         if !transport
             .borrow_mut()

@@ -171,7 +171,7 @@ impl Sandbox {
         };
         if let Some(worker) = execution.worker.as_mut()
             && worker
-                .send(&ToWorker::Execute(Box::new(request)))
+                .send(ToWorker::Execute(Box::new(request)))
                 .await
                 .is_err()
         {
@@ -318,7 +318,7 @@ impl Execution {
     /// Answers a request; the script continues.
     pub async fn reply(&mut self, id: u64, reply: HostReply) {
         if let Some(worker) = self.worker.as_mut()
-            && worker.send(&ToWorker::Reply { id, reply }).await.is_err()
+            && worker.send(ToWorker::Reply { id, reply }).await.is_err()
         {
             let reason = worker.death_reason(&self.sandbox.config).await;
             self.worker = None;
@@ -520,15 +520,15 @@ impl Worker {
         from_worker.recv().await
     }
 
-    async fn send(&mut self, message: &ToWorker) -> Result<(), ()> {
+    async fn send(&mut self, message: ToWorker) -> Result<(), ()> {
         match self {
             Self::Process { stdin, .. } => {
-                let mut line = serde_json::to_vec(message).map_err(|_| ())?;
+                let mut line = serde_json::to_vec(&message).map_err(|_| ())?;
                 line.push(b'\n');
                 stdin.write_all(&line).await.map_err(|_| ())?;
                 stdin.flush().await.map_err(|_| ())
             }
-            Self::Thread { to_worker, .. } => to_worker.send(message.clone()).map_err(|_| ()),
+            Self::Thread { to_worker, .. } => to_worker.send(message).map_err(|_| ()),
         }
     }
 

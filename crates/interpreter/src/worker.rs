@@ -68,7 +68,7 @@ pub fn worker_process_main() -> i32 {
 pub trait Transport {
     fn receive(&mut self) -> Option<ToWorker>;
     /// False once the host is gone.
-    fn send(&mut self, message: &ToHost) -> bool;
+    fn send(&mut self, message: ToHost) -> bool;
 }
 
 /// Serves up to `executions` scripts, each in a fresh context, until the host goes away.
@@ -83,7 +83,7 @@ pub fn serve<T: Transport + 'static>(transport: T, options: EngineOptions, execu
                 return;
             }
         };
-        if !transport.borrow_mut().send(&ToHost::Ready) {
+        if !transport.borrow_mut().send(ToHost::Ready) {
             return;
         }
         let request = loop {
@@ -102,7 +102,7 @@ pub fn serve<T: Transport + 'static>(transport: T, options: EngineOptions, execu
         let outcome = execute(prepared, *request, link);
         if !transport
             .borrow_mut()
-            .send(&ToHost::Finished(Box::new(outcome)))
+            .send(ToHost::Finished(Box::new(outcome)))
         {
             return;
         }
@@ -119,7 +119,7 @@ impl<T: Transport> HostLink for Link<T> {
         let id = self.next_id;
         self.next_id += 1;
         let mut transport = self.transport.borrow_mut();
-        if !transport.send(&ToHost::Request { id, request }) {
+        if !transport.send(ToHost::Request { id, request }) {
             return host_gone();
         }
         loop {
@@ -135,7 +135,7 @@ impl<T: Transport> HostLink for Link<T> {
     }
 
     fn notify(&mut self, message: ToHost) {
-        self.transport.borrow_mut().send(&message);
+        self.transport.borrow_mut().send(message);
     }
 }
 
@@ -217,8 +217,8 @@ impl<W: Write> Transport for StdioTransport<W> {
         }
     }
 
-    fn send(&mut self, message: &ToHost) -> bool {
-        let Ok(mut line) = serde_json::to_vec(message) else {
+    fn send(&mut self, message: ToHost) -> bool {
+        let Ok(mut line) = serde_json::to_vec(&message) else {
             return false;
         };
         line.push(b'\n');
@@ -276,7 +276,7 @@ impl Transport for ChannelTransport {
         self.from_host.recv().ok()
     }
 
-    fn send(&mut self, message: &ToHost) -> bool {
-        self.to_host.send(message.clone()).is_ok()
+    fn send(&mut self, message: ToHost) -> bool {
+        self.to_host.send(message).is_ok()
     }
 }

@@ -412,8 +412,7 @@ enum Worker {
     Process {
         child: Child,
         stdin: ChildStdin,
-        /// Messages read off the worker's stdout by a reader thread.
-        from_worker: mpsc::UnboundedReceiver<ToHost>,
+        stdout: PipeLines,
         stderr: Arc<Mutex<String>>,
         killed: bool,
     },
@@ -448,37 +447,16 @@ impl Worker {
         };
         let tail = Arc::new(Mutex::new(String::new()));
         tokio::spawn(keep_stderr_tail(stderr, tail.clone()));
-        // A plain thread reads the pipe and hands messages over a channel the host spins on
-        // briefly; the async reactor would add a wake-up per message. The reader itself
-        // blocks: with two cores, three spinning parties would starve the worker.
-        let stdout = std::fs::File::from(
+        let stdout = PipeLines::new(
             stdout
                 .into_owned_fd()
                 .map_err(|error| SandboxError::Spawn(error.to_string()))?,
-        );
-        let (to_host, from_worker) = mpsc::unbounded_channel();
-        std::thread::Builder::new()
-            .name("sandbox-reader".to_owned())
-            .spawn(move || {
-                let mut reader = worker::LineReader::new(stdout, false);
-                while let Some(line) = reader.next_line() {
-                    match serde_json::from_slice::<ToHost>(&line) {
-                        Ok(message) => {
-                            if to_host.send(message).is_err() {
-                                return;
-                            }
-                        }
-                        Err(error) => {
-                            tracing::warn!(%error, "unreadable message from a sandbox worker");
-                        }
-                    }
-                }
-            })
-            .map_err(|error| SandboxError::Spawn(error.to_string()))?;
+        )
+        .map_err(|error| SandboxError::Spawn(error.to_string()))?;
         Ok(Self::Process {
             child,
             stdin,
-            from_worker,
+            stdout,
             stderr: tail,
             killed: false,
         })
@@ -506,18 +484,28 @@ impl Worker {
     }
 
     async fn receive(&mut self) -> Option<ToHost> {
-        let from_worker = match self {
-            Self::Process { from_worker, .. } | Self::Thread { from_worker, .. } => from_worker,
-        };
-        let started = Instant::now();
-        while started.elapsed() < worker::SPIN_BEFORE_SLEEP {
-            match from_worker.try_recv() {
-                Ok(message) => return Some(message),
-                Err(mpsc::error::TryRecvError::Disconnected) => return None,
-                Err(mpsc::error::TryRecvError::Empty) => std::hint::spin_loop(),
+        match self {
+            Self::Process { stdout, .. } => loop {
+                let line = stdout.next_line().await?;
+                match serde_json::from_slice(&line) {
+                    Ok(message) => return Some(message),
+                    Err(error) => {
+                        tracing::warn!(%error, "unreadable message from a sandbox worker");
+                    }
+                }
+            },
+            Self::Thread { from_worker, .. } => {
+                let started = Instant::now();
+                while started.elapsed() < worker::SPIN_BEFORE_SLEEP {
+                    match from_worker.try_recv() {
+                        Ok(message) => return Some(message),
+                        Err(mpsc::error::TryRecvError::Disconnected) => return None,
+                        Err(mpsc::error::TryRecvError::Empty) => std::hint::spin_loop(),
+                    }
+                }
+                from_worker.recv().await
             }
         }
-        from_worker.recv().await
     }
 
     async fn send(&mut self, message: ToWorker) -> Result<(), ()> {
@@ -568,6 +556,60 @@ impl Worker {
                         .trim_end()
                         .to_owned()
                 }
+            }
+        }
+    }
+}
+
+/// Lines from a worker's stdout. Reads are non-blocking: the host spins on the pipe for a
+/// moment before it waits for the reactor, because a worker answering a tool result usually
+/// writes back within microseconds and a sleep and wake-up costs far more.
+#[derive(Debug)]
+struct PipeLines {
+    /// The pipe for direct, non-blocking reads while spinning.
+    pipe: std::fs::File,
+    /// The same pipe registered with the reactor, to wait on once spinning gives up.
+    waiter: tokio::net::unix::pipe::Receiver,
+    pending: Vec<u8>,
+}
+
+impl PipeLines {
+    fn new(fd: std::os::fd::OwnedFd) -> std::io::Result<Self> {
+        let waiter = tokio::net::unix::pipe::Receiver::from_owned_fd(rustix::io::dup(&fd)?)?;
+        rustix::io::ioctl_fionbio(&fd, true)?;
+        Ok(Self {
+            pipe: std::fs::File::from(fd),
+            waiter,
+            pending: Vec::new(),
+        })
+    }
+
+    async fn next_line(&mut self) -> Option<Vec<u8>> {
+        use std::io::Read;
+        let mut chunk = vec![0u8; 64 * 1024];
+        let started = Instant::now();
+        loop {
+            if let Some(end) = self.pending.iter().position(|byte| *byte == b'\n') {
+                let mut line: Vec<u8> = self.pending.drain(..=end).collect();
+                line.pop();
+                return Some(line);
+            }
+            let read = if started.elapsed() < worker::SPIN_BEFORE_SLEEP {
+                (&self.pipe).read(&mut chunk)
+            } else {
+                self.waiter.readable().await.ok()?;
+                // Through `try_io`, so a spurious wake-up clears the reactor's readiness.
+                let mut pipe = &self.pipe;
+                self.waiter.try_io(|| pipe.read(&mut chunk))
+            };
+            match read {
+                Ok(0) => return None,
+                Ok(count) => self.pending.extend_from_slice(&chunk[..count]),
+                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::hint::spin_loop();
+                }
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return None,
             }
         }
     }

@@ -37,6 +37,7 @@ async fn run(sandbox: &Arc<Sandbox>, code: &str, bindings: &[ToolBinding]) -> Va
             store: serde_json::Map::new(),
             limits: sandbox.config().script_limits(),
             allow_prose: false,
+            same_tools_as_before: false,
         })
         .await;
     loop {

@@ -188,6 +188,7 @@ impl CodeExecutor {
                     store: self.store.clone(),
                     limits: self.shared.sandbox.config().script_limits(),
                     allow_prose: path == CodePath::Plain,
+                    same_tools_as_before: false,
                 })
                 .await;
             self.active = Some(ActiveExecution {

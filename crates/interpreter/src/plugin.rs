@@ -174,6 +174,7 @@ async fn run_code(
                 store: serde_json::Map::new(),
                 limits: shared.sandbox.config().script_limits(),
                 allow_prose: false,
+                same_tools_as_before: false,
             },
             input.timeout_ms.map(Duration::from_millis),
         )

@@ -54,10 +54,14 @@ pub struct ExecuteRequest {
     /// A reply that does not parse and does not look like code is prose, not an error.
     #[serde(default)]
     pub allow_prose: bool,
+    /// `tools` is left empty because they are the same as in this worker's previous script;
+    /// saves sending and parsing them again on every iteration.
+    #[serde(default)]
+    pub same_tools_as_before: bool,
 }
 
 /// A tool as the sandbox sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolBinding {
     /// Dotted id, e.g. `trigger.create`.

@@ -162,6 +162,14 @@ impl Sandbox {
                 );
             }
         };
+        let mut worker = worker;
+        let mut request = request;
+        let tools_key = tools_key(&request.tools);
+        if worker.last_tools == Some(tools_key) {
+            request.tools = Vec::new();
+            request.same_tools_as_before = true;
+        }
+        worker.last_tools = Some(tools_key);
         let mut execution = Execution {
             sandbox: self.clone(),
             worker: Some(worker),
@@ -405,10 +413,25 @@ impl Clock {
     }
 }
 
+/// A started worker, and a fingerprint of the tools its last script had (its next context
+/// has them bound already).
+#[derive(Debug)]
+struct Worker {
+    connection: Connection,
+    last_tools: Option<u64>,
+}
+
+fn tools_key(tools: &[crate::protocol::ToolBinding]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    tools.hash(&mut hasher);
+    hasher.finish()
+}
+
 // A worker is moved around whole; the size difference between the variants does not matter.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
-enum Worker {
+enum Connection {
     Process {
         child: Child,
         stdin: ChildStdin,
@@ -423,6 +446,39 @@ enum Worker {
 }
 
 impl Worker {
+    fn spawn_process(config: &SandboxConfig) -> Result<Self, SandboxError> {
+        Connection::spawn_process(config).map(Self::new)
+    }
+
+    fn spawn_thread() -> Result<Self, SandboxError> {
+        Connection::spawn_thread().map(Self::new)
+    }
+
+    fn new(connection: Connection) -> Self {
+        Self {
+            connection,
+            last_tools: None,
+        }
+    }
+
+    async fn receive(&mut self) -> Option<ToHost> {
+        self.connection.receive().await
+    }
+
+    async fn send(&mut self, message: ToWorker) -> Result<(), ()> {
+        self.connection.send(message).await
+    }
+
+    async fn kill(&mut self) {
+        self.connection.kill().await;
+    }
+
+    async fn death_reason(&mut self, config: &SandboxConfig) -> String {
+        self.connection.death_reason(config).await
+    }
+}
+
+impl Connection {
     fn spawn_process(config: &SandboxConfig) -> Result<Self, SandboxError> {
         let program = worker_program(config)?;
         let mut command = tokio::process::Command::new(&program);

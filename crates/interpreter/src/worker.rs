@@ -98,8 +98,12 @@ pub fn serve<T: Transport + 'static>(transport: T, options: EngineOptions, execu
             transport: transport.clone(),
             next_id: 1,
         });
+        let mut request = *request;
+        if request.same_tools_as_before {
+            request.tools = last_tools.clone().unwrap_or_default();
+        }
         last_tools = Some(request.tools.clone());
-        let outcome = execute(prepared, *request, link);
+        let outcome = execute(prepared, request, link);
         if !transport
             .borrow_mut()
             .send(ToHost::Finished(Box::new(outcome)))

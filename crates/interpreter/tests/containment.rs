@@ -37,6 +37,7 @@ async fn run(sandbox: &Arc<Sandbox>, code: &str) -> ExecutionOutcome {
             store: serde_json::Map::new(),
             limits: sandbox.config().script_limits(),
             allow_prose: false,
+            same_tools_as_before: false,
         })
         .await;
     loop {
@@ -247,6 +248,7 @@ async fn output_past_the_cap_is_cut_with_a_marker() {
             store: serde_json::Map::new(),
             limits: sandbox.config().script_limits(),
             allow_prose: false,
+            same_tools_as_before: false,
         })
         .await;
     let mut outputs = Vec::new();

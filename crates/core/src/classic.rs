@@ -9,7 +9,9 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::history::{history_messages, output_messages};
-use crate::mode::{ExecutionModeFactory, ExecutorCreateOptions, ExecutorError, PromptExecutor};
+use crate::mode::{
+    ExecutionModeFactory, ExecutorCreateOptions, ExecutorError, PromptExecutor, rejection_error,
+};
 use crate::plugin::Prepared;
 use crate::prompt::{Prompt, PromptState, ToolResult};
 use crate::provider::{ChatMessage, ModelRequest, ToolSpec};
@@ -301,15 +303,12 @@ impl PromptExecutor for PromptCompletion {
         if self.waiting_tool_id().as_deref() != Some(tool_call_id) {
             return Err(ExecutorError::NotWaiting(tool_call_id.to_owned()));
         }
-        let reason = reason
-            .filter(|reason| !reason.trim().is_empty())
-            .unwrap_or("no reason given");
         self.recorder.resume().await?;
         self.recorder
             .finish_tool(
                 tool_call_id,
                 ToolResult::Error {
-                    error: format!("Rejected by user: {reason}"),
+                    error: rejection_error(reason),
                 },
             )
             .await?;

@@ -40,6 +40,15 @@ pub trait PromptExecutor: Send + Sync {
     }
 }
 
+/// The error a rejected tool call records, the same in every mode.
+pub fn rejection_error(reason: Option<&str>) -> String {
+    let reason = reason
+        .map(str::trim)
+        .filter(|reason| !reason.is_empty())
+        .unwrap_or("no reason given");
+    format!("Rejected by user: {reason}")
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ExecutorError {
     #[error("no tool call \"{0}\" is waiting for approval")]

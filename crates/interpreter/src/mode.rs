@@ -83,6 +83,7 @@ enum Decision {
     /// Waits for a person; the reason is shown to them.
     Ask(String),
     Approved,
+    /// Holds the error the call fails with.
     Rejected(String),
 }
 
@@ -318,7 +319,7 @@ impl CodeExecutor {
             let context = context.clone();
             async move {
                 match &call.decision {
-                    Decision::Rejected(reason) => Err(format!("Rejected by user: {reason}")),
+                    Decision::Rejected(error) => Err(error.clone()),
                     _ => prepared
                         .tools
                         .invoke(context, &call.tool, call.input.clone())
@@ -575,22 +576,14 @@ impl PromptExecutor for CodeExecutor {
         tool_call_id: &str,
         reason: Option<&str>,
     ) -> Result<Prompt, ExecutorError> {
-        let reason = reason
-            .filter(|reason| !reason.trim().is_empty())
-            .unwrap_or("no reason given")
-            .to_owned();
         let Some(call) = self.waiting_call().filter(|call| call.id == tool_call_id) else {
             return Err(ExecutorError::NotWaiting(tool_call_id.to_owned()));
         };
-        call.decision = Decision::Rejected(reason.clone());
+        let error = agentic_core::mode::rejection_error(reason);
+        call.decision = Decision::Rejected(error.clone());
         self.recorder.resume().await?;
         self.recorder
-            .finish_tool(
-                tool_call_id,
-                ToolResult::Error {
-                    error: format!("Rejected by user: {reason}"),
-                },
-            )
+            .finish_tool(tool_call_id, ToolResult::Error { error })
             .await?;
         if let Some(active) = self.active.as_mut() {
             active.execution.resume_clock();

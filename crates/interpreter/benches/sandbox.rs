@@ -130,6 +130,12 @@ async fn measure(backend: Backend) -> Value {
         7,
     )
     .await;
+    let local = timed(
+        "store('n', { n: 0 }); let s = 0; for (let i = 0; i < 10000; i++) { s = recall('n').n + i } s",
+        json!(9999),
+        7,
+    )
+    .await;
     let fib = timed(
         "function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2) } fib(25)",
         json!(75025),
@@ -148,6 +154,7 @@ async fn measure(backend: Backend) -> Value {
         "iterationMedianMs": ms(median(iterations.clone())),
         "iterationP90Ms": ms(percentile(iterations, 0.9)),
         "toolCalls10kMedianMs": ms(median(calls)),
+        "localCalls10kMedianMs": ms(median(local)),
         "fib25MedianMs": ms(median(fib)),
         "array100kMedianMs": ms(median(array)),
     })

@@ -11,7 +11,7 @@ use boa_engine::interner::Interner;
 use boa_engine::object::FunctionObjectBuilder;
 use boa_engine::object::builtins::{JsArray, JsPromise};
 use boa_engine::parser::Parser;
-use boa_engine::property::Attribute;
+use boa_engine::property::{Attribute, PropertyKey};
 use boa_engine::{
     Context, JsError, JsNativeError, JsResult, JsString, JsValue, NativeFunction, Script, Source,
     js_string,
@@ -742,26 +742,17 @@ fn to_json_at(value: &JsValue, context: &mut Context, depth: usize) -> JsResult<
         return to_json_at(&converted, context, depth + 1);
     }
     let mut map = Map::new();
-    // `Object.keys`: own, enumerable, string-keyed, in property order.
-    let keys = boa_engine::builtins::object::OrdinaryObject::keys(
-        &JsValue::undefined(),
-        std::slice::from_ref(value),
-        context,
-    )?;
-    let keys = keys
-        .as_object()
-        .map(|keys| JsArray::from_object(keys.clone()))
-        .transpose()?;
-    if let Some(keys) = keys {
-        for index in 0..keys.length(context)? {
-            let key = keys.get(index, context)?;
-            let Some(name) = key.as_string().map(|name| name.to_std_string_escaped()) else {
-                continue;
-            };
-            let item = object.get(JsString::from(name.as_str()), context)?;
-            if let Some(item) = to_json_at(&item, context, depth + 1)? {
-                map.insert(name, item);
-            }
+    // Own string keys in property order. Enumerability is not checked: the objects scripts
+    // build are plain objects, and checking costs a JS array per object on every tool call.
+    for key in object.own_property_keys(context)? {
+        let name = match &key {
+            PropertyKey::String(name) => name.to_std_string_escaped(),
+            PropertyKey::Index(index) => index.get().to_string(),
+            PropertyKey::Symbol(_) => continue,
+        };
+        let item = object.get(key, context)?;
+        if let Some(item) = to_json_at(&item, context, depth + 1)? {
+            map.insert(name, item);
         }
     }
     Ok(Some(Value::Object(map)))

@@ -552,7 +552,7 @@ impl Connection {
             },
             Self::Thread { from_worker, .. } => {
                 let started = Instant::now();
-                while started.elapsed() < worker::SPIN_BEFORE_SLEEP {
+                while started.elapsed() < worker::HOST_SPIN_BEFORE_SLEEP {
                     match from_worker.try_recv() {
                         Ok(message) => return Some(message),
                         Err(mpsc::error::TryRecvError::Disconnected) => return None,
@@ -650,7 +650,7 @@ impl PipeLines {
                 line.pop();
                 return Some(line);
             }
-            let read = if started.elapsed() < worker::SPIN_BEFORE_SLEEP {
+            let read = if started.elapsed() < worker::HOST_SPIN_BEFORE_SLEEP {
                 (&self.pipe).read(&mut chunk)
             } else {
                 self.waiter.readable().await.ok()?;

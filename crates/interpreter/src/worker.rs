@@ -266,6 +266,11 @@ pub(crate) struct ChannelTransport {
 /// How long a waiting side spins before it sleeps. A host answering a tool call usually
 /// replies within microseconds; sleeping and being woken costs far more than that.
 pub(crate) const SPIN_BEFORE_SLEEP: std::time::Duration = std::time::Duration::from_micros(50);
+/// How long the host spins for a worker's next message. Longer than the worker's spin: a
+/// short script finishes within a few hundred microseconds, and the host has a core to spare
+/// while its script runs.
+pub(crate) const HOST_SPIN_BEFORE_SLEEP: std::time::Duration =
+    std::time::Duration::from_micros(300);
 
 impl Transport for ChannelTransport {
     fn receive(&mut self) -> Option<ToWorker> {

@@ -118,7 +118,7 @@ fn bench_sandbox(root: &Path) -> anyhow::Result<()> {
     };
     let seed_iteration_ms =
         number(&seed, &["iter_A_newAsyncContext_freshModule", "medianUs"]).map(|us| us / 1000.0);
-    let rows: [(&str, &str, Option<f64>); 4] = [
+    let rows: [(&str, &str, Option<f64>); 5] = [
         (
             "per-iteration overhead, 51 tools bound, `1+1` (ms)",
             "iterationMedianMs",
@@ -128,6 +128,11 @@ fn bench_sandbox(root: &Path) -> anyhow::Result<()> {
             "10,000 tool calls from one script (ms)",
             "toolCalls10kMedianMs",
             number(&seed, &["asyncified_10k_calls", "medianMs"]),
+        ),
+        (
+            "10,000 calls of a built-in returning an object, no host (ms)",
+            "localCalls10kMedianMs",
+            None,
         ),
         (
             "recursive fib(25) (ms)",

@@ -17,7 +17,8 @@ use crate::prompt::{
     CODE_EXECUTE, extract_code, history_messages, iteration_messages, system_prompt,
 };
 use crate::protocol::{
-    CodePath, ExecuteRequest, ExecutionOutcome, HostReply, HostRequest, ParallelCall, ToolBinding,
+    CodePath, ExecuteRequest, ExecutionOutcome, HostReply, HostRequest, ParallelCall,
+    ScriptErrorKind, ToolBinding,
 };
 use crate::sandbox::{Execution, SandboxEvent};
 
@@ -435,6 +436,23 @@ impl CodeExecutor {
             self.recorder.stream(&answer);
             self.recorder.push_text(&answer).await?;
             self.recorder.complete().await?;
+            return Ok(true);
+        }
+        if let Err(error) = &outcome.result
+            && error.kind == ScriptErrorKind::Unavailable
+        {
+            // The model cannot fix a missing sandbox; asking it again only spends tokens.
+            self.recorder
+                .finish_tool(
+                    &active.code_output_id,
+                    ToolResult::Error {
+                        error: error.message.clone(),
+                    },
+                )
+                .await?;
+            self.recorder
+                .fail(&format!("code mode is unavailable: {}", error.message))
+                .await?;
             return Ok(true);
         }
         match outcome.result {

@@ -164,6 +164,9 @@ pub enum ScriptErrorKind {
     Runtime,
     /// A sandbox limit ended the script.
     Limit,
+    /// No worker could run the script at all (the worker program is missing or will not
+    /// start). Not the model's fault, and retrying will not help.
+    Unavailable,
 }
 
 impl ScriptError {

@@ -155,11 +155,9 @@ impl Sandbox {
         let worker = match self.take_worker().await {
             Ok(worker) => worker,
             Err(error) => {
-                return Execution::finished_with(
-                    self.clone(),
-                    store,
-                    limit_error(&error.to_string()),
-                );
+                let mut error = limit_error(&error.to_string());
+                error.kind = ScriptErrorKind::Unavailable;
+                return Execution::finished_with(self.clone(), store, error);
             }
         };
         let mut worker = worker;

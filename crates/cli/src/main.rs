@@ -30,8 +30,9 @@ const USER: &str = "cli";
                   AGENTIC_PROVIDER=script:<turns.yaml> for a scripted model."
 )]
 struct Cli {
+    /// Without a command, `agentic` opens an interactive session
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -98,7 +99,10 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let runtime = Runtime::builder().registered_plugins().build().await?;
-    match cli.command {
+    let Some(command) = cli.command else {
+        return repl(&runtime).await;
+    };
+    match command {
         Command::Prompt {
             message,
             mode,
@@ -117,7 +121,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 eprintln!("agentic: the message is empty");
                 return Ok(ExitCode::from(2));
             }
-            prompt(&runtime, message, mode, model, json, yes).await
+            let settings = PromptSettings {
+                mode,
+                model,
+                json,
+                yes,
+            };
+            let (code, _) = prompt(&runtime, message, &settings, Vec::new()).await?;
+            Ok(code)
         }
         Command::Tools => {
             let prepared = prepare(&runtime).await?;
@@ -189,21 +200,91 @@ async fn prepare(runtime: &Runtime) -> anyhow::Result<agentic_core::Prepared> {
         .await
 }
 
-async fn prompt(
-    runtime: &Runtime,
-    message: String,
+/// How prompts run, from flags or REPL commands.
+struct PromptSettings {
     mode: String,
     model: ModelKind,
     json: bool,
     yes: bool,
-) -> anyhow::Result<ExitCode> {
+}
+
+/// `agentic` with no command: one conversation, kept in memory, a prompt per line.
+async fn repl(runtime: &Runtime) -> anyhow::Result<ExitCode> {
+    let mut settings = PromptSettings {
+        mode: "classic".to_owned(),
+        model: ModelKind::Normal,
+        json: false,
+        yes: false,
+    };
+    let mut history = Vec::new();
+    let interactive = std::io::stdin().is_terminal();
+    if interactive {
+        eprintln!("agentic: /mode <mode>, /new for a new conversation, /quit to leave");
+    }
+    let mut lines = std::io::stdin().lock().lines();
+    loop {
+        if interactive {
+            eprint!("{}> ", settings.mode);
+            let _ = std::io::stderr().flush();
+        }
+        let Some(line) = lines.next() else { break };
+        let line = line?;
+        let line = line.trim();
+        match line.split_once(' ').unwrap_or((line, "")) {
+            ("", _) => {}
+            ("/quit" | "/exit", _) => break,
+            ("/new", _) => {
+                history.clear();
+                eprintln!("agentic: new conversation");
+            }
+            ("/mode", mode) if !mode.trim().is_empty() => {
+                let mode = mode.trim();
+                if runtime.services().modes.get(mode).is_ok() {
+                    settings.mode = mode.to_owned();
+                    eprintln!("agentic: mode {mode}");
+                } else {
+                    eprintln!(
+                        "agentic: unknown mode \"{mode}\"; modes: {}",
+                        runtime.services().modes.ids().join(", ")
+                    );
+                }
+            }
+            (command, _) if command.starts_with('/') => {
+                eprintln!("agentic: unknown command {command}; try /mode <mode>, /new or /quit");
+            }
+            _ => {
+                // Each line is one prompt, even with the same lines read before it.
+                let message = line.to_owned();
+                let (_, finished) = prompt(runtime, message, &settings, history.clone()).await?;
+                history.push(finished);
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs one prompt; returns the exit code and the finished prompt.
+async fn prompt(
+    runtime: &Runtime,
+    message: String,
+    settings: &PromptSettings,
+    history: Vec<agentic_core::Prompt>,
+) -> anyhow::Result<(ExitCode, agentic_core::Prompt)> {
+    let PromptSettings {
+        mode,
+        model,
+        json,
+        yes,
+    } = settings;
+    let (model, json, yes) = (*model, *json, *yes);
     let prompts = runtime.prompts();
     let mut subscription = runtime.services().events.subscribe(Some(USER));
     let handle = prompts.create(PromptOptions {
         user_id: USER.to_owned(),
         input: Some(message),
         model,
-        mode: Some(mode),
+        mode: Some(mode.clone()),
+        history,
         ..PromptOptions::default()
     })?;
     let prompt_id = handle.lock().await.id().to_owned();
@@ -271,15 +352,16 @@ async fn prompt(
     if !json {
         println!();
     }
-    match prompt.state {
-        PromptState::Completed => Ok(ExitCode::SUCCESS),
+    let code = match prompt.state {
+        PromptState::Completed => ExitCode::SUCCESS,
         _ => {
             if let Some(error) = &prompt.error {
                 eprintln!("agentic: the prompt failed: {error}");
             }
-            Ok(ExitCode::FAILURE)
+            ExitCode::FAILURE
         }
-    }
+    };
+    Ok((code, prompt))
 }
 
 /// Asks on the terminal, approves with `--yes`, and refuses when nobody can be asked.

@@ -191,3 +191,35 @@ fn the_binary_discovers_exactly_the_plugins_it_ships() {
         vec![serde_json::json!("classic"), serde_json::json!("code")]
     );
 }
+
+#[test]
+fn the_repl_runs_one_prompt_per_line_and_switches_modes() {
+    let turns = script(
+        "repl",
+        "- text: It is 2.\n- code: |\n    output(\"Doubled: \" + (2 * 2));\n    done();\n",
+    );
+    let output = agentic(
+        &[],
+        Some(&turns),
+        Some(
+            "What is 1 + 1?\n/mode telepathy\n/mode code\nAnd doubled?\n/new\n/frob\n/quit\nnever sent\n",
+        ),
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    assert_eq!(
+        stdout
+            .lines()
+            .filter(|line| !line.is_empty())
+            .collect::<Vec<_>>(),
+        vec!["It is 2.", "Doubled: 4"]
+    );
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("unknown mode \"telepathy\"; modes: classic, code"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("agentic: mode code"), "{stderr}");
+    assert!(stderr.contains("agentic: new conversation"), "{stderr}");
+    assert!(stderr.contains("unknown command /frob"), "{stderr}");
+}

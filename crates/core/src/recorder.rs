@@ -222,9 +222,11 @@ impl PromptRecorder {
     }
 
     fn tool_mut(&mut self, id: &str) -> Option<&mut ToolOutput> {
+        // From the end: the output being updated is almost always among the latest.
         self.prompt
             .output
             .iter_mut()
+            .rev()
             .find_map(|output| match output {
                 PromptOutput::Tool(tool) if tool.id == id => Some(tool),
                 _ => None,

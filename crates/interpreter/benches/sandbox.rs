@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use agentic_interpreter as _;
 use agentic_interpreter::protocol::{ExecuteRequest, HostReply, HostRequest, ToolBinding};
 use agentic_interpreter::{Backend, Sandbox, SandboxConfig, SandboxEvent};
 use serde_json::{Value, json};
@@ -160,14 +161,95 @@ async fn measure(backend: Backend) -> Value {
     })
 }
 
+/// The same 10,000 calls through a whole code-mode prompt: every call validated, run as a real
+/// tool and recorded in the timeline with its events.
+async fn through_code_mode() -> Value {
+    let calls: usize = std::env::var("BENCH_CALLS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(10_000);
+    use agentic_core::{Config, PromptOptions, PromptState, Runtime, ToolError, define_tool};
+
+    struct Counter;
+
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct Input {
+        n: i64,
+    }
+
+    #[async_trait::async_trait]
+    impl agentic_core::Plugin for Counter {
+        fn id(&self) -> &str {
+            "bench"
+        }
+        async fn prepare(&self, context: &mut agentic_core::PrepareContext) -> anyhow::Result<()> {
+            context.add_tool(
+                define_tool("bench.next", "Adds one to n", |_cx, input: Input| async move {
+                    Ok::<_, ToolError>(json!({ "n": input.n + 1 }))
+                })
+                .into_arc(),
+            );
+            Ok(())
+        }
+    }
+
+    let mut samples = Vec::new();
+    for round in 0..5 {
+        let provider = Arc::new(agentic_plugin_script::ScriptedProvider::new(vec![
+            agentic_plugin_script::Turn {
+                code: Some(format!(
+                    "let s = 0; for (let i = 0; i < {calls}; i++) {{ s = benchNext({{ n: s }}).n }} output(String(s)); done();"
+                )),
+                ..agentic_plugin_script::Turn::default()
+            },
+        ]));
+        let runtime = Runtime::builder()
+            .config(Config::from_value(json!({
+                "interpreter": { "sandbox": { "maxToolCalls": 1000000 } }
+            })))
+            .registered_plugins()
+            .plugin(Arc::new(Counter))
+            .provider(provider)
+            .build()
+            .await
+            .unwrap();
+        // Let the pool start before timing.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let started = Instant::now();
+        let prompt = runtime
+            .prompts()
+            .create_and_run(PromptOptions {
+                user_id: "bench".to_owned(),
+                input: Some("count".to_owned()),
+                mode: Some("code".to_owned()),
+                ..PromptOptions::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(prompt.state, PromptState::Completed, "{:?}", prompt.error);
+        assert_eq!(prompt.output.len(), calls + 2);
+        if round >= 1 {
+            samples.push(started.elapsed());
+        }
+    }
+    json!({ "codeModePrompt10kToolCallsMedianMs": (median(samples).as_secs_f64() * 1e6).round() / 1000.0 })
+}
+
 #[tokio::main]
 async fn main() {
     // `cargo bench` passes `--bench`; nothing else is expected.
+    if std::env::var("BENCH_ONLY_CODE_MODE").is_ok() {
+        println!("{}", through_code_mode().await);
+        return;
+    }
     let in_process = measure(Backend::InProcess).await;
     let isolated = measure(Backend::Isolated).await;
+    let prompt = through_code_mode().await;
     println!(
         "{}",
-        serde_json::to_string_pretty(&json!({ "inProcess": in_process, "isolated": isolated }))
-            .unwrap()
+        serde_json::to_string_pretty(
+            &json!({ "inProcess": in_process, "isolated": isolated, "codeMode": prompt })
+        )
+        .unwrap()
     );
 }

@@ -625,6 +625,8 @@ struct PipeLines {
     /// The same pipe registered with the reactor, to wait on once spinning gives up.
     waiter: tokio::net::unix::pipe::Receiver,
     pending: Vec<u8>,
+    /// Read buffer, allocated once: zeroing 64 KiB per message showed up in profiles.
+    chunk: Box<[u8]>,
 }
 
 impl PipeLines {
@@ -635,12 +637,12 @@ impl PipeLines {
             pipe: std::fs::File::from(fd),
             waiter,
             pending: Vec::new(),
+            chunk: vec![0u8; 64 * 1024].into_boxed_slice(),
         })
     }
 
     async fn next_line(&mut self) -> Option<Vec<u8>> {
         use std::io::Read;
-        let mut chunk = vec![0u8; 64 * 1024];
         let started = Instant::now();
         loop {
             if let Some(end) = self.pending.iter().position(|byte| *byte == b'\n') {
@@ -649,16 +651,16 @@ impl PipeLines {
                 return Some(line);
             }
             let read = if started.elapsed() < worker::HOST_SPIN_BEFORE_SLEEP {
-                (&self.pipe).read(&mut chunk)
+                (&self.pipe).read(&mut self.chunk)
             } else {
                 self.waiter.readable().await.ok()?;
                 // Through `try_io`, so a spurious wake-up clears the reactor's readiness.
-                let mut pipe = &self.pipe;
-                self.waiter.try_io(|| pipe.read(&mut chunk))
+                let (mut pipe, chunk) = (&self.pipe, &mut self.chunk);
+                self.waiter.try_io(|| pipe.read(chunk))
             };
             match read {
                 Ok(0) => return None,
-                Ok(count) => self.pending.extend_from_slice(&chunk[..count]),
+                Ok(count) => self.pending.extend_from_slice(&self.chunk[..count]),
                 Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
                     std::hint::spin_loop();
                 }

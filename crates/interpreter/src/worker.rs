@@ -162,6 +162,8 @@ pub(crate) struct LineReader<R: Read + rustix::fd::AsFd> {
     input: R,
     pending: Vec<u8>,
     spin: bool,
+    /// Read buffer, allocated once.
+    chunk: Box<[u8]>,
 }
 
 impl<R: Read + rustix::fd::AsFd> LineReader<R> {
@@ -172,12 +174,12 @@ impl<R: Read + rustix::fd::AsFd> LineReader<R> {
             input,
             pending: Vec::new(),
             spin,
+            chunk: vec![0u8; 64 * 1024].into_boxed_slice(),
         }
     }
 
     /// The next line, without its newline; `None` at the end of the input.
     pub(crate) fn next_line(&mut self) -> Option<Vec<u8>> {
-        let mut chunk = [0u8; 64 * 1024];
         let mut waiting_since: Option<std::time::Instant> = None;
         loop {
             if let Some(end) = self.pending.iter().position(|byte| *byte == b'\n') {
@@ -185,10 +187,10 @@ impl<R: Read + rustix::fd::AsFd> LineReader<R> {
                 line.pop();
                 return Some(line);
             }
-            match self.input.read(&mut chunk) {
+            match self.input.read(&mut self.chunk) {
                 Ok(0) => return None,
                 Ok(read) => {
-                    self.pending.extend_from_slice(&chunk[..read]);
+                    self.pending.extend_from_slice(&self.chunk[..read]);
                     waiting_since = None;
                 }
                 Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}

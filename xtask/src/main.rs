@@ -165,6 +165,11 @@ fn bench_sandbox(root: &Path) -> anyhow::Result<()> {
             show(seed_value)
         );
     }
+    if let Some(prompt) = number(&ours, &["codeMode", "codeModePrompt10kToolCallsMedianMs"]) {
+        println!(
+            "\na whole code-mode prompt making 10,000 recorded tool calls (isolated): {prompt:.1} ms"
+        );
+    }
     println!(
         "\nseed run: node {}, peak RSS {} MiB",
         seed["node"], seed["peakRssMiB"]

@@ -52,12 +52,6 @@ impl Config {
         self.root.get(key)
     }
 
-    /// Sets one top-level key, replacing what was there.
-    pub fn with(mut self, key: &str, value: Value) -> Self {
-        self.root.insert(key.to_owned(), value);
-        self
-    }
-
     pub fn limits(&self) -> RuntimeLimits {
         let defaults = RuntimeLimits::default();
         let number = |key: &str| self.root.get(key).and_then(Value::as_u64);

@@ -45,10 +45,6 @@ impl PromptRecorder {
         &self.prompt
     }
 
-    pub fn events(&self) -> &EventService {
-        &self.events
-    }
-
     /// Publishes a streamed text delta (not checkpointed: the text output that follows is).
     pub fn stream(&self, delta: &str) {
         self.publish(EventPayload::PromptStream {

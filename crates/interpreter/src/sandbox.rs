@@ -177,11 +177,12 @@ impl Sandbox {
         };
         if let Some(worker) = execution.worker.as_mut()
             && worker
+                .connection
                 .send(ToWorker::Execute(Box::new(request)))
                 .await
                 .is_err()
         {
-            let reason = worker.death_reason(&self.config).await;
+            let reason = worker.connection.death_reason(&self.config).await;
             execution.finish_with(limit_error(&reason));
         }
         execution
@@ -228,13 +229,13 @@ impl Sandbox {
 
     async fn start_worker(&self) -> Result<Worker, SandboxError> {
         let mut worker = match self.config.backend {
-            Backend::Isolated => Worker::spawn_process(&self.config)?,
-            Backend::InProcess => Worker::spawn_thread()?,
+            Backend::Isolated => Worker::new(Connection::spawn_process(&self.config)?),
+            Backend::InProcess => Worker::new(Connection::spawn_thread()?),
         };
-        match tokio::time::timeout(Duration::from_secs(30), worker.receive()).await {
+        match tokio::time::timeout(Duration::from_secs(30), worker.connection.receive()).await {
             Ok(Some(ToHost::Ready)) => Ok(worker),
             _ => {
-                let reason = worker.death_reason(&self.config).await;
+                let reason = worker.connection.death_reason(&self.config).await;
                 Err(SandboxError::Spawn(reason))
             }
         }
@@ -289,7 +290,7 @@ impl Execution {
                 continue;
             };
             let remaining = self.clock.remaining();
-            match tokio::time::timeout(remaining, worker.receive()).await {
+            match tokio::time::timeout(remaining, worker.connection.receive()).await {
                 Ok(Some(ToHost::Request { id, request })) => {
                     return SandboxEvent::Request { id, request };
                 }
@@ -303,13 +304,13 @@ impl Execution {
                 }
                 Ok(Some(ToHost::Ready)) => {}
                 Ok(None) => {
-                    let reason = worker.death_reason(&self.sandbox.config).await;
+                    let reason = worker.connection.death_reason(&self.sandbox.config).await;
                     self.worker = None;
                     self.sandbox.refill_in_background();
                     self.finish_with(limit_error(&reason));
                 }
                 Err(_) => {
-                    worker.kill().await;
+                    worker.connection.kill().await;
                     self.worker = None;
                     self.sandbox.refill_in_background();
                     let seconds = self.clock.limit.as_secs_f64();
@@ -324,9 +325,13 @@ impl Execution {
     /// Answers a request; the script continues.
     pub async fn reply(&mut self, id: u64, reply: HostReply) {
         if let Some(worker) = self.worker.as_mut()
-            && worker.send(ToWorker::Reply { id, reply }).await.is_err()
+            && worker
+                .connection
+                .send(ToWorker::Reply { id, reply })
+                .await
+                .is_err()
         {
-            let reason = worker.death_reason(&self.sandbox.config).await;
+            let reason = worker.connection.death_reason(&self.sandbox.config).await;
             self.worker = None;
             self.finish_with(limit_error(&reason));
         }
@@ -340,24 +345,16 @@ impl Execution {
     pub fn resume_clock(&mut self) {
         self.clock.resume();
     }
-
-    /// Stops the script now; for prompts that end while it is paused.
-    pub async fn abort(&mut self) {
-        if let Some(mut worker) = self.worker.take() {
-            worker.kill().await;
-        }
-        self.finish_with(limit_error("the script was stopped"));
-    }
 }
 
 /// Returns a worker to the pool once it has prepared its next context.
 fn recycle(sandbox: Arc<Sandbox>, mut worker: Worker) {
     tokio::spawn(async move {
-        match tokio::time::timeout(Duration::from_secs(10), worker.receive()).await {
+        match tokio::time::timeout(Duration::from_secs(10), worker.connection.receive()).await {
             Ok(Some(ToHost::Ready)) => sandbox.give_back(worker),
             // It reached its execution limit and exited, or misbehaved: replace it.
             _ => {
-                worker.kill().await;
+                worker.connection.kill().await;
                 sandbox.refill_in_background();
             }
         }
@@ -444,35 +441,11 @@ enum Connection {
 }
 
 impl Worker {
-    fn spawn_process(config: &SandboxConfig) -> Result<Self, SandboxError> {
-        Connection::spawn_process(config).map(Self::new)
-    }
-
-    fn spawn_thread() -> Result<Self, SandboxError> {
-        Connection::spawn_thread().map(Self::new)
-    }
-
     fn new(connection: Connection) -> Self {
         Self {
             connection,
             last_tools: None,
         }
-    }
-
-    async fn receive(&mut self) -> Option<ToHost> {
-        self.connection.receive().await
-    }
-
-    async fn send(&mut self, message: ToWorker) -> Result<(), ()> {
-        self.connection.send(message).await
-    }
-
-    async fn kill(&mut self) {
-        self.connection.kill().await;
-    }
-
-    async fn death_reason(&mut self, config: &SandboxConfig) -> String {
-        self.connection.death_reason(config).await
     }
 }
 
@@ -549,15 +522,17 @@ impl Connection {
                 }
             },
             Self::Thread { from_worker, .. } => {
-                let started = Instant::now();
-                while started.elapsed() < worker::HOST_SPIN_BEFORE_SLEEP {
+                let spun = worker::spin_for(worker::HOST_SPIN_BEFORE_SLEEP, || {
                     match from_worker.try_recv() {
-                        Ok(message) => return Some(message),
-                        Err(mpsc::error::TryRecvError::Disconnected) => return None,
-                        Err(mpsc::error::TryRecvError::Empty) => std::hint::spin_loop(),
+                        Ok(message) => Some(Some(message)),
+                        Err(mpsc::error::TryRecvError::Disconnected) => Some(None),
+                        Err(mpsc::error::TryRecvError::Empty) => None,
                     }
+                });
+                match spun {
+                    Some(received) => received,
+                    None => from_worker.recv().await,
                 }
-                from_worker.recv().await
             }
         }
     }

@@ -47,7 +47,7 @@ pub fn worker_process_main() -> i32 {
         .stack_size(ENGINE_STACK_BYTES)
         .spawn(|| {
             let transport = StdioTransport {
-                input: LineReader::new(std::io::stdin(), true),
+                input: LineReader::new(std::io::stdin()),
                 output: std::io::stdout().lock(),
             };
             serve(
@@ -167,9 +167,9 @@ pub(crate) struct LineReader<R: Read + rustix::fd::AsFd> {
 }
 
 impl<R: Read + rustix::fd::AsFd> LineReader<R> {
-    /// With `spin`, makes `input` non-blocking if it can, to spin on it; otherwise reads block.
-    pub(crate) fn new(input: R, spin: bool) -> Self {
-        let spin = spin && rustix::io::ioctl_fionbio(&input, true).is_ok();
+    /// Makes `input` non-blocking if it can, to spin on it; otherwise reads block.
+    pub(crate) fn new(input: R) -> Self {
+        let spin = rustix::io::ioctl_fionbio(&input, true).is_ok();
         Self {
             input,
             pending: Vec::new(),
@@ -265,6 +265,21 @@ pub(crate) struct ChannelTransport {
     pub(crate) to_host: tokio::sync::mpsc::UnboundedSender<ToHost>,
 }
 
+/// Calls `attempt` until it gives a value or `limit` has passed.
+pub(crate) fn spin_for<T>(
+    limit: std::time::Duration,
+    mut attempt: impl FnMut() -> Option<T>,
+) -> Option<T> {
+    let started = std::time::Instant::now();
+    while started.elapsed() < limit {
+        if let Some(value) = attempt() {
+            return Some(value);
+        }
+        std::hint::spin_loop();
+    }
+    None
+}
+
 /// How long a waiting side spins before it sleeps. A host answering a tool call usually
 /// replies within microseconds; sleeping and being woken costs far more than that.
 pub(crate) const SPIN_BEFORE_SLEEP: std::time::Duration = std::time::Duration::from_micros(50);
@@ -276,15 +291,15 @@ pub(crate) const HOST_SPIN_BEFORE_SLEEP: std::time::Duration =
 
 impl Transport for ChannelTransport {
     fn receive(&mut self) -> Option<ToWorker> {
-        let started = std::time::Instant::now();
-        while started.elapsed() < SPIN_BEFORE_SLEEP {
-            match self.from_host.try_recv() {
-                Ok(message) => return Some(message),
-                Err(std::sync::mpsc::TryRecvError::Disconnected) => return None,
-                Err(std::sync::mpsc::TryRecvError::Empty) => std::hint::spin_loop(),
-            }
+        let spun = spin_for(SPIN_BEFORE_SLEEP, || match self.from_host.try_recv() {
+            Ok(message) => Some(Some(message)),
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => Some(None),
+            Err(std::sync::mpsc::TryRecvError::Empty) => None,
+        });
+        match spun {
+            Some(received) => received,
+            None => self.from_host.recv().ok(),
         }
-        self.from_host.recv().ok()
     }
 
     fn send(&mut self, message: ToHost) -> bool {

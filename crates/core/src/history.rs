@@ -12,11 +12,52 @@ pub fn history_messages(
     own_mode: &str,
     tool_result_limit: usize,
 ) -> Vec<ChatMessage> {
-    if prompt.mode == own_mode {
+    if let Some(message) = summary_message(prompt) {
+        vec![message]
+    } else if prompt.mode == own_mode {
         prompt_messages(prompt, tool_result_limit)
     } else {
         compact_prompt_messages(prompt, COMPACT_RESULT_CHARS)
     }
+}
+
+/// The mode of the stand-in prompt that carries a compressed conversation's summary.
+pub const SUMMARY_MODE: &str = "summary";
+
+/// A history entry that stands for prompts compressed into `summary`. Every mode turns it
+/// into one system message (see [`summary_message`]).
+pub fn summary_prompt(user_id: &str, summary: &str) -> Prompt {
+    let now = chrono::Utc::now();
+    let mut prompt = Prompt::new(user_id, SUMMARY_MODE, Default::default(), None);
+    prompt.state = crate::prompt::PromptState::Completed;
+    prompt
+        .output
+        .push(PromptOutput::Text(crate::prompt::TextOutput {
+            id: uuid::Uuid::new_v4().to_string(),
+            content: summary.to_owned(),
+            start: now,
+            end: Some(now),
+        }));
+    prompt
+}
+
+/// The message for a summary stand-in; `None` for an ordinary prompt.
+pub fn summary_message(prompt: &Prompt) -> Option<ChatMessage> {
+    if prompt.mode != SUMMARY_MODE {
+        return None;
+    }
+    let text = prompt
+        .output
+        .iter()
+        .filter_map(|output| match output {
+            PromptOutput::Text(text) => Some(text.content.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    Some(ChatMessage::system(format!(
+        "Summary of the earlier part of this conversation (older prompts were compressed):\n{text}"
+    )))
 }
 
 /// Characters of each tool result kept in a compact summary.
@@ -26,6 +67,9 @@ pub const COMPACT_RESULT_CHARS: usize = 1_000;
 /// it used (results cut to `result_chars`) and what it told the user. Any mode's timeline reads
 /// the same way this way, so history crosses modes.
 pub fn compact_prompt_messages(prompt: &Prompt, result_chars: usize) -> Vec<ChatMessage> {
+    if let Some(message) = summary_message(prompt) {
+        return vec![message];
+    }
     let mut messages = Vec::new();
     if let Some(input) = &prompt.input {
         messages.push(ChatMessage::user(input.clone()));

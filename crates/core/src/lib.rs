@@ -22,10 +22,12 @@ pub mod tool;
 pub use config::Config;
 pub use event::{Event, EventPayload, EventService, EventSubscription, Received};
 pub use mode::{
-    ExecutionModeFactory, ExecutionModeService, ExecutorCreateOptions, ExecutorError,
+    ExecutionModeFactory, ExecutionModeService, ExecutorCreateOptions, ExecutorError, PromptChange,
     PromptCheckpoint, PromptExecutor,
 };
-pub use plugin::{ContextItem, Plugin, PluginRegistration, PrepareContext, Prepared, SetupContext};
+pub use plugin::{
+    ContextItem, Extensions, Plugin, PluginRegistration, PrepareContext, Prepared, SetupContext,
+};
 pub use prompt::{
     FileOutput, ModelKind, Prompt, PromptOutput, PromptState, PromptUsage, TextOutput, ToolOutput,
     ToolResult,
@@ -35,7 +37,10 @@ pub use provider::{
     ModelResponse, ModelStream, ProviderError, ProviderFactory, ToolCallRequest, ToolSpec,
 };
 pub use recorder::PromptRecorder;
-pub use runtime::{PromptOptions, PromptService, Runtime, RuntimeBuilder, Services};
+pub use runtime::{
+    ExecutorHandle, PromptOptions, PromptService, PromptServiceError, Runtime, RuntimeBuilder,
+    Services,
+};
 pub use state::State;
 pub use tool::{Approval, FnTool, Tool, ToolContext, ToolError, ToolSet, define_tool, schema_of};
 

@@ -59,11 +59,21 @@ pub enum ExecutorError {
     Internal(String),
 }
 
+/// What changed in a prompt since its last checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PromptChange {
+    /// The output at this index was added or updated (and perhaps the prompt's state).
+    Output(usize),
+    /// Only prompt-level fields changed: state, usage, error.
+    Prompt,
+}
+
 /// Called after every change an executor makes to its prompt, before the next step runs.
-/// Persistence implements it so that confirmed state survives a crash.
+/// Persistence implements it so that confirmed state survives a crash; `change` lets it write
+/// only what changed, so a checkpoint costs the same however long the timeline is.
 #[async_trait]
 pub trait PromptCheckpoint: Send + Sync {
-    async fn save(&self, prompt: &Prompt) -> anyhow::Result<()>;
+    async fn save(&self, prompt: &Prompt, change: PromptChange) -> anyhow::Result<()>;
 }
 
 /// What a mode gets to create an executor.
@@ -101,6 +111,12 @@ pub trait ExecutionModeFactory: Send + Sync {
     /// A human-readable name, e.g. `Classic (text + tools)`.
     fn name(&self) -> &str;
     fn create_executor(&self, options: ExecutorCreateOptions) -> Box<dyn PromptExecutor>;
+    /// Whether a prompt of this mode that waits for approval can be resumed from its stored
+    /// timeline after the process restarts. Modes whose running state lives only in memory
+    /// (code mode's script) say no, and such prompts become `interrupted` at startup.
+    fn resumes_after_restart(&self) -> bool {
+        true
+    }
 }
 
 /// The registry of execution modes.

@@ -7,7 +7,7 @@ use chrono::Utc;
 use serde_json::Value;
 
 use crate::event::{EventPayload, EventService};
-use crate::mode::{ExecutorError, PromptCheckpoint};
+use crate::mode::{ExecutorError, PromptChange, PromptCheckpoint};
 use crate::prompt::{
     FileOutput, Prompt, PromptOutput, PromptState, PromptUsage, TextOutput, ToolOutput, ToolResult,
 };
@@ -130,14 +130,17 @@ impl PromptRecorder {
 
     /// Sets a tool output's result and end time.
     pub async fn finish_tool(&mut self, id: &str, result: ToolResult) -> Result<(), ExecutorError> {
-        let tool = self
-            .tool_mut(id)
+        let index = self
+            .tool_index(id)
             .ok_or_else(|| ExecutorError::Internal(format!("no tool output \"{id}\"")))?;
+        let PromptOutput::Tool(tool) = &mut self.prompt.output[index] else {
+            return Err(ExecutorError::Internal(format!("no tool output \"{id}\"")));
+        };
         tool.result = result;
         tool.end = Some(Utc::now());
         let output = PromptOutput::Tool(tool.clone());
         self.publish_output(output);
-        self.save().await
+        self.save(PromptChange::Output(index)).await
     }
 
     pub async fn push_file(&mut self, file: FileOutput) -> Result<(), ExecutorError> {
@@ -150,9 +153,14 @@ impl PromptRecorder {
         tool_call_id: &str,
         reason: &str,
     ) -> Result<(), ExecutorError> {
-        let tool = self
-            .tool_mut(tool_call_id)
+        let index = self
+            .tool_index(tool_call_id)
             .ok_or_else(|| ExecutorError::Internal(format!("no tool output \"{tool_call_id}\"")))?;
+        let PromptOutput::Tool(tool) = &mut self.prompt.output[index] else {
+            return Err(ExecutorError::Internal(format!(
+                "no tool output \"{tool_call_id}\""
+            )));
+        };
         tool.result = ToolResult::Pending {
             reason: reason.to_owned(),
         };
@@ -167,13 +175,13 @@ impl PromptRecorder {
             input,
             reason: reason.to_owned(),
         });
-        self.save().await
+        self.save(PromptChange::Output(index)).await
     }
 
     /// Back to `running`, e.g. after an approval decision.
     pub async fn resume(&mut self) -> Result<(), ExecutorError> {
         self.prompt.state = PromptState::Running;
-        self.save().await
+        self.save(PromptChange::Prompt).await
     }
 
     pub fn add_usage(&mut self, usage: &PromptUsage) {
@@ -182,7 +190,7 @@ impl PromptRecorder {
 
     pub async fn complete(&mut self) -> Result<(), ExecutorError> {
         self.prompt.state = PromptState::Completed;
-        self.save().await?;
+        self.save(PromptChange::Prompt).await?;
         self.publish(EventPayload::PromptCompleted {
             prompt_id: self.prompt.id.clone(),
             output: self.prompt.output.clone(),
@@ -195,7 +203,7 @@ impl PromptRecorder {
     pub async fn fail(&mut self, error: &str) -> Result<(), ExecutorError> {
         self.prompt.state = PromptState::Failed;
         self.prompt.error = Some(error.to_owned());
-        self.save().await?;
+        self.save(PromptChange::Prompt).await?;
         self.publish(EventPayload::PromptError {
             prompt_id: self.prompt.id.clone(),
             error: error.to_owned(),
@@ -214,19 +222,24 @@ impl PromptRecorder {
     async fn push(&mut self, output: PromptOutput) -> Result<(), ExecutorError> {
         self.prompt.output.push(output.clone());
         self.publish_output(output);
-        self.save().await
+        self.save(PromptChange::Output(self.prompt.output.len() - 1))
+            .await
     }
 
     fn tool_mut(&mut self, id: &str) -> Option<&mut ToolOutput> {
+        let index = self.tool_index(id)?;
+        match &mut self.prompt.output[index] {
+            PromptOutput::Tool(tool) => Some(tool),
+            _ => None,
+        }
+    }
+
+    fn tool_index(&self, id: &str) -> Option<usize> {
         // From the end: the output being updated is almost always among the latest.
         self.prompt
             .output
-            .iter_mut()
-            .rev()
-            .find_map(|output| match output {
-                PromptOutput::Tool(tool) if tool.id == id => Some(tool),
-                _ => None,
-            })
+            .iter()
+            .rposition(|output| matches!(output, PromptOutput::Tool(tool) if tool.id == id))
     }
 
     fn publish_output(&self, output: PromptOutput) {
@@ -240,14 +253,17 @@ impl PromptRecorder {
         self.events.publish(&self.prompt.user_id, payload);
     }
 
-    async fn save(&self) -> Result<(), ExecutorError> {
+    async fn save(&self, change: PromptChange) -> Result<(), ExecutorError> {
         if let Some(checkpoint) = &self.checkpoint {
-            checkpoint.save(&self.prompt).await.map_err(|error| {
-                ExecutorError::Internal(format!(
-                    "could not save prompt {}: {error:#}",
-                    self.prompt.id
-                ))
-            })?;
+            checkpoint
+                .save(&self.prompt, change)
+                .await
+                .map_err(|error| {
+                    ExecutorError::Internal(format!(
+                        "could not save prompt {}: {error:#}",
+                        self.prompt.id
+                    ))
+                })?;
         }
         Ok(())
     }

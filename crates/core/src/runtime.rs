@@ -466,6 +466,11 @@ impl PromptService {
         Ok(result?)
     }
 
+    /// Drops a prompt's executor from the active set, e.g. when its caller gives up on it.
+    pub fn forget(&self, prompt_id: &str) {
+        self.lock_active().remove(prompt_id);
+    }
+
     fn forget_if_finished(&self, prompt: &Prompt) {
         if prompt.state.is_finished() {
             self.lock_active().remove(&prompt.id);

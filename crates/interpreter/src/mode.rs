@@ -39,6 +39,10 @@ impl ExecutionModeFactory for CodeModeFactory {
     fn create_executor(&self, options: ExecutorCreateOptions) -> Box<dyn PromptExecutor> {
         Box::new(CodeExecutor::new(options, self.shared.clone()))
     }
+    /// The script paused at an approval lives in a worker process; after a restart it is gone.
+    fn resumes_after_restart(&self) -> bool {
+        false
+    }
 }
 
 /// The code-mode executor.

@@ -1,0 +1,207 @@
+//! Context compression: when the history a prompt would send passes its budget, the model
+//! summarises the oldest prompts, the summary takes their place in history, and the originals
+//! stay in the database marked archived.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use agentic_core::history::{compact_prompt_messages, history_messages, summary_prompt};
+use agentic_core::tokens::estimate_tokens;
+use agentic_core::{ChatMessage, ChatRole, Config, ModelKind, ModelRequest, Prompt, Services};
+use anyhow::{Context as _, ensure};
+use serde::Deserialize;
+
+use crate::store::{Conversation, Store, StoredPrompt};
+
+/// The `conversation` config section.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct CompressionSettings {
+    /// Tokens a model can read, for models not named in `contextWindows`.
+    pub context_window: u64,
+    /// Context windows by model name (as the provider calls it) or by `normal` / `high`.
+    pub context_windows: BTreeMap<String, u64>,
+    /// Compress once the history passes this share of the window.
+    pub compress_at: f64,
+    /// The most recent prompts, always kept verbatim.
+    pub keep_recent: usize,
+}
+
+impl Default for CompressionSettings {
+    fn default() -> Self {
+        Self {
+            context_window: 128_000,
+            context_windows: BTreeMap::new(),
+            compress_at: 0.8,
+            keep_recent: 4,
+        }
+    }
+}
+
+impl CompressionSettings {
+    pub fn from_config(config: &Config) -> anyhow::Result<Self> {
+        let section = config.section("conversation");
+        let settings: Self = if section.is_null() {
+            Self::default()
+        } else {
+            serde_json::from_value(section).context("invalid `conversation` config section")?
+        };
+        ensure!(
+            settings.compress_at > 0.0 && settings.compress_at <= 1.0,
+            "conversation.compressAt must be in (0, 1], got {}",
+            settings.compress_at
+        );
+        ensure!(
+            settings.keep_recent >= 1,
+            "conversation.keepRecent must be at least 1"
+        );
+        Ok(settings)
+    }
+}
+
+/// What one compression did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Compressed {
+    pub summary: String,
+    pub archived: Vec<String>,
+}
+
+pub(crate) struct Compressor {
+    services: Arc<Services>,
+    settings: CompressionSettings,
+}
+
+const SUMMARY_INSTRUCTIONS: &str = "You compress the history of a conversation between a user \
+and an assistant that uses tools. Summarise the conversation you are given in plain prose. \
+Keep every fact, name, number, decision, tool result and open question a later answer could \
+need; drop pleasantries and repetition. Start directly with the summary.";
+
+impl Compressor {
+    pub(crate) fn new(services: Arc<Services>, settings: CompressionSettings) -> Self {
+        Self { services, settings }
+    }
+
+    /// The window for the model a prompt will use.
+    fn window(&self, model: ModelKind) -> u64 {
+        let name = self
+            .services
+            .completion
+            .provider()
+            .map(|provider| provider.model_name(model));
+        name.and_then(|name| self.settings.context_windows.get(&name).copied())
+            .or_else(|| self.settings.context_windows.get(model.as_str()).copied())
+            .unwrap_or(self.settings.context_window)
+    }
+
+    /// Compresses when the history a `mode` prompt would send passes the budget. A failed
+    /// summary is logged and the prompt goes on with its history whole.
+    pub(crate) async fn compress_if_needed(
+        &self,
+        store: &Store,
+        conversation: &Conversation,
+        prompts: &[StoredPrompt],
+        mode: &str,
+        model: ModelKind,
+    ) -> Option<Compressed> {
+        let live: Vec<&Prompt> = prompts
+            .iter()
+            .filter(|stored| !stored.archived && stored.prompt.state.is_finished())
+            .map(|stored| &stored.prompt)
+            .collect();
+        let limit = self.services.limits().tool_result_limit;
+        let mut history: Vec<Prompt> = Vec::new();
+        if let Some(summary) = &conversation.summary {
+            history.push(summary_prompt(&conversation.user_id, summary));
+        }
+        history.extend(live.iter().map(|prompt| (*prompt).clone()));
+        let tokens: u64 = history
+            .iter()
+            .flat_map(|prompt| history_messages(prompt, mode, limit))
+            .map(|message| message_tokens(&message))
+            .sum();
+        let window = self.window(model);
+        let budget = (window as f64 * self.settings.compress_at) as u64;
+        if tokens <= budget {
+            return None;
+        }
+        if live.len() <= self.settings.keep_recent {
+            tracing::warn!(
+                conversation = %conversation.id,
+                tokens,
+                budget,
+                "history is over budget but holds only the prompts kept verbatim"
+            );
+            return None;
+        }
+        let old = &live[..live.len() - self.settings.keep_recent];
+        match self.summarise(conversation.summary.as_deref(), old).await {
+            Ok(summary) => {
+                let archived: Vec<String> = old.iter().map(|prompt| prompt.id.clone()).collect();
+                if let Err(error) = store.archive(&conversation.id, &archived, &summary).await {
+                    tracing::error!(conversation = %conversation.id, error = %error, "could not archive compressed prompts");
+                    return None;
+                }
+                tracing::info!(
+                    conversation = %conversation.id,
+                    tokens,
+                    budget,
+                    archived = archived.len(),
+                    "compressed the conversation history"
+                );
+                Some(Compressed { summary, archived })
+            }
+            Err(error) => {
+                tracing::warn!(conversation = %conversation.id, error = %format!("{error:#}"), "could not summarise the history; sending it whole");
+                None
+            }
+        }
+    }
+
+    async fn summarise(
+        &self,
+        earlier: Option<&str>,
+        prompts: &[&Prompt],
+    ) -> anyhow::Result<String> {
+        let mut transcript = String::new();
+        if let Some(earlier) = earlier {
+            transcript.push_str("Summary of what came before:\n");
+            transcript.push_str(earlier);
+            transcript.push_str("\n\n");
+        }
+        transcript.push_str("Conversation to summarise:\n");
+        for prompt in prompts {
+            for message in compact_prompt_messages(prompt, 500) {
+                let who = match message.role {
+                    ChatRole::User => "User",
+                    _ => "Assistant",
+                };
+                transcript.push_str(&format!("{who}: {}\n", message.content));
+            }
+        }
+        let request = ModelRequest::new(
+            ModelKind::Normal,
+            vec![
+                ChatMessage::system(SUMMARY_INSTRUCTIONS),
+                ChatMessage::user(transcript),
+            ],
+        );
+        let response = self
+            .services
+            .completion
+            .complete_text(request)
+            .await
+            .context("the summary request failed")?;
+        let summary = response.text.trim().to_owned();
+        ensure!(!summary.is_empty(), "the model returned an empty summary");
+        Ok(summary)
+    }
+}
+
+fn message_tokens(message: &ChatMessage) -> u64 {
+    estimate_tokens(&message.content)
+        + message
+            .tool_calls
+            .iter()
+            .map(|call| estimate_tokens(&call.name) + estimate_tokens(&call.arguments))
+            .sum::<u64>()
+}

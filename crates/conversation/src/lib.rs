@@ -1,0 +1,31 @@
+//! Conversations that outlive the process.
+//!
+//! [`ConversationService`] keeps each user's conversations in a database — an embedded SQLite
+//! file by default, PostgreSQL when `AGENTIC_DATABASE_URL=postgres://…` — through sea-orm with
+//! the same migrations on both. Every output and state change of a prompt is committed before
+//! the executor's next step (through [`agentic_core::PromptCheckpoint`]); at startup, prompts
+//! the last process left `running` become `interrupted`, and prompts waiting for approval can
+//! be approved as if nothing happened. When a conversation's history passes its token budget,
+//! the oldest prompts are summarised and archived (see [`compress`]).
+//!
+//! Plugins add their own tables from `setup()` with [`register_migrations`].
+
+pub mod compress;
+pub mod entity;
+pub mod migration;
+pub mod service;
+pub mod store;
+
+pub use compress::CompressionSettings;
+pub use migration::{PluginMigrations, register_migrations};
+pub use service::{
+    ConversationError, ConversationInstance, ConversationService, PromptRequest, StartedPrompt,
+    title_from_input,
+};
+pub use store::{
+    Conversation, DATABASE_URL_ENV, Recovery, Store, StoredPrompt, database_url_from_env,
+    default_database_path, sqlite_url,
+};
+
+/// The migration API plugins implement, re-exported so they use the same version as we do.
+pub use sea_orm_migration;

@@ -1,0 +1,287 @@
+//! Migrations: ours first, then every plugin's, each applied once and recorded in
+//! `agentic_migrations`.
+//!
+//! A plugin adds its own tables from `setup()` with [`register_migrations`]; the store runs
+//! them at startup with the same code on SQLite and PostgreSQL.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use agentic_core::plugin::{Extensions, SetupContext};
+use anyhow::Context as _;
+use sea_orm::sea_query::{ColumnDef, ForeignKey, ForeignKeyAction, Index, Table};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, TransactionTrait};
+use sea_orm_migration::{MigrationName, MigrationTrait, SchemaManager};
+
+use crate::store::write_options;
+
+/// Migrations that plugins registered during `setup()`, in registration order.
+#[derive(Default)]
+pub struct PluginMigrations {
+    migrations: Mutex<Vec<(String, Arc<dyn MigrationTrait>)>>,
+}
+
+impl std::fmt::Debug for PluginMigrations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.names()).finish()
+    }
+}
+
+impl PluginMigrations {
+    /// `plugin/migration` names, in the order they run.
+    pub fn names(&self) -> Vec<String> {
+        self.lock()
+            .iter()
+            .map(|(plugin, migration)| format!("{plugin}/{}", migration.name()))
+            .collect()
+    }
+
+    fn list(&self) -> Vec<(String, Arc<dyn MigrationTrait>)> {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(String, Arc<dyn MigrationTrait>)>> {
+        self.migrations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Registers a plugin's migrations from its `setup()`. They run after ours, in the order
+/// given, once per database; their names are recorded as `<plugin>/<migration name>`.
+pub fn register_migrations(
+    context: &mut SetupContext<'_>,
+    plugin: &str,
+    migrations: Vec<Arc<dyn MigrationTrait>>,
+) {
+    let registry = plugin_migrations(context.extensions);
+    let mut list = registry.lock();
+    for migration in migrations {
+        list.push((plugin.to_owned(), migration));
+    }
+}
+
+fn plugin_migrations(extensions: &mut Extensions) -> Arc<PluginMigrations> {
+    if let Some(registry) = extensions.get::<PluginMigrations>() {
+        return registry;
+    }
+    let registry = Arc::new(PluginMigrations::default());
+    extensions.insert(registry.clone());
+    registry
+}
+
+/// Applies every migration not yet recorded, each in its own write transaction.
+pub async fn migrate(db: &DatabaseConnection, extensions: &Extensions) -> anyhow::Result<()> {
+    let backend = db.get_database_backend();
+    db.execute_unprepared(
+        "CREATE TABLE IF NOT EXISTS agentic_migrations (\
+           name VARCHAR(255) NOT NULL PRIMARY KEY, \
+           applied_at VARCHAR(64) NOT NULL)",
+    )
+    .await
+    .context("could not create the migrations table")?;
+
+    let mut all: Vec<(String, Arc<dyn MigrationTrait>)> = core_migrations()
+        .into_iter()
+        .map(|migration| (format!("agentic/{}", migration.name()), migration))
+        .collect();
+    if let Some(registry) = extensions.get::<PluginMigrations>() {
+        all.extend(
+            registry
+                .list()
+                .into_iter()
+                .map(|(plugin, migration)| (format!("{plugin}/{}", migration.name()), migration)),
+        );
+    }
+
+    for (name, migration) in all {
+        let transaction = db.begin_with_options(write_options()).await?;
+        let applied = transaction
+            .query_one_raw(Statement::from_sql_and_values(
+                backend,
+                match backend {
+                    DbBackend::Postgres => "SELECT name FROM agentic_migrations WHERE name = $1",
+                    _ => "SELECT name FROM agentic_migrations WHERE name = ?",
+                },
+                [name.clone().into()],
+            ))
+            .await?
+            .is_some();
+        if applied {
+            transaction.rollback().await?;
+            continue;
+        }
+        let manager = SchemaManager::new(&transaction);
+        migration
+            .up(&manager)
+            .await
+            .with_context(|| format!("migration {name} failed"))?;
+        transaction
+            .execute_raw(Statement::from_sql_and_values(
+                backend,
+                match backend {
+                    DbBackend::Postgres => {
+                        "INSERT INTO agentic_migrations (name, applied_at) VALUES ($1, $2)"
+                    }
+                    _ => "INSERT INTO agentic_migrations (name, applied_at) VALUES (?, ?)",
+                },
+                [name.clone().into(), chrono::Utc::now().to_rfc3339().into()],
+            ))
+            .await?;
+        transaction
+            .commit()
+            .await
+            .with_context(|| format!("could not commit migration {name}"))?;
+        tracing::info!(migration = %name, "applied");
+    }
+    Ok(())
+}
+
+fn core_migrations() -> Vec<Arc<dyn MigrationTrait>> {
+    vec![Arc::new(CreateConversations)]
+}
+
+/// The first schema: conversations, prompts and the output journal.
+struct CreateConversations;
+
+impl MigrationName for CreateConversations {
+    fn name(&self) -> &str {
+        "0001_conversations"
+    }
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for CreateConversations {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), sea_orm::DbErr> {
+        manager
+            .create_table(
+                Table::create()
+                    .table("conversations")
+                    .col(ColumnDef::new("id").string_len(64).not_null().primary_key())
+                    .col(ColumnDef::new("user_id").string_len(255).not_null())
+                    .col(ColumnDef::new("title").text().not_null())
+                    .col(ColumnDef::new("title_fixed").boolean().not_null())
+                    .col(ColumnDef::new("summary").text())
+                    .col(ColumnDef::new("state").json().not_null())
+                    .col(ColumnDef::new("active_prompt_id").string_len(64))
+                    .col(
+                        ColumnDef::new("created_at")
+                            .timestamp_with_time_zone()
+                            .not_null(),
+                    )
+                    .col(
+                        ColumnDef::new("updated_at")
+                            .timestamp_with_time_zone()
+                            .not_null(),
+                    )
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .name("conversations_user_updated")
+                    .table("conversations")
+                    .col("user_id")
+                    .col("updated_at")
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_table(
+                Table::create()
+                    .table("prompts")
+                    .col(ColumnDef::new("id").string_len(64).not_null().primary_key())
+                    .col(ColumnDef::new("conversation_id").string_len(64).not_null())
+                    .col(ColumnDef::new("user_id").string_len(255).not_null())
+                    .col(ColumnDef::new("position").big_integer().not_null())
+                    .col(ColumnDef::new("mode").string_len(64).not_null())
+                    .col(ColumnDef::new("model").string_len(64).not_null())
+                    .col(ColumnDef::new("state").string_len(32).not_null())
+                    .col(ColumnDef::new("visible").boolean().not_null())
+                    .col(ColumnDef::new("input").text())
+                    .col(ColumnDef::new("output").json().not_null())
+                    .col(ColumnDef::new("usage").json().not_null())
+                    .col(ColumnDef::new("error").text())
+                    .col(ColumnDef::new("archived").boolean().not_null())
+                    .col(ColumnDef::new("instance_id").string_len(64))
+                    .col(
+                        ColumnDef::new("created_at")
+                            .timestamp_with_time_zone()
+                            .not_null(),
+                    )
+                    .col(
+                        ColumnDef::new("updated_at")
+                            .timestamp_with_time_zone()
+                            .not_null(),
+                    )
+                    .foreign_key(
+                        ForeignKey::create()
+                            .name("prompts_conversation")
+                            .from("prompts", "conversation_id")
+                            .to("conversations", "id")
+                            .on_delete(ForeignKeyAction::Cascade),
+                    )
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .name("prompts_conversation_position")
+                    .table("prompts")
+                    .col("conversation_id")
+                    .col("position")
+                    .unique()
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .name("prompts_state")
+                    .table("prompts")
+                    .col("state")
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_table(
+                Table::create()
+                    .table("instances")
+                    .col(ColumnDef::new("id").string_len(64).not_null().primary_key())
+                    .col(ColumnDef::new("host").string_len(255).not_null())
+                    .col(ColumnDef::new("pid").big_integer().not_null())
+                    .col(
+                        ColumnDef::new("started_at")
+                            .timestamp_with_time_zone()
+                            .not_null(),
+                    )
+                    .col(
+                        ColumnDef::new("last_seen")
+                            .timestamp_with_time_zone()
+                            .not_null(),
+                    )
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_table(
+                Table::create()
+                    .table("prompt_outputs")
+                    .col(ColumnDef::new("prompt_id").string_len(64).not_null())
+                    .col(ColumnDef::new("position").big_integer().not_null())
+                    .col(ColumnDef::new("output").json().not_null())
+                    .primary_key(Index::create().col("prompt_id").col("position"))
+                    .foreign_key(
+                        ForeignKey::create()
+                            .name("prompt_outputs_prompt")
+                            .from("prompt_outputs", "prompt_id")
+                            .to("prompts", "id")
+                            .on_delete(ForeignKeyAction::Cascade),
+                    )
+                    .to_owned(),
+            )
+            .await?;
+        Ok(())
+    }
+}

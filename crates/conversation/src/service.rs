@@ -1,0 +1,663 @@
+//! `ConversationService` and `ConversationInstance`: prompts that belong to a conversation,
+//! run one at a time, checkpoint every change, and see the conversation's history.
+
+use std::sync::Arc;
+
+use agentic_core::history::summary_prompt;
+use agentic_core::runtime::ExecutorHandle;
+use agentic_core::{
+    ModelKind, Prompt, PromptChange, PromptCheckpoint, PromptOptions, PromptServiceError,
+    PromptState, Runtime, State,
+};
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+
+use crate::compress::{CompressionSettings, Compressor};
+use crate::store::{Conversation, Recovery, Store, StoredPrompt};
+
+/// Characters of the first input that become a conversation's title.
+const TITLE_CHARS: usize = 60;
+
+/// What went wrong with a conversation call.
+#[derive(Debug, thiserror::Error)]
+pub enum ConversationError {
+    #[error("conversation \"{0}\" not found")]
+    NotFound(String),
+    #[error("prompt \"{0}\" not found")]
+    PromptNotFound(String),
+    #[error(
+        "conversation \"{conversation_id}\" is busy: prompt \"{prompt_id}\" is still running or \
+         waiting for approval; wait for it, or approve or reject its tool call"
+    )]
+    Busy {
+        conversation_id: String,
+        prompt_id: String,
+    },
+    #[error(transparent)]
+    Prompt(#[from] PromptServiceError),
+    #[error(transparent)]
+    Store(#[from] anyhow::Error),
+}
+
+/// What a caller asks of one prompt in a conversation.
+#[derive(Debug, Clone, Default)]
+pub struct PromptRequest {
+    pub input: Option<String>,
+    /// The conversation's mode choice for this prompt; `classic` when absent.
+    pub mode: Option<String>,
+    pub model: ModelKind,
+    /// Merged over the state the conversation carries.
+    pub state: Option<Map<String, Value>>,
+    pub max_rounds: Option<u32>,
+}
+
+/// Conversations of every user, over one [`Store`] and one [`Runtime`].
+#[derive(Clone)]
+pub struct ConversationService {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    runtime: Arc<Runtime>,
+    store: Store,
+    compressor: Compressor,
+    recovery: Recovery,
+}
+
+impl std::fmt::Debug for ConversationService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConversationService")
+            .field("store", &self.inner.store)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ConversationService {
+    /// Opens the database at `url`, runs ours and the plugins' migrations, and recovers what
+    /// the last process left: running prompts become `interrupted`.
+    pub async fn open(runtime: Arc<Runtime>, url: &str) -> anyhow::Result<Self> {
+        let store = Store::open(url, &runtime.services().extensions).await?;
+        Self::with_store(runtime, store).await
+    }
+
+    /// Like [`open`](Self::open), over a store that is already migrated.
+    pub async fn with_store(runtime: Arc<Runtime>, store: Store) -> anyhow::Result<Self> {
+        store.register_instance().await?;
+        let recovery = store.recover(&resumable(&runtime)).await?;
+        let compressor = Compressor::new(
+            runtime.services().clone(),
+            CompressionSettings::from_config(&runtime.services().config)?,
+        );
+        let service = Self {
+            inner: Arc::new(Inner {
+                runtime,
+                store,
+                compressor,
+                recovery,
+            }),
+        };
+        tokio::spawn(keep_alive(Arc::downgrade(&service.inner)));
+        Ok(service)
+    }
+
+    /// A clean stop: every prompt this process still runs is marked `interrupted` (pending
+    /// tool results closed), its conversation released, and this process unregistered.
+    pub async fn shutdown(&self) -> anyhow::Result<Vec<String>> {
+        let store = &self.inner.store;
+        store.unregister_instance().await?;
+        let recovery = store.recover(&resumable(&self.inner.runtime)).await?;
+        Ok(recovery.interrupted)
+    }
+
+    pub fn runtime(&self) -> &Arc<Runtime> {
+        &self.inner.runtime
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// What startup recovery did.
+    pub fn recovery(&self) -> &Recovery {
+        &self.inner.recovery
+    }
+
+    /// A new, empty conversation for `user_id`.
+    pub async fn create(&self, user_id: &str) -> Result<ConversationInstance, ConversationError> {
+        let conversation = self
+            .inner
+            .store
+            .create_conversation(user_id, "New conversation")
+            .await?;
+        Ok(self.instance_of(conversation))
+    }
+
+    /// The user's conversation; another user's answers `NotFound`.
+    pub async fn get(
+        &self,
+        user_id: &str,
+        conversation_id: &str,
+    ) -> Result<ConversationInstance, ConversationError> {
+        let conversation = self
+            .inner
+            .store
+            .conversation(user_id, conversation_id)
+            .await?
+            .ok_or_else(|| ConversationError::NotFound(conversation_id.to_owned()))?;
+        Ok(self.instance_of(conversation))
+    }
+
+    /// The user's conversation when an id is given, else a new one.
+    pub async fn get_or_create(
+        &self,
+        user_id: &str,
+        conversation_id: Option<&str>,
+    ) -> Result<ConversationInstance, ConversationError> {
+        match conversation_id {
+            Some(id) => self.get(user_id, id).await,
+            None => self.create(user_id).await,
+        }
+    }
+
+    pub async fn list(&self, user_id: &str) -> Result<Vec<Conversation>, ConversationError> {
+        Ok(self.inner.store.conversations(user_id).await?)
+    }
+
+    /// Deletes a conversation and its prompts. A conversation whose prompt is running is busy.
+    pub async fn delete(
+        &self,
+        user_id: &str,
+        conversation_id: &str,
+    ) -> Result<(), ConversationError> {
+        let conversation = self
+            .inner
+            .store
+            .conversation(user_id, conversation_id)
+            .await?
+            .ok_or_else(|| ConversationError::NotFound(conversation_id.to_owned()))?;
+        if let Some(active) = &conversation.active_prompt_id {
+            let running = self
+                .inner
+                .store
+                .prompt(user_id, active)
+                .await?
+                .is_none_or(|stored| stored.prompt.state == PromptState::Running);
+            if running {
+                return Err(ConversationError::Busy {
+                    conversation_id: conversation_id.to_owned(),
+                    prompt_id: active.clone(),
+                });
+            }
+        }
+        if !self
+            .inner
+            .store
+            .delete_conversation(user_id, conversation_id)
+            .await?
+        {
+            return Err(ConversationError::NotFound(conversation_id.to_owned()));
+        }
+        Ok(())
+    }
+
+    /// One of the user's prompts, as stored (live prompts are checkpointed at every step).
+    pub async fn prompt(
+        &self,
+        user_id: &str,
+        prompt_id: &str,
+    ) -> Result<StoredPrompt, ConversationError> {
+        self.inner
+            .store
+            .prompt(user_id, prompt_id)
+            .await?
+            .ok_or_else(|| ConversationError::PromptNotFound(prompt_id.to_owned()))
+    }
+
+    /// Approves a waiting tool call, in this process's executor or, after a restart, in one
+    /// resumed from the stored prompt; runs the prompt on.
+    pub async fn approve(
+        &self,
+        user_id: &str,
+        prompt_id: &str,
+        tool_call_id: &str,
+    ) -> Result<Prompt, ConversationError> {
+        self.decide(user_id, prompt_id, tool_call_id, None).await
+    }
+
+    /// Rejects a waiting tool call (it fails with `Rejected by user: <reason>`); runs on.
+    pub async fn reject(
+        &self,
+        user_id: &str,
+        prompt_id: &str,
+        tool_call_id: &str,
+        reason: Option<&str>,
+    ) -> Result<Prompt, ConversationError> {
+        self.decide(user_id, prompt_id, tool_call_id, Some(reason))
+            .await
+    }
+
+    async fn decide(
+        &self,
+        user_id: &str,
+        prompt_id: &str,
+        tool_call_id: &str,
+        rejection: Option<Option<&str>>,
+    ) -> Result<Prompt, ConversationError> {
+        let stored = self.prompt(user_id, prompt_id).await?;
+        let prompts = self.inner.runtime.prompts();
+        if prompts.get(prompt_id).is_none() {
+            if stored.prompt.state != PromptState::WaitingForApproval {
+                return Err(
+                    PromptServiceError::Executor(agentic_core::ExecutorError::NotWaiting(
+                        tool_call_id.to_owned(),
+                    ))
+                    .into(),
+                );
+            }
+            let conversation = self
+                .inner
+                .store
+                .conversation(user_id, &stored.conversation_id)
+                .await?
+                .ok_or_else(|| ConversationError::NotFound(stored.conversation_id.clone()))?;
+            let all = self
+                .inner
+                .store
+                .conversation_prompts(&conversation.id)
+                .await?;
+            let history = history_before(&conversation, &all, stored.position);
+            prompts.create(PromptOptions {
+                user_id: user_id.to_owned(),
+                input: stored.prompt.input.clone(),
+                model: stored.prompt.model,
+                mode: Some(stored.prompt.mode.clone()),
+                history,
+                state: State::from_map(conversation.state.clone()),
+                max_rounds: None,
+                resume_prompt: Some(stored.prompt.clone()),
+                checkpoint: Some(self.checkpoint()),
+                conversation_id: Some(conversation.id.clone()),
+            })?;
+        }
+        let handle = prompts
+            .get(prompt_id)
+            .ok_or_else(|| PromptServiceError::NotActive(prompt_id.to_owned()))?;
+        let result = match rejection {
+            None => prompts.approve(prompt_id, tool_call_id).await,
+            Some(reason) => prompts.reject(prompt_id, tool_call_id, reason).await,
+        };
+        let prompt = result?;
+        if prompt.state.is_finished() {
+            let state = handle.lock().await.state().snapshot();
+            self.inner
+                .store
+                .release(&stored.conversation_id, prompt_id, Some(state))
+                .await?;
+        }
+        Ok(prompt)
+    }
+
+    fn checkpoint(&self) -> Arc<dyn PromptCheckpoint> {
+        Arc::new(StoreCheckpoint {
+            store: self.inner.store.clone(),
+        })
+    }
+
+    fn instance_of(&self, conversation: Conversation) -> ConversationInstance {
+        ConversationInstance {
+            service: self.clone(),
+            conversation,
+        }
+    }
+}
+
+/// One conversation of one user.
+#[derive(Clone)]
+pub struct ConversationInstance {
+    service: ConversationService,
+    conversation: Conversation,
+}
+
+impl std::fmt::Debug for ConversationInstance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConversationInstance")
+            .field("id", &self.conversation.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ConversationInstance {
+    pub fn id(&self) -> &str {
+        &self.conversation.id
+    }
+
+    pub fn user_id(&self) -> &str {
+        &self.conversation.user_id
+    }
+
+    /// The conversation as it was when this instance was loaded or last prompted.
+    pub fn conversation(&self) -> &Conversation {
+        &self.conversation
+    }
+
+    /// Every prompt, in order, archived ones included.
+    pub async fn prompts(&self) -> Result<Vec<StoredPrompt>, ConversationError> {
+        Ok(self
+            .service
+            .inner
+            .store
+            .conversation_prompts(&self.conversation.id)
+            .await?)
+    }
+
+    /// Sets a title chosen by someone (or something) better than the first input.
+    pub async fn set_title(&mut self, title: &str) -> Result<(), ConversationError> {
+        let title = title.trim();
+        self.service
+            .inner
+            .store
+            .set_title(&self.conversation.id, title, true)
+            .await?;
+        self.conversation.title = title.to_owned();
+        self.conversation.title_fixed = true;
+        Ok(())
+    }
+
+    /// Runs one prompt to its end (or until it waits for approval).
+    pub async fn prompt(&mut self, request: PromptRequest) -> Result<Prompt, ConversationError> {
+        self.start(request).await?.run().await
+    }
+
+    /// Creates and stores the prompt and takes the conversation for it; `run` does the work.
+    /// Lets a caller answer with the prompt's id before it runs.
+    pub async fn start(
+        &mut self,
+        request: PromptRequest,
+    ) -> Result<StartedPrompt, ConversationError> {
+        let inner = self.service.inner.clone();
+        let runtime = &inner.runtime;
+        let mode = request
+            .mode
+            .clone()
+            .unwrap_or_else(|| agentic_core::prompt::DEFAULT_MODE.to_owned());
+        runtime
+            .services()
+            .modes
+            .get(&mode)
+            .map_err(PromptServiceError::from)?;
+
+        // Take the conversation with a token before anything else, so two callers racing for
+        // it (in this process or another) cannot both start.
+        let token = format!("claim:{}", uuid::Uuid::new_v4());
+        if let Err(holder) = inner.store.claim(&self.conversation.id, &token).await? {
+            return Err(ConversationError::Busy {
+                conversation_id: self.conversation.id.clone(),
+                prompt_id: holder,
+            });
+        }
+        match self.create_claimed(request, mode, &token).await {
+            Ok(started) => Ok(started),
+            Err(error) => {
+                if let Err(release) = inner
+                    .store
+                    .release(&self.conversation.id, &token, None)
+                    .await
+                {
+                    tracing::error!(error = %release, "could not release a conversation");
+                }
+                Err(error)
+            }
+        }
+    }
+
+    async fn create_claimed(
+        &mut self,
+        request: PromptRequest,
+        mode: String,
+        token: &str,
+    ) -> Result<StartedPrompt, ConversationError> {
+        let inner = &self.service.inner;
+        let store = &inner.store;
+        if let Some(fresh) = store
+            .conversation(&self.conversation.user_id, &self.conversation.id)
+            .await?
+        {
+            self.conversation = fresh;
+        }
+        let mut prompts = store.conversation_prompts(&self.conversation.id).await?;
+
+        if prompts.is_empty()
+            && !self.conversation.title_fixed
+            && let Some(input) = request.input.as_deref()
+        {
+            let title = title_from_input(input);
+            if !title.is_empty() {
+                store
+                    .set_title(&self.conversation.id, &title, false)
+                    .await?;
+                self.conversation.title = title;
+            }
+        }
+
+        if let Some(summary) = inner
+            .compressor
+            .compress_if_needed(store, &self.conversation, &prompts, &mode, request.model)
+            .await
+        {
+            self.conversation.summary = Some(summary.summary);
+            for prompt in &mut prompts {
+                if summary.archived.contains(&prompt.prompt.id) {
+                    prompt.archived = true;
+                }
+            }
+        }
+
+        let history = history_before(&self.conversation, &prompts, i64::MAX);
+        let mut state = self.conversation.state.clone();
+        if let Some(extra) = request.state {
+            state.extend(extra);
+        }
+        let handle = inner.runtime.prompts().create(PromptOptions {
+            user_id: self.conversation.user_id.clone(),
+            input: request.input,
+            model: request.model,
+            mode: Some(mode),
+            history,
+            state: State::from_map(state),
+            max_rounds: request.max_rounds,
+            resume_prompt: None,
+            checkpoint: Some(self.service.checkpoint()),
+            conversation_id: Some(self.conversation.id.clone()),
+        })?;
+        let prompt = handle.lock().await.prompt().clone();
+        let stored = store
+            .insert_prompt(&self.conversation.id, &prompt)
+            .await
+            .and(Ok(()));
+        if let Err(error) = stored {
+            inner.runtime.prompts().forget(&prompt.id);
+            return Err(error.into());
+        }
+        // Hand the claim from the token to the prompt.
+        store.release(&self.conversation.id, token, None).await?;
+        if let Err(holder) = store.claim(&self.conversation.id, &prompt.id).await? {
+            inner.runtime.prompts().forget(&prompt.id);
+            return Err(ConversationError::Busy {
+                conversation_id: self.conversation.id.clone(),
+                prompt_id: holder,
+            });
+        }
+        Ok(StartedPrompt {
+            service: self.service.clone(),
+            conversation_id: self.conversation.id.clone(),
+            prompt_id: prompt.id,
+            handle,
+        })
+    }
+}
+
+/// A stored prompt that holds its conversation and is ready to run.
+pub struct StartedPrompt {
+    service: ConversationService,
+    conversation_id: String,
+    prompt_id: String,
+    handle: ExecutorHandle,
+}
+
+impl std::fmt::Debug for StartedPrompt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StartedPrompt")
+            .field("prompt_id", &self.prompt_id)
+            .field("conversation_id", &self.conversation_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StartedPrompt {
+    pub fn prompt_id(&self) -> &str {
+        &self.prompt_id
+    }
+
+    pub fn conversation_id(&self) -> &str {
+        &self.conversation_id
+    }
+
+    /// Runs until the prompt completes, fails or waits for approval. A prompt that ends
+    /// releases its conversation and leaves its state for the next one.
+    pub async fn run(self) -> Result<Prompt, ConversationError> {
+        let inner = &self.service.inner;
+        let result = inner.runtime.prompts().run(&self.handle).await;
+        let (mut prompt, state) = {
+            let executor = self.handle.lock().await;
+            (executor.prompt().clone(), executor.state().snapshot())
+        };
+        match result {
+            Ok(finished) => prompt = finished,
+            Err(error) => {
+                // The executor gave up without recording an end (e.g. a checkpoint failed):
+                // record one so the conversation is usable again.
+                inner.runtime.prompts().forget(&prompt.id);
+                if !prompt.state.is_finished() {
+                    prompt.state = PromptState::Failed;
+                    prompt.error = Some(error.to_string());
+                    if let Err(save) = inner.store.save_prompt(&prompt, PromptChange::Prompt).await
+                    {
+                        tracing::error!(error = %save, prompt = %prompt.id, "could not record a failure");
+                    }
+                }
+                inner
+                    .store
+                    .release(&self.conversation_id, &prompt.id, Some(state))
+                    .await?;
+                return Err(error.into());
+            }
+        }
+        if prompt.state != PromptState::WaitingForApproval {
+            inner
+                .store
+                .release(&self.conversation_id, &prompt.id, Some(state))
+                .await?;
+        }
+        Ok(prompt)
+    }
+}
+
+/// Which prompts can wait for approval across a restart: those of modes that say so.
+fn resumable(runtime: &Runtime) -> impl Fn(&Prompt) -> bool + Send + Sync + use<> {
+    let services = runtime.services().clone();
+    move |prompt: &Prompt| {
+        services
+            .modes
+            .get(&prompt.mode)
+            .is_ok_and(|mode| mode.resumes_after_restart())
+    }
+}
+
+/// How often a service renews its lease and sweeps prompts of instances that are gone.
+const KEEP_ALIVE_EVERY: std::time::Duration = std::time::Duration::from_secs(15);
+
+async fn keep_alive(inner: std::sync::Weak<Inner>) {
+    let mut ticks = tokio::time::interval(KEEP_ALIVE_EVERY);
+    ticks.tick().await;
+    loop {
+        ticks.tick().await;
+        let Some(inner) = inner.upgrade() else { return };
+        if let Err(error) = inner.store.heartbeat().await {
+            tracing::warn!(error = %format!("{error:#}"), "could not renew the instance lease");
+        }
+        if let Err(error) = inner.store.recover(&resumable(&inner.runtime)).await {
+            tracing::warn!(error = %format!("{error:#}"), "could not sweep prompts of stopped instances");
+        }
+    }
+}
+
+/// Writes every change of a prompt to the store before the executor's next step.
+struct StoreCheckpoint {
+    store: Store,
+}
+
+#[async_trait]
+impl PromptCheckpoint for StoreCheckpoint {
+    async fn save(&self, prompt: &Prompt, change: PromptChange) -> anyhow::Result<()> {
+        self.store.save_prompt(prompt, change).await
+    }
+}
+
+/// The history a prompt at `position` sees: the summary (if any) in place of the archived
+/// prompts, then every later prompt that ended, in order.
+fn history_before(
+    conversation: &Conversation,
+    prompts: &[StoredPrompt],
+    position: i64,
+) -> Vec<Prompt> {
+    let mut history = Vec::new();
+    if let Some(summary) = &conversation.summary {
+        history.push(summary_prompt(&conversation.user_id, summary));
+    }
+    history.extend(
+        prompts
+            .iter()
+            .filter(|stored| {
+                stored.position < position && !stored.archived && stored.prompt.state.is_finished()
+            })
+            .map(|stored| stored.prompt.clone()),
+    );
+    history
+}
+
+/// The first line of the input, cut at a word boundary to about 60 characters.
+pub fn title_from_input(input: &str) -> String {
+    let line = input
+        .lines()
+        .map(str::trim)
+        .find(|line| !line.is_empty())
+        .unwrap_or_default();
+    if line.chars().count() <= TITLE_CHARS {
+        return line.to_owned();
+    }
+    let cut: String = line.chars().take(TITLE_CHARS).collect();
+    let cut = match cut.rfind(char::is_whitespace) {
+        Some(space) if space > TITLE_CHARS / 2 => cut[..space].to_owned(),
+        _ => cut,
+    };
+    format!("{}…", cut.trim_end())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::title_from_input;
+
+    #[test]
+    fn titles_come_from_the_first_line_cut_at_a_word() {
+        assert_eq!(
+            title_from_input("  \nWhat time is it?\nmore"),
+            "What time is it?"
+        );
+        let long =
+            "Please summarise every open issue in the tracker and tell me which one to start with";
+        let title = title_from_input(long);
+        assert!(title.ends_with('…'), "{title}");
+        assert!(title.chars().count() <= 61, "{title}");
+        assert!(long.starts_with(title.trim_end_matches('…')));
+    }
+}

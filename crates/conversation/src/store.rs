@@ -1,0 +1,891 @@
+//! The database: connecting (SQLite tuned for concurrent writers, or PostgreSQL), and every
+//! read and write conversations need. All writes go through [`Store::begin_write`].
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use agentic_core::prompt::{ModelKind, Prompt, PromptOutput, PromptState, PromptUsage, ToolResult};
+use agentic_core::{Extensions, PromptChange};
+use anyhow::{Context as _, bail};
+use chrono::{DateTime, Utc};
+use sea_orm::sea_query::{Expr, OnConflict};
+use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
+use sea_orm::{
+    ColumnTrait, ConnectOptions, ConnectionTrait, Database, DatabaseConnection,
+    DatabaseTransaction, DbBackend, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+    SqliteTransactionMode, Statement, TransactionOptions, TransactionTrait,
+};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::entity::{conversation, instance, prompt, prompt_output};
+
+/// The environment variable that selects the database, e.g. `postgres://…` or `sqlite://…`.
+pub const DATABASE_URL_ENV: &str = "AGENTIC_DATABASE_URL";
+
+/// How long a SQLite writer waits for another process's write lock before giving up.
+pub const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Options for every write transaction: `BEGIN IMMEDIATE` on SQLite, so a writer takes the
+/// lock up front and waits its turn (busy timeout) instead of failing when it upgrades a read.
+pub(crate) fn write_options() -> TransactionOptions {
+    TransactionOptions {
+        sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
+        ..TransactionOptions::default()
+    }
+}
+
+/// Where the default SQLite file lives: `<platform data dir>/agentic/agentic.db`.
+pub fn default_database_path() -> anyhow::Result<PathBuf> {
+    let base = dirs::data_dir()
+        .or_else(|| dirs::home_dir().map(|home| home.join(".local/share")))
+        .context("no data directory on this platform; set AGENTIC_DATABASE_URL")?;
+    Ok(base.join("agentic").join("agentic.db"))
+}
+
+/// `sqlite://` URL for a file path.
+pub fn sqlite_url(path: &Path) -> String {
+    format!("sqlite://{}", path.display())
+}
+
+/// The URL to use: `AGENTIC_DATABASE_URL` when set, else the default SQLite file.
+pub fn database_url_from_env() -> anyhow::Result<String> {
+    match std::env::var(DATABASE_URL_ENV) {
+        Ok(url) if !url.trim().is_empty() => Ok(url),
+        _ => Ok(sqlite_url(&default_database_path()?)),
+    }
+}
+
+/// A conversation as callers see it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Conversation {
+    pub id: String,
+    pub user_id: String,
+    pub title: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// The prompt running or waiting for approval, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub active_prompt_id: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    #[serde(skip)]
+    pub title_fixed: bool,
+    #[serde(skip)]
+    pub state: serde_json::Map<String, Value>,
+}
+
+/// A prompt as stored: the prompt and where it sits.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredPrompt {
+    #[serde(flatten)]
+    pub prompt: Prompt,
+    pub conversation_id: String,
+    pub position: i64,
+    /// Compressed into the conversation's summary.
+    pub archived: bool,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// What startup recovery did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// Prompts that were running (or waiting in a mode that cannot resume) and are now
+    /// `interrupted`.
+    pub interrupted: Vec<String>,
+    /// Prompts still waiting for approval, resumable.
+    pub waiting: Vec<String>,
+}
+
+/// An instance on another host that has not renewed its lease for this long is gone.
+pub const INSTANCE_LEASE: Duration = Duration::from_secs(60);
+
+/// The error text a pending tool result gets when its prompt is interrupted.
+pub const INTERRUPTED_TOOL_ERROR: &str =
+    "Interrupted: the process stopped before this tool call finished";
+
+/// The database behind conversations.
+#[derive(Clone)]
+pub struct Store {
+    db: DatabaseConnection,
+    /// SQLite has one writer at a time; writers of this process queue here, in order, instead
+    /// of polling the file lock. Other processes still meet the busy timeout.
+    write_gate: Option<Arc<tokio::sync::Mutex<()>>>,
+    /// This process's row in `instances`, once registered.
+    instance_id: Arc<OnceLock<String>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("backend", &self.backend())
+            .finish_non_exhaustive()
+    }
+}
+
+/// An open write transaction. Dropping it without `commit` rolls back.
+pub struct WriteTransaction {
+    transaction: DatabaseTransaction,
+    _gate: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl std::ops::Deref for WriteTransaction {
+    type Target = DatabaseTransaction;
+
+    fn deref(&self) -> &DatabaseTransaction {
+        &self.transaction
+    }
+}
+
+impl WriteTransaction {
+    pub async fn commit(self) -> anyhow::Result<()> {
+        self.transaction.commit().await?;
+        Ok(())
+    }
+}
+
+impl Store {
+    /// Connects and runs every migration (ours and the plugins' in `extensions`).
+    pub async fn open(url: &str, extensions: &Extensions) -> anyhow::Result<Self> {
+        let store = Self::connect(url).await?;
+        crate::migration::migrate(&store.db, extensions).await?;
+        Ok(store)
+    }
+
+    /// Connects without migrating. SQLite gets WAL, `synchronous=NORMAL`, a busy timeout and
+    /// foreign keys; its file and directory are created when missing.
+    pub async fn connect(url: &str) -> anyhow::Result<Self> {
+        let redacted = redact_url(url);
+        if url.starts_with("sqlite:") {
+            if let Some(path) = sqlite_file(url)
+                && let Some(parent) = path.parent()
+                && !parent.as_os_str().is_empty()
+            {
+                std::fs::create_dir_all(parent).with_context(|| {
+                    format!(
+                        "could not create the database directory {}",
+                        parent.display()
+                    )
+                })?;
+            }
+            let mut options = ConnectOptions::new(url.to_owned());
+            options
+                .max_connections(8)
+                .min_connections(1)
+                .sqlx_logging(false)
+                .map_sqlx_sqlite_opts(|options| {
+                    options
+                        .create_if_missing(true)
+                        .journal_mode(SqliteJournalMode::Wal)
+                        .synchronous(SqliteSynchronous::Normal)
+                        .busy_timeout(SQLITE_BUSY_TIMEOUT)
+                        .foreign_keys(true)
+                });
+            let db = Database::connect(options)
+                .await
+                .with_context(|| format!("could not open the SQLite database {redacted}"))?;
+            Ok(Self {
+                db,
+                write_gate: Some(Arc::new(tokio::sync::Mutex::new(()))),
+                instance_id: Arc::default(),
+            })
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let mut options = ConnectOptions::new(url.to_owned());
+            options
+                .max_connections(16)
+                .min_connections(1)
+                .connect_timeout(Duration::from_secs(10))
+                .sqlx_logging(false);
+            let db = Database::connect(options)
+                .await
+                .with_context(|| format!("could not connect to PostgreSQL at {redacted}"))?;
+            Ok(Self {
+                db,
+                write_gate: None,
+                instance_id: Arc::default(),
+            })
+        } else {
+            bail!(
+                "unsupported database URL {redacted}: use sqlite://<path> or postgres://<host>/<db>"
+            )
+        }
+    }
+
+    pub fn connection(&self) -> &DatabaseConnection {
+        &self.db
+    }
+
+    pub fn backend(&self) -> DbBackend {
+        self.db.get_database_backend()
+    }
+
+    /// Starts a write transaction (`BEGIN IMMEDIATE` on SQLite).
+    pub async fn begin_write(&self) -> anyhow::Result<WriteTransaction> {
+        let gate = match &self.write_gate {
+            Some(gate) => Some(gate.clone().lock_owned().await),
+            None => None,
+        };
+        let transaction = self
+            .db
+            .begin_with_options(write_options())
+            .await
+            .context("could not start a write transaction")?;
+        Ok(WriteTransaction {
+            transaction,
+            _gate: gate,
+        })
+    }
+
+    /// `PRAGMA integrity_check` on SQLite (`ok` when sound); PostgreSQL answers `ok`.
+    pub async fn integrity_check(&self) -> anyhow::Result<String> {
+        if self.backend() != DbBackend::Sqlite {
+            return Ok("ok".to_owned());
+        }
+        let rows = self
+            .db
+            .query_all_raw(Statement::from_string(
+                DbBackend::Sqlite,
+                "PRAGMA integrity_check",
+            ))
+            .await?;
+        let mut lines = Vec::new();
+        for row in rows {
+            lines.push(row.try_get_by_index::<String>(0)?);
+        }
+        Ok(lines.join("\n"))
+    }
+
+    /// Closes the pool; SQLite checkpoints its WAL into the main file.
+    pub async fn close(self) -> anyhow::Result<()> {
+        self.db.close().await?;
+        Ok(())
+    }
+
+    // ----- instances -----
+
+    /// Records this process as a user of the database; prompts it runs carry its id.
+    pub async fn register_instance(&self) -> anyhow::Result<String> {
+        if let Some(id) = self.instance_id.get() {
+            return Ok(id.clone());
+        }
+        let id = uuid::Uuid::new_v4().to_string();
+        let now = Utc::now();
+        let transaction = self.begin_write().await?;
+        instance::Entity::insert(instance::ActiveModel {
+            id: Set(id.clone()),
+            host: Set(host_name()),
+            pid: Set(i64::from(std::process::id())),
+            started_at: Set(now),
+            last_seen: Set(now),
+        })
+        .exec_without_returning(&*transaction)
+        .await
+        .context("could not register this process")?;
+        transaction.commit().await?;
+        Ok(self.instance_id.get_or_init(|| id).clone())
+    }
+
+    pub fn instance_id(&self) -> Option<&str> {
+        self.instance_id.get().map(String::as_str)
+    }
+
+    /// Renews this process's lease.
+    pub async fn heartbeat(&self) -> anyhow::Result<()> {
+        let Some(id) = self.instance_id() else {
+            return Ok(());
+        };
+        let transaction = self.begin_write().await?;
+        instance::Entity::update_many()
+            .col_expr(instance::Column::LastSeen, Expr::value(Utc::now()))
+            .filter(instance::Column::Id.eq(id))
+            .exec(&*transaction)
+            .await?;
+        transaction.commit().await
+    }
+
+    /// Removes this process's row, e.g. at a clean shutdown.
+    pub async fn unregister_instance(&self) -> anyhow::Result<()> {
+        let Some(id) = self.instance_id() else {
+            return Ok(());
+        };
+        let transaction = self.begin_write().await?;
+        instance::Entity::delete_many()
+            .filter(instance::Column::Id.eq(id))
+            .exec(&*transaction)
+            .await?;
+        transaction.commit().await
+    }
+
+    /// Instances still alive: this one, those on this host whose process exists, and those
+    /// elsewhere that renewed their lease lately. Rows of the others are deleted.
+    async fn live_instances(&self) -> anyhow::Result<HashSet<String>> {
+        let host = host_name();
+        let cutoff = Utc::now() - chrono::Duration::from_std(INSTANCE_LEASE)?;
+        let mut live = HashSet::new();
+        let mut dead = Vec::new();
+        for row in instance::Entity::find().all(&self.db).await? {
+            let alive = if Some(row.id.as_str()) == self.instance_id() {
+                true
+            } else if row.host == host && can_see_processes() {
+                u32::try_from(row.pid).is_ok_and(process_exists)
+            } else {
+                row.last_seen > cutoff
+            };
+            if alive {
+                live.insert(row.id);
+            } else {
+                dead.push(row.id);
+            }
+        }
+        if !dead.is_empty() {
+            let transaction = self.begin_write().await?;
+            instance::Entity::delete_many()
+                .filter(instance::Column::Id.is_in(dead))
+                .exec(&*transaction)
+                .await?;
+            transaction.commit().await?;
+        }
+        Ok(live)
+    }
+
+    // ----- conversations -----
+
+    pub async fn create_conversation(
+        &self,
+        user_id: &str,
+        title: &str,
+    ) -> anyhow::Result<Conversation> {
+        let now = Utc::now();
+        let model = conversation::ActiveModel {
+            id: Set(uuid::Uuid::new_v4().to_string()),
+            user_id: Set(user_id.to_owned()),
+            title: Set(title.to_owned()),
+            title_fixed: Set(false),
+            summary: Set(None),
+            state: Set(Value::Object(serde_json::Map::new())),
+            active_prompt_id: Set(None),
+            created_at: Set(now),
+            updated_at: Set(now),
+        };
+        let transaction = self.begin_write().await?;
+        let model = conversation::Entity::insert(model)
+            .exec_with_returning(&*transaction)
+            .await
+            .context("could not create the conversation")?;
+        transaction.commit().await?;
+        Ok(conversation_from_model(model))
+    }
+
+    /// The user's conversation with this id; another user's is `None`.
+    pub async fn conversation(
+        &self,
+        user_id: &str,
+        id: &str,
+    ) -> anyhow::Result<Option<Conversation>> {
+        Ok(conversation::Entity::find_by_id(id.to_owned())
+            .filter(conversation::Column::UserId.eq(user_id))
+            .one(&self.db)
+            .await?
+            .map(conversation_from_model))
+    }
+
+    /// The user's conversations, most recently updated first.
+    pub async fn conversations(&self, user_id: &str) -> anyhow::Result<Vec<Conversation>> {
+        Ok(conversation::Entity::find()
+            .filter(conversation::Column::UserId.eq(user_id))
+            .order_by_desc(conversation::Column::UpdatedAt)
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .map(conversation_from_model)
+            .collect())
+    }
+
+    /// Deletes a conversation with its prompts; `false` when the user has none with this id.
+    pub async fn delete_conversation(&self, user_id: &str, id: &str) -> anyhow::Result<bool> {
+        let transaction = self.begin_write().await?;
+        let deleted = conversation::Entity::delete_many()
+            .filter(conversation::Column::Id.eq(id))
+            .filter(conversation::Column::UserId.eq(user_id))
+            .exec(&*transaction)
+            .await?
+            .rows_affected;
+        transaction.commit().await?;
+        Ok(deleted > 0)
+    }
+
+    pub async fn set_title(&self, id: &str, title: &str, fixed: bool) -> anyhow::Result<()> {
+        let transaction = self.begin_write().await?;
+        conversation::Entity::update_many()
+            .col_expr(conversation::Column::Title, Expr::value(title.to_owned()))
+            .col_expr(conversation::Column::TitleFixed, Expr::value(fixed))
+            .filter(conversation::Column::Id.eq(id))
+            .exec(&*transaction)
+            .await?;
+        transaction.commit().await?;
+        Ok(())
+    }
+
+    /// Makes `prompt_id` the conversation's active prompt. Fails with the active prompt's id
+    /// when another one holds it. Safe across processes: one conditional update decides.
+    pub async fn claim(
+        &self,
+        conversation_id: &str,
+        prompt_id: &str,
+    ) -> anyhow::Result<Result<(), String>> {
+        let transaction = self.begin_write().await?;
+        let claimed = conversation::Entity::update_many()
+            .col_expr(
+                conversation::Column::ActivePromptId,
+                Expr::value(prompt_id.to_owned()),
+            )
+            .filter(conversation::Column::Id.eq(conversation_id))
+            .filter(conversation::Column::ActivePromptId.is_null())
+            .exec(&*transaction)
+            .await?
+            .rows_affected;
+        if claimed == 1 {
+            transaction.commit().await?;
+            return Ok(Ok(()));
+        }
+        let holder = conversation::Entity::find_by_id(conversation_id.to_owned())
+            .one(&*transaction)
+            .await?
+            .and_then(|conversation| conversation.active_prompt_id)
+            .unwrap_or_default();
+        Ok(Err(holder))
+    }
+
+    /// Ends a prompt's hold on its conversation and records the state it leaves behind.
+    pub async fn release(
+        &self,
+        conversation_id: &str,
+        prompt_id: &str,
+        state: Option<serde_json::Map<String, Value>>,
+    ) -> anyhow::Result<()> {
+        let transaction = self.begin_write().await?;
+        let mut update = conversation::Entity::update_many()
+            .col_expr(
+                conversation::Column::ActivePromptId,
+                Expr::value(Option::<String>::None),
+            )
+            .col_expr(conversation::Column::UpdatedAt, Expr::value(Utc::now()));
+        if let Some(state) = state {
+            update = update.col_expr(
+                conversation::Column::State,
+                Expr::value(Value::Object(state)),
+            );
+        }
+        update
+            .filter(conversation::Column::Id.eq(conversation_id))
+            .filter(conversation::Column::ActivePromptId.eq(prompt_id))
+            .exec(&*transaction)
+            .await?;
+        transaction.commit().await?;
+        Ok(())
+    }
+
+    // ----- prompts -----
+
+    /// Stores a new prompt at the end of its conversation; returns its position.
+    pub async fn insert_prompt(
+        &self,
+        conversation_id: &str,
+        prompt: &Prompt,
+    ) -> anyhow::Result<i64> {
+        let transaction = self.begin_write().await?;
+        let last: Option<i64> = prompt::Entity::find()
+            .select_only()
+            .column_as(prompt::Column::Position.max(), "max")
+            .filter(prompt::Column::ConversationId.eq(conversation_id))
+            .into_tuple::<Option<i64>>()
+            .one(&*transaction)
+            .await?
+            .flatten();
+        let position = last.map_or(0, |last| last + 1);
+        let now = Utc::now();
+        prompt::Entity::insert(prompt::ActiveModel {
+            id: Set(prompt.id.clone()),
+            conversation_id: Set(conversation_id.to_owned()),
+            user_id: Set(prompt.user_id.clone()),
+            position: Set(position),
+            mode: Set(prompt.mode.clone()),
+            model: Set(prompt.model.as_str().to_owned()),
+            state: Set(prompt.state.as_str().to_owned()),
+            visible: Set(prompt.visible),
+            input: Set(prompt.input.clone()),
+            output: Set(serde_json::to_value(&prompt.output)?),
+            usage: Set(serde_json::to_value(&prompt.usage)?),
+            error: Set(prompt.error.clone()),
+            archived: Set(false),
+            instance_id: Set(self.instance_id().map(str::to_owned)),
+            created_at: Set(now),
+            updated_at: Set(now),
+        })
+        .exec_without_returning(&*transaction)
+        .await
+        .context("could not store the prompt")?;
+        conversation::Entity::update_many()
+            .col_expr(conversation::Column::UpdatedAt, Expr::value(now))
+            .filter(conversation::Column::Id.eq(conversation_id))
+            .exec(&*transaction)
+            .await?;
+        transaction.commit().await?;
+        Ok(position)
+    }
+
+    /// Commits one change of a prompt. While it runs, the changed output goes to the journal;
+    /// once it rests, the whole timeline is folded into the prompt row and the journal cleared.
+    pub async fn save_prompt(&self, prompt: &Prompt, change: PromptChange) -> anyhow::Result<()> {
+        let transaction = self.begin_write().await?;
+        let resting = prompt.state != PromptState::Running;
+        if let PromptChange::Output(index) = change
+            && !resting
+            && let Some(output) = prompt.output.get(index)
+        {
+            prompt_output::Entity::insert(prompt_output::ActiveModel {
+                prompt_id: Set(prompt.id.clone()),
+                position: Set(i64::try_from(index)?),
+                output: Set(serde_json::to_value(output)?),
+            })
+            .on_conflict(
+                OnConflict::columns([
+                    prompt_output::Column::PromptId,
+                    prompt_output::Column::Position,
+                ])
+                .update_column(prompt_output::Column::Output)
+                .to_owned(),
+            )
+            .exec_without_returning(&*transaction)
+            .await
+            .context("could not journal the output")?;
+        }
+        let mut update = prompt::Entity::update_many()
+            .col_expr(prompt::Column::State, Expr::value(prompt.state.as_str()))
+            .col_expr(prompt::Column::Visible, Expr::value(prompt.visible))
+            .col_expr(
+                prompt::Column::Usage,
+                Expr::value(serde_json::to_value(&prompt.usage)?),
+            )
+            .col_expr(prompt::Column::Error, Expr::value(prompt.error.clone()))
+            .col_expr(prompt::Column::UpdatedAt, Expr::value(Utc::now()));
+        if let Some(instance) = self.instance_id() {
+            update = update.col_expr(prompt::Column::InstanceId, Expr::value(instance.to_owned()));
+        }
+        if resting {
+            update = update.col_expr(
+                prompt::Column::Output,
+                Expr::value(serde_json::to_value(&prompt.output)?),
+            );
+        }
+        let updated = update
+            .filter(prompt::Column::Id.eq(prompt.id.as_str()))
+            .exec(&*transaction)
+            .await?
+            .rows_affected;
+        if updated == 0 {
+            bail!(
+                "prompt {} is not stored (was its conversation deleted?)",
+                prompt.id
+            );
+        }
+        if resting {
+            prompt_output::Entity::delete_many()
+                .filter(prompt_output::Column::PromptId.eq(prompt.id.as_str()))
+                .exec(&*transaction)
+                .await?;
+        }
+        transaction.commit().await?;
+        Ok(())
+    }
+
+    /// Every prompt of a conversation, in order, archived ones included.
+    pub async fn conversation_prompts(
+        &self,
+        conversation_id: &str,
+    ) -> anyhow::Result<Vec<StoredPrompt>> {
+        let rows = prompt::Entity::find()
+            .filter(prompt::Column::ConversationId.eq(conversation_id))
+            .order_by_asc(prompt::Column::Position)
+            .all(&self.db)
+            .await?;
+        let running: Vec<String> = rows
+            .iter()
+            .filter(|row| row.state == PromptState::Running.as_str())
+            .map(|row| row.id.clone())
+            .collect();
+        let mut journal = if running.is_empty() {
+            Vec::new()
+        } else {
+            prompt_output::Entity::find()
+                .filter(prompt_output::Column::PromptId.is_in(running))
+                .order_by_asc(prompt_output::Column::PromptId)
+                .order_by_asc(prompt_output::Column::Position)
+                .all(&self.db)
+                .await?
+        };
+        let mut prompts = Vec::with_capacity(rows.len());
+        for row in rows {
+            let own: Vec<prompt_output::Model> = if row.state == PromptState::Running.as_str() {
+                let (own, rest) = journal
+                    .into_iter()
+                    .partition(|entry| entry.prompt_id == row.id);
+                journal = rest;
+                own
+            } else {
+                Vec::new()
+            };
+            prompts.push(stored_prompt(row, own)?);
+        }
+        Ok(prompts)
+    }
+
+    /// One prompt of the user's; another user's is `None`.
+    pub async fn prompt(
+        &self,
+        user_id: &str,
+        prompt_id: &str,
+    ) -> anyhow::Result<Option<StoredPrompt>> {
+        let Some(row) = prompt::Entity::find_by_id(prompt_id.to_owned())
+            .filter(prompt::Column::UserId.eq(user_id))
+            .one(&self.db)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let journal = self.journal(&row).await?;
+        Ok(Some(stored_prompt(row, journal)?))
+    }
+
+    async fn journal(&self, row: &prompt::Model) -> anyhow::Result<Vec<prompt_output::Model>> {
+        if row.state != PromptState::Running.as_str() {
+            return Ok(Vec::new());
+        }
+        Ok(prompt_output::Entity::find()
+            .filter(prompt_output::Column::PromptId.eq(row.id.as_str()))
+            .order_by_asc(prompt_output::Column::Position)
+            .all(&self.db)
+            .await?)
+    }
+
+    /// Marks prompts archived and sets the summary that replaces them in history.
+    pub async fn archive(
+        &self,
+        conversation_id: &str,
+        prompt_ids: &[String],
+        summary: &str,
+    ) -> anyhow::Result<()> {
+        let transaction = self.begin_write().await?;
+        prompt::Entity::update_many()
+            .col_expr(prompt::Column::Archived, Expr::value(true))
+            .filter(prompt::Column::ConversationId.eq(conversation_id))
+            .filter(prompt::Column::Id.is_in(prompt_ids.iter().cloned()))
+            .exec(&*transaction)
+            .await?;
+        conversation::Entity::update_many()
+            .col_expr(
+                conversation::Column::Summary,
+                Expr::value(summary.to_owned()),
+            )
+            .filter(conversation::Column::Id.eq(conversation_id))
+            .exec(&*transaction)
+            .await?;
+        transaction.commit().await?;
+        Ok(())
+    }
+
+    /// Run at startup and then now and again: every `running` prompt of an instance that is
+    /// gone becomes `interrupted` with its pending tool results closed as errors, and so does
+    /// every such prompt waiting for approval in a mode that cannot resume (`resumable` says
+    /// which can). Their conversations are released. Prompts of live instances are theirs.
+    pub async fn recover(
+        &self,
+        resumable: &(dyn Fn(&Prompt) -> bool + Send + Sync),
+    ) -> anyhow::Result<Recovery> {
+        let rows = prompt::Entity::find()
+            .filter(prompt::Column::State.is_in([
+                PromptState::Running.as_str(),
+                PromptState::WaitingForApproval.as_str(),
+            ]))
+            .all(&self.db)
+            .await?;
+        // Read after the prompts: an instance registers before it stores a prompt, so every
+        // instance named by a row above is in this list if it is alive.
+        let live = self.live_instances().await?;
+        let mut recovery = Recovery::default();
+        for row in rows {
+            if row
+                .instance_id
+                .as_ref()
+                .is_some_and(|instance| live.contains(instance))
+            {
+                continue;
+            }
+            let conversation_id = row.conversation_id.clone();
+            let journal = self.journal(&row).await?;
+            let mut prompt = stored_prompt(row, journal)?.prompt;
+            if prompt.state == PromptState::WaitingForApproval && resumable(&prompt) {
+                recovery.waiting.push(prompt.id.clone());
+                continue;
+            }
+            let was_waiting = prompt.state == PromptState::WaitingForApproval;
+            interrupt(&mut prompt, was_waiting);
+            self.save_prompt(&prompt, PromptChange::Prompt).await?;
+            self.release(&conversation_id, &prompt.id, None).await?;
+            recovery.interrupted.push(prompt.id);
+        }
+        if !recovery.interrupted.is_empty() {
+            tracing::warn!(
+                prompts = recovery.interrupted.len(),
+                "marked prompts interrupted by the last shutdown"
+            );
+        }
+        Ok(recovery)
+    }
+}
+
+/// Ends a prompt as `interrupted`, closing its pending tool results as errors so the
+/// conversation stays valid for the model.
+pub fn interrupt(prompt: &mut Prompt, was_waiting: bool) {
+    let now = Utc::now();
+    for output in &mut prompt.output {
+        if let PromptOutput::Tool(tool) = output
+            && tool.result.is_pending()
+        {
+            tool.result = ToolResult::Error {
+                error: if was_waiting {
+                    "Interrupted: the process stopped while this tool call waited for \
+                     approval; it did not run"
+                        .to_owned()
+                } else {
+                    INTERRUPTED_TOOL_ERROR.to_owned()
+                },
+            };
+            tool.end = Some(now);
+        }
+    }
+    prompt.state = PromptState::Interrupted;
+    prompt.error = Some(if was_waiting {
+        "interrupted: the process stopped while the prompt waited for approval".to_owned()
+    } else {
+        "interrupted: the process stopped while the prompt was running".to_owned()
+    });
+}
+
+fn conversation_from_model(model: conversation::Model) -> Conversation {
+    Conversation {
+        id: model.id,
+        user_id: model.user_id,
+        title: model.title,
+        summary: model.summary,
+        active_prompt_id: model.active_prompt_id,
+        created_at: model.created_at,
+        updated_at: model.updated_at,
+        title_fixed: model.title_fixed,
+        state: match model.state {
+            Value::Object(map) => map,
+            _ => serde_json::Map::new(),
+        },
+    }
+}
+
+fn stored_prompt(
+    row: prompt::Model,
+    journal: Vec<prompt_output::Model>,
+) -> anyhow::Result<StoredPrompt> {
+    let state: PromptState = serde_json::from_value(Value::String(row.state.clone()))
+        .with_context(|| format!("prompt {} has an unknown state {:?}", row.id, row.state))?;
+    let model: ModelKind = row
+        .model
+        .parse()
+        .map_err(|error: String| anyhow::anyhow!(error))?;
+    let mut output: Vec<PromptOutput> = serde_json::from_value(row.output)
+        .with_context(|| format!("prompt {} has an unreadable timeline", row.id))?;
+    for entry in journal {
+        let position = usize::try_from(entry.position)?;
+        let item: PromptOutput = serde_json::from_value(entry.output)
+            .with_context(|| format!("prompt {} has an unreadable output", row.id))?;
+        if position < output.len() {
+            output[position] = item;
+        } else {
+            output.push(item);
+        }
+    }
+    let usage: PromptUsage = serde_json::from_value(row.usage).unwrap_or_default();
+    Ok(StoredPrompt {
+        prompt: Prompt {
+            id: row.id,
+            user_id: row.user_id,
+            model,
+            mode: row.mode,
+            visible: row.visible,
+            state,
+            input: row.input,
+            output,
+            usage,
+            error: row.error,
+        },
+        conversation_id: row.conversation_id,
+        position: row.position,
+        archived: row.archived,
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+    })
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .or_else(|| std::env::var("COMPUTERNAME").ok())
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+/// Whether this system shows processes under `/proc` (Linux); elsewhere leases decide.
+fn can_see_processes() -> bool {
+    Path::new("/proc/self").exists()
+}
+
+fn process_exists(pid: u32) -> bool {
+    let path = PathBuf::from(format!("/proc/{pid}/stat"));
+    match std::fs::read_to_string(path) {
+        // A zombie has exited; it only waits for its parent to notice.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_none_or(|(_, rest)| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+fn sqlite_file(url: &str) -> Option<PathBuf> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))?;
+    let path = rest.split('?').next().unwrap_or_default();
+    if path.is_empty() || path == ":memory:" {
+        None
+    } else {
+        Some(PathBuf::from(path))
+    }
+}
+
+/// The URL without its password, for messages.
+fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let credentials = &url[scheme + 3..at];
+            match credentials.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}

@@ -1,0 +1,611 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Conversations end to end on SQLite and PostgreSQL: history, titles, ownership, the busy
+//! rule, restarts (running, waiting in classic, waiting in code), concurrent writers and
+//! plugin migrations.
+
+mod support;
+
+use std::sync::Arc;
+
+use agentic_conversation::{
+    ConversationError, ConversationService, PromptRequest, register_migrations,
+    sea_orm_migration::{MigrationName, MigrationTrait, SchemaManager},
+};
+use agentic_core::{
+    ChatRole, ModelKind, Plugin, Prompt, PromptChange, PromptOutput, PromptState, Runtime,
+    SetupContext, ToolResult,
+};
+use async_trait::async_trait;
+use sea_orm::{ConnectionTrait, Statement};
+use support::{databases, kit_config, runtime, service, store};
+
+fn request(input: &str, mode: &str) -> PromptRequest {
+    PromptRequest {
+        input: Some(input.to_owned()),
+        mode: Some(mode.to_owned()),
+        ..PromptRequest::default()
+    }
+}
+
+fn tool_results(prompt: &Prompt) -> Vec<(String, ToolResult)> {
+    prompt
+        .output
+        .iter()
+        .filter_map(|output| match output {
+            PromptOutput::Tool(tool) => Some((tool.function.clone(), tool.result.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompts_persist_with_mixed_mode_history_titles_and_owners() {
+    for db in databases().await {
+        let turns = r#"
+- toolCalls:
+    - { name: kit.add, input: { a: 2, b: 3 } }
+- text: The sum is 5.
+- code: |
+    const r = kitAdd({ a: 5, b: 10 });
+    output(`Now ${r}.`);
+    done();
+"#;
+        let (service, provider) = service(&db, turns).await;
+        let mut conversation = service.create("alice").await.unwrap();
+        let first = conversation
+            .prompt(request(
+                "What is 2 + 3? Please show your working.",
+                "classic",
+            ))
+            .await
+            .unwrap();
+        assert_eq!(first.state, PromptState::Completed, "{}", db.name);
+        let second = conversation
+            .prompt(request("And add 10 to it", "code"))
+            .await
+            .unwrap();
+        assert_eq!(
+            second.state,
+            PromptState::Completed,
+            "{}: {:?}",
+            db.name,
+            second.error
+        );
+
+        // The code prompt saw the classic one (compactly, tool result included).
+        let requests = provider.requests();
+        let code_request = &requests[2];
+        let history: Vec<&str> = code_request
+            .messages
+            .iter()
+            .map(|message| message.content.as_str())
+            .collect();
+        assert!(
+            history.iter().any(|text| text.contains("What is 2 + 3?")),
+            "{}: {history:#?}",
+            db.name
+        );
+        assert!(
+            history
+                .iter()
+                .any(|text| text.contains("kit.add") && text.contains('5')),
+            "{}: {history:#?}",
+            db.name
+        );
+
+        // Stored as it ran, in order, and readable by a fresh service over the same database.
+        drop(service);
+        let (service, _) = support::service(&db, "[]").await;
+        let loaded = service.get("alice", conversation.id()).await.unwrap();
+        assert_eq!(
+            loaded.conversation().title,
+            "What is 2 + 3? Please show your working."
+        );
+        let prompts = loaded.prompts().await.unwrap();
+        assert_eq!(prompts.len(), 2);
+        assert_eq!(prompts[0].prompt, first, "{}", db.name);
+        assert_eq!(prompts[1].prompt, second, "{}", db.name);
+        assert_eq!(prompts[1].prompt.mode, "code");
+        assert_eq!(
+            service.prompt("alice", &second.id).await.unwrap().prompt,
+            second
+        );
+
+        // Another user sees none of it.
+        assert!(matches!(
+            service.get("mallory", conversation.id()).await,
+            Err(ConversationError::NotFound(_))
+        ));
+        assert!(matches!(
+            service.prompt("mallory", &second.id).await,
+            Err(ConversationError::PromptNotFound(_))
+        ));
+        assert!(service.list("mallory").await.unwrap().is_empty());
+        assert!(matches!(
+            service.delete("mallory", conversation.id()).await,
+            Err(ConversationError::NotFound(_))
+        ));
+        let listed = service.list("alice").await.unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].id, conversation.id());
+
+        // A title set by something better sticks.
+        let mut loaded = loaded;
+        loaded.set_title("Arithmetic").await.unwrap();
+        assert_eq!(
+            service
+                .get("alice", conversation.id())
+                .await
+                .unwrap()
+                .conversation()
+                .title,
+            "Arithmetic"
+        );
+
+        service.delete("alice", conversation.id()).await.unwrap();
+        assert!(service.list("alice").await.unwrap().is_empty());
+        assert!(matches!(
+            service.prompt("alice", &second.id).await,
+            Err(ConversationError::PromptNotFound(_))
+        ));
+        let _ = conversation.id();
+        conversation = service.create("alice").await.unwrap();
+        assert_eq!(conversation.conversation().title, "New conversation");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_is_carried_between_prompts() {
+    for db in databases().await {
+        let (service, _) = service(&db, "- text: one\n- text: two\n").await;
+        let mut conversation = service.create("alice").await.unwrap();
+        let mut first = request("hi", "classic");
+        first.state = Some(serde_json::Map::from_iter([(
+            "city".to_owned(),
+            serde_json::json!("Oslo"),
+        )]));
+        conversation.prompt(first).await.unwrap();
+        let stored = service
+            .store()
+            .conversation("alice", conversation.id())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            stored.state.get("city"),
+            Some(&serde_json::json!("Oslo")),
+            "{}",
+            db.name
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_prompt_in_a_busy_conversation_gets_a_clear_error() {
+    for db in databases().await {
+        let turns = "- { text: slow answer, delayMs: 600 }\n- text: next\n";
+        let (service, _) = service(&db, turns).await;
+        let mut conversation = service.create("alice").await.unwrap();
+        let started = conversation
+            .start(request("first", "classic"))
+            .await
+            .unwrap();
+        let first_id = started.prompt_id().to_owned();
+        let running = tokio::spawn(started.run());
+
+        let mut again = service.get("alice", conversation.id()).await.unwrap();
+        let error = again.start(request("second", "classic")).await.unwrap_err();
+        match &error {
+            ConversationError::Busy { prompt_id, .. } => assert_eq!(prompt_id, &first_id),
+            other => panic!("{}: expected busy, got {other:?}", db.name),
+        }
+        assert!(error.to_string().contains("is busy"), "{error}");
+        // Deleting a conversation whose prompt runs is refused the same way.
+        assert!(matches!(
+            service.delete("alice", conversation.id()).await,
+            Err(ConversationError::Busy { .. })
+        ));
+
+        let first = running.await.unwrap().unwrap();
+        assert_eq!(first.state, PromptState::Completed);
+        let second = again.prompt(request("second", "classic")).await.unwrap();
+        assert_eq!(second.state, PromptState::Completed, "{}", db.name);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_waiting_for_approval_survives_a_restart_and_completes_when_approved() {
+    for db in databases().await {
+        let turns =
+            "- toolCalls:\n    - { id: call_del, name: kit.delete, input: { path: notes.txt } }\n";
+        let (service, _) = service(&db, turns).await;
+        let mut conversation = service.create("alice").await.unwrap();
+        let waiting = conversation
+            .prompt(request("Delete notes.txt", "classic"))
+            .await
+            .unwrap();
+        assert_eq!(waiting.state, PromptState::WaitingForApproval);
+        let conversation_id = conversation.id().to_owned();
+        drop(conversation);
+        // The process stops (SIGKILL is the crash test's business) ...
+        assert!(service.shutdown().await.unwrap().is_empty(), "{}", db.name);
+        drop(service);
+
+        // ... and a new one starts: new runtime, new service, same database.
+        let (service, provider) = support::service(&db, "- text: Deleted it.\n").await;
+        assert_eq!(
+            service.recovery().waiting,
+            vec![waiting.id.clone()],
+            "{}",
+            db.name
+        );
+        assert!(service.recovery().interrupted.is_empty());
+        let stored = service.prompt("alice", &waiting.id).await.unwrap();
+        assert_eq!(stored.prompt.state, PromptState::WaitingForApproval);
+
+        // Still busy until decided.
+        let mut again = service.get("alice", &conversation_id).await.unwrap();
+        assert!(matches!(
+            again.start(request("next", "classic")).await,
+            Err(ConversationError::Busy { .. })
+        ));
+        // Someone else cannot approve it.
+        assert!(matches!(
+            service.approve("mallory", &waiting.id, "call_del").await,
+            Err(ConversationError::PromptNotFound(_))
+        ));
+
+        let done = service
+            .approve("alice", &waiting.id, "call_del")
+            .await
+            .unwrap();
+        assert_eq!(
+            done.state,
+            PromptState::Completed,
+            "{}: {:?}",
+            db.name,
+            done.error
+        );
+        assert_eq!(
+            tool_results(&done),
+            vec![(
+                "kit.delete".to_owned(),
+                ToolResult::Success {
+                    output: serde_json::json!("deleted notes.txt")
+                }
+            )]
+        );
+        // The model was asked to go on with the tool's result in its messages.
+        let resumed = &provider.requests()[0];
+        assert!(
+            resumed
+                .messages
+                .iter()
+                .any(|message| message.role == ChatRole::Tool
+                    && message.content.contains("deleted notes.txt")),
+            "{}: {:#?}",
+            db.name,
+            resumed.messages
+        );
+        assert_eq!(
+            service.prompt("alice", &waiting.id).await.unwrap().prompt,
+            done
+        );
+        // And the conversation is free again.
+        let (service, _) = support::service(&db, "- text: hello again\n").await;
+        let mut again = service.get("alice", &conversation_id).await.unwrap();
+        let next = again.prompt(request("next", "classic")).await.unwrap();
+        assert_eq!(next.state, PromptState::Completed);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_code_prompt_waiting_at_restart_is_interrupted_and_its_tool_never_ran() {
+    for db in databases().await {
+        let turns = r#"
+- code: |
+    const r = kitDelete({ path: "notes.txt" });
+    output(r);
+    done();
+"#;
+        let (service, _) = service(&db, turns).await;
+        let mut conversation = service.create("alice").await.unwrap();
+        let waiting = conversation
+            .prompt(request("Delete notes.txt", "code"))
+            .await
+            .unwrap();
+        assert_eq!(
+            waiting.state,
+            PromptState::WaitingForApproval,
+            "{}",
+            db.name
+        );
+        drop(conversation);
+        assert_eq!(service.shutdown().await.unwrap(), vec![waiting.id.clone()]);
+        drop(service);
+
+        let (service, _) = support::service(&db, "- text: ok\n").await;
+        let stored = service.prompt("alice", &waiting.id).await.unwrap().prompt;
+        assert_eq!(stored.state, PromptState::Interrupted);
+        let delete = tool_results(&stored)
+            .into_iter()
+            .find(|(name, _)| name == "kit.delete")
+            .unwrap();
+        match delete.1 {
+            ToolResult::Error { error } => assert!(error.contains("did not run"), "{error}"),
+            other => panic!("expected an error, got {other:?}"),
+        }
+        assert!(
+            !tool_results(&stored)
+                .iter()
+                .any(|(_, result)| result.is_pending()),
+            "no pending result may remain: {stored:#?}"
+        );
+        assert!(matches!(
+            service.approve("alice", &waiting.id, "call_1").await,
+            Err(ConversationError::Prompt(_))
+        ));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_prompt_found_at_startup_is_interrupted_and_the_conversation_goes_on() {
+    for db in databases().await {
+        // What a killed process leaves: a running prompt, one finished tool, one pending.
+        {
+            let store = agentic_conversation::Store::open(&db.url, &Default::default())
+                .await
+                .unwrap();
+            let conversation = store.create_conversation("alice", "t").await.unwrap();
+            let mut prompt = Prompt::new("alice", "classic", ModelKind::Normal, Some("go".into()));
+            store
+                .insert_prompt(&conversation.id, &prompt)
+                .await
+                .unwrap();
+            assert!(
+                store
+                    .claim(&conversation.id, &prompt.id)
+                    .await
+                    .unwrap()
+                    .is_ok()
+            );
+            for (index, (id, result)) in [
+                (
+                    "call_a",
+                    ToolResult::Success {
+                        output: serde_json::json!("a done"),
+                    },
+                ),
+                (
+                    "call_b",
+                    ToolResult::Pending {
+                        reason: String::new(),
+                    },
+                ),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                prompt
+                    .output
+                    .push(PromptOutput::Tool(agentic_core::ToolOutput {
+                        id: id.into(),
+                        function: "kit.echo".into(),
+                        input: serde_json::json!({ "text": id }),
+                        result,
+                        start: chrono::Utc::now(),
+                        end: None,
+                    }));
+                store
+                    .save_prompt(&prompt, PromptChange::Output(index))
+                    .await
+                    .unwrap();
+            }
+            store.close().await.unwrap();
+        }
+        let (service, provider) = support::service(&db, "- text: fine\n").await;
+        let interrupted = service.recovery().interrupted.clone();
+        assert_eq!(interrupted.len(), 1, "{}", db.name);
+        let stored = service.prompt("alice", &interrupted[0]).await.unwrap();
+        assert_eq!(stored.prompt.state, PromptState::Interrupted);
+        assert!(
+            stored
+                .prompt
+                .error
+                .as_deref()
+                .unwrap()
+                .contains("interrupted")
+        );
+        let results = tool_results(&stored.prompt);
+        assert_eq!(
+            results[0].1,
+            ToolResult::Success {
+                output: serde_json::json!("a done")
+            }
+        );
+        assert!(
+            matches!(&results[1].1, ToolResult::Error { error } if error.contains("Interrupted"))
+        );
+
+        let mut conversation = service.get("alice", &stored.conversation_id).await.unwrap();
+        let next = conversation
+            .prompt(request("again", "classic"))
+            .await
+            .unwrap();
+        assert_eq!(next.state, PromptState::Completed, "{}", db.name);
+        // The model sees a valid history: every call has its result.
+        let messages = &provider.requests()[0].messages;
+        let calls: usize = messages
+            .iter()
+            .map(|message| message.tool_calls.len())
+            .sum();
+        let results = messages
+            .iter()
+            .filter(|message| message.role == ChatRole::Tool)
+            .count();
+        assert_eq!(calls, 2);
+        assert_eq!(results, 2);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixteen_writers_with_their_own_connections_all_commit() {
+    for db in databases().await {
+        // Migrate once, then 16 independent services (16 pools, as 16 processes would have).
+        drop(support::service(&db, "[]").await);
+        let mut tasks = Vec::new();
+        for writer in 0..16 {
+            let url = db.url.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut turns = String::new();
+                for round in 0..4 {
+                    turns.push_str(&format!(
+                        "- toolCalls:\n    - {{ name: kit.echo, input: {{ text: w{writer}r{round} }} }}\n- text: done {round}\n"
+                    ));
+                }
+                let (runtime, _) = runtime(&turns, kit_config(serde_json::json!({}))).await;
+                let service = ConversationService::open(runtime, &url).await.unwrap();
+                let mut conversation = service.create(&format!("user{writer}")).await.unwrap();
+                for round in 0..4 {
+                    let prompt = conversation
+                        .prompt(request(&format!("echo {round}"), "classic"))
+                        .await
+                        .unwrap();
+                    assert_eq!(prompt.state, PromptState::Completed);
+                }
+                conversation.id().to_owned()
+            }));
+        }
+        let mut ids = Vec::new();
+        for task in tasks {
+            ids.push(task.await.unwrap());
+        }
+        let store = store(&db).await;
+        for (writer, id) in ids.iter().enumerate() {
+            let prompts = store.conversation_prompts(id).await.unwrap();
+            assert_eq!(prompts.len(), 4, "{} writer {writer}", db.name);
+            for (position, stored) in prompts.iter().enumerate() {
+                assert_eq!(stored.position, position as i64);
+                assert_eq!(
+                    stored.prompt.output.len(),
+                    2,
+                    "{} writer {writer}: {:#?}",
+                    db.name,
+                    stored.prompt
+                );
+            }
+        }
+        assert_eq!(store.integrity_check().await.unwrap(), "ok");
+    }
+}
+
+struct NotesPlugin;
+
+struct CreateNotes;
+
+impl MigrationName for CreateNotes {
+    fn name(&self) -> &str {
+        "0001_notes"
+    }
+}
+
+#[async_trait]
+impl MigrationTrait for CreateNotes {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), sea_orm::DbErr> {
+        manager
+            .get_connection()
+            .execute_unprepared("CREATE TABLE notes (id VARCHAR(64) PRIMARY KEY, body TEXT)")
+            .await
+            .map(|_| ())
+    }
+}
+
+#[async_trait]
+impl Plugin for NotesPlugin {
+    fn id(&self) -> &str {
+        "notes"
+    }
+
+    async fn setup(&self, context: &mut SetupContext<'_>) -> anyhow::Result<()> {
+        register_migrations(context, "notes", vec![Arc::new(CreateNotes)]);
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_migrations_run_once_at_startup() {
+    for db in databases().await {
+        for _ in 0..2 {
+            let runtime = Runtime::builder()
+                .plugin(Arc::new(NotesPlugin))
+                .build()
+                .await
+                .unwrap();
+            let service = ConversationService::open(Arc::new(runtime), &db.url)
+                .await
+                .unwrap();
+            let connection = service.store().connection();
+            connection
+                .execute_unprepared(
+                    "INSERT INTO notes (id, body) VALUES ('x', 'y') ON CONFLICT DO NOTHING",
+                )
+                .await
+                .unwrap();
+            let rows = connection
+                .query_all_raw(Statement::from_string(
+                    connection.get_database_backend(),
+                    "SELECT name FROM agentic_migrations ORDER BY name",
+                ))
+                .await
+                .unwrap();
+            let names: Vec<String> = rows
+                .iter()
+                .map(|row| row.try_get_by_index::<String>(0).unwrap())
+                .collect();
+            assert_eq!(
+                names,
+                vec![
+                    "agentic/0001_conversations".to_owned(),
+                    "notes/0001_notes".to_owned()
+                ],
+                "{}",
+                db.name
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_is_tuned_for_concurrent_writers() {
+    let dbs = databases().await;
+    let db = &dbs[0];
+    let store = agentic_conversation::Store::open(&db.url, &Default::default())
+        .await
+        .unwrap();
+    let connection = store.connection();
+    let pragma = |name: &'static str| {
+        let connection = connection.clone();
+        async move {
+            let row = connection
+                .query_one_raw(Statement::from_string(
+                    sea_orm::DbBackend::Sqlite,
+                    format!("PRAGMA {name}"),
+                ))
+                .await
+                .unwrap()
+                .unwrap();
+            row.try_get_by_index::<sea_orm::prelude::Json>(0)
+                .map(|value| value.to_string())
+                .or_else(|_| {
+                    row.try_get_by_index::<i64>(0)
+                        .map(|value| value.to_string())
+                })
+                .or_else(|_| row.try_get_by_index::<String>(0))
+                .unwrap()
+        }
+    };
+    assert_eq!(pragma("journal_mode").await.trim_matches('"'), "wal");
+    assert_eq!(pragma("foreign_keys").await, "1");
+    assert_eq!(pragma("busy_timeout").await, "10000");
+    assert_eq!(pragma("synchronous").await, "1", "NORMAL");
+}

@@ -18,8 +18,9 @@ fn main() -> anyhow::Result<()> {
         Some("bench") => match arguments.get(1).map(String::as_str) {
             Some("sandbox") => bench_sandbox(&root),
             Some("tokens") => bench_tokens(&root),
+            Some("store") => bench_store(&root),
             _ => {
-                eprintln!("usage: cargo xtask bench <sandbox|tokens>");
+                eprintln!("usage: cargo xtask bench <sandbox|tokens|store>");
                 std::process::exit(2);
             }
         },
@@ -30,7 +31,8 @@ fn main() -> anyhow::Result<()> {
                  ci     format check, clippy -D warnings, dependency invariants, every test\n  \
                  deps   check that agentic-core depends on no HTTP, database or JS engine crate\n  \
                  bench sandbox   sandbox overhead, ours beside the seed's QuickJS (needs node, npm)\n  \
-                 bench tokens    model calls and prompt tokens, classic against code mode"
+                 bench tokens    model calls and prompt tokens, classic against code mode\n  \
+                 bench store     conversation store on SQLite and PostgreSQL (AGENTIC_TEST_POSTGRES_URL)"
             );
             std::process::exit(2);
         }
@@ -187,6 +189,21 @@ fn bench_tokens(root: &Path) -> anyhow::Result<()> {
             "agentic-interpreter",
             "--bench",
             "tokens",
+        ],
+        &[],
+    )
+}
+
+fn bench_store(root: &Path) -> anyhow::Result<()> {
+    run(
+        root,
+        "cargo",
+        &[
+            "bench",
+            "--package",
+            "agentic-conversation",
+            "--bench",
+            "store",
         ],
         &[],
     )

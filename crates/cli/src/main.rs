@@ -1,12 +1,18 @@
 //! `agentic`: the playground CLI. Runs prompts in process, in any mode, against the provider
-//! the environment selects, and lists and runs tools.
+//! the environment selects, in conversations stored in the default database (or
+//! `AGENTIC_DATABASE_URL`), and lists and runs tools.
 
 use std::io::{BufRead, IsTerminal, Read, Write};
 use std::process::ExitCode;
+use std::sync::Arc;
 
+use agentic_conversation::{
+    ConversationError, ConversationInstance, ConversationService, PromptRequest,
+    database_url_from_env,
+};
 use agentic_core::{
-    EventPayload, ModelKind, PromptOptions, PromptOutput, PromptState, Received, Runtime, State,
-    ToolContext, ToolResult,
+    EventPayload, ModelKind, PromptOutput, PromptState, Received, Runtime, State, ToolContext,
+    ToolResult,
 };
 use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
@@ -41,7 +47,8 @@ enum Command {
     #[command(
         after_help = "Examples:\n  agentic prompt \"What time is it in Oslo?\"\n  \
                             agentic prompt \"Sum the numbers 1 to 100\" -m code\n  \
-                            echo \"What time is it?\" | agentic prompt -"
+                            echo \"What time is it?\" | agentic prompt -\n  \
+                            agentic prompt \"And in Tokyo?\" -c <conversation id>"
     )]
     Prompt {
         /// The message; `-` reads it from stdin
@@ -58,7 +65,13 @@ enum Command {
         /// Approve every tool call without asking
         #[arg(long)]
         yes: bool,
+        /// Continue this conversation (its id is printed on stderr after each prompt)
+        #[arg(short, long = "conversation", value_name = "ID")]
+        conversation: Option<String>,
     },
+    /// List your conversations, most recent first
+    #[command(after_help = "Example:\n  agentic conversations")]
+    Conversations,
     /// List the tools
     #[command(after_help = "Example:\n  agentic tools")]
     Tools,
@@ -98,18 +111,48 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let runtime = Runtime::builder().registered_plugins().build().await?;
-    let Some(command) = cli.command else {
-        return repl(&runtime).await;
-    };
+    let runtime = Arc::new(Runtime::builder().registered_plugins().build().await?);
+    let uses_conversations = matches!(
+        cli.command,
+        None | Some(Command::Prompt { .. } | Command::Conversations)
+    );
+    if !uses_conversations {
+        return run_stateless(&runtime, cli.command).await;
+    }
+    let url = database_url_from_env()?;
+    let service = ConversationService::open(runtime.clone(), &url).await?;
+    let code = run_with_conversations(&service, cli.command).await;
+    if let Err(error) = service.shutdown().await {
+        eprintln!("agentic: could not close the database cleanly: {error:#}");
+    }
+    code
+}
+
+async fn run_with_conversations(
+    service: &ConversationService,
+    command: Option<Command>,
+) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Prompt {
+        None => repl(service).await,
+        Some(Command::Conversations) => {
+            for conversation in service.list(USER).await? {
+                println!(
+                    "{}  {}  {}",
+                    conversation.id,
+                    conversation.updated_at.format("%Y-%m-%d %H:%M"),
+                    conversation.title
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Prompt {
             message,
             mode,
             model,
             json,
             yes,
-        } => {
+            conversation,
+        }) => {
             let message = if message == "-" {
                 let mut text = String::new();
                 std::io::stdin().read_to_string(&mut text)?;
@@ -127,18 +170,44 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 json,
                 yes,
             };
-            let (code, _) = prompt(&runtime, message, &settings, Vec::new()).await?;
+            let mut conversation = match service.get_or_create(USER, conversation.as_deref()).await
+            {
+                Ok(conversation) => conversation,
+                Err(ConversationError::NotFound(id)) => {
+                    eprintln!(
+                        "agentic: no conversation \"{id}\"; `agentic conversations` lists yours"
+                    );
+                    return Ok(ExitCode::from(2));
+                }
+                Err(error) => return Err(error.into()),
+            };
+            let (code, _) = prompt(service, &mut conversation, message, &settings).await?;
             Ok(code)
         }
+        Some(_) => unreachable_command(),
+    }
+}
+
+fn unreachable_command() -> anyhow::Result<ExitCode> {
+    bail!("this command does not use conversations")
+}
+
+/// Commands that need no database.
+async fn run_stateless(runtime: &Runtime, command: Option<Command>) -> anyhow::Result<ExitCode> {
+    let Some(command) = command else {
+        return unreachable_command();
+    };
+    match command {
+        Command::Prompt { .. } | Command::Conversations => unreachable_command(),
         Command::Tools => {
-            let prepared = prepare(&runtime).await?;
+            let prepared = prepare(runtime).await?;
             for tool in prepared.tools.iter() {
                 println!("{:<28} {}", tool.id(), tool.description());
             }
             Ok(ExitCode::SUCCESS)
         }
         Command::ToolSchema { id } => {
-            let prepared = prepare(&runtime).await?;
+            let prepared = prepare(runtime).await?;
             let tool = prepared
                 .tools
                 .get(&id)
@@ -155,7 +224,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Invoke { id, input } => {
             let input: serde_json::Value =
                 serde_json::from_str(&input).context("the input is not valid JSON")?;
-            let prepared = prepare(&runtime).await?;
+            let prepared = prepare(runtime).await?;
             let context =
                 ToolContext::new(USER, "cli", State::default(), runtime.services().clone());
             match prepared.tools.invoke(context, &id, input).await {
@@ -208,15 +277,16 @@ struct PromptSettings {
     yes: bool,
 }
 
-/// `agentic` with no command: one conversation, kept in memory, a prompt per line.
-async fn repl(runtime: &Runtime) -> anyhow::Result<ExitCode> {
+/// `agentic` with no command: a prompt per line, in one stored conversation until `/new`.
+async fn repl(service: &ConversationService) -> anyhow::Result<ExitCode> {
+    let runtime = service.runtime();
     let mut settings = PromptSettings {
         mode: "classic".to_owned(),
         model: ModelKind::Normal,
         json: false,
         yes: false,
     };
-    let mut history = Vec::new();
+    let mut conversation: Option<ConversationInstance> = None;
     let interactive = std::io::stdin().is_terminal();
     if interactive {
         eprintln!("agentic: /mode <mode>, /new for a new conversation, /quit to leave");
@@ -234,7 +304,7 @@ async fn repl(runtime: &Runtime) -> anyhow::Result<ExitCode> {
             ("", _) => {}
             ("/quit" | "/exit", _) => break,
             ("/new", _) => {
-                history.clear();
+                conversation = None;
                 eprintln!("agentic: new conversation");
             }
             ("/mode", mode) if !mode.trim().is_empty() => {
@@ -255,21 +325,25 @@ async fn repl(runtime: &Runtime) -> anyhow::Result<ExitCode> {
             _ => {
                 // Each line is one prompt, even with the same lines read before it.
                 let message = line.to_owned();
-                let (_, finished) = prompt(runtime, message, &settings, history.clone()).await?;
-                history.push(finished);
+                let current = match &mut conversation {
+                    Some(current) => current,
+                    None => conversation.insert(service.create(USER).await?),
+                };
+                prompt(service, current, message, &settings).await?;
             }
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// Runs one prompt; returns the exit code and the finished prompt.
+/// Runs one prompt in a conversation; returns the exit code and the finished prompt.
 async fn prompt(
-    runtime: &Runtime,
+    service: &ConversationService,
+    conversation: &mut ConversationInstance,
     message: String,
     settings: &PromptSettings,
-    history: Vec<agentic_core::Prompt>,
 ) -> anyhow::Result<(ExitCode, agentic_core::Prompt)> {
+    let runtime = service.runtime();
     let PromptSettings {
         mode,
         model,
@@ -277,17 +351,16 @@ async fn prompt(
         yes,
     } = settings;
     let (model, json, yes) = (*model, *json, *yes);
-    let prompts = runtime.prompts();
     let mut subscription = runtime.services().events.subscribe(Some(USER));
-    let handle = prompts.create(PromptOptions {
-        user_id: USER.to_owned(),
-        input: Some(message),
-        model,
-        mode: Some(mode.clone()),
-        history,
-        ..PromptOptions::default()
-    })?;
-    let prompt_id = handle.lock().await.id().to_owned();
+    let started = conversation
+        .start(PromptRequest {
+            input: Some(message),
+            mode: Some(mode.clone()),
+            model,
+            ..PromptRequest::default()
+        })
+        .await?;
+    let prompt_id = started.prompt_id().to_owned();
 
     // Events are printed as they come; approval requests are handed to the loop below.
     let (approvals, mut approval_requests) = mpsc::unbounded_channel();
@@ -333,17 +406,17 @@ async fn prompt(
         }
     });
 
-    let mut prompt = prompts.run(&handle).await?;
+    let mut prompt = started.run().await?;
     while prompt.state == PromptState::WaitingForApproval {
         let Some((tool_call_id, tool_name, reason, input)) = approval_requests.recv().await else {
             bail!("the prompt waits for approval but none was requested");
         };
         prompt = match decide(&tool_name, &reason, &input, yes) {
-            Ok(()) => prompts.approve(&prompt.id, &tool_call_id).await?,
+            Ok(()) => service.approve(USER, &prompt.id, &tool_call_id).await?,
             Err(refusal) => {
                 eprintln!("agentic: {refusal}");
-                prompts
-                    .reject(&prompt.id, &tool_call_id, Some(&refusal))
+                service
+                    .reject(USER, &prompt.id, &tool_call_id, Some(&refusal))
                     .await?
             }
         };
@@ -352,6 +425,11 @@ async fn prompt(
     if !json {
         println!();
     }
+    eprintln!(
+        "agentic: conversation {} (continue it with -c {})",
+        conversation.id(),
+        conversation.id()
+    );
     let code = match prompt.state {
         PromptState::Completed => ExitCode::SUCCESS,
         _ => {

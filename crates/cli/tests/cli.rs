@@ -29,6 +29,8 @@ fn agentic(arguments: &[&str], provider: Option<&Script>, stdin: Option<&str>) -
         .env_remove("OPENAI_API_KEY")
         .env_remove("OPENAI_BASE_URL")
         .env_remove("AGENTIC_PROVIDER")
+        // Every test of this binary shares one database, as concurrent CLI runs of a user do.
+        .env("AGENTIC_DATABASE_URL", database_url())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -42,6 +44,11 @@ fn agentic(arguments: &[&str], provider: Option<&Script>, stdin: Option<&str>) -
     }
     drop(input);
     child.wait_with_output().unwrap()
+}
+
+fn database_url() -> String {
+    let path = std::env::temp_dir().join(format!("agentic-cli-{}.db", std::process::id()));
+    format!("sqlite://{}", path.display())
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -222,4 +229,50 @@ fn the_repl_runs_one_prompt_per_line_and_switches_modes() {
     assert!(stderr.contains("agentic: mode code"), "{stderr}");
     assert!(stderr.contains("agentic: new conversation"), "{stderr}");
     assert!(stderr.contains("unknown command /frob"), "{stderr}");
+}
+
+fn conversation_id(stderr: &str) -> String {
+    let line = stderr
+        .lines()
+        .find(|line| line.starts_with("agentic: conversation "))
+        .unwrap_or_else(|| panic!("no conversation id in: {stderr}"));
+    line.split_whitespace().nth(2).unwrap().to_owned()
+}
+
+#[test]
+fn a_conversation_continues_with_c_and_is_listed() {
+    let first = script("continue-1", "- text: Oslo is in Norway.\n");
+    let output = agentic(
+        &["prompt", "Where is Oslo? (continuation test)"],
+        Some(&first),
+        None,
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let id = conversation_id(&text(&output.stderr));
+
+    let second = script("continue-2", "- text: About 700,000 people.\n");
+    let output = agentic(
+        &["prompt", "How many live there?", "-c", &id],
+        Some(&second),
+        None,
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_eq!(conversation_id(&text(&output.stderr)), id);
+    assert_eq!(text(&output.stdout).trim(), "About 700,000 people.");
+
+    let listed = agentic(&["conversations"], None, None);
+    assert_eq!(listed.status.code(), Some(0), "{}", text(&listed.stderr));
+    let line = text(&listed.stdout)
+        .lines()
+        .find(|line| line.starts_with(&id))
+        .map(str::to_owned)
+        .unwrap_or_else(|| panic!("{id} not listed: {}", text(&listed.stdout)));
+    assert!(
+        line.ends_with("Where is Oslo? (continuation test)"),
+        "{line}"
+    );
+
+    let unknown = agentic(&["prompt", "hi", "-c", "no-such-id"], Some(&second), None);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(text(&unknown.stderr).contains("no conversation \"no-such-id\""));
 }

@@ -239,23 +239,7 @@ async fn run_stateless(runtime: &Runtime, command: Option<Command>) -> anyhow::R
             }
         }
         Command::Capabilities => {
-            let services = runtime.services();
-            let modes: Vec<_> = services
-                .modes
-                .list()
-                .iter()
-                .map(|mode| serde_json::json!({ "id": mode.id(), "name": mode.name() }))
-                .collect();
-            let provider = services.completion.provider();
-            let capabilities = serde_json::json!({
-                "modes": modes,
-                "models": {
-                    "normal": provider.map(|p| p.model_name(ModelKind::Normal)),
-                    "high": provider.map(|p| p.model_name(ModelKind::High)),
-                },
-                "provider": provider.map(|p| p.id().to_owned()),
-                "plugins": services.plugin_ids(),
-            });
+            let capabilities = runtime.services().capabilities();
             println!("{}", serde_json::to_string_pretty(&capabilities)?);
             Ok(ExitCode::SUCCESS)
         }

@@ -59,7 +59,7 @@ pub fn database_url_from_env() -> anyhow::Result<String> {
 }
 
 /// A conversation as callers see it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Conversation {
     pub id: String,
@@ -79,7 +79,7 @@ pub struct Conversation {
 }
 
 /// A prompt as stored: the prompt and where it sits.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StoredPrompt {
     #[serde(flatten)]

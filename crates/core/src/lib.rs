@@ -38,8 +38,8 @@ pub use provider::{
 };
 pub use recorder::PromptRecorder;
 pub use runtime::{
-    ExecutorHandle, PromptOptions, PromptService, PromptServiceError, Runtime, RuntimeBuilder,
-    Services,
+    Capabilities, ExecutorHandle, ModeInfo, ModelNames, PromptOptions, PromptService,
+    PromptServiceError, Runtime, RuntimeBuilder, Services,
 };
 pub use state::State;
 pub use tool::{Approval, FnTool, Tool, ToolContext, ToolError, ToolSet, define_tool, schema_of};

@@ -59,6 +59,28 @@ impl Services {
         &self.limits
     }
 
+    /// What this runtime offers: modes, the model behind each class, the provider, plugins.
+    pub fn capabilities(&self) -> Capabilities {
+        let provider = self.completion.provider();
+        Capabilities {
+            modes: self
+                .modes
+                .list()
+                .iter()
+                .map(|mode| ModeInfo {
+                    id: mode.id().to_owned(),
+                    name: mode.name().to_owned(),
+                })
+                .collect(),
+            models: ModelNames {
+                normal: provider.map(|provider| provider.model_name(ModelKind::Normal)),
+                high: provider.map(|provider| provider.model_name(ModelKind::High)),
+            },
+            provider: provider.map(|provider| provider.id().to_owned()),
+            plugins: self.plugin_ids(),
+        }
+    }
+
     /// Runs every plugin's `prepare()` for one prompt. When two plugins offer the same tool id,
     /// the first (by plugin id) keeps it.
     pub async fn prepare(
@@ -108,6 +130,38 @@ impl Services {
             tool_plugins,
         })
     }
+}
+
+/// The answer to "what can this runtime do".
+#[derive(
+    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
+pub struct Capabilities {
+    pub modes: Vec<ModeInfo>,
+    pub models: ModelNames,
+    /// The model provider in use; absent when none is configured.
+    pub provider: Option<String>,
+    pub plugins: Vec<String>,
+}
+
+#[derive(
+    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ModeInfo {
+    pub id: String,
+    pub name: String,
+}
+
+/// The concrete model each class maps to.
+#[derive(
+    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelNames {
+    pub normal: Option<String>,
+    pub high: Option<String>,
 }
 
 /// Builds a [`Runtime`]: which plugins, which config, which model provider.

@@ -1,0 +1,265 @@
+//! The agentic HTTP API over axum: every route under `/api`, server-sent events, an OpenAPI
+//! document that needs no network, per-user limits, and a shutdown that loses nothing.
+//!
+//! ```no_run
+//! # async fn example(service: agentic_conversation::ConversationService) -> anyhow::Result<()> {
+//! let config = agentic_api::ApiConfig::from_env(&service.runtime().services().config)?;
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! agentic_api::serve(listener, service, config, agentic_api::shutdown_signal()).await?;
+//! # Ok(())
+//! # }
+//! ```
+#![forbid(unsafe_code)]
+
+pub mod auth;
+pub mod error;
+mod events;
+pub mod openapi;
+mod routes;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::num::NonZeroU32;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use agentic_conversation::ConversationService;
+use agentic_core::Config;
+use anyhow::Context as _;
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use auth::USER_HEADER;
+pub use error::ApiError;
+
+/// The largest request body accepted.
+pub const BODY_LIMIT: usize = 1024 * 1024;
+
+/// Server settings: the `api` config section, `AGENTIC_API_TOKEN` for the token.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct ApiConfig {
+    /// When set, `Authorization: Bearer <token>` is required too. Never read from a file.
+    #[serde(skip)]
+    pub token: Option<String>,
+    /// Prompts one user may have running at once.
+    pub max_running_per_user: usize,
+    /// Requests one user may make per minute, with `burst` allowed at once.
+    pub requests_per_minute: u32,
+    pub burst: u32,
+    /// Seconds between keep-alive comments on an idle event stream.
+    pub keep_alive_seconds: u64,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        Self {
+            token: None,
+            max_running_per_user: 4,
+            requests_per_minute: 600,
+            burst: 60,
+            keep_alive_seconds: 15,
+        }
+    }
+}
+
+impl ApiConfig {
+    /// The `api` section of the config, with the token from `AGENTIC_API_TOKEN`.
+    pub fn from_env(config: &Config) -> anyhow::Result<Self> {
+        let section = config.section("api");
+        let mut settings: Self = if section.is_null() {
+            Self::default()
+        } else {
+            serde_json::from_value(section).context("invalid `api` config section")?
+        };
+        settings.token = std::env::var("AGENTIC_API_TOKEN")
+            .ok()
+            .filter(|token| !token.is_empty());
+        anyhow::ensure!(
+            settings.max_running_per_user >= 1,
+            "api.maxRunningPerUser must be at least 1"
+        );
+        anyhow::ensure!(
+            settings.requests_per_minute >= 1 && settings.burst >= 1,
+            "api.requestsPerMinute and api.burst must be at least 1"
+        );
+        Ok(settings)
+    }
+}
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    service: ConversationService,
+    config: ApiConfig,
+    limiter: DefaultKeyedRateLimiter<String>,
+    running: Mutex<HashMap<String, usize>>,
+    /// Background prompt runs, so shutdown can stop them before recording them interrupted.
+    tasks: TaskTracker,
+    /// Cancelled at shutdown: ends event streams and prompt runs.
+    stopping: CancellationToken,
+}
+
+impl AppState {
+    pub fn new(service: ConversationService, config: ApiConfig) -> Self {
+        let per_minute = NonZeroU32::new(config.requests_per_minute).unwrap_or(NonZeroU32::MIN);
+        let burst = NonZeroU32::new(config.burst).unwrap_or(NonZeroU32::MIN);
+        let limiter = RateLimiter::keyed(Quota::per_minute(per_minute).allow_burst(burst));
+        Self {
+            inner: Arc::new(Inner {
+                service,
+                config,
+                limiter,
+                running: Mutex::default(),
+                tasks: TaskTracker::new(),
+                stopping: CancellationToken::new(),
+            }),
+        }
+    }
+
+    pub fn service(&self) -> &ConversationService {
+        &self.inner.service
+    }
+
+    /// Takes one of the user's running-prompt slots, or answers 429.
+    fn take_slot(&self, user: &str) -> Result<RunningSlot, ApiError> {
+        let mut running = self
+            .inner
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let count = running.entry(user.to_owned()).or_default();
+        if *count >= self.inner.config.max_running_per_user {
+            return Err(ApiError::too_many(
+                format!(
+                    "{} prompts are already running for this user; wait for one to finish",
+                    self.inner.config.max_running_per_user
+                ),
+                1,
+            ));
+        }
+        *count += 1;
+        Ok(RunningSlot {
+            state: self.clone(),
+            user: user.to_owned(),
+        })
+    }
+
+    /// Runs `work` in the background until it ends or the server stops.
+    fn spawn(&self, slot: RunningSlot, work: impl Future<Output = ()> + Send + 'static) {
+        let stopping = self.inner.stopping.clone();
+        self.inner.tasks.spawn(async move {
+            let _slot = slot;
+            tokio::select! {
+                () = stopping.cancelled() => {}
+                () = work => {}
+            }
+        });
+    }
+}
+
+/// A running prompt's hold on its user's limit; released when dropped.
+struct RunningSlot {
+    state: AppState,
+    user: String,
+}
+
+impl Drop for RunningSlot {
+    fn drop(&mut self) {
+        let mut running = self
+            .state
+            .inner
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = running.get_mut(&self.user) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                running.remove(&self.user);
+            }
+        }
+    }
+}
+
+/// Every route, with authentication, limits and JSON errors.
+pub fn router(state: AppState) -> Router {
+    routes::routes()
+        .merge(openapi::docs())
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::authenticate,
+        ))
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .with_state(state)
+}
+
+/// Serves until `shutdown` resolves; then stops accepting, ends event streams, stops the
+/// prompts still running, records them `interrupted` and closes the database.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    service: ConversationService,
+    config: ApiConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let state = AppState::new(service, config);
+    let app = router(state.clone());
+    let stopping = state.inner.stopping.clone();
+    let signal = async move {
+        shutdown.await;
+        tracing::info!("shutting down");
+        stopping.cancel();
+    };
+    axum::serve(listener, app)
+        .with_graceful_shutdown(signal)
+        .await
+        .context("the server failed")?;
+    state.inner.stopping.cancel();
+    state.inner.tasks.close();
+    if tokio::time::timeout(Duration::from_secs(10), state.inner.tasks.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("prompt tasks did not stop within 10 s");
+    }
+    let interrupted = state.inner.service.shutdown().await?;
+    if !interrupted.is_empty() {
+        tracing::info!(
+            prompts = interrupted.len(),
+            "marked in-flight prompts interrupted"
+        );
+    }
+    state.inner.service.store().clone().close().await?;
+    Ok(())
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+}

@@ -1,0 +1,414 @@
+//! The handlers of every `/api` route.
+
+use agentic_conversation::{Conversation, PromptRequest, StoredPrompt};
+use agentic_core::prompt::DEFAULT_MODE;
+use agentic_core::{
+    Capabilities, ModelKind, PromptState, State as PromptStateMap, ToolContext, ToolError,
+};
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequest, Path, Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::auth::UserId;
+use crate::error::ApiError;
+use crate::{AppState, events};
+
+/// `Json`, with our error shape for every way a body can be wrong.
+pub struct ApiJson<T>(pub T);
+
+impl<S, T> FromRequest<S> for ApiJson<T>
+where
+    Json<T>: FromRequest<S, Rejection = JsonRejection>,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let Json(value) = Json::<T>::from_request(request, state).await?;
+        Ok(Self(value))
+    }
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PromptBody {
+    /// The user's message.
+    pub input: String,
+    /// `normal` (default) or `high`.
+    #[serde(default)]
+    pub model: ModelKind,
+    /// `classic` when absent; `code`, or a mode a plugin adds.
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// Continue this conversation; a new one when absent.
+    #[serde(default)]
+    pub conversation_id: Option<String>,
+}
+
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptAccepted {
+    pub prompt_id: String,
+    pub conversation_id: String,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ApproveBody {
+    pub tool_call_id: String,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RejectBody {
+    pub tool_call_id: String,
+    /// Told to the model: `Rejected by user: <reason>`.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DecisionAccepted {
+    pub prompt_id: String,
+    pub tool_call_id: String,
+    /// `approved` or `rejected`; the prompt runs on in the background.
+    pub decision: String,
+}
+
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConversationDetail {
+    #[serde(flatten)]
+    pub conversation: Conversation,
+    pub prompts: Vec<StoredPrompt>,
+}
+
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolSummary {
+    pub id: String,
+    pub description: String,
+    /// The plugin that offers it.
+    pub plugin: Option<String>,
+}
+
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolDetail {
+    pub id: String,
+    pub description: String,
+    pub plugin: Option<String>,
+    /// JSON Schema of the input.
+    pub input_schema: Value,
+    /// JSON Schema of the output, when the tool declares one.
+    pub output_schema: Option<Value>,
+}
+
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub struct InvokeResult {
+    pub output: Value,
+}
+
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub struct Health {
+    pub status: String,
+    pub version: String,
+}
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/prompt", post(create_prompt))
+        .route("/api/prompts/{id}", get(get_prompt))
+        .route("/api/prompts/{id}/approve", post(approve))
+        .route("/api/prompts/{id}/reject", post(reject))
+        .route("/api/conversations", get(list_conversations))
+        .route(
+            "/api/conversations/{id}",
+            get(get_conversation).delete(delete_conversation),
+        )
+        .route("/api/tools", get(list_tools))
+        .route("/api/tools/{id}", get(get_tool))
+        .route("/api/tools/{id}/invoke", post(invoke_tool))
+        .route("/api/capabilities", get(capabilities))
+        .route("/api/events/stream", get(events::stream))
+        .route("/api/health", get(health))
+        .fallback(unknown_route)
+        .method_not_allowed_fallback(method_not_allowed)
+}
+
+async fn unknown_route() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this route does not take that method",
+    )
+}
+
+/// Ids are UUIDs; anything else is a client error, not a lookup.
+fn check_id(kind: &str, id: &str) -> Result<(), ApiError> {
+    uuid::Uuid::parse_str(id).map(|_| ()).map_err(|_| {
+        ApiError::bad_request("invalid_id", format!("\"{id}\" is not a valid {kind} id"))
+    })
+}
+
+async fn create_prompt(
+    State(state): State<AppState>,
+    Extension(UserId(user)): Extension<UserId>,
+    ApiJson(body): ApiJson<PromptBody>,
+) -> Result<Response, ApiError> {
+    if body.input.trim().is_empty() {
+        return Err(ApiError::bad_request(
+            "empty_input",
+            "input must not be empty",
+        ));
+    }
+    let service = state.service();
+    let mode = body.mode.unwrap_or_else(|| DEFAULT_MODE.to_owned());
+    service
+        .runtime()
+        .services()
+        .modes
+        .get(&mode)
+        .map_err(|error| ApiError::bad_request("unknown_mode", error.to_string()))?;
+    if let Some(id) = &body.conversation_id {
+        check_id("conversation", id)?;
+    }
+    let slot = state.take_slot(&user)?;
+    let mut conversation = service
+        .get_or_create(&user, body.conversation_id.as_deref())
+        .await?;
+    let started = conversation
+        .start(PromptRequest {
+            input: Some(body.input),
+            mode: Some(mode),
+            model: body.model,
+            ..PromptRequest::default()
+        })
+        .await?;
+    let accepted = PromptAccepted {
+        prompt_id: started.prompt_id().to_owned(),
+        conversation_id: started.conversation_id().to_owned(),
+    };
+    state.spawn(slot, async move {
+        let prompt_id = started.prompt_id().to_owned();
+        if let Err(error) = started.run().await {
+            tracing::warn!(prompt = %prompt_id, error = %error, "prompt ended with an error");
+        }
+    });
+    Ok((StatusCode::ACCEPTED, Json(accepted)).into_response())
+}
+
+async fn get_prompt(
+    State(state): State<AppState>,
+    Extension(UserId(user)): Extension<UserId>,
+    Path(id): Path<String>,
+) -> Result<Json<StoredPrompt>, ApiError> {
+    check_id("prompt", &id)?;
+    Ok(Json(state.service().prompt(&user, &id).await?))
+}
+
+/// Checks that `tool_call_id` of prompt `id` waits for a decision.
+async fn waiting_call(
+    state: &AppState,
+    user: &str,
+    id: &str,
+    tool_call_id: &str,
+) -> Result<(), ApiError> {
+    check_id("prompt", id)?;
+    let stored = state.service().prompt(user, id).await?;
+    let waiting = stored.prompt.state == PromptState::WaitingForApproval
+        && stored
+            .prompt
+            .tool_output(tool_call_id)
+            .is_some_and(|tool| tool.result.is_pending());
+    if waiting {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "not_waiting",
+            format!("prompt \"{id}\" has no tool call \"{tool_call_id}\" waiting for approval"),
+        ))
+    }
+}
+
+async fn approve(
+    State(state): State<AppState>,
+    Extension(UserId(user)): Extension<UserId>,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<ApproveBody>,
+) -> Result<Response, ApiError> {
+    waiting_call(&state, &user, &id, &body.tool_call_id).await?;
+    let slot = state.take_slot(&user)?;
+    let service = state.service().clone();
+    let (prompt_id, tool_call_id) = (id.clone(), body.tool_call_id.clone());
+    state.spawn(slot, async move {
+        if let Err(error) = service.approve(&user, &prompt_id, &tool_call_id).await {
+            tracing::warn!(prompt = %prompt_id, error = %error, "approval failed");
+        }
+    });
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(DecisionAccepted {
+            prompt_id: id,
+            tool_call_id: body.tool_call_id,
+            decision: "approved".to_owned(),
+        }),
+    )
+        .into_response())
+}
+
+async fn reject(
+    State(state): State<AppState>,
+    Extension(UserId(user)): Extension<UserId>,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<RejectBody>,
+) -> Result<Response, ApiError> {
+    waiting_call(&state, &user, &id, &body.tool_call_id).await?;
+    let slot = state.take_slot(&user)?;
+    let service = state.service().clone();
+    let (prompt_id, tool_call_id, reason) = (id.clone(), body.tool_call_id.clone(), body.reason);
+    state.spawn(slot, async move {
+        if let Err(error) = service
+            .reject(&user, &prompt_id, &tool_call_id, reason.as_deref())
+            .await
+        {
+            tracing::warn!(prompt = %prompt_id, error = %error, "rejection failed");
+        }
+    });
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(DecisionAccepted {
+            prompt_id: id,
+            tool_call_id: body.tool_call_id,
+            decision: "rejected".to_owned(),
+        }),
+    )
+        .into_response())
+}
+
+async fn list_conversations(
+    State(state): State<AppState>,
+    Extension(UserId(user)): Extension<UserId>,
+) -> Result<Json<Vec<Conversation>>, ApiError> {
+    Ok(Json(state.service().list(&user).await?))
+}
+
+async fn get_conversation(
+    State(state): State<AppState>,
+    Extension(UserId(user)): Extension<UserId>,
+    Path(id): Path<String>,
+) -> Result<Json<ConversationDetail>, ApiError> {
+    check_id("conversation", &id)?;
+    let instance = state.service().get(&user, &id).await?;
+    let prompts = instance.prompts().await?;
+    Ok(Json(ConversationDetail {
+        conversation: instance.conversation().clone(),
+        prompts,
+    }))
+}
+
+async fn delete_conversation(
+    State(state): State<AppState>,
+    Extension(UserId(user)): Extension<UserId>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    check_id("conversation", &id)?;
+    state.service().delete(&user, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn prepared(state: &AppState, user: &str) -> Result<agentic_core::Prepared, ApiError> {
+    Ok(state
+        .service()
+        .runtime()
+        .services()
+        .prepare(user, "api", DEFAULT_MODE, &PromptStateMap::default())
+        .await?)
+}
+
+async fn list_tools(
+    State(state): State<AppState>,
+    Extension(UserId(user)): Extension<UserId>,
+) -> Result<Json<Vec<ToolSummary>>, ApiError> {
+    let prepared = prepared(&state, &user).await?;
+    Ok(Json(
+        prepared
+            .tools
+            .iter()
+            .map(|tool| ToolSummary {
+                id: tool.id().to_owned(),
+                description: tool.description().to_owned(),
+                plugin: prepared.tool_plugins.get(tool.id()).cloned(),
+            })
+            .collect(),
+    ))
+}
+
+async fn get_tool(
+    State(state): State<AppState>,
+    Extension(UserId(user)): Extension<UserId>,
+    Path(id): Path<String>,
+) -> Result<Json<ToolDetail>, ApiError> {
+    let prepared = prepared(&state, &user).await?;
+    let tool = prepared
+        .tools
+        .get(&id)
+        .ok_or_else(|| ApiError::not_found("tool", &id))?;
+    Ok(Json(ToolDetail {
+        id: tool.id().to_owned(),
+        description: tool.description().to_owned(),
+        plugin: prepared.tool_plugins.get(tool.id()).cloned(),
+        input_schema: tool.input_schema().clone(),
+        output_schema: tool.output_schema().cloned(),
+    }))
+}
+
+async fn invoke_tool(
+    State(state): State<AppState>,
+    Extension(UserId(user)): Extension<UserId>,
+    Path(id): Path<String>,
+    ApiJson(input): ApiJson<Value>,
+) -> Result<Json<InvokeResult>, ApiError> {
+    let prepared = prepared(&state, &user).await?;
+    let services = state.service().runtime().services().clone();
+    let context = ToolContext::new(&user, "api", PromptStateMap::default(), services);
+    match prepared.tools.invoke(context, &id, input).await {
+        Ok(output) => Ok(Json(InvokeResult { output })),
+        Err(ToolError::UnknownTool(_)) => Err(ApiError::not_found("tool", &id)),
+        Err(error @ ToolError::InvalidInput { .. }) => {
+            Err(ApiError::bad_request("invalid_input", error.to_string()))
+        }
+        Err(error @ ToolError::Failed(_)) => Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "tool_failed",
+            error.to_string(),
+        )),
+        Err(error @ ToolError::Panicked { .. }) => Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "tool_panicked",
+            error.to_string(),
+        )),
+    }
+}
+
+async fn capabilities(State(state): State<AppState>) -> Json<Capabilities> {
+    Json(state.service().runtime().services().capabilities())
+}
+
+async fn health() -> Json<Health> {
+    Json(Health {
+        status: "ok".to_owned(),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+    })
+}

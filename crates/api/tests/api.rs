@@ -1,0 +1,820 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The HTTP API against a real server on 127.0.0.1 with a real client: every route, every
+//! error case, cross-user isolation, per-user limits, SSE with Last-Event-ID, shutdown.
+
+mod support;
+
+use std::time::Duration;
+
+use agentic_api::ApiConfig;
+use serde_json::{Value, json};
+use support::{read_events, server, server_with};
+
+async fn error_of(response: reqwest::Response) -> (u16, String) {
+    let status = response.status().as_u16();
+    let body: Value = response.json().await.unwrap();
+    let code = body["error"]["code"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not our error shape: {body}"))
+        .to_owned();
+    assert!(body["error"]["message"].as_str().is_some(), "{body}");
+    (status, code)
+}
+
+#[tokio::test]
+async fn health_openapi_and_docs_need_no_identity_and_work_offline() {
+    let mut server = server("[]").await;
+    let health: Value = server
+        .client
+        .get(format!("{}/api/health", server.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["status"], "ok");
+
+    let document: Value = server
+        .client
+        .get(format!("{}/api/openapi.json", server.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(document["openapi"], "3.0.3");
+    let mut described = agentic_api::openapi::described_routes();
+    described.sort();
+    let mut expected: Vec<(String, String)> = [
+        ("POST", "/api/prompt"),
+        ("GET", "/api/prompts/{id}"),
+        ("POST", "/api/prompts/{id}/approve"),
+        ("POST", "/api/prompts/{id}/reject"),
+        ("GET", "/api/conversations"),
+        ("GET", "/api/conversations/{id}"),
+        ("DELETE", "/api/conversations/{id}"),
+        ("GET", "/api/tools"),
+        ("GET", "/api/tools/{id}"),
+        ("POST", "/api/tools/{id}/invoke"),
+        ("GET", "/api/capabilities"),
+        ("GET", "/api/events/stream"),
+        ("GET", "/api/health"),
+    ]
+    .iter()
+    .map(|(method, path)| ((*method).to_owned(), (*path).to_owned()))
+    .collect();
+    expected.sort();
+    assert_eq!(described, expected);
+    // Every schema reference resolves inside the document.
+    let text = document.to_string();
+    for reference in text.split("\"$ref\":\"#/components/schemas/").skip(1) {
+        let name = reference.split('"').next().unwrap();
+        assert!(
+            document["components"]["schemas"].get(name).is_some(),
+            "dangling $ref {name}"
+        );
+    }
+
+    let page = server
+        .client
+        .get(format!("{}/api/docs/", server.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("swagger"));
+    let script = server
+        .client
+        .get(format!("{}/api/docs/swagger-ui-bundle.js", server.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(script.status(), 200);
+    assert!(script.bytes().await.unwrap().len() > 100_000);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn identity_is_required_and_checked() {
+    let mut server = server("[]").await;
+    let url = format!("{}/api/conversations", server.base);
+    let missing = server.client.get(&url).send().await.unwrap();
+    assert_eq!(error_of(missing).await, (401, "unauthorized".to_owned()));
+    for bad in ["", "   ", "a b", "../../etc/passwd", &"x".repeat(200)] {
+        let response = server
+            .client
+            .get(&url)
+            .header("x-user-id", bad)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(error_of(response).await.0, 401, "{bad:?}");
+    }
+    let ok = server
+        .get("alice", "/api/conversations")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_token_is_required_when_configured() {
+    let mut server = server_with(
+        "[]",
+        ApiConfig {
+            token: Some("s3cret".into()),
+            ..ApiConfig::default()
+        },
+    )
+    .await;
+    let without = server.get("alice", "/api/tools").send().await.unwrap();
+    assert_eq!(error_of(without).await.0, 401);
+    let wrong = server
+        .get("alice", "/api/tools")
+        .bearer_auth("guess")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(wrong).await.0, 401);
+    let right = server
+        .get("alice", "/api/tools")
+        .bearer_auth("s3cret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(right.status(), 200);
+    // A token does not replace the user header.
+    let no_user = server
+        .client
+        .get(format!("{}/api/tools", server.base))
+        .bearer_auth("s3cret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(no_user).await.0, 401);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_prompt_runs_in_the_background_and_its_conversation_persists() {
+    let turns = r#"
+- toolCalls:
+    - { name: kit.add, input: { a: 2, b: 3 } }
+- text: It is 5.
+- code: |
+    const r = kitAdd({ a: 5, b: 1 });
+    output(`Now ${r}.`);
+    done();
+"#;
+    let mut server = server(turns).await;
+    let (prompt_id, conversation_id) = server
+        .prompt("alice", json!({ "input": "What is 2 + 3?" }))
+        .await;
+    let prompt = server.wait_for("alice", &prompt_id, &["completed"]).await;
+    assert_eq!(prompt["conversationId"], conversation_id.as_str());
+    assert_eq!(prompt["mode"], "classic");
+    assert_eq!(prompt["output"].as_array().unwrap().len(), 2);
+
+    // Continue it in code mode.
+    let (second, same) = server
+        .prompt(
+            "alice",
+            json!({ "input": "Add one", "mode": "code", "conversationId": conversation_id }),
+        )
+        .await;
+    assert_eq!(same, conversation_id);
+    let prompt = server.wait_for("alice", &second, &["completed"]).await;
+    assert_eq!(prompt["mode"], "code");
+
+    let list: Value = server
+        .get("alice", "/api/conversations")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    assert_eq!(list[0]["title"], "What is 2 + 3?");
+    let detail: Value = server
+        .get("alice", &format!("/api/conversations/{conversation_id}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(detail["id"], conversation_id.as_str());
+    assert_eq!(detail["prompts"].as_array().unwrap().len(), 2);
+
+    let deleted = server
+        .delete("alice", &format!("/api/conversations/{conversation_id}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 204);
+    let gone = server
+        .get("alice", &format!("/api/conversations/{conversation_id}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(gone).await, (404, "not_found".to_owned()));
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn bad_requests_get_a_4xx_json_error_and_never_a_500() {
+    let mut server = server("- { text: slow, delayMs: 800 }\n").await;
+    let url = format!("{}/api/prompt", server.base);
+    let raw = |body: &'static str, content_type: &'static str| {
+        server
+            .client
+            .post(&url)
+            .header("x-user-id", "alice")
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+    };
+    assert_eq!(
+        error_of(raw("{not json", "application/json").await.unwrap()).await,
+        (400, "malformed_json".into())
+    );
+    assert_eq!(
+        error_of(raw(r#"{"input": 5}"#, "application/json").await.unwrap()).await,
+        (422, "invalid_body".into())
+    );
+    assert_eq!(
+        error_of(
+            raw(r#"{"input": "x", "extra": 1}"#, "application/json")
+                .await
+                .unwrap()
+        )
+        .await,
+        (422, "invalid_body".into())
+    );
+    assert_eq!(
+        error_of(
+            raw(r#"{"input": "x", "model": "huge"}"#, "application/json")
+                .await
+                .unwrap()
+        )
+        .await,
+        (422, "invalid_body".into())
+    );
+    assert_eq!(
+        error_of(raw(r#"{"input": "x"}"#, "text/plain").await.unwrap()).await,
+        (415, "unsupported_media_type".into())
+    );
+    assert_eq!(
+        error_of(
+            raw(r#"{"input": "   "}"#, "application/json")
+                .await
+                .unwrap()
+        )
+        .await,
+        (400, "empty_input".into())
+    );
+    let unknown_mode = server
+        .post(
+            "alice",
+            "/api/prompt",
+            json!({ "input": "x", "mode": "telepathy" }),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(unknown_mode).await, (400, "unknown_mode".into()));
+    let bad_conversation = server
+        .post(
+            "alice",
+            "/api/prompt",
+            json!({ "input": "x", "conversationId": "nope" }),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(bad_conversation).await, (400, "invalid_id".into()));
+    let missing_conversation = server
+        .post(
+            "alice",
+            "/api/prompt",
+            json!({ "input": "x", "conversationId": uuid::Uuid::new_v4().to_string() }),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        error_of(missing_conversation).await,
+        (404, "not_found".into())
+    );
+    let big = json!({ "input": "x".repeat(1024 * 1024 + 10) });
+    let too_big = server
+        .post("alice", "/api/prompt", big)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(too_big).await, (413, "body_too_large".into()));
+    let bad_id = server
+        .get("alice", "/api/prompts/not-a-uuid")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(bad_id).await, (400, "invalid_id".into()));
+    let unknown_prompt = server
+        .get("alice", &format!("/api/prompts/{}", uuid::Uuid::new_v4()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(unknown_prompt).await, (404, "not_found".into()));
+    let no_route = server
+        .get("alice", "/api/nothing-here")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(no_route).await, (404, "not_found".into()));
+    let wrong_method = server.delete("alice", "/api/tools").send().await.unwrap();
+    assert_eq!(
+        error_of(wrong_method).await,
+        (405, "method_not_allowed".into())
+    );
+    let bad_query = server
+        .get("alice", "/api/events/stream?bogus=1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(bad_query).await, (400, "invalid_query".into()));
+
+    // A second prompt in a conversation whose prompt still runs: 409.
+    let (first, conversation) = server.prompt("alice", json!({ "input": "slow" })).await;
+    let busy = server
+        .post(
+            "alice",
+            "/api/prompt",
+            json!({ "input": "again", "conversationId": conversation }),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(busy).await, (409, "busy".into()));
+    let busy_delete = server
+        .delete("alice", &format!("/api/conversations/{conversation}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(busy_delete).await, (409, "busy".into()));
+    server.wait_for("alice", &first, &["completed"]).await;
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn users_see_only_their_own_conversations_prompts_and_events() {
+    let turns = "- { text: secret answer, delayMs: 300 }\n";
+    let mut server = server(turns).await;
+    // Bob listens to everything he may see while Alice prompts.
+    let bob_events = {
+        let server_base = server.base.clone();
+        let client = server.client.clone();
+        tokio::spawn(async move {
+            let response = client
+                .get(format!("{server_base}/api/events/stream"))
+                .header("x-user-id", "bob")
+                .send()
+                .await
+                .unwrap();
+            let mut stream = eventsource_stream::EventStream::new(futures::StreamExt::boxed(
+                response.bytes_stream(),
+            ));
+            let mut seen = Vec::new();
+            while let Ok(Some(event)) = tokio::time::timeout(
+                Duration::from_millis(1500),
+                futures::StreamExt::next(&mut stream),
+            )
+            .await
+            {
+                seen.push(event.unwrap().event);
+            }
+            seen
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (prompt, conversation) = server
+        .prompt("alice", json!({ "input": "my secret" }))
+        .await;
+    server.wait_for("alice", &prompt, &["completed"]).await;
+
+    for path in [
+        format!("/api/prompts/{prompt}"),
+        format!("/api/conversations/{conversation}"),
+    ] {
+        let response = server.get("bob", &path).send().await.unwrap();
+        assert_eq!(
+            error_of(response).await,
+            (404, "not_found".into()),
+            "{path}"
+        );
+    }
+    let delete = server
+        .delete("bob", &format!("/api/conversations/{conversation}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(delete).await.0, 404);
+    let hijack = server
+        .post(
+            "bob",
+            "/api/prompt",
+            json!({ "input": "x", "conversationId": conversation }),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(hijack).await.0, 404);
+    let approve = server
+        .post(
+            "bob",
+            &format!("/api/prompts/{prompt}/approve"),
+            json!({ "toolCallId": "call_1" }),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(approve).await.0, 404);
+    let list: Value = server
+        .get("bob", "/api/conversations")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(list, json!([]));
+    let seen = bob_events.await.unwrap();
+    assert!(seen.is_empty(), "bob saw alice's events: {seen:?}");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn tool_calls_wait_for_approval_and_can_be_approved_or_rejected() {
+    let turns = r#"
+- toolCalls:
+    - { id: call_a, name: kit.delete, input: { path: a.txt } }
+- text: Deleted a.
+- toolCalls:
+    - { id: call_b, name: kit.delete, input: { path: b.txt } }
+- text: Did not delete b.
+"#;
+    let mut server = server(turns).await;
+    let (prompt, conversation) = server
+        .prompt("alice", json!({ "input": "Delete a.txt" }))
+        .await;
+    server
+        .wait_for("alice", &prompt, &["waiting_for_approval"])
+        .await;
+    let wrong = server
+        .post(
+            "alice",
+            &format!("/api/prompts/{prompt}/approve"),
+            json!({ "toolCallId": "call_zzz" }),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(wrong).await, (409, "not_waiting".into()));
+    let approved = server
+        .post(
+            "alice",
+            &format!("/api/prompts/{prompt}/approve"),
+            json!({ "toolCallId": "call_a" }),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(approved.status(), 202);
+    let done = server.wait_for("alice", &prompt, &["completed"]).await;
+    assert_eq!(done["output"][0]["result"]["output"], "deleted a.txt");
+    let again = server
+        .post(
+            "alice",
+            &format!("/api/prompts/{prompt}/approve"),
+            json!({ "toolCallId": "call_a" }),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(again).await, (409, "not_waiting".into()));
+
+    let (second, _) = server
+        .prompt(
+            "alice",
+            json!({ "input": "Delete b.txt", "conversationId": conversation }),
+        )
+        .await;
+    server
+        .wait_for("alice", &second, &["waiting_for_approval"])
+        .await;
+    let rejected = server
+        .post(
+            "alice",
+            &format!("/api/prompts/{second}/reject"),
+            json!({ "toolCallId": "call_b", "reason": "keep b" }),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rejected.status(), 202);
+    let done = server.wait_for("alice", &second, &["completed"]).await;
+    assert_eq!(
+        done["output"][0]["result"]["error"],
+        "Rejected by user: keep b"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn tools_capabilities_and_direct_invocation() {
+    let mut server = server("[]").await;
+    let tools: Value = server
+        .get("alice", "/api/tools")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&"kit.echo") && ids.contains(&"kit.add"),
+        "{ids:?}"
+    );
+    let tool: Value = server
+        .get("alice", "/api/tools/kit.add")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(tool["inputSchema"]["required"], json!(["a", "b"]));
+    let missing = server
+        .get("alice", "/api/tools/kit.nope")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(missing).await, (404, "not_found".into()));
+
+    let sum: Value = server
+        .post(
+            "alice",
+            "/api/tools/kit.add/invoke",
+            json!({ "a": 2, "b": 40 }),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(sum["output"], 42);
+    let invalid = server
+        .post("alice", "/api/tools/kit.add/invoke", json!({ "a": "two" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(invalid).await, (400, "invalid_input".into()));
+    let failed = server
+        .post(
+            "alice",
+            "/api/tools/kit.fail/invoke",
+            json!({ "text": "broken" }),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(failed).await, (422, "tool_failed".into()));
+    let unknown = server
+        .post("alice", "/api/tools/kit.nope/invoke", json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(unknown).await, (404, "not_found".into()));
+
+    let capabilities: Value = server
+        .get("alice", "/api/capabilities")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let modes: Vec<&str> = capabilities["modes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|mode| mode["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(modes, ["classic", "code"]);
+    assert_eq!(capabilities["provider"], "script");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn running_prompts_per_user_are_limited() {
+    let turns = "- { text: one, delayMs: 1000 }\n- text: two\n- text: three\n";
+    let mut server = server_with(
+        turns,
+        ApiConfig {
+            max_running_per_user: 1,
+            ..ApiConfig::default()
+        },
+    )
+    .await;
+    let (first, _) = server.prompt("alice", json!({ "input": "slow" })).await;
+    let second = server
+        .post(
+            "alice",
+            "/api/prompt",
+            json!({ "input": "another conversation" }),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(second.headers().contains_key("retry-after"));
+    assert_eq!(error_of(second).await, (429, "rate_limited".into()));
+    // Other users are not held up by Alice.
+    let (bobs, _) = server.prompt("bob", json!({ "input": "mine" })).await;
+    server.wait_for("bob", &bobs, &["completed"]).await;
+    server.wait_for("alice", &first, &["completed"]).await;
+    // Once hers finished, Alice may go on.
+    let (third, _) = server.prompt("alice", json!({ "input": "now" })).await;
+    server.wait_for("alice", &third, &["completed"]).await;
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn requests_per_user_are_rate_limited() {
+    let mut server = server_with(
+        "[]",
+        ApiConfig {
+            requests_per_minute: 60,
+            burst: 3,
+            ..ApiConfig::default()
+        },
+    )
+    .await;
+    for _ in 0..3 {
+        let ok = server
+            .get("alice", "/api/conversations")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(ok.status(), 200);
+    }
+    let limited = server
+        .get("alice", "/api/conversations")
+        .send()
+        .await
+        .unwrap();
+    let retry: u64 = limited.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=2).contains(&retry), "{retry}");
+    assert_eq!(error_of(limited).await, (429, "rate_limited".into()));
+    let bob = server
+        .get("bob", "/api/conversations")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bob.status(), 200);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_event_stream_resumes_with_last_event_id_without_gaps_or_repeats() {
+    let turns = r#"
+- toolCalls:
+    - { name: kit.echo, input: { text: one } }
+  delayMs: 150
+- toolCalls:
+    - { name: kit.echo, input: { text: two } }
+  delayMs: 150
+- toolCalls:
+    - { name: kit.echo, input: { text: three } }
+  delayMs: 150
+- text: All three echoed.
+  delayMs: 150
+"#;
+    let mut server = server(turns).await;
+    let is_end = |event: &support::Sse| event.event == "prompt.completed";
+    // A reference listener that never disconnects.
+    let reference = {
+        let base = server.base.clone();
+        let client = server.client.clone();
+        tokio::spawn(async move {
+            read_events(&client, &base, "alice", "/api/events/stream", None, is_end).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (prompt, _) = server
+        .prompt("alice", json!({ "input": "echo three times" }))
+        .await;
+    let path = format!("/api/events/stream?promptId={prompt}");
+    // Read the first three events (from the start: `prompt.created` was published before
+    // this client connected), then drop the connection.
+    let mut count = 0;
+    let first = read_events(
+        &server.client,
+        &server.base,
+        "alice",
+        &path,
+        Some("0"),
+        |_| {
+            count += 1;
+            count == 3
+        },
+    )
+    .await;
+    assert_eq!(first.len(), 3);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let last = first.last().unwrap().id.clone();
+    let rest = read_events(
+        &server.client,
+        &server.base,
+        "alice",
+        &path,
+        Some(&last),
+        is_end,
+    )
+    .await;
+    let reference = reference.await.unwrap();
+
+    let resumed: Vec<(String, String)> = first
+        .iter()
+        .chain(&rest)
+        .map(|event| (event.id.clone(), event.event.clone()))
+        .collect();
+    let expected: Vec<(String, String)> = reference
+        .iter()
+        .filter(|event| event.data["data"]["promptId"] == prompt.as_str())
+        .map(|event| (event.id.clone(), event.event.clone()))
+        .collect();
+    assert_eq!(resumed, expected);
+    assert_eq!(resumed.last().unwrap().1, "prompt.completed");
+    let ids: Vec<u64> = resumed.iter().map(|(id, _)| id.parse().unwrap()).collect();
+    assert!(ids.windows(2).all(|pair| pair[0] < pair[1]), "{ids:?}");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn shutdown_interrupts_running_prompts_and_ends_event_streams() {
+    let turns = "- { text: never finished, delayMs: 20000 }\n";
+    let mut server = server(turns).await;
+    let (prompt, _) = server
+        .prompt("alice", json!({ "input": "take your time" }))
+        .await;
+    let listener = {
+        let base = server.base.clone();
+        let client = server.client.clone();
+        tokio::spawn(async move {
+            read_events(&client, &base, "alice", "/api/events/stream", None, |_| {
+                false
+            })
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = std::time::Instant::now();
+    server.shutdown().await;
+    assert!(started.elapsed() < Duration::from_secs(10));
+    // The event stream ended with the server.
+    tokio::time::timeout(Duration::from_secs(5), listener)
+        .await
+        .expect("the event stream did not end")
+        .unwrap();
+    // New connections are refused.
+    assert!(
+        server
+            .client
+            .get(format!("{}/api/health", server.base))
+            .send()
+            .await
+            .is_err()
+    );
+    // The prompt is recorded interrupted.
+    let store = agentic_conversation::Store::connect(&server.db_url)
+        .await
+        .unwrap();
+    let stored = store.prompt("alice", &prompt).await.unwrap().unwrap();
+    assert_eq!(stored.prompt.state, agentic_core::PromptState::Interrupted);
+    assert_eq!(store.integrity_check().await.unwrap(), "ok");
+}

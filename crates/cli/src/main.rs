@@ -1,22 +1,22 @@
-//! `agentic`: the playground CLI. Runs prompts in process, in any mode, against the provider
-//! the environment selects, in conversations stored in the default database (or
-//! `AGENTIC_DATABASE_URL`), and lists and runs tools.
+//! `agentic`: the playground CLI. Runs prompts in any mode, in conversations stored in the
+//! local database, in this process or (with `--server`) on a running `agentic serve`; lists and
+//! runs tools; serves the HTTP API.
+
+mod local;
+mod remote;
+mod settings;
+mod ui;
 
 use std::io::{BufRead, IsTerminal, Read, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use agentic_conversation::{
-    ConversationError, ConversationInstance, ConversationService, PromptRequest,
-    database_url_from_env,
-};
-use agentic_core::{
-    EventPayload, ModelKind, PromptOutput, PromptState, Received, Runtime, State, ToolContext,
-    ToolResult,
-};
-use anyhow::{Context as _, bail};
+use agentic_conversation::{ConversationError, ConversationService};
+use agentic_core::{ModelKind, Runtime, State, ToolContext};
+use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use tokio::sync::mpsc;
+use serde_json::{Value, json};
 
 // Plugins register themselves at link time; naming each crate keeps the linker from dropping it.
 use agentic_interpreter as _;
@@ -24,7 +24,10 @@ use agentic_plugin_openai as _;
 use agentic_plugin_script as _;
 use agentic_plugin_time as _;
 
-const USER: &str = "cli";
+use crate::local::USER;
+use crate::remote::{Remote, RemoteError};
+use crate::settings::Settings;
+use crate::ui::{PromptDriver, PromptSettings};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -33,9 +36,20 @@ const USER: &str = "cli";
     about = "Run LLM agents with pluggable execution modes",
     after_help = "The model provider comes from the environment: OPENAI_API_KEY and/or \
                   OPENAI_BASE_URL (OpenAI, Ollama, vLLM, llama.cpp, LM Studio), or \
-                  AGENTIC_PROVIDER=script:<turns.yaml> for a scripted model."
+                  AGENTIC_PROVIDER=script:<turns.yaml> for a scripted model. Settings: flags, \
+                  then the environment, then agentic.toml, then defaults.\n\n\
+                  Examples:\n  agentic prompt \"What time is it in Oslo?\" -m code\n  \
+                  agentic                       # interactive session\n  \
+                  agentic serve --addr 127.0.0.1:4000\n  \
+                  agentic --server http://127.0.0.1:4000 prompt \"Hello\""
 )]
 struct Cli {
+    /// Run against this `agentic serve` (e.g. http://127.0.0.1:4000) instead of in process
+    #[arg(long, global = true, value_name = "URL")]
+    server: Option<String>,
+    /// Read settings from this file instead of ./agentic.toml
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Without a command, `agentic` opens an interactive session
     #[command(subcommand)]
     command: Option<Command>,
@@ -89,6 +103,13 @@ enum Command {
     /// List modes, models and plugins
     #[command(after_help = "Example:\n  agentic capabilities")]
     Capabilities,
+    /// Serve the HTTP API (see /api/docs) until Ctrl-C or SIGTERM
+    #[command(after_help = "Examples:\n  agentic serve\n  agentic serve --addr 0.0.0.0:4000")]
+    Serve {
+        /// Address to listen on [default: 127.0.0.1:4000]
+        #[arg(long)]
+        addr: Option<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -110,49 +131,67 @@ fn main() -> ExitCode {
     }
 }
 
+/// Where commands run.
+enum Backend {
+    Local {
+        runtime: Arc<Runtime>,
+        service: Option<ConversationService>,
+    },
+    Remote(Remote),
+}
+
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let runtime = Arc::new(Runtime::builder().registered_plugins().build().await?);
-    let uses_conversations = matches!(
-        cli.command,
-        None | Some(Command::Prompt { .. } | Command::Conversations)
-    );
-    if !uses_conversations {
-        return run_stateless(&runtime, cli.command).await;
+    let settings = Settings::load(cli.config.as_deref())?;
+    if let Some(Command::Serve { addr }) = &cli.command {
+        return serve(&settings, addr.as_deref()).await;
     }
-    let url = database_url_from_env()?;
-    let service = ConversationService::open(runtime.clone(), &url).await?;
-    let code = run_with_conversations(&service, cli.command).await;
-    if let Err(error) = service.shutdown().await {
+    let backend = match settings.server(cli.server.as_deref()) {
+        Some(server) => Backend::Remote(Remote::new(&server)?),
+        None => {
+            let runtime = Arc::new(
+                Runtime::builder()
+                    .config(settings.config.clone())
+                    .registered_plugins()
+                    .build()
+                    .await?,
+            );
+            let uses_conversations = matches!(
+                cli.command,
+                None | Some(Command::Prompt { .. } | Command::Conversations)
+            );
+            let service = if uses_conversations {
+                Some(ConversationService::open(runtime.clone(), &settings.database_url()?).await?)
+            } else {
+                None
+            };
+            Backend::Local { runtime, service }
+        }
+    };
+    let code = dispatch(&backend, cli.command).await;
+    if let Backend::Local {
+        service: Some(service),
+        ..
+    } = &backend
+        && let Err(error) = service.shutdown().await
+    {
         eprintln!("agentic: could not close the database cleanly: {error:#}");
     }
     code
 }
 
-async fn run_with_conversations(
-    service: &ConversationService,
-    command: Option<Command>,
-) -> anyhow::Result<ExitCode> {
+async fn dispatch(backend: &Backend, command: Option<Command>) -> anyhow::Result<ExitCode> {
+    let Some(command) = command else {
+        return repl(backend).await;
+    };
     match command {
-        None => repl(service).await,
-        Some(Command::Conversations) => {
-            for conversation in service.list(USER).await? {
-                println!(
-                    "{}  {}  {}",
-                    conversation.id,
-                    conversation.updated_at.format("%Y-%m-%d %H:%M"),
-                    conversation.title
-                );
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Some(Command::Prompt {
+        Command::Prompt {
             message,
             mode,
             model,
             json,
             yes,
             conversation,
-        }) => {
+        } => {
             let message = if message == "-" {
                 let mut text = String::new();
                 std::io::stdin().read_to_string(&mut text)?;
@@ -170,64 +209,116 @@ async fn run_with_conversations(
                 json,
                 yes,
             };
-            let mut conversation = match service.get_or_create(USER, conversation.as_deref()).await
-            {
-                Ok(conversation) => conversation,
-                Err(ConversationError::NotFound(id)) => {
-                    eprintln!(
-                        "agentic: no conversation \"{id}\"; `agentic conversations` lists yours"
-                    );
-                    return Ok(ExitCode::from(2));
-                }
-                Err(error) => return Err(error.into()),
-            };
-            let (code, _) = prompt(service, &mut conversation, message, &settings).await?;
+            let (code, _) =
+                prompt_once(backend, conversation.as_deref(), message, &settings).await?;
             Ok(code)
         }
-        Some(_) => unreachable_command(),
-    }
-}
-
-fn unreachable_command() -> anyhow::Result<ExitCode> {
-    bail!("this command does not use conversations")
-}
-
-/// Commands that need no database.
-async fn run_stateless(runtime: &Runtime, command: Option<Command>) -> anyhow::Result<ExitCode> {
-    let Some(command) = command else {
-        return unreachable_command();
-    };
-    match command {
-        Command::Prompt { .. } | Command::Conversations => unreachable_command(),
+        Command::Conversations => {
+            let conversations: Vec<Value> = match backend {
+                Backend::Local { service, .. } => {
+                    let service = service.as_ref().context("no conversation store")?;
+                    service
+                        .list(USER)
+                        .await?
+                        .into_iter()
+                        .map(|conversation| serde_json::to_value(conversation).unwrap_or_default())
+                        .collect()
+                }
+                Backend::Remote(remote) => {
+                    serde_json::from_value(remote.get("/api/conversations").await?)?
+                }
+            };
+            for conversation in conversations {
+                let updated = conversation["updatedAt"].as_str().unwrap_or_default();
+                println!(
+                    "{}  {}  {}",
+                    conversation["id"].as_str().unwrap_or_default(),
+                    updated.get(..16).unwrap_or(updated).replace('T', " "),
+                    conversation["title"].as_str().unwrap_or_default()
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Tools => {
-            let prepared = prepare(runtime).await?;
-            for tool in prepared.tools.iter() {
-                println!("{:<28} {}", tool.id(), tool.description());
+            let tools: Vec<(String, String)> = match backend {
+                Backend::Local { runtime, .. } => prepare(runtime)
+                    .await?
+                    .tools
+                    .iter()
+                    .map(|tool| (tool.id().to_owned(), tool.description().to_owned()))
+                    .collect(),
+                Backend::Remote(remote) => remote
+                    .get("/api/tools")
+                    .await?
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|tool| {
+                        (
+                            tool["id"].as_str().unwrap_or_default().to_owned(),
+                            tool["description"].as_str().unwrap_or_default().to_owned(),
+                        )
+                    })
+                    .collect(),
+            };
+            for (id, description) in tools {
+                println!("{id:<28} {description}");
             }
             Ok(ExitCode::SUCCESS)
         }
         Command::ToolSchema { id } => {
-            let prepared = prepare(runtime).await?;
-            let tool = prepared
-                .tools
-                .get(&id)
-                .with_context(|| format!("unknown tool \"{id}\""))?;
-            let schema = serde_json::json!({
-                "id": tool.id(),
-                "description": tool.description(),
-                "input": tool.input_schema(),
-                "output": tool.output_schema(),
-            });
+            let schema = match backend {
+                Backend::Local { runtime, .. } => {
+                    let prepared = prepare(runtime).await?;
+                    let tool = prepared
+                        .tools
+                        .get(&id)
+                        .with_context(|| format!("unknown tool \"{id}\""))?;
+                    json!({
+                        "id": tool.id(),
+                        "description": tool.description(),
+                        "input": tool.input_schema(),
+                        "output": tool.output_schema(),
+                    })
+                }
+                Backend::Remote(remote) => {
+                    let tool = remote.get(&format!("/api/tools/{id}")).await?;
+                    json!({
+                        "id": tool["id"],
+                        "description": tool["description"],
+                        "input": tool["inputSchema"],
+                        "output": tool["outputSchema"],
+                    })
+                }
+            };
             println!("{}", serde_json::to_string_pretty(&schema)?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Invoke { id, input } => {
-            let input: serde_json::Value =
+            let input: Value =
                 serde_json::from_str(&input).context("the input is not valid JSON")?;
-            let prepared = prepare(runtime).await?;
-            let context =
-                ToolContext::new(USER, "cli", State::default(), runtime.services().clone());
-            match prepared.tools.invoke(context, &id, input).await {
+            let result = match backend {
+                Backend::Local { runtime, .. } => {
+                    let prepared = prepare(runtime).await?;
+                    let context =
+                        ToolContext::new(USER, "cli", State::default(), runtime.services().clone());
+                    prepared
+                        .tools
+                        .invoke(context, &id, input)
+                        .await
+                        .map_err(|error| error.to_string())
+                }
+                Backend::Remote(remote) => {
+                    match remote.post(&format!("/api/tools/{id}/invoke"), input).await {
+                        Ok(result) => Ok(result["output"].clone()),
+                        Err(error) => match error.downcast::<RemoteError>() {
+                            Ok(remote) => Err(remote.message),
+                            Err(other) => return Err(other),
+                        },
+                    }
+                }
+            };
+            match result {
                 Ok(output) => {
                     println!("{}", serde_json::to_string_pretty(&output)?);
                     Ok(ExitCode::SUCCESS)
@@ -239,11 +330,21 @@ async fn run_stateless(runtime: &Runtime, command: Option<Command>) -> anyhow::R
             }
         }
         Command::Capabilities => {
-            let capabilities = runtime.services().capabilities();
+            let capabilities = match backend {
+                Backend::Local { runtime, .. } => {
+                    serde_json::to_value(runtime.services().capabilities())?
+                }
+                Backend::Remote(remote) => remote.get("/api/capabilities").await?,
+            };
             println!("{}", serde_json::to_string_pretty(&capabilities)?);
             Ok(ExitCode::SUCCESS)
         }
+        Command::Serve { .. } => unreachable_serve(),
     }
+}
+
+fn unreachable_serve() -> anyhow::Result<ExitCode> {
+    anyhow::bail!("`serve` is handled before any backend is chosen")
 }
 
 async fn prepare(runtime: &Runtime) -> anyhow::Result<agentic_core::Prepared> {
@@ -253,24 +354,68 @@ async fn prepare(runtime: &Runtime) -> anyhow::Result<agentic_core::Prepared> {
         .await
 }
 
-/// How prompts run, from flags or REPL commands.
-struct PromptSettings {
-    mode: String,
-    model: ModelKind,
-    json: bool,
-    yes: bool,
+/// Runs one prompt; returns the exit code and the conversation it ran in.
+async fn prompt_once(
+    backend: &Backend,
+    conversation: Option<&str>,
+    message: String,
+    settings: &PromptSettings,
+) -> anyhow::Result<(ExitCode, Option<String>)> {
+    let mut driver: Box<dyn PromptDriver> = match backend {
+        Backend::Local { service, .. } => {
+            let service = service.as_ref().context("no conversation store")?;
+            match local::start(service, conversation, message, settings).await {
+                Ok(driver) => Box::new(driver),
+                Err(ConversationError::NotFound(id)) => {
+                    eprintln!(
+                        "agentic: no conversation \"{id}\"; `agentic conversations` lists yours"
+                    );
+                    return Ok((ExitCode::from(2), None));
+                }
+                Err(error) => {
+                    eprintln!("agentic: {error}");
+                    return Ok((ExitCode::FAILURE, None));
+                }
+            }
+        }
+        Backend::Remote(remote) => match remote.start(conversation, message, settings).await {
+            Ok(driver) => Box::new(driver),
+            Err(error) => {
+                let usage = error
+                    .downcast_ref::<RemoteError>()
+                    .is_some_and(|remote| matches!(remote.status, 400 | 404 | 422));
+                eprintln!("agentic: {error:#}");
+                let code = if usage {
+                    ExitCode::from(2)
+                } else {
+                    ExitCode::FAILURE
+                };
+                return Ok((code, None));
+            }
+        },
+    };
+    let code = ui::follow(driver.as_mut(), settings).await?;
+    Ok((code, Some(driver.conversation_id().to_owned())))
 }
 
 /// `agentic` with no command: a prompt per line, in one stored conversation until `/new`.
-async fn repl(service: &ConversationService) -> anyhow::Result<ExitCode> {
-    let runtime = service.runtime();
+async fn repl(backend: &Backend) -> anyhow::Result<ExitCode> {
+    let modes: Vec<String> = match backend {
+        Backend::Local { runtime, .. } => runtime.services().modes.ids(),
+        Backend::Remote(remote) => remote.get("/api/capabilities").await?["modes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|mode| mode["id"].as_str().map(str::to_owned))
+            .collect(),
+    };
     let mut settings = PromptSettings {
         mode: "classic".to_owned(),
         model: ModelKind::Normal,
         json: false,
         yes: false,
     };
-    let mut conversation: Option<ConversationInstance> = None;
+    let mut conversation: Option<String> = None;
     let interactive = std::io::stdin().is_terminal();
     if interactive {
         eprintln!("agentic: /mode <mode>, /new for a new conversation, /quit to leave");
@@ -293,13 +438,13 @@ async fn repl(service: &ConversationService) -> anyhow::Result<ExitCode> {
             }
             ("/mode", mode) if !mode.trim().is_empty() => {
                 let mode = mode.trim();
-                if runtime.services().modes.get(mode).is_ok() {
+                if modes.iter().any(|known| known == mode) {
                     settings.mode = mode.to_owned();
                     eprintln!("agentic: mode {mode}");
                 } else {
                     eprintln!(
                         "agentic: unknown mode \"{mode}\"; modes: {}",
-                        runtime.services().modes.ids().join(", ")
+                        modes.join(", ")
                     );
                 }
             }
@@ -307,176 +452,38 @@ async fn repl(service: &ConversationService) -> anyhow::Result<ExitCode> {
                 eprintln!("agentic: unknown command {command}; try /mode <mode>, /new or /quit");
             }
             _ => {
-                // Each line is one prompt, even with the same lines read before it.
-                let message = line.to_owned();
-                let current = match &mut conversation {
-                    Some(current) => current,
-                    None => conversation.insert(service.create(USER).await?),
-                };
-                prompt(service, current, message, &settings).await?;
+                let (_, used) =
+                    prompt_once(backend, conversation.as_deref(), line.to_owned(), &settings)
+                        .await?;
+                if used.is_some() {
+                    conversation = used;
+                }
             }
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// Runs one prompt in a conversation; returns the exit code and the finished prompt.
-async fn prompt(
-    service: &ConversationService,
-    conversation: &mut ConversationInstance,
-    message: String,
-    settings: &PromptSettings,
-) -> anyhow::Result<(ExitCode, agentic_core::Prompt)> {
-    let runtime = service.runtime();
-    let PromptSettings {
-        mode,
-        model,
-        json,
-        yes,
-    } = settings;
-    let (model, json, yes) = (*model, *json, *yes);
-    let mut subscription = runtime.services().events.subscribe(Some(USER));
-    let started = conversation
-        .start(PromptRequest {
-            input: Some(message),
-            mode: Some(mode.clone()),
-            model,
-            ..PromptRequest::default()
-        })
-        .await?;
-    let prompt_id = started.prompt_id().to_owned();
-
-    // Events are printed as they come; approval requests are handed to the loop below.
-    let (approvals, mut approval_requests) = mpsc::unbounded_channel();
-    let printer_prompt = prompt_id.clone();
-    let printer = tokio::spawn(async move {
-        let show_tools = std::io::stderr().is_terminal();
-        while let Some(received) = subscription.next().await {
-            let event = match received {
-                Received::Event(event) => event,
-                Received::Lagged(missed) => {
-                    eprintln!("agentic: {missed} events were dropped");
-                    continue;
-                }
-            };
-            if event.payload.prompt_id() != Some(printer_prompt.as_str()) {
-                continue;
-            }
-            if json {
-                if let Ok(line) = serde_json::to_string(&*event) {
-                    println!("{line}");
-                }
-            } else {
-                print_event(&event.payload, show_tools);
-            }
-            match &event.payload {
-                EventPayload::ApprovalRequested {
-                    tool_call_id,
-                    tool_name,
-                    reason,
-                    input,
-                    ..
-                } => {
-                    let _ = approvals.send((
-                        tool_call_id.clone(),
-                        tool_name.clone(),
-                        reason.clone(),
-                        input.clone(),
-                    ));
-                }
-                EventPayload::PromptCompleted { .. } | EventPayload::PromptError { .. } => break,
-                _ => {}
-            }
-        }
-    });
-
-    let mut prompt = started.run().await?;
-    while prompt.state == PromptState::WaitingForApproval {
-        let Some((tool_call_id, tool_name, reason, input)) = approval_requests.recv().await else {
-            bail!("the prompt waits for approval but none was requested");
-        };
-        prompt = match decide(&tool_name, &reason, &input, yes) {
-            Ok(()) => service.approve(USER, &prompt.id, &tool_call_id).await?,
-            Err(refusal) => {
-                eprintln!("agentic: {refusal}");
-                service
-                    .reject(USER, &prompt.id, &tool_call_id, Some(&refusal))
-                    .await?
-            }
-        };
-    }
-    let _ = printer.await;
-    if !json {
-        println!();
-    }
-    eprintln!(
-        "agentic: conversation {} (continue it with -c {})",
-        conversation.id(),
-        conversation.id()
+/// `agentic serve`: the HTTP API until Ctrl-C or SIGTERM.
+async fn serve(settings: &Settings, addr: Option<&str>) -> anyhow::Result<ExitCode> {
+    let runtime = Arc::new(
+        Runtime::builder()
+            .config(settings.config.clone())
+            .registered_plugins()
+            .build()
+            .await?,
     );
-    let code = match prompt.state {
-        PromptState::Completed => ExitCode::SUCCESS,
-        _ => {
-            if let Some(error) = &prompt.error {
-                eprintln!("agentic: the prompt failed: {error}");
-            }
-            ExitCode::FAILURE
-        }
-    };
-    Ok((code, prompt))
-}
-
-/// Asks on the terminal, approves with `--yes`, and refuses when nobody can be asked.
-fn decide(tool: &str, reason: &str, input: &serde_json::Value, yes: bool) -> Result<(), String> {
-    if yes {
-        return Ok(());
-    }
-    if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
-        return Err(format!(
-            "{tool} needs approval ({reason}) and there is no terminal to ask; \
-             run with --yes to approve tool calls"
-        ));
-    }
-    eprint!("\nApprove {tool} ({reason}) with input {input}? [y/N] ");
-    let _ = std::io::stderr().flush();
-    let mut answer = String::new();
-    let _ = std::io::stdin().lock().read_line(&mut answer);
-    if matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
-        Ok(())
-    } else {
-        Err("declined at the terminal".to_owned())
-    }
-}
-
-fn print_event(payload: &EventPayload, show_tools: bool) {
-    match payload {
-        EventPayload::PromptStream { delta, .. } => {
-            print!("{delta}");
-            let _ = std::io::stdout().flush();
-        }
-        EventPayload::PromptOutput {
-            output: PromptOutput::Tool(tool),
-            ..
-        } => {
-            // Logs of code mode go to stderr with a prefix, whether or not it is a terminal.
-            if let ToolResult::Success { output } = &tool.result
-                && let Some(logs) = output.get("logs").and_then(|logs| logs.as_array())
-            {
-                for line in logs {
-                    eprintln!("[log] {}", line.as_str().unwrap_or_default());
-                }
-            }
-            if !show_tools || tool.function == "code.execute" {
-                return;
-            }
-            match &tool.result {
-                ToolResult::Pending { reason } => {
-                    eprintln!("· {} {} ({reason})", tool.function, tool.input)
-                }
-                ToolResult::Success { .. } => eprintln!("✓ {}", tool.function),
-                ToolResult::Error { error } => eprintln!("✗ {}: {error}", tool.function),
-            }
-        }
-        _ => {}
-    }
+    let api = agentic_api::ApiConfig::from_env(&runtime.services().config)?;
+    let service = ConversationService::open(runtime, &settings.database_url()?).await?;
+    let addr = settings.addr(addr);
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .with_context(|| format!("could not listen on {addr}"))?;
+    eprintln!(
+        "agentic: listening on http://{} (docs at /api/docs)",
+        listener.local_addr()?
+    );
+    agentic_api::serve(listener, service, api, agentic_api::shutdown_signal()).await?;
+    eprintln!("agentic: stopped");
+    Ok(ExitCode::SUCCESS)
 }

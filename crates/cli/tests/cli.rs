@@ -276,3 +276,148 @@ fn a_conversation_continues_with_c_and_is_listed() {
     assert_eq!(unknown.status.code(), Some(2));
     assert!(text(&unknown.stderr).contains("no conversation \"no-such-id\""));
 }
+
+/// A config file that makes `time.now` need approval.
+fn approval_config(name: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("agentic-cli-{}-{name}.toml", std::process::id()));
+    std::fs::write(&path, "requireApproval = [\"time.now\"]\n").unwrap();
+    path
+}
+
+#[test]
+fn approvals_are_granted_with_yes_and_refused_without_a_terminal() {
+    let config = approval_config("approval");
+    let config = config.to_str().unwrap();
+    let turns =
+        "- toolCalls:\n    - { name: time.now, input: { timezone: UTC } }\n- text: Done asking.\n";
+
+    let approved = script("approve-yes", turns);
+    let output = agentic(
+        &[
+            "--config",
+            config,
+            "prompt",
+            "What time is it?",
+            "--yes",
+            "--json",
+        ],
+        Some(&approved),
+        None,
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let events: Vec<serde_json::Value> = text(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert!(
+        events
+            .iter()
+            .any(|event| event["type"] == "prompt.approval-requested")
+    );
+    let tool = events
+        .iter()
+        .rev()
+        .find(|event| {
+            event["type"] == "prompt.output" && event["data"]["output"]["function"] == "time.now"
+        })
+        .unwrap();
+    assert!(
+        tool["data"]["output"]["result"]["output"]["iso"].is_string(),
+        "{tool}"
+    );
+
+    let refused = script("approve-no", turns);
+    let output = agentic(
+        &["--config", config, "prompt", "What time is it?"],
+        Some(&refused),
+        None,
+    );
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("needs approval"), "{stderr}");
+    assert!(
+        stderr.contains("--yes"),
+        "the refusal says how to allow it: {stderr}"
+    );
+    assert_eq!(text(&output.stdout).trim(), "Done asking.");
+}
+
+#[test]
+fn serve_and_a_client_with_server_run_a_code_prompt_over_http() {
+    let turns = script(
+        "serve",
+        "- code: |\n    const now = timeNow({ timezone: \"UTC\" });\n    log(\"asked\");\n    output(\"It is \" + now.weekday + \".\");\n    done();\n- text: Still here.\n",
+    );
+    let mut server = Command::new(env!("CARGO_BIN_EXE_agentic"))
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env("AGENTIC_PROVIDER", format!("script:{}", turns.0.display()))
+        .env("AGENTIC_DATABASE_URL", database_url())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(server.stderr.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stderr, &mut line).unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|word| word.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_owned();
+
+    let output = agentic(
+        &["--server", &url, "prompt", "What day is it?", "-m", "code"],
+        None,
+        None,
+    );
+    let err = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    assert!(
+        text(&output.stdout).trim().starts_with("It is "),
+        "{}",
+        text(&output.stdout)
+    );
+    assert!(err.contains("[log] asked"), "{err}");
+    let id = conversation_id(&err);
+
+    let output = agentic(
+        &["--server", &url, "prompt", "Still there?", "-c", &id],
+        None,
+        None,
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_eq!(text(&output.stdout).trim(), "Still here.");
+    let listed = agentic(&["--server", &url, "conversations"], None, None);
+    assert!(text(&listed.stdout).contains(&id));
+    let tools = agentic(&["--server", &url, "tools"], None, None);
+    assert!(text(&tools.stdout).contains("time.now"));
+    let invoked = agentic(
+        &[
+            "--server",
+            &url,
+            "invoke",
+            "time.now",
+            "{\"timezone\": \"UTC\"}",
+        ],
+        None,
+        None,
+    );
+    assert_eq!(invoked.status.code(), Some(0), "{}", text(&invoked.stderr));
+    assert!(text(&invoked.stdout).contains("\"timezone\": \"UTC\""));
+    let unknown = agentic(
+        &["--server", &url, "prompt", "hi", "-m", "telepathy"],
+        None,
+        None,
+    );
+    assert_eq!(unknown.status.code(), Some(2), "{}", text(&unknown.stderr));
+
+    // SIGTERM: the server stops cleanly.
+    let pid = server.id().to_string();
+    let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(killed.success());
+    let status = server.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+}

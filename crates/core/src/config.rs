@@ -52,6 +52,21 @@ impl Config {
         self.root.get(key)
     }
 
+    /// Tool ids (or `prefix.*` patterns) whose calls need approval: the `requireApproval` key.
+    pub fn require_approval(&self) -> Vec<String> {
+        self.root
+            .get("requireApproval")
+            .and_then(Value::as_array)
+            .map(|patterns| {
+                patterns
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     pub fn limits(&self) -> RuntimeLimits {
         let defaults = RuntimeLimits::default();
         let number = |key: &str| self.root.get(key).and_then(Value::as_u64);

@@ -125,7 +125,7 @@ impl Services {
             tool_plugins.entry(tool).or_insert(plugin);
         }
         Ok(Prepared {
-            tools: ToolSet::new(tools),
+            tools: ToolSet::new(tools).with_required_approval(self.config.require_approval()),
             context: context.context,
             tool_plugins,
         })
@@ -285,8 +285,8 @@ impl RuntimeBuilder {
     }
 }
 
-/// Picks the provider: an explicit spec, else the config's `provider` key, else
-/// `AGENTIC_PROVIDER`, else the first registered provider whose settings are present.
+/// Picks the provider: an explicit spec, else `AGENTIC_PROVIDER`, else the config's `provider`
+/// key, else the first registered provider whose settings are present.
 fn select_provider(
     spec: Option<&str>,
     config: &Config,
@@ -295,15 +295,12 @@ fn select_provider(
     let from_env = std::env::var("AGENTIC_PROVIDER")
         .ok()
         .filter(|s| !s.is_empty());
-    let spec = spec
-        .map(str::to_owned)
-        .or_else(|| {
-            config
-                .get("provider")
-                .and_then(serde_json::Value::as_str)
-                .map(str::to_owned)
-        })
-        .or(from_env);
+    let spec = spec.map(str::to_owned).or(from_env).or_else(|| {
+        config
+            .get("provider")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned)
+    });
     let available = || {
         providers
             .iter()

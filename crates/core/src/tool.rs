@@ -257,6 +257,8 @@ impl Tool for FnTool {
 #[derive(Clone, Default)]
 pub struct ToolSet {
     tools: BTreeMap<String, PreparedTool>,
+    /// Tool ids (or `prefix.*` patterns) that need approval whatever the tool says.
+    require_approval: Vec<String>,
 }
 
 #[derive(Clone)]
@@ -291,7 +293,26 @@ impl ToolSet {
                 (tool.id().to_owned(), prepared)
             })
             .collect();
-        Self { tools }
+        Self {
+            tools,
+            require_approval: Vec::new(),
+        }
+    }
+
+    /// Makes calls of these tools wait for approval: exact ids, or `prefix.*` for every tool
+    /// whose id starts with `prefix.` (the `requireApproval` config key).
+    pub fn with_required_approval(mut self, patterns: Vec<String>) -> Self {
+        self.require_approval = patterns;
+        self
+    }
+
+    fn approval_required_by_config(&self, id: &str) -> bool {
+        self.require_approval
+            .iter()
+            .any(|pattern| match pattern.strip_suffix('*') {
+                Some(prefix) => id.starts_with(prefix),
+                None => pattern == id,
+            })
     }
 
     /// Tools sorted by id.
@@ -347,8 +368,15 @@ impl ToolSet {
 
     /// The approval a call needs; unknown tools need none (they fail anyway).
     pub fn approval(&self, id: &str, input: &Value) -> Approval {
-        self.get(id)
-            .map_or(Approval::NotRequired, |tool| tool.approval(input))
+        let Some(tool) = self.get(id) else {
+            return Approval::NotRequired;
+        };
+        match tool.approval(input) {
+            Approval::NotRequired if self.approval_required_by_config(id) => Approval::Required {
+                reason: "the configuration requires approval for this tool".to_owned(),
+            },
+            approval => approval,
+        }
     }
 
     /// Validates and runs one call. A panic inside the tool becomes [`ToolError::Panicked`].

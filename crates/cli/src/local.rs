@@ -1,0 +1,156 @@
+//! Prompts run in this process, in conversations stored in the local database.
+
+use agentic_conversation::{ConversationError, ConversationService, PromptRequest};
+use agentic_core::{Event, EventSubscription, Prompt, Received};
+use async_trait::async_trait;
+use tokio::task::JoinHandle;
+
+use crate::ui::{PromptDriver, PromptSettings};
+
+pub const USER: &str = "cli";
+
+pub struct LocalPrompt {
+    service: ConversationService,
+    prompt_id: String,
+    conversation_id: String,
+    subscription: EventSubscription,
+    /// The run (or the approval that runs it on) in progress, if any.
+    task: Option<JoinHandle<Result<Prompt, ConversationError>>>,
+    failure: Option<ConversationError>,
+}
+
+/// Stores and starts a prompt in `conversation` (a new one when `None`).
+pub async fn start(
+    service: &ConversationService,
+    conversation: Option<&str>,
+    message: String,
+    settings: &PromptSettings,
+) -> Result<LocalPrompt, ConversationError> {
+    let mut conversation = service.get_or_create(USER, conversation).await?;
+    // Subscribe before starting, so no event of the prompt is missed.
+    let subscription = service.runtime().services().events.subscribe(Some(USER));
+    let started = conversation
+        .start(PromptRequest {
+            input: Some(message),
+            mode: Some(settings.mode.clone()),
+            model: settings.model,
+            ..PromptRequest::default()
+        })
+        .await?;
+    let prompt_id = started.prompt_id().to_owned();
+    let conversation_id = started.conversation_id().to_owned();
+    Ok(LocalPrompt {
+        service: service.clone(),
+        prompt_id,
+        conversation_id,
+        subscription,
+        task: Some(tokio::spawn(started.run())),
+        failure: None,
+    })
+}
+
+impl LocalPrompt {
+    fn ours(&self, event: &Event) -> bool {
+        event.payload.prompt_id() == Some(self.prompt_id.as_str())
+    }
+
+    fn note(&mut self, result: Result<Result<Prompt, ConversationError>, tokio::task::JoinError>) {
+        match result {
+            Ok(Ok(_)) => {}
+            Ok(Err(error)) => self.failure = Some(error),
+            Err(error) => {
+                self.failure = Some(ConversationError::Store(anyhow::anyhow!(
+                    "the prompt task failed: {error}"
+                )))
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl PromptDriver for LocalPrompt {
+    fn conversation_id(&self) -> &str {
+        &self.conversation_id
+    }
+
+    async fn next_event(&mut self) -> anyhow::Result<Option<Event>> {
+        loop {
+            // Whatever already arrived comes first.
+            while let Some(received) = self.subscription.try_next() {
+                match received {
+                    Received::Event(event) if self.ours(&event) => {
+                        return Ok(Some((*event).clone()));
+                    }
+                    Received::Event(_) => {}
+                    Received::Lagged(missed) => {
+                        eprintln!("agentic: {missed} events were dropped");
+                    }
+                }
+            }
+            let Some(task) = self.task.as_mut() else {
+                return Ok(None);
+            };
+            tokio::select! {
+                received = self.subscription.next() => match received {
+                    Some(Received::Event(event)) if event.payload.prompt_id() == Some(self.prompt_id.as_str()) => {
+                        return Ok(Some((*event).clone()));
+                    }
+                    Some(Received::Event(_)) => {}
+                    Some(Received::Lagged(missed)) => {
+                        eprintln!("agentic: {missed} events were dropped");
+                    }
+                    None => return Ok(None),
+                },
+                result = task => {
+                    self.task = None;
+                    self.note(result);
+                }
+            }
+        }
+    }
+
+    async fn approve(&mut self, tool_call_id: &str) -> anyhow::Result<()> {
+        self.settle().await;
+        let (service, prompt, call) = (
+            self.service.clone(),
+            self.prompt_id.clone(),
+            tool_call_id.to_owned(),
+        );
+        self.task = Some(tokio::spawn(async move {
+            service.approve(USER, &prompt, &call).await
+        }));
+        Ok(())
+    }
+
+    async fn reject(&mut self, tool_call_id: &str, reason: &str) -> anyhow::Result<()> {
+        self.settle().await;
+        let (service, prompt, call, reason) = (
+            self.service.clone(),
+            self.prompt_id.clone(),
+            tool_call_id.to_owned(),
+            reason.to_owned(),
+        );
+        self.task = Some(tokio::spawn(async move {
+            service.reject(USER, &prompt, &call, Some(&reason)).await
+        }));
+        Ok(())
+    }
+
+    async fn finish(&mut self) -> anyhow::Result<Prompt> {
+        self.settle().await;
+        if let Some(error) = self.failure.take() {
+            return Err(error.into());
+        }
+        Ok(self.service.prompt(USER, &self.prompt_id).await?.prompt)
+    }
+}
+
+impl LocalPrompt {
+    /// Waits for the run in progress: it stops at the approval request just seen.
+    async fn settle(&mut self) {
+        if let Some(task) = self.task.take() {
+            let result = task.await;
+            self.note(result);
+        }
+    }
+}

@@ -19,8 +19,9 @@ fn main() -> anyhow::Result<()> {
             Some("sandbox") => bench_sandbox(&root),
             Some("tokens") => bench_tokens(&root),
             Some("store") => bench_store(&root),
+            Some("api") => bench_api(&root),
             _ => {
-                eprintln!("usage: cargo xtask bench <sandbox|tokens|store>");
+                eprintln!("usage: cargo xtask bench <sandbox|tokens|store|api>");
                 std::process::exit(2);
             }
         },
@@ -32,7 +33,8 @@ fn main() -> anyhow::Result<()> {
                  deps   check that agentic-core depends on no HTTP, database or JS engine crate\n  \
                  bench sandbox   sandbox overhead, ours beside the seed's QuickJS (needs node, npm)\n  \
                  bench tokens    model calls and prompt tokens, classic against code mode\n  \
-                 bench store     conversation store on SQLite and PostgreSQL (AGENTIC_TEST_POSTGRES_URL)"
+                 bench store     conversation store on SQLite and PostgreSQL (AGENTIC_TEST_POSTGRES_URL)\n  \
+                 bench api       1,000 concurrent prompts against `agentic serve` and a fake model"
             );
             std::process::exit(2);
         }
@@ -206,6 +208,22 @@ fn bench_store(root: &Path) -> anyhow::Result<()> {
             "store",
         ],
         &[],
+    )
+}
+
+fn bench_api(root: &Path) -> anyhow::Result<()> {
+    run(
+        root,
+        "cargo",
+        &["build", "--release", "--package", "agentic-cli"],
+        &[],
+    )?;
+    let binary = root.join("target/release/agentic");
+    run(
+        root,
+        "cargo",
+        &["bench", "--package", "agentic-api", "--bench", "load"],
+        &[("AGENTIC_BIN", binary.to_str().context("non-UTF-8 path")?)],
     )
 }
 

@@ -484,6 +484,7 @@ async fn serve(settings: &Settings, addr: Option<&str>) -> anyhow::Result<ExitCo
         listener.local_addr()?
     );
     agentic_api::serve(listener, service, api, agentic_api::shutdown_signal()).await?;
-    eprintln!("agentic: stopped");
+    // Whoever started us may have stopped reading stderr by now.
+    let _ = writeln!(std::io::stderr(), "agentic: stopped");
     Ok(ExitCode::SUCCESS)
 }

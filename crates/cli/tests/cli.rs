@@ -421,3 +421,93 @@ fn serve_and_a_client_with_server_run_a_code_prompt_over_http() {
     let status = server.wait().unwrap();
     assert!(status.success(), "{status:?}");
 }
+
+/// `agentic serve` on a free port, with a scripted model; returns the child and its URL.
+fn serve(turns: &Script) -> (std::process::Child, String) {
+    let mut server = Command::new(env!("CARGO_BIN_EXE_agentic"))
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env("AGENTIC_PROVIDER", format!("script:{}", turns.0.display()))
+        .env("AGENTIC_DATABASE_URL", database_url())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(server.stderr.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stderr, &mut line).unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|word| word.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_owned();
+    // Keep reading, so the server's last words do not meet a closed pipe.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    (server, url)
+}
+
+#[test]
+fn the_readme_curl_examples_work_against_agentic_serve() {
+    let readme = include_str!("../../../README.md");
+    let block = readme
+        .split("## The HTTP API")
+        .nth(1)
+        .and_then(|section| section.split("```sh").nth(1))
+        .and_then(|block| block.split("```").next())
+        .expect("README has an HTTP API section with a sh block");
+    let commands: Vec<String> = block
+        .replace("\\\n", " ")
+        .lines()
+        .map(str::trim)
+        .filter(|line| line.starts_with("curl -X POST"))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(commands.len(), 2, "{block}");
+
+    let turns = script(
+        "readme",
+        "- text: I have a clock.\n- code: |\n    output(\"No weather tool here.\");\n    done();\n",
+    );
+    let (mut server, url) = serve(&turns);
+    for (command, mode) in commands.iter().zip(["classic", "code"]) {
+        let command = command.replace("http://localhost:4000", &url);
+        let output = Command::new("sh")
+            .args(["-c", &format!("{command} -s")])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{command}: {}",
+            text(&output.stderr)
+        );
+        let accepted: serde_json::Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|_| panic!("{command}: {}", text(&output.stdout)));
+        let prompt = accepted["promptId"].as_str().unwrap();
+        let mut state = String::new();
+        for _ in 0..200 {
+            let output = Command::new("curl")
+                .args([
+                    "-s",
+                    "-H",
+                    "X-User-Id: alice",
+                    &format!("{url}/api/prompts/{prompt}"),
+                ])
+                .output()
+                .unwrap();
+            let stored: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+            state = stored["state"].as_str().unwrap_or_default().to_owned();
+            if state != "running" {
+                assert_eq!(stored["mode"], mode);
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+        assert_eq!(state, "completed", "{command}");
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status();
+    assert!(server.wait().unwrap().success());
+}

@@ -15,6 +15,7 @@ pub mod entity;
 pub mod migration;
 pub mod service;
 pub mod store;
+mod writes;
 
 pub use compress::CompressionSettings;
 pub use migration::{PluginMigrations, register_migrations};

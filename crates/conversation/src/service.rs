@@ -426,18 +426,10 @@ impl ConversationInstance {
         }
         let mut prompts = store.conversation_prompts(&self.conversation.id).await?;
 
-        if prompts.is_empty()
-            && !self.conversation.title_fixed
-            && let Some(input) = request.input.as_deref()
-        {
-            let title = title_from_input(input);
-            if !title.is_empty() {
-                store
-                    .set_title(&self.conversation.id, &title, false)
-                    .await?;
-                self.conversation.title = title;
-            }
-        }
+        let title = (prompts.is_empty() && !self.conversation.title_fixed)
+            .then(|| request.input.as_deref().map(title_from_input))
+            .flatten()
+            .filter(|title| !title.is_empty());
 
         if let Some(summary) = inner
             .compressor
@@ -470,22 +462,21 @@ impl ConversationInstance {
             conversation_id: Some(self.conversation.id.clone()),
         })?;
         let prompt = handle.lock().await.prompt().clone();
-        let stored = store
-            .insert_prompt(&self.conversation.id, &prompt)
+        // One transaction stores the prompt, hands it the conversation and sets the title.
+        if let Err(error) = store
+            .insert_claimed_prompt(
+                &self.conversation.id,
+                &prompt,
+                Some(token),
+                title.as_deref(),
+            )
             .await
-            .and(Ok(()));
-        if let Err(error) = stored {
+        {
             inner.runtime.prompts().forget(&prompt.id);
             return Err(error.into());
         }
-        // Hand the claim from the token to the prompt.
-        store.release(&self.conversation.id, token, None).await?;
-        if let Err(holder) = store.claim(&self.conversation.id, &prompt.id).await? {
-            inner.runtime.prompts().forget(&prompt.id);
-            return Err(ConversationError::Busy {
-                conversation_id: self.conversation.id.clone(),
-                prompt_id: holder,
-            });
+        if let Some(title) = title {
+            self.conversation.title = title;
         }
         Ok(StartedPrompt {
             service: self.service.clone(),

@@ -1,5 +1,6 @@
 //! The database: connecting (SQLite tuned for concurrent writers, or PostgreSQL), and every
-//! read and write conversations need. All writes go through [`Store::begin_write`].
+//! read and write conversations need. Every write is a [`crate::writes::Write`], applied by
+//! the group-committing writer.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -10,17 +11,16 @@ use agentic_core::prompt::{ModelKind, Prompt, PromptOutput, PromptState, PromptU
 use agentic_core::{Extensions, PromptChange};
 use anyhow::{Context as _, bail};
 use chrono::{DateTime, Utc};
-use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
 use sea_orm::{
-    ColumnTrait, ConnectOptions, ConnectionTrait, Database, DatabaseConnection,
-    DatabaseTransaction, DbBackend, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
-    SqliteTransactionMode, Statement, TransactionOptions, TransactionTrait,
+    ColumnTrait, ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend,
+    EntityTrait, QueryFilter, QueryOrder, SqliteTransactionMode, Statement, TransactionOptions,
 };
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::entity::{conversation, instance, prompt, prompt_output};
+use crate::writes::{PromptSave, Write, Writer, Written};
 
 /// The environment variable that selects the database, e.g. `postgres://…` or `sqlite://…`.
 pub const DATABASE_URL_ENV: &str = "AGENTIC_DATABASE_URL";
@@ -113,9 +113,9 @@ pub const INTERRUPTED_TOOL_ERROR: &str =
 #[derive(Clone)]
 pub struct Store {
     db: DatabaseConnection,
-    /// SQLite has one writer at a time; writers of this process queue here, in order, instead
-    /// of polling the file lock. Other processes still meet the busy timeout.
-    write_gate: Option<Arc<tokio::sync::Mutex<()>>>,
+    /// Applies every write; on SQLite, batched into group commits by one task of this process
+    /// (other processes still meet the busy timeout).
+    writer: Writer,
     /// This process's row in `instances`, once registered.
     instance_id: Arc<OnceLock<String>>,
 }
@@ -125,27 +125,6 @@ impl std::fmt::Debug for Store {
         f.debug_struct("Store")
             .field("backend", &self.backend())
             .finish_non_exhaustive()
-    }
-}
-
-/// An open write transaction. Dropping it without `commit` rolls back.
-pub struct WriteTransaction {
-    transaction: DatabaseTransaction,
-    _gate: Option<tokio::sync::OwnedMutexGuard<()>>,
-}
-
-impl std::ops::Deref for WriteTransaction {
-    type Target = DatabaseTransaction;
-
-    fn deref(&self) -> &DatabaseTransaction {
-        &self.transaction
-    }
-}
-
-impl WriteTransaction {
-    pub async fn commit(self) -> anyhow::Result<()> {
-        self.transaction.commit().await?;
-        Ok(())
     }
 }
 
@@ -190,8 +169,8 @@ impl Store {
                 .await
                 .with_context(|| format!("could not open the SQLite database {redacted}"))?;
             Ok(Self {
+                writer: Writer::new(db.clone(), true),
                 db,
-                write_gate: Some(Arc::new(tokio::sync::Mutex::new(()))),
                 instance_id: Arc::default(),
             })
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
@@ -205,8 +184,8 @@ impl Store {
                 .await
                 .with_context(|| format!("could not connect to PostgreSQL at {redacted}"))?;
             Ok(Self {
+                writer: Writer::new(db.clone(), false),
                 db,
-                write_gate: None,
                 instance_id: Arc::default(),
             })
         } else {
@@ -224,21 +203,8 @@ impl Store {
         self.db.get_database_backend()
     }
 
-    /// Starts a write transaction (`BEGIN IMMEDIATE` on SQLite).
-    pub async fn begin_write(&self) -> anyhow::Result<WriteTransaction> {
-        let gate = match &self.write_gate {
-            Some(gate) => Some(gate.clone().lock_owned().await),
-            None => None,
-        };
-        let transaction = self
-            .db
-            .begin_with_options(write_options())
-            .await
-            .context("could not start a write transaction")?;
-        Ok(WriteTransaction {
-            transaction,
-            _gate: gate,
-        })
+    pub(crate) async fn write(&self, write: Write) -> anyhow::Result<Written> {
+        self.writer.write(write).await
     }
 
     /// `PRAGMA integrity_check` on SQLite (`ok` when sound); PostgreSQL answers `ok`.
@@ -275,18 +241,14 @@ impl Store {
         }
         let id = uuid::Uuid::new_v4().to_string();
         let now = Utc::now();
-        let transaction = self.begin_write().await?;
-        instance::Entity::insert(instance::ActiveModel {
-            id: Set(id.clone()),
-            host: Set(host_name()),
-            pid: Set(i64::from(std::process::id())),
-            started_at: Set(now),
-            last_seen: Set(now),
-        })
-        .exec_without_returning(&*transaction)
-        .await
-        .context("could not register this process")?;
-        transaction.commit().await?;
+        self.write(Write::RegisterInstance(instance::Model {
+            id: id.clone(),
+            host: host_name(),
+            pid: i64::from(std::process::id()),
+            started_at: now,
+            last_seen: now,
+        }))
+        .await?;
         Ok(self.instance_id.get_or_init(|| id).clone())
     }
 
@@ -299,13 +261,11 @@ impl Store {
         let Some(id) = self.instance_id() else {
             return Ok(());
         };
-        let transaction = self.begin_write().await?;
-        instance::Entity::update_many()
-            .col_expr(instance::Column::LastSeen, Expr::value(Utc::now()))
-            .filter(instance::Column::Id.eq(id))
-            .exec(&*transaction)
-            .await?;
-        transaction.commit().await
+        self.write(Write::Heartbeat {
+            instance: id.to_owned(),
+        })
+        .await?;
+        Ok(())
     }
 
     /// Removes this process's row, e.g. at a clean shutdown.
@@ -313,12 +273,11 @@ impl Store {
         let Some(id) = self.instance_id() else {
             return Ok(());
         };
-        let transaction = self.begin_write().await?;
-        instance::Entity::delete_many()
-            .filter(instance::Column::Id.eq(id))
-            .exec(&*transaction)
-            .await?;
-        transaction.commit().await
+        self.write(Write::DeleteInstances {
+            ids: vec![id.to_owned()],
+        })
+        .await?;
+        Ok(())
     }
 
     /// Instances still alive: this one, those on this host whose process exists, and those
@@ -343,12 +302,7 @@ impl Store {
             }
         }
         if !dead.is_empty() {
-            let transaction = self.begin_write().await?;
-            instance::Entity::delete_many()
-                .filter(instance::Column::Id.is_in(dead))
-                .exec(&*transaction)
-                .await?;
-            transaction.commit().await?;
+            self.write(Write::DeleteInstances { ids: dead }).await?;
         }
         Ok(live)
     }
@@ -361,23 +315,18 @@ impl Store {
         title: &str,
     ) -> anyhow::Result<Conversation> {
         let now = Utc::now();
-        let model = conversation::ActiveModel {
-            id: Set(uuid::Uuid::new_v4().to_string()),
-            user_id: Set(user_id.to_owned()),
-            title: Set(title.to_owned()),
-            title_fixed: Set(false),
-            summary: Set(None),
-            state: Set(Value::Object(serde_json::Map::new())),
-            active_prompt_id: Set(None),
-            created_at: Set(now),
-            updated_at: Set(now),
+        let model = conversation::Model {
+            id: uuid::Uuid::new_v4().to_string(),
+            user_id: user_id.to_owned(),
+            title: title.to_owned(),
+            title_fixed: false,
+            summary: None,
+            state: Value::Object(serde_json::Map::new()),
+            active_prompt_id: None,
+            created_at: now,
+            updated_at: now,
         };
-        let transaction = self.begin_write().await?;
-        let model = conversation::Entity::insert(model)
-            .exec_with_returning(&*transaction)
-            .await
-            .context("could not create the conversation")?;
-        transaction.commit().await?;
+        self.write(Write::CreateConversation(model.clone())).await?;
         Ok(conversation_from_model(model))
     }
 
@@ -408,26 +357,22 @@ impl Store {
 
     /// Deletes a conversation with its prompts; `false` when the user has none with this id.
     pub async fn delete_conversation(&self, user_id: &str, id: &str) -> anyhow::Result<bool> {
-        let transaction = self.begin_write().await?;
-        let deleted = conversation::Entity::delete_many()
-            .filter(conversation::Column::Id.eq(id))
-            .filter(conversation::Column::UserId.eq(user_id))
-            .exec(&*transaction)
-            .await?
-            .rows_affected;
-        transaction.commit().await?;
-        Ok(deleted > 0)
+        let written = self
+            .write(Write::DeleteConversation {
+                user_id: user_id.to_owned(),
+                id: id.to_owned(),
+            })
+            .await?;
+        Ok(matches!(written, Written::Count(deleted) if deleted > 0))
     }
 
     pub async fn set_title(&self, id: &str, title: &str, fixed: bool) -> anyhow::Result<()> {
-        let transaction = self.begin_write().await?;
-        conversation::Entity::update_many()
-            .col_expr(conversation::Column::Title, Expr::value(title.to_owned()))
-            .col_expr(conversation::Column::TitleFixed, Expr::value(fixed))
-            .filter(conversation::Column::Id.eq(id))
-            .exec(&*transaction)
-            .await?;
-        transaction.commit().await?;
+        self.write(Write::SetTitle {
+            id: id.to_owned(),
+            title: title.to_owned(),
+            fixed,
+        })
+        .await?;
         Ok(())
     }
 
@@ -438,27 +383,16 @@ impl Store {
         conversation_id: &str,
         prompt_id: &str,
     ) -> anyhow::Result<Result<(), String>> {
-        let transaction = self.begin_write().await?;
-        let claimed = conversation::Entity::update_many()
-            .col_expr(
-                conversation::Column::ActivePromptId,
-                Expr::value(prompt_id.to_owned()),
-            )
-            .filter(conversation::Column::Id.eq(conversation_id))
-            .filter(conversation::Column::ActivePromptId.is_null())
-            .exec(&*transaction)
+        match self
+            .write(Write::Claim {
+                conversation_id: conversation_id.to_owned(),
+                holder: prompt_id.to_owned(),
+            })
             .await?
-            .rows_affected;
-        if claimed == 1 {
-            transaction.commit().await?;
-            return Ok(Ok(()));
+        {
+            Written::Claim(claim) => Ok(claim),
+            other => bail!("unexpected answer to a claim: {other:?}"),
         }
-        let holder = conversation::Entity::find_by_id(conversation_id.to_owned())
-            .one(&*transaction)
-            .await?
-            .and_then(|conversation| conversation.active_prompt_id)
-            .unwrap_or_default();
-        Ok(Err(holder))
     }
 
     /// Ends a prompt's hold on its conversation and records the state it leaves behind.
@@ -468,25 +402,12 @@ impl Store {
         prompt_id: &str,
         state: Option<serde_json::Map<String, Value>>,
     ) -> anyhow::Result<()> {
-        let transaction = self.begin_write().await?;
-        let mut update = conversation::Entity::update_many()
-            .col_expr(
-                conversation::Column::ActivePromptId,
-                Expr::value(Option::<String>::None),
-            )
-            .col_expr(conversation::Column::UpdatedAt, Expr::value(Utc::now()));
-        if let Some(state) = state {
-            update = update.col_expr(
-                conversation::Column::State,
-                Expr::value(Value::Object(state)),
-            );
-        }
-        update
-            .filter(conversation::Column::Id.eq(conversation_id))
-            .filter(conversation::Column::ActivePromptId.eq(prompt_id))
-            .exec(&*transaction)
-            .await?;
-        transaction.commit().await?;
+        self.write(Write::Release {
+            conversation_id: conversation_id.to_owned(),
+            holder: prompt_id.to_owned(),
+            state: state.map(Value::Object),
+        })
+        .await?;
         Ok(())
     }
 
@@ -498,109 +419,77 @@ impl Store {
         conversation_id: &str,
         prompt: &Prompt,
     ) -> anyhow::Result<i64> {
-        let transaction = self.begin_write().await?;
-        let last: Option<i64> = prompt::Entity::find()
-            .select_only()
-            .column_as(prompt::Column::Position.max(), "max")
-            .filter(prompt::Column::ConversationId.eq(conversation_id))
-            .into_tuple::<Option<i64>>()
-            .one(&*transaction)
-            .await?
-            .flatten();
-        let position = last.map_or(0, |last| last + 1);
+        self.insert_claimed_prompt(conversation_id, prompt, None, None)
+            .await
+    }
+
+    /// Stores a new prompt and, in the same transaction, hands the conversation's hold from
+    /// `claim` (a token from [`Store::claim`]) to the prompt and sets `title`.
+    pub async fn insert_claimed_prompt(
+        &self,
+        conversation_id: &str,
+        prompt: &Prompt,
+        claim: Option<&str>,
+        title: Option<&str>,
+    ) -> anyhow::Result<i64> {
         let now = Utc::now();
-        prompt::Entity::insert(prompt::ActiveModel {
-            id: Set(prompt.id.clone()),
-            conversation_id: Set(conversation_id.to_owned()),
-            user_id: Set(prompt.user_id.clone()),
-            position: Set(position),
-            mode: Set(prompt.mode.clone()),
-            model: Set(prompt.model.as_str().to_owned()),
-            state: Set(prompt.state.as_str().to_owned()),
-            visible: Set(prompt.visible),
-            input: Set(prompt.input.clone()),
-            output: Set(serde_json::to_value(&prompt.output)?),
-            usage: Set(serde_json::to_value(&prompt.usage)?),
-            error: Set(prompt.error.clone()),
-            archived: Set(false),
-            instance_id: Set(self.instance_id().map(str::to_owned)),
-            created_at: Set(now),
-            updated_at: Set(now),
-        })
-        .exec_without_returning(&*transaction)
-        .await
-        .context("could not store the prompt")?;
-        conversation::Entity::update_many()
-            .col_expr(conversation::Column::UpdatedAt, Expr::value(now))
-            .filter(conversation::Column::Id.eq(conversation_id))
-            .exec(&*transaction)
-            .await?;
-        transaction.commit().await?;
-        Ok(position)
+        let model = prompt::Model {
+            id: prompt.id.clone(),
+            conversation_id: conversation_id.to_owned(),
+            user_id: prompt.user_id.clone(),
+            position: 0,
+            mode: prompt.mode.clone(),
+            model: prompt.model.as_str().to_owned(),
+            state: prompt.state.as_str().to_owned(),
+            visible: prompt.visible,
+            input: prompt.input.clone(),
+            output: serde_json::to_value(&prompt.output)?,
+            usage: serde_json::to_value(&prompt.usage)?,
+            error: prompt.error.clone(),
+            archived: false,
+            instance_id: self.instance_id().map(str::to_owned),
+            created_at: now,
+            updated_at: now,
+        };
+        match self
+            .write(Write::InsertPrompt {
+                model,
+                claim: claim.map(str::to_owned),
+                title: title.map(str::to_owned),
+            })
+            .await?
+        {
+            Written::Position(position) => Ok(position),
+            other => bail!("unexpected answer to a prompt insert: {other:?}"),
+        }
     }
 
     /// Commits one change of a prompt. While it runs, the changed output goes to the journal;
     /// once it rests, the whole timeline is folded into the prompt row and the journal cleared.
     pub async fn save_prompt(&self, prompt: &Prompt, change: PromptChange) -> anyhow::Result<()> {
-        let transaction = self.begin_write().await?;
         let resting = prompt.state != PromptState::Running;
-        if let PromptChange::Output(index) = change
-            && !resting
-            && let Some(output) = prompt.output.get(index)
-        {
-            prompt_output::Entity::insert(prompt_output::ActiveModel {
-                prompt_id: Set(prompt.id.clone()),
-                position: Set(i64::try_from(index)?),
-                output: Set(serde_json::to_value(output)?),
-            })
-            .on_conflict(
-                OnConflict::columns([
-                    prompt_output::Column::PromptId,
-                    prompt_output::Column::Position,
-                ])
-                .update_column(prompt_output::Column::Output)
-                .to_owned(),
-            )
-            .exec_without_returning(&*transaction)
-            .await
-            .context("could not journal the output")?;
-        }
-        let mut update = prompt::Entity::update_many()
-            .col_expr(prompt::Column::State, Expr::value(prompt.state.as_str()))
-            .col_expr(prompt::Column::Visible, Expr::value(prompt.visible))
-            .col_expr(
-                prompt::Column::Usage,
-                Expr::value(serde_json::to_value(&prompt.usage)?),
-            )
-            .col_expr(prompt::Column::Error, Expr::value(prompt.error.clone()))
-            .col_expr(prompt::Column::UpdatedAt, Expr::value(Utc::now()));
-        if let Some(instance) = self.instance_id() {
-            update = update.col_expr(prompt::Column::InstanceId, Expr::value(instance.to_owned()));
-        }
-        if resting {
-            update = update.col_expr(
-                prompt::Column::Output,
-                Expr::value(serde_json::to_value(&prompt.output)?),
-            );
-        }
-        let updated = update
-            .filter(prompt::Column::Id.eq(prompt.id.as_str()))
-            .exec(&*transaction)
-            .await?
-            .rows_affected;
-        if updated == 0 {
-            bail!(
-                "prompt {} is not stored (was its conversation deleted?)",
-                prompt.id
-            );
-        }
-        if resting {
-            prompt_output::Entity::delete_many()
-                .filter(prompt_output::Column::PromptId.eq(prompt.id.as_str()))
-                .exec(&*transaction)
-                .await?;
-        }
-        transaction.commit().await?;
+        let journal = match change {
+            PromptChange::Output(index) if !resting => match prompt.output.get(index) {
+                Some(output) => Some((i64::try_from(index)?, serde_json::to_value(output)?)),
+                None => None,
+            },
+            _ => None,
+        };
+        self.write(Write::SavePrompt(PromptSave {
+            id: prompt.id.clone(),
+            state: prompt.state,
+            visible: prompt.visible,
+            usage: serde_json::to_value(&prompt.usage)?,
+            error: prompt.error.clone(),
+            instance_id: self.instance_id().map(str::to_owned),
+            journal,
+            output: if resting {
+                Some(serde_json::to_value(&prompt.output)?)
+            } else {
+                None
+            },
+        }))
+        .await?;
         Ok(())
     }
 
@@ -680,22 +569,12 @@ impl Store {
         prompt_ids: &[String],
         summary: &str,
     ) -> anyhow::Result<()> {
-        let transaction = self.begin_write().await?;
-        prompt::Entity::update_many()
-            .col_expr(prompt::Column::Archived, Expr::value(true))
-            .filter(prompt::Column::ConversationId.eq(conversation_id))
-            .filter(prompt::Column::Id.is_in(prompt_ids.iter().cloned()))
-            .exec(&*transaction)
-            .await?;
-        conversation::Entity::update_many()
-            .col_expr(
-                conversation::Column::Summary,
-                Expr::value(summary.to_owned()),
-            )
-            .filter(conversation::Column::Id.eq(conversation_id))
-            .exec(&*transaction)
-            .await?;
-        transaction.commit().await?;
+        self.write(Write::Archive {
+            conversation_id: conversation_id.to_owned(),
+            prompt_ids: prompt_ids.to_vec(),
+            summary: summary.to_owned(),
+        })
+        .await?;
         Ok(())
     }
 

@@ -609,3 +609,53 @@ async fn sqlite_is_tuned_for_concurrent_writers() {
     assert_eq!(pragma("busy_timeout").await, "10000");
     assert_eq!(pragma("synchronous").await, "1", "NORMAL");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writes_commit_together_and_a_failing_one_fails_alone() {
+    for db in databases().await {
+        let store = agentic_conversation::Store::open(&db.url, &Default::default())
+            .await
+            .unwrap();
+        let conversation = store.create_conversation("alice", "t").await.unwrap();
+        let mut tasks = Vec::new();
+        for index in 0..64 {
+            let store = store.clone();
+            let conversation = conversation.id.clone();
+            tasks.push(tokio::spawn(async move {
+                let prompt = Prompt::new(
+                    "alice",
+                    "classic",
+                    ModelKind::Normal,
+                    Some(format!("{index}")),
+                );
+                if index % 8 == 0 {
+                    // Never inserted: saving it must fail, and only it.
+                    return store
+                        .save_prompt(&prompt, PromptChange::Prompt)
+                        .await
+                        .map(|()| index);
+                }
+                store.insert_prompt(&conversation, &prompt).await?;
+                store.save_prompt(&prompt, PromptChange::Prompt).await?;
+                Ok(index)
+            }));
+        }
+        let mut failed = 0;
+        for task in tasks {
+            match task.await.unwrap() {
+                Ok(index) => assert_ne!(index % 8, 0),
+                Err(error) => {
+                    assert!(error.to_string().contains("is not stored"), "{error:#}");
+                    failed += 1;
+                }
+            }
+        }
+        assert_eq!(failed, 8, "{}", db.name);
+        let prompts = store.conversation_prompts(&conversation.id).await.unwrap();
+        assert_eq!(prompts.len(), 56, "{}", db.name);
+        let mut positions: Vec<i64> = prompts.iter().map(|stored| stored.position).collect();
+        positions.dedup();
+        assert_eq!(positions, (0..56).collect::<Vec<_>>(), "{}", db.name);
+        assert_eq!(store.integrity_check().await.unwrap(), "ok");
+    }
+}

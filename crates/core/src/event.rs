@@ -105,7 +105,12 @@ pub struct EventService {
 
 #[derive(Debug)]
 struct EventServiceInner {
+    /// Everyone's events, for subscribers of all users.
     sender: broadcast::Sender<Arc<Event>>,
+    /// One channel per user with subscribers, so a user's subscriber wakes only for that
+    /// user's events (a thousand users' streams cost a thousand wakeups, not a million).
+    users: Mutex<std::collections::HashMap<String, broadcast::Sender<Arc<Event>>>>,
+    user_capacity: usize,
     next_seq: AtomicU64,
     /// The most recent events, so a reconnecting client can be replayed what it missed.
     recent: Mutex<VecDeque<Arc<Event>>>,
@@ -114,6 +119,9 @@ struct EventServiceInner {
 
 /// How many events a subscriber may fall behind before it lags, by default.
 pub const DEFAULT_SUBSCRIBER_CAPACITY: usize = 4096;
+
+/// The backlog of one user's subscribers is at most this many events.
+const MAX_USER_CAPACITY: usize = 1024;
 
 impl Default for EventService {
     fn default() -> Self {
@@ -129,6 +137,8 @@ impl EventService {
         Self {
             inner: Arc::new(EventServiceInner {
                 sender,
+                users: Mutex::default(),
+                user_capacity: capacity.min(MAX_USER_CAPACITY),
                 next_seq: AtomicU64::new(1),
                 recent: Mutex::new(VecDeque::with_capacity(capacity)),
                 recent_capacity: capacity,
@@ -156,13 +166,44 @@ impl EventService {
         recent.push_back(event.clone());
         // An error only means nobody is subscribed right now.
         let _ = self.inner.sender.send(event.clone());
+        let mut users = self
+            .inner
+            .users
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(sender) = users.get(user_id)
+            && sender.send(event.clone()).is_err()
+        {
+            users.remove(user_id);
+        }
         event
     }
 
     /// Follows events of one user (`Some`) or of everyone (`None`).
     pub fn subscribe(&self, user_id: Option<&str>) -> EventSubscription {
+        let receiver = match user_id {
+            None => self.inner.sender.subscribe(),
+            Some(user_id) => {
+                // Under the replay lock, so no event is published between choosing the channel
+                // and subscribing to it.
+                let _recent = self
+                    .inner
+                    .recent
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let mut users = self
+                    .inner
+                    .users
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                users
+                    .entry(user_id.to_owned())
+                    .or_insert_with(|| broadcast::channel(self.inner.user_capacity).0)
+                    .subscribe()
+            }
+        };
         EventSubscription {
-            receiver: self.inner.sender.subscribe(),
+            receiver,
             user_id: user_id.map(str::to_owned),
         }
     }

@@ -1,0 +1,272 @@
+//! `cargo xtask bench api`: 1,000 concurrent prompts of 3 model rounds each against a real
+//! `agentic serve` (release build, SQLite), whose model is a fake OpenAI-format server on
+//! loopback that answers every call after 50 ms (streamed, as the provider asks).
+//!
+//! Each client follows its own user's event stream, starts one prompt and waits for its
+//! `prompt.completed`. Reports wall time, prompts per second, p50/p99 latency (request to
+//! completion) and the server's peak RSS (VmHWM).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::response::Response;
+use axum::routing::post;
+use futures::StreamExt;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+const PROMPTS: usize = 1_000;
+const MODEL_DELAY: Duration = Duration::from_millis(50);
+const ROUNDS: usize = 3;
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(run());
+}
+
+async fn fake_openai(calls: Arc<AtomicU64>) -> String {
+    let app = Router::new().route(
+        "/v1/chat/completions",
+        post(move |body: Bytes| {
+            let calls = calls.clone();
+            async move {
+                calls.fetch_add(1, Ordering::Relaxed);
+                let request: Value = serde_json::from_slice(&body).unwrap_or_default();
+                let rounds_done = request["messages"]
+                    .as_array()
+                    .map(|messages| messages.iter().filter(|m| m["role"] == "tool").count())
+                    .unwrap_or(0);
+                let tool = request["tools"][0]["function"]["name"]
+                    .as_str()
+                    .unwrap_or("time_now")
+                    .to_owned();
+                tokio::time::sleep(MODEL_DELAY).await;
+                let chunks: Vec<String> = if rounds_done + 1 < ROUNDS {
+                    vec![
+                        json!({"id": "c", "object": "chat.completion.chunk", "model": "fake",
+                            "choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [
+                                {"index": 0, "id": format!("call_{rounds_done}"), "type": "function",
+                                 "function": {"name": tool, "arguments": "{\"timezone\":\"UTC\"}"}}]},
+                              "finish_reason": null}]})
+                        .to_string(),
+                        json!({"id": "c", "object": "chat.completion.chunk", "model": "fake",
+                            "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+                        .to_string(),
+                    ]
+                } else {
+                    vec![
+                        json!({"id": "c", "object": "chat.completion.chunk", "model": "fake",
+                            "choices": [{"index": 0, "delta": {"role": "assistant", "content": "It is late."},
+                              "finish_reason": null}]})
+                        .to_string(),
+                        json!({"id": "c", "object": "chat.completion.chunk", "model": "fake",
+                            "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                            "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}})
+                        .to_string(),
+                    ]
+                };
+                let mut body: String = chunks
+                    .iter()
+                    .map(|chunk| format!("data: {chunk}\n\n"))
+                    .collect();
+                body.push_str("data: [DONE]\n\n");
+                Response::builder()
+                    .header("content-type", "text/event-stream")
+                    .body(Body::from(body))
+                    .unwrap()
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = format!("http://{}/v1", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    address
+}
+
+/// CPU seconds (user + system) a process has used, from /proc.
+fn cpu_seconds(pid: &str) -> f64 {
+    let ticks = 100.0; // USER_HZ on Linux
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+            let user: f64 = fields.get(11)?.parse().ok()?;
+            let system: f64 = fields.get(12)?.parse().ok()?;
+            Some((user + system) / ticks)
+        })
+        .unwrap_or(f64::NAN)
+}
+
+fn peak_rss_mib(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|line| line.starts_with("VmHWM:"))
+                .and_then(|line| line.split_whitespace().nth(1))
+                .and_then(|kib| kib.parse::<f64>().ok())
+        })
+        .map_or(f64::NAN, |kib| kib / 1024.0)
+}
+
+async fn run() {
+    let binary = std::env::var("AGENTIC_BIN").expect("AGENTIC_BIN: the release `agentic` binary");
+    let calls = Arc::new(AtomicU64::new(0));
+    let model = fake_openai(calls.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("agentic.toml");
+    // Lift the per-user request rate: each client is one user making a handful of requests.
+    std::fs::write(&config, "[api]\nrequestsPerMinute = 100000\nburst = 1000\n").unwrap();
+    let mut server = tokio::process::Command::new(&binary)
+        .args([
+            "--config",
+            config.to_str().unwrap(),
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+        ])
+        .env_remove("AGENTIC_PROVIDER")
+        .env("OPENAI_BASE_URL", &model)
+        .env("OPENAI_API_KEY", "bench")
+        .env("OPENAI_MODEL", "fake")
+        .env(
+            "AGENTIC_DATABASE_URL",
+            agentic_conversation::sqlite_url(&dir.path().join("load.db")),
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = server.id().unwrap();
+    let mut lines = BufReader::new(server.stderr.take().unwrap()).lines();
+    let first = lines.next_line().await.unwrap().unwrap();
+    let base = first
+        .split_whitespace()
+        .find(|word| word.starts_with("http://"))
+        .unwrap()
+        .to_owned();
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+
+    let server_cpu_before = cpu_seconds(&pid.to_string());
+    let own_cpu_before = cpu_seconds("self");
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(PROMPTS)
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    let mut tasks = Vec::with_capacity(PROMPTS);
+    for index in 0..PROMPTS {
+        let client = client.clone();
+        let base = base.clone();
+        tasks.push(tokio::spawn(async move {
+            let user = format!("user{index}");
+            let begin = Instant::now();
+            let events = client
+                .get(format!("{base}/api/events/stream"))
+                .header("x-user-id", &user)
+                .send()
+                .await
+                .unwrap();
+            let accepted: Value = client
+                .post(format!("{base}/api/prompt"))
+                .header("x-user-id", &user)
+                .json(&json!({ "input": "What time is it?" }))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let prompt = accepted["promptId"].as_str().unwrap().to_owned();
+            let mut stream = eventsource_stream::EventStream::new(events.bytes_stream());
+            let mut state = String::new();
+            while let Some(Ok(event)) = stream.next().await {
+                if event.event == "prompt.completed" || event.event == "prompt.error" {
+                    let data: Value = serde_json::from_str(&event.data).unwrap();
+                    if data["data"]["promptId"] == prompt.as_str() {
+                        state = event.event;
+                        break;
+                    }
+                }
+                if event.event == "stream.lagged" {
+                    // Fall back to polling.
+                    loop {
+                        let stored: Value = client
+                            .get(format!("{base}/api/prompts/{prompt}"))
+                            .header("x-user-id", &user)
+                            .send()
+                            .await
+                            .unwrap()
+                            .json()
+                            .await
+                            .unwrap();
+                        if stored["state"] != "running" {
+                            state = format!("polled {}", stored["state"]);
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    break;
+                }
+            }
+            (begin.elapsed(), state)
+        }));
+    }
+    let mut latencies = Vec::with_capacity(PROMPTS);
+    let mut failures = 0;
+    for task in tasks {
+        let (latency, state) = task.await.unwrap();
+        if state != "prompt.completed" && state != "polled \"completed\"" {
+            failures += 1;
+        }
+        latencies.push(latency);
+    }
+    let wall = started.elapsed();
+    latencies.sort();
+    let rss = peak_rss_mib(pid);
+    let server_cpu = cpu_seconds(&pid.to_string()) - server_cpu_before;
+    let own_cpu = cpu_seconds("self") - own_cpu_before;
+    let _ = server.start_kill();
+    let percentile =
+        |share: f64| latencies[((latencies.len() as f64 - 1.0) * share).round() as usize];
+    let ideal = MODEL_DELAY * ROUNDS as u32;
+    println!("| measurement | value |");
+    println!("| --- | --- |");
+    println!("| prompts (3 model rounds each, 50 ms per model call) | {PROMPTS} |");
+    println!(
+        "| model calls answered | {} |",
+        calls.load(Ordering::Relaxed)
+    );
+    println!("| failed prompts | {failures} |");
+    println!("| wall time | {:.0} ms |", wall.as_secs_f64() * 1000.0);
+    println!(
+        "| prompts per second | {:.0} |",
+        PROMPTS as f64 / wall.as_secs_f64()
+    );
+    println!(
+        "| p50 latency | {:.0} ms |",
+        percentile(0.5).as_secs_f64() * 1000.0
+    );
+    println!(
+        "| p99 latency | {:.0} ms |",
+        percentile(0.99).as_secs_f64() * 1000.0
+    );
+    println!(
+        "| ideal (3 × 50 ms) | {:.0} ms |",
+        ideal.as_secs_f64() * 1000.0
+    );
+    println!("| server peak RSS | {rss:.1} MiB |");
+    println!("| server CPU time during the run | {server_cpu:.2} s |");
+    println!("| load generator + fake model CPU time | {own_cpu:.2} s |");
+}

@@ -1,0 +1,422 @@
+//! Every write the store makes, as data, and the group commit that applies them.
+//!
+//! On SQLite, writes of this process go to one writer task. It takes whatever writes are
+//! waiting, applies them in one `BEGIN IMMEDIATE` transaction, commits once, and only then
+//! answers each caller: a caller still hears back only after its write is durable, but a
+//! thousand concurrent prompts share a few commits instead of queueing for one each. When a
+//! write of the batch fails, the batch is rolled back and each write is applied on its own, so
+//! the failure stays with its write. On PostgreSQL each write is its own transaction; the
+//! server runs them in parallel.
+
+use agentic_core::PromptState;
+use anyhow::{Context as _, bail};
+use chrono::Utc;
+use sea_orm::sea_query::{Expr, OnConflict};
+use sea_orm::{
+    ColumnTrait, DatabaseConnection, DatabaseTransaction, EntityTrait, QueryFilter, QuerySelect,
+    Set, TransactionTrait,
+};
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::entity::{conversation, instance, prompt, prompt_output};
+
+/// Most writes applied in one transaction.
+const MAX_BATCH: usize = 256;
+
+/// One write.
+#[derive(Debug, Clone)]
+pub(crate) enum Write {
+    RegisterInstance(instance::Model),
+    Heartbeat {
+        instance: String,
+    },
+    DeleteInstances {
+        ids: Vec<String>,
+    },
+    CreateConversation(conversation::Model),
+    DeleteConversation {
+        user_id: String,
+        id: String,
+    },
+    SetTitle {
+        id: String,
+        title: String,
+        fixed: bool,
+    },
+    Claim {
+        conversation_id: String,
+        holder: String,
+    },
+    Release {
+        conversation_id: String,
+        holder: String,
+        state: Option<Value>,
+    },
+    /// A new prompt at the end of its conversation (`position` is filled in). With `claim`,
+    /// the conversation's hold passes from that token to the prompt; with `title`, the
+    /// conversation gets it.
+    InsertPrompt {
+        model: prompt::Model,
+        claim: Option<String>,
+        title: Option<String>,
+    },
+    SavePrompt(PromptSave),
+    Archive {
+        conversation_id: String,
+        prompt_ids: Vec<String>,
+        summary: String,
+    },
+}
+
+/// One checkpoint of a prompt: the changed output (while it runs) and its row's fields.
+#[derive(Debug, Clone)]
+pub(crate) struct PromptSave {
+    pub id: String,
+    pub state: PromptState,
+    pub visible: bool,
+    pub usage: Value,
+    pub error: Option<String>,
+    pub instance_id: Option<String>,
+    /// `(position, output)` to journal, while the prompt runs.
+    pub journal: Option<(i64, Value)>,
+    /// The whole timeline, once the prompt rests.
+    pub output: Option<Value>,
+}
+
+/// What a write answers.
+#[derive(Debug)]
+pub(crate) enum Written {
+    Done,
+    /// Rows affected.
+    Count(u64),
+    /// A claim: `Err(holder)` when another prompt holds the conversation.
+    Claim(Result<(), String>),
+    Position(i64),
+}
+
+async fn apply(transaction: &DatabaseTransaction, write: Write) -> anyhow::Result<Written> {
+    match write {
+        Write::RegisterInstance(model) => {
+            instance::Entity::insert(instance::ActiveModel {
+                id: Set(model.id),
+                host: Set(model.host),
+                pid: Set(model.pid),
+                started_at: Set(model.started_at),
+                last_seen: Set(model.last_seen),
+            })
+            .exec_without_returning(transaction)
+            .await
+            .context("could not register this process")?;
+            Ok(Written::Done)
+        }
+        Write::Heartbeat { instance } => {
+            instance::Entity::update_many()
+                .col_expr(instance::Column::LastSeen, Expr::value(Utc::now()))
+                .filter(instance::Column::Id.eq(instance))
+                .exec(transaction)
+                .await?;
+            Ok(Written::Done)
+        }
+        Write::DeleteInstances { ids } => {
+            let deleted = instance::Entity::delete_many()
+                .filter(instance::Column::Id.is_in(ids))
+                .exec(transaction)
+                .await?;
+            Ok(Written::Count(deleted.rows_affected))
+        }
+        Write::CreateConversation(model) => {
+            conversation::Entity::insert(conversation::ActiveModel {
+                id: Set(model.id),
+                user_id: Set(model.user_id),
+                title: Set(model.title),
+                title_fixed: Set(model.title_fixed),
+                summary: Set(model.summary),
+                state: Set(model.state),
+                active_prompt_id: Set(model.active_prompt_id),
+                created_at: Set(model.created_at),
+                updated_at: Set(model.updated_at),
+            })
+            .exec_without_returning(transaction)
+            .await
+            .context("could not create the conversation")?;
+            Ok(Written::Done)
+        }
+        Write::DeleteConversation { user_id, id } => {
+            let deleted = conversation::Entity::delete_many()
+                .filter(conversation::Column::Id.eq(id))
+                .filter(conversation::Column::UserId.eq(user_id))
+                .exec(transaction)
+                .await?;
+            Ok(Written::Count(deleted.rows_affected))
+        }
+        Write::SetTitle { id, title, fixed } => {
+            conversation::Entity::update_many()
+                .col_expr(conversation::Column::Title, Expr::value(title))
+                .col_expr(conversation::Column::TitleFixed, Expr::value(fixed))
+                .filter(conversation::Column::Id.eq(id))
+                .exec(transaction)
+                .await?;
+            Ok(Written::Done)
+        }
+        Write::Claim {
+            conversation_id,
+            holder,
+        } => {
+            let claimed = conversation::Entity::update_many()
+                .col_expr(conversation::Column::ActivePromptId, Expr::value(holder))
+                .filter(conversation::Column::Id.eq(conversation_id.as_str()))
+                .filter(conversation::Column::ActivePromptId.is_null())
+                .exec(transaction)
+                .await?
+                .rows_affected;
+            if claimed == 1 {
+                return Ok(Written::Claim(Ok(())));
+            }
+            let current = conversation::Entity::find_by_id(conversation_id)
+                .one(transaction)
+                .await?
+                .and_then(|conversation| conversation.active_prompt_id)
+                .unwrap_or_default();
+            Ok(Written::Claim(Err(current)))
+        }
+        Write::Release {
+            conversation_id,
+            holder,
+            state,
+        } => {
+            let mut update = conversation::Entity::update_many()
+                .col_expr(
+                    conversation::Column::ActivePromptId,
+                    Expr::value(Option::<String>::None),
+                )
+                .col_expr(conversation::Column::UpdatedAt, Expr::value(Utc::now()));
+            if let Some(state) = state {
+                update = update.col_expr(conversation::Column::State, Expr::value(state));
+            }
+            update
+                .filter(conversation::Column::Id.eq(conversation_id))
+                .filter(conversation::Column::ActivePromptId.eq(holder))
+                .exec(transaction)
+                .await?;
+            Ok(Written::Done)
+        }
+        Write::InsertPrompt {
+            model,
+            claim,
+            title,
+        } => {
+            let last: Option<i64> = prompt::Entity::find()
+                .select_only()
+                .column_as(prompt::Column::Position.max(), "max")
+                .filter(prompt::Column::ConversationId.eq(model.conversation_id.as_str()))
+                .into_tuple::<Option<i64>>()
+                .one(transaction)
+                .await?
+                .flatten();
+            let position = last.map_or(0, |last| last + 1);
+            let (conversation_id, now) = (model.conversation_id.clone(), model.created_at);
+            prompt::Entity::insert(prompt::ActiveModel {
+                id: Set(model.id.clone()),
+                conversation_id: Set(model.conversation_id),
+                user_id: Set(model.user_id),
+                position: Set(position),
+                mode: Set(model.mode),
+                model: Set(model.model),
+                state: Set(model.state),
+                visible: Set(model.visible),
+                input: Set(model.input),
+                output: Set(model.output),
+                usage: Set(model.usage),
+                error: Set(model.error),
+                archived: Set(model.archived),
+                instance_id: Set(model.instance_id),
+                created_at: Set(model.created_at),
+                updated_at: Set(model.updated_at),
+            })
+            .exec_without_returning(transaction)
+            .await
+            .context("could not store the prompt")?;
+            let prompt_id = model.id;
+            let mut update = conversation::Entity::update_many()
+                .col_expr(conversation::Column::UpdatedAt, Expr::value(now))
+                .filter(conversation::Column::Id.eq(conversation_id));
+            if let Some(title) = title {
+                update = update.col_expr(conversation::Column::Title, Expr::value(title));
+            }
+            if let Some(token) = &claim {
+                update = update
+                    .col_expr(conversation::Column::ActivePromptId, Expr::value(prompt_id))
+                    .filter(conversation::Column::ActivePromptId.eq(token.as_str()));
+            }
+            let updated = update.exec(transaction).await?.rows_affected;
+            if claim.is_some() && updated != 1 {
+                bail!("the conversation's claim was lost before the prompt was stored");
+            }
+            Ok(Written::Position(position))
+        }
+        Write::SavePrompt(save) => {
+            if let Some((position, output)) = save.journal {
+                prompt_output::Entity::insert(prompt_output::ActiveModel {
+                    prompt_id: Set(save.id.clone()),
+                    position: Set(position),
+                    output: Set(output),
+                })
+                .on_conflict(
+                    OnConflict::columns([
+                        prompt_output::Column::PromptId,
+                        prompt_output::Column::Position,
+                    ])
+                    .update_column(prompt_output::Column::Output)
+                    .to_owned(),
+                )
+                .exec_without_returning(transaction)
+                .await
+                .context("could not journal the output")?;
+            }
+            let resting = save.output.is_some();
+            let mut update = prompt::Entity::update_many()
+                .col_expr(prompt::Column::State, Expr::value(save.state.as_str()))
+                .col_expr(prompt::Column::Visible, Expr::value(save.visible))
+                .col_expr(prompt::Column::Usage, Expr::value(save.usage))
+                .col_expr(prompt::Column::Error, Expr::value(save.error))
+                .col_expr(prompt::Column::UpdatedAt, Expr::value(Utc::now()));
+            if let Some(instance) = save.instance_id {
+                update = update.col_expr(prompt::Column::InstanceId, Expr::value(instance));
+            }
+            if let Some(output) = save.output {
+                update = update.col_expr(prompt::Column::Output, Expr::value(output));
+            }
+            let updated = update
+                .filter(prompt::Column::Id.eq(save.id.as_str()))
+                .exec(transaction)
+                .await?
+                .rows_affected;
+            if updated == 0 {
+                bail!(
+                    "prompt {} is not stored (was its conversation deleted?)",
+                    save.id
+                );
+            }
+            if resting {
+                prompt_output::Entity::delete_many()
+                    .filter(prompt_output::Column::PromptId.eq(save.id))
+                    .exec(transaction)
+                    .await?;
+            }
+            Ok(Written::Done)
+        }
+        Write::Archive {
+            conversation_id,
+            prompt_ids,
+            summary,
+        } => {
+            prompt::Entity::update_many()
+                .col_expr(prompt::Column::Archived, Expr::value(true))
+                .filter(prompt::Column::ConversationId.eq(conversation_id.as_str()))
+                .filter(prompt::Column::Id.is_in(prompt_ids))
+                .exec(transaction)
+                .await?;
+            conversation::Entity::update_many()
+                .col_expr(conversation::Column::Summary, Expr::value(summary))
+                .filter(conversation::Column::Id.eq(conversation_id))
+                .exec(transaction)
+                .await?;
+            Ok(Written::Done)
+        }
+    }
+}
+
+type Reply = oneshot::Sender<anyhow::Result<Written>>;
+
+/// Applies writes: batched through one task on SQLite, one transaction each on PostgreSQL.
+#[derive(Clone)]
+pub(crate) struct Writer {
+    db: DatabaseConnection,
+    queue: Option<mpsc::UnboundedSender<(Write, Reply)>>,
+}
+
+impl Writer {
+    pub(crate) fn new(db: DatabaseConnection, group_commit: bool) -> Self {
+        let queue = group_commit.then(|| {
+            let (sender, receiver) = mpsc::unbounded_channel();
+            tokio::spawn(group_commit_loop(db.clone(), receiver));
+            sender
+        });
+        Self { db, queue }
+    }
+
+    pub(crate) async fn write(&self, write: Write) -> anyhow::Result<Written> {
+        let Some(queue) = &self.queue else {
+            return apply_alone(&self.db, write).await;
+        };
+        let (reply, answer) = oneshot::channel();
+        queue
+            .send((write, reply))
+            .map_err(|_| anyhow::anyhow!("the database writer has stopped"))?;
+        answer
+            .await
+            .map_err(|_| anyhow::anyhow!("the database writer stopped before answering"))?
+    }
+}
+
+async fn group_commit_loop(
+    db: DatabaseConnection,
+    mut receiver: mpsc::UnboundedReceiver<(Write, Reply)>,
+) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    while let Some(first) = receiver.recv().await {
+        batch.push(first);
+        while batch.len() < MAX_BATCH {
+            match receiver.try_recv() {
+                Ok(next) => batch.push(next),
+                Err(_) => break,
+            }
+        }
+        commit_batch(&db, &mut batch).await;
+    }
+}
+
+async fn commit_batch(db: &DatabaseConnection, batch: &mut Vec<(Write, Reply)>) {
+    // The common case: every write succeeds, and the batch costs one transaction.
+    match apply_all(db, batch).await {
+        Ok(written) => {
+            for ((_, reply), written) in batch.drain(..).zip(written) {
+                let _ = reply.send(Ok(written));
+            }
+        }
+        // One write failed (or the commit did): nothing of the batch was kept. Apply each on
+        // its own, so the failure stays with the write that caused it.
+        Err(_) => {
+            for (write, reply) in batch.drain(..) {
+                let _ = reply.send(apply_alone(db, write).await);
+            }
+        }
+    }
+}
+
+async fn apply_all(
+    db: &DatabaseConnection,
+    batch: &[(Write, Reply)],
+) -> anyhow::Result<Vec<Written>> {
+    let transaction = db
+        .begin_with_options(crate::store::write_options())
+        .await
+        .context("could not start a write transaction")?;
+    let mut written = Vec::with_capacity(batch.len());
+    for (write, _) in batch {
+        written.push(apply(&transaction, write.clone()).await?);
+    }
+    transaction.commit().await.context("could not commit")?;
+    Ok(written)
+}
+
+async fn apply_alone(db: &DatabaseConnection, write: Write) -> anyhow::Result<Written> {
+    let transaction = db
+        .begin_with_options(crate::store::write_options())
+        .await
+        .context("could not start a write transaction")?;
+    let written = apply(&transaction, write).await?;
+    transaction.commit().await.context("could not commit")?;
+    Ok(written)
+}

@@ -13,8 +13,8 @@ use anyhow::{Context as _, bail};
 use chrono::Utc;
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{
-    ColumnTrait, DatabaseConnection, DatabaseTransaction, EntityTrait, QueryFilter, QuerySelect,
-    Set, TransactionTrait,
+    ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, EntityTrait,
+    QueryFilter, QuerySelect, Set, TransactionTrait,
 };
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
@@ -206,6 +206,14 @@ async fn apply(transaction: &DatabaseTransaction, write: Write) -> anyhow::Resul
             claim,
             title,
         } => {
+            // Positions are max + 1: on PostgreSQL, concurrent inserts into one conversation
+            // take turns on its row. (SQLite has one writer already.)
+            if transaction.get_database_backend() == sea_orm::DbBackend::Postgres {
+                conversation::Entity::find_by_id(model.conversation_id.as_str())
+                    .lock_exclusive()
+                    .one(transaction)
+                    .await?;
+            }
             let last: Option<i64> = prompt::Entity::find()
                 .select_only()
                 .column_as(prompt::Column::Position.max(), "max")

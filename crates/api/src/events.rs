@@ -56,10 +56,18 @@ pub async fn stream(
     let subscription = events.subscribe(Some(&user));
     let mut pending = VecDeque::new();
     let mut gap = false;
+    let mut last_event_id = last_event_id;
     if let Some(after) = last_event_id {
-        let (missed, complete) = events.replay_since(&user, after);
-        gap = !complete;
-        pending.extend(missed);
+        if after > events.last_seq() {
+            // An id from before this server started (ids restart with the process): what came
+            // since is unknown, and every new event counts.
+            gap = true;
+            last_event_id = None;
+        } else {
+            let (missed, complete) = events.replay_since(&user, after);
+            gap = !complete;
+            pending.extend(missed);
+        }
     }
     let feed = Feed {
         state: state.clone(),

@@ -211,6 +211,18 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let state = AppState::new(service, config);
     let app = router(state.clone());
+    // Forget the rate of users who went quiet, so made-up ids do not pile up.
+    let pruning = {
+        let state = state.clone();
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(Duration::from_secs(60));
+            loop {
+                ticks.tick().await;
+                state.inner.limiter.retain_recent();
+                state.inner.limiter.shrink_to_fit();
+            }
+        })
+    };
     let stopping = state.inner.stopping.clone();
     let signal = async move {
         shutdown.await;
@@ -221,6 +233,7 @@ pub async fn serve(
         .with_graceful_shutdown(signal)
         .await
         .context("the server failed")?;
+    pruning.abort();
     state.inner.stopping.cancel();
     state.inner.tasks.close();
     if tokio::time::timeout(Duration::from_secs(10), state.inner.tasks.wait())

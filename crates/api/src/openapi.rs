@@ -182,6 +182,7 @@ pub fn document() -> Value {
             ok: (200, Some(invoke_result), "the tool's output"),
             errors: &[
                 (400, "input does not match the tool's schema"),
+                (403, "the tool needs approval; call it from a prompt"),
                 (404, "no such tool"),
                 (422, "the tool failed"),
             ],

@@ -3,7 +3,7 @@
 use agentic_conversation::{Conversation, PromptRequest, StoredPrompt};
 use agentic_core::prompt::DEFAULT_MODE;
 use agentic_core::{
-    Capabilities, ModelKind, PromptState, State as PromptStateMap, ToolContext, ToolError,
+    Approval, Capabilities, ModelKind, PromptState, State as PromptStateMap, ToolContext, ToolError,
 };
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, Path, Request, State};
@@ -184,17 +184,27 @@ async fn create_prompt(
         check_id("conversation", id)?;
     }
     let slot = state.take_slot(&user)?;
-    let mut conversation = service
-        .get_or_create(&user, body.conversation_id.as_deref())
-        .await?;
-    let started = conversation
-        .start(PromptRequest {
-            input: Some(body.input),
-            mode: Some(mode),
-            model: body.model,
-            ..PromptRequest::default()
+    // In its own task: a client that hangs up must not cancel this halfway, with the
+    // conversation taken and the prompt stored but never run.
+    let starting = {
+        let (service, user) = (service.clone(), user.clone());
+        tokio::spawn(async move {
+            let mut conversation = service
+                .get_or_create(&user, body.conversation_id.as_deref())
+                .await?;
+            conversation
+                .start(PromptRequest {
+                    input: Some(body.input),
+                    mode: Some(mode),
+                    model: body.model,
+                    ..PromptRequest::default()
+                })
+                .await
         })
-        .await?;
+    };
+    let started = starting.await.map_err(|error| {
+        ApiError::internal(&anyhow::anyhow!("starting the prompt failed: {error}"))
+    })??;
     let accepted = PromptAccepted {
         prompt_id: started.prompt_id().to_owned(),
         conversation_id: started.conversation_id().to_owned(),
@@ -381,6 +391,17 @@ async fn invoke_tool(
     ApiJson(input): ApiJson<Value>,
 ) -> Result<Json<InvokeResult>, ApiError> {
     let prepared = prepared(&state, &user).await?;
+    // A direct call has no prompt to wait in: a tool that needs approval is refused here.
+    if let Approval::Required { reason } = prepared.tools.approval(&id, &input) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "approval_required",
+            format!(
+                "{id} needs approval ({reason}); call it from a prompt, where it can be approved"
+            ),
+        ));
+    }
+    let _slot = state.take_slot(&user)?;
     let services = state.service().runtime().services().clone();
     let context = ToolContext::new(&user, "api", PromptStateMap::default(), services);
     match prepared.tools.invoke(context, &id, input).await {

@@ -623,6 +623,16 @@ async fn tools_capabilities_and_direct_invocation() {
         .await
         .unwrap();
     assert_eq!(error_of(failed).await, (422, "tool_failed".into()));
+    let gated = server
+        .post(
+            "alice",
+            "/api/tools/kit.delete/invoke",
+            json!({ "path": "x" }),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_of(gated).await, (403, "approval_required".into()));
     let unknown = server
         .post("alice", "/api/tools/kit.nope/invoke", json!({}))
         .send()
@@ -840,4 +850,33 @@ async fn shutdown_interrupts_running_prompts_and_ends_event_streams() {
     let stored = store.prompt("alice", &prompt).await.unwrap().unwrap();
     assert_eq!(stored.prompt.state, agentic_core::PromptState::Interrupted);
     assert_eq!(store.integrity_check().await.unwrap(), "ok");
+}
+
+#[tokio::test]
+async fn an_event_id_from_before_a_restart_gets_a_gap_then_every_new_event() {
+    let mut server = server("- text: fresh\n").await;
+    let listener = {
+        let (client, base) = (server.client.clone(), server.base.clone());
+        tokio::spawn(async move {
+            read_events(
+                &client,
+                &base,
+                "alice",
+                "/api/events/stream",
+                Some("999999"),
+                |event| event.event == "prompt.completed",
+            )
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (prompt, _) = server.prompt("alice", json!({ "input": "hi" })).await;
+    let events = listener.await.unwrap();
+    assert_eq!(events[0].event, "stream.gap", "{events:?}");
+    assert_eq!(events[1].event, "prompt.created");
+    assert_eq!(
+        events.last().unwrap().data["data"]["promptId"],
+        prompt.as_str()
+    );
+    server.shutdown().await;
 }

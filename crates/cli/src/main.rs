@@ -300,13 +300,29 @@ async fn dispatch(backend: &Backend, command: Option<Command>) -> anyhow::Result
             let result = match backend {
                 Backend::Local { runtime, .. } => {
                     let prepared = prepare(runtime).await?;
-                    let context =
-                        ToolContext::new(USER, "cli", State::default(), runtime.services().clone());
-                    prepared
-                        .tools
-                        .invoke(context, &id, input)
-                        .await
-                        .map_err(|error| error.to_string())
+                    // A tool that needs approval is asked about on the terminal, as in a prompt.
+                    let approval = match prepared.tools.approval(&id, &input) {
+                        agentic_core::Approval::Required { reason } => {
+                            ui::decide(&id, &reason, &input, false)
+                        }
+                        agentic_core::Approval::NotRequired => Ok(()),
+                    };
+                    match approval {
+                        Err(refusal) => Err(refusal),
+                        Ok(()) => {
+                            let context = ToolContext::new(
+                                USER,
+                                "cli",
+                                State::default(),
+                                runtime.services().clone(),
+                            );
+                            prepared
+                                .tools
+                                .invoke(context, &id, input)
+                                .await
+                                .map_err(|error| error.to_string())
+                        }
+                    }
                 }
                 Backend::Remote(remote) => {
                     match remote.post(&format!("/api/tools/{id}/invoke"), input).await {

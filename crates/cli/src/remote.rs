@@ -184,7 +184,7 @@ impl PromptDriver for RemotePrompt {
         while let Some(item) = self.events.next().await {
             let item = item.context("the event stream broke")?;
             if item.event.starts_with("stream.") {
-                eprintln!("agentic: {}: {}", item.event, item.data);
+                // Gaps and lags: the prompt read at the end is the truth either way.
                 continue;
             }
             let event: Event = serde_json::from_str(&item.data)

@@ -95,6 +95,12 @@ pub async fn migrate(db: &DatabaseConnection, extensions: &Extensions) -> anyhow
 
     for (name, migration) in all {
         let transaction = db.begin_with_options(write_options()).await?;
+        if backend == DbBackend::Postgres {
+            // Servers starting together take turns; the second finds the migration applied.
+            transaction
+                .execute_unprepared("SELECT pg_advisory_xact_lock(7416057330)")
+                .await?;
+        }
         let applied = transaction
             .query_one_raw(Statement::from_sql_and_values(
                 backend,

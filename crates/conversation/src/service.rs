@@ -60,6 +60,7 @@ pub struct ConversationService {
 struct Inner {
     runtime: Arc<Runtime>,
     store: Store,
+    resuming: tokio::sync::Mutex<()>,
     compressor: Compressor,
     recovery: Recovery,
 }
@@ -92,6 +93,7 @@ impl ConversationService {
             inner: Arc::new(Inner {
                 runtime,
                 store,
+                resuming: tokio::sync::Mutex::new(()),
                 compressor,
                 recovery,
             }),
@@ -181,7 +183,7 @@ impl ConversationService {
                 .store
                 .prompt(user_id, active)
                 .await?
-                .is_none_or(|stored| stored.prompt.state == PromptState::Running);
+                .is_some_and(|stored| stored.prompt.state == PromptState::Running);
             if running {
                 return Err(ConversationError::Busy {
                     conversation_id: conversation_id.to_owned(),
@@ -243,8 +245,11 @@ impl ConversationService {
         tool_call_id: &str,
         rejection: Option<Option<&str>>,
     ) -> Result<Prompt, ConversationError> {
-        let stored = self.prompt(user_id, prompt_id).await?;
         let prompts = self.inner.runtime.prompts();
+        // Getting or rebuilding the executor is one step, so two decisions arriving together
+        // cannot both rebuild it (and run the tool twice).
+        let resuming = self.inner.resuming.lock().await;
+        let stored = self.prompt(user_id, prompt_id).await?;
         if prompts.get(prompt_id).is_none() {
             if stored.prompt.state != PromptState::WaitingForApproval {
                 return Err(
@@ -282,19 +287,12 @@ impl ConversationService {
         let handle = prompts
             .get(prompt_id)
             .ok_or_else(|| PromptServiceError::NotActive(prompt_id.to_owned()))?;
+        drop(resuming);
         let result = match rejection {
             None => prompts.approve(prompt_id, tool_call_id).await,
             Some(reason) => prompts.reject(prompt_id, tool_call_id, reason).await,
         };
-        let prompt = result?;
-        if prompt.state.is_finished() {
-            let state = handle.lock().await.state().snapshot();
-            self.inner
-                .store
-                .release(&stored.conversation_id, prompt_id, Some(state))
-                .await?;
-        }
-        Ok(prompt)
+        settle(&self.inner, &stored.conversation_id, &handle, result).await
     }
 
     fn checkpoint(&self) -> Arc<dyn PromptCheckpoint> {
@@ -388,7 +386,7 @@ impl ConversationInstance {
 
         // Take the conversation with a token before anything else, so two callers racing for
         // it (in this process or another) cannot both start.
-        let token = format!("claim:{}", uuid::Uuid::new_v4());
+        let token = inner.store.claim_token();
         if let Err(holder) = inner.store.claim(&self.conversation.id, &token).await? {
             return Err(ConversationError::Busy {
                 conversation_id: self.conversation.id.clone(),
@@ -516,40 +514,68 @@ impl StartedPrompt {
     /// Runs until the prompt completes, fails or waits for approval. A prompt that ends
     /// releases its conversation and leaves its state for the next one.
     pub async fn run(self) -> Result<Prompt, ConversationError> {
-        let inner = &self.service.inner;
-        let result = inner.runtime.prompts().run(&self.handle).await;
-        let (mut prompt, state) = {
-            let executor = self.handle.lock().await;
-            (executor.prompt().clone(), executor.state().snapshot())
-        };
-        match result {
-            Ok(finished) => prompt = finished,
-            Err(error) => {
-                // The executor gave up without recording an end (e.g. a checkpoint failed):
-                // record one so the conversation is usable again.
-                inner.runtime.prompts().forget(&prompt.id);
-                if !prompt.state.is_finished() {
-                    prompt.state = PromptState::Failed;
-                    prompt.error = Some(error.to_string());
-                    if let Err(save) = inner.store.save_prompt(&prompt, PromptChange::Prompt).await
-                    {
-                        tracing::error!(error = %save, prompt = %prompt.id, "could not record a failure");
-                    }
-                }
+        let result = self.service.inner.runtime.prompts().run(&self.handle).await;
+        settle(
+            &self.service.inner,
+            &self.conversation_id,
+            &self.handle,
+            result,
+        )
+        .await
+    }
+}
+
+/// After a run or a decision: a prompt that ended releases its conversation with the state it
+/// leaves; one whose executor failed without recording an end (e.g. its last checkpoint did
+/// not commit) gets one recorded and published here, so nothing waits for it forever.
+async fn settle(
+    inner: &Inner,
+    conversation_id: &str,
+    handle: &ExecutorHandle,
+    result: Result<Prompt, PromptServiceError>,
+) -> Result<Prompt, ConversationError> {
+    let (mut prompt, state) = {
+        let executor = handle.lock().await;
+        (executor.prompt().clone(), executor.state().snapshot())
+    };
+    match result {
+        Ok(finished) => {
+            if finished.state != PromptState::WaitingForApproval {
                 inner
                     .store
-                    .release(&self.conversation_id, &prompt.id, Some(state))
+                    .release(conversation_id, &finished.id, Some(state))
                     .await?;
-                return Err(error.into());
             }
+            Ok(finished)
         }
-        if prompt.state != PromptState::WaitingForApproval {
-            inner
+        Err(PromptServiceError::Executor(agentic_core::ExecutorError::Internal(message))) => {
+            inner.runtime.prompts().forget(&prompt.id);
+            if !prompt.state.is_finished() {
+                prompt.state = PromptState::Failed;
+                prompt.error = Some(message.clone());
+            }
+            // Save the end whatever memory says: the executor's own save may be what failed.
+            if let Err(error) = inner.store.save_prompt(&prompt, PromptChange::Prompt).await {
+                tracing::error!(error = %format!("{error:#}"), prompt = %prompt.id, "could not record the end of a prompt");
+            }
+            inner.runtime.services().events.publish(
+                &prompt.user_id,
+                agentic_core::EventPayload::PromptError {
+                    prompt_id: prompt.id.clone(),
+                    error: message.clone(),
+                },
+            );
+            if let Err(error) = inner
                 .store
-                .release(&self.conversation_id, &prompt.id, Some(state))
-                .await?;
+                .release(conversation_id, &prompt.id, Some(state))
+                .await
+            {
+                tracing::error!(error = %format!("{error:#}"), "could not release a conversation");
+            }
+            Err(PromptServiceError::Executor(agentic_core::ExecutorError::Internal(message)).into())
         }
-        Ok(prompt)
+        // Not waiting, not runnable: the caller's mistake, nothing to record.
+        Err(error) => Err(error.into()),
     }
 }
 

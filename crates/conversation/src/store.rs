@@ -261,10 +261,25 @@ impl Store {
         let Some(id) = self.instance_id() else {
             return Ok(());
         };
-        self.write(Write::Heartbeat {
-            instance: id.to_owned(),
-        })
-        .await?;
+        let renewed = self
+            .write(Write::Heartbeat {
+                instance: id.to_owned(),
+            })
+            .await?;
+        if matches!(renewed, Written::Count(0)) {
+            // Another process took us for dead (e.g. the database was out of reach for longer
+            // than the lease) and swept our row: come back.
+            tracing::warn!("this process's instance row was gone; registering again");
+            let now = Utc::now();
+            self.write(Write::RegisterInstance(instance::Model {
+                id: id.to_owned(),
+                host: host_name(),
+                pid: i64::from(std::process::id()),
+                started_at: now,
+                last_seen: now,
+            }))
+            .await?;
+        }
         Ok(())
     }
 
@@ -280,8 +295,10 @@ impl Store {
         Ok(())
     }
 
-    /// Instances still alive: this one, those on this host whose process exists, and those
-    /// elsewhere that renewed their lease lately. Rows of the others are deleted.
+    /// Instances still alive: this one, and those that renewed their lease lately — on this
+    /// host only if their process also still exists (so a killed process is found dead at
+    /// once, and a reused pid is found dead when its lease runs out). Rows of the others are
+    /// deleted.
     async fn live_instances(&self) -> anyhow::Result<HashSet<String>> {
         let host = host_name();
         let cutoff = Utc::now() - chrono::Duration::from_std(INSTANCE_LEASE)?;
@@ -291,7 +308,7 @@ impl Store {
             let alive = if Some(row.id.as_str()) == self.instance_id() {
                 true
             } else if row.host == host && can_see_processes() {
-                u32::try_from(row.pid).is_ok_and(process_exists)
+                row.last_seen > cutoff && u32::try_from(row.pid).is_ok_and(process_exists)
             } else {
                 row.last_seen > cutoff
             };
@@ -374,6 +391,17 @@ impl Store {
         })
         .await?;
         Ok(())
+    }
+
+    /// A claim token for this process: `claim:<instance>:<8 hex>` (51 characters, within the
+    /// column's 64), so that recovery can tell whose it is.
+    pub fn claim_token(&self) -> String {
+        let nonce = uuid::Uuid::new_v4().simple().to_string();
+        format!(
+            "claim:{}:{}",
+            self.instance_id().unwrap_or("none"),
+            &nonce[..8]
+        )
     }
 
     /// Makes `prompt_id` the conversation's active prompt. Fails with the active prompt's id
@@ -593,10 +621,26 @@ impl Store {
             ]))
             .all(&self.db)
             .await?;
-        // Read after the prompts: an instance registers before it stores a prompt, so every
-        // instance named by a row above is in this list if it is alive.
+        let claimed = conversation::Entity::find()
+            .filter(conversation::Column::ActivePromptId.like("claim:%"))
+            .all(&self.db)
+            .await?;
+        // Read after the prompts and the claims: an instance registers before it stores a
+        // prompt or takes a conversation, so every instance named above is in this list if it
+        // is alive.
         let live = self.live_instances().await?;
         let mut recovery = Recovery::default();
+        // Conversations held by a claim token of a process that is gone (it died between
+        // taking the conversation and storing its prompt) are released.
+        for conversation in claimed {
+            let Some(token) = conversation.active_prompt_id else {
+                continue;
+            };
+            let owner = token.split(':').nth(1).unwrap_or_default();
+            if !live.contains(owner) {
+                self.release(&conversation.id, &token, None).await?;
+            }
+        }
         for row in rows {
             if row
                 .instance_id
@@ -606,8 +650,15 @@ impl Store {
                 continue;
             }
             let conversation_id = row.conversation_id.clone();
+            let id = row.id.clone();
             let journal = self.journal(&row).await?;
-            let mut prompt = stored_prompt(row, journal)?.prompt;
+            let mut prompt = match stored_prompt(row, journal) {
+                Ok(stored) => stored.prompt,
+                Err(error) => {
+                    tracing::error!(prompt = %id, error = %format!("{error:#}"), "cannot read a prompt left unfinished; leaving it as it is");
+                    continue;
+                }
+            };
             if prompt.state == PromptState::WaitingForApproval && resumable(&prompt) {
                 recovery.waiting.push(prompt.id.clone());
                 continue;

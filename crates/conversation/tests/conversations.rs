@@ -659,3 +659,27 @@ async fn concurrent_writes_commit_together_and_a_failing_one_fails_alone() {
         assert_eq!(store.integrity_check().await.unwrap(), "ok");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_held_by_a_dead_process_token_is_released_at_startup() {
+    for db in databases().await {
+        let conversation_id = {
+            let store = agentic_conversation::Store::open(&db.url, &Default::default())
+                .await
+                .unwrap();
+            let conversation = store.create_conversation("alice", "t").await.unwrap();
+            // What a process killed between taking a conversation and storing its prompt leaves.
+            let token = "claim:no-such-instance:123";
+            assert!(store.claim(&conversation.id, token).await.unwrap().is_ok());
+            store.close().await.unwrap();
+            conversation.id
+        };
+        let (service, _) = support::service(&db, "- text: free again\n").await;
+        let mut conversation = service.get("alice", &conversation_id).await.unwrap();
+        let prompt = conversation
+            .prompt(request("hello", "classic"))
+            .await
+            .unwrap();
+        assert_eq!(prompt.state, PromptState::Completed, "{}", db.name);
+    }
+}

@@ -208,6 +208,11 @@ impl EventService {
         }
     }
 
+    /// The `seq` of the most recent event, 0 before the first.
+    pub fn last_seq(&self) -> u64 {
+        self.inner.next_seq.load(Ordering::SeqCst).saturating_sub(1)
+    }
+
     /// Events of `user_id` published after `after_seq` that are still in the replay window,
     /// oldest first, plus whether the window still reached back that far.
     pub fn replay_since(&self, user_id: &str, after_seq: u64) -> (Vec<Arc<Event>>, bool) {

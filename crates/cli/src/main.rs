@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 
 // Plugins register themselves at link time; naming each crate keeps the linker from dropping it.
 use agentic_interpreter as _;
+use agentic_plugin_fs as _;
 use agentic_plugin_openai as _;
 use agentic_plugin_script as _;
 use agentic_plugin_time as _;
@@ -482,9 +483,15 @@ async fn repl(backend: &Backend) -> anyhow::Result<ExitCode> {
 
 /// `agentic serve`: the HTTP API until Ctrl-C or SIGTERM.
 async fn serve(settings: &Settings, addr: Option<&str>) -> anyhow::Result<ExitCode> {
+    // On a server, each user's files live in their own directory (unless `[fs]` says otherwise).
+    let files = agentic_conversation::default_database_path()?.with_file_name("files");
+    let config = settings
+        .config
+        .clone()
+        .with_default_section("fs", json!({ "root": files, "perUser": true }));
     let runtime = Arc::new(
         Runtime::builder()
-            .config(settings.config.clone())
+            .config(config)
             .registered_plugins()
             .build()
             .await?,

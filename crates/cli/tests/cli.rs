@@ -150,7 +150,34 @@ fn tools_can_be_listed_described_and_invoked() {
         .lines()
         .map(|line| line.split_whitespace().next().unwrap().to_owned())
         .collect();
-    assert_eq!(ids, vec!["interpreter.run-code", "time.now"]);
+    assert_eq!(
+        ids,
+        vec![
+            "fs.list",
+            "fs.read",
+            "fs.search",
+            "fs.write",
+            "interpreter.run-code",
+            "time.now"
+        ]
+    );
+    // A tool that needs approval, invoked directly with no terminal to ask: refused.
+    let write = agentic(
+        &[
+            "invoke",
+            "fs.write",
+            r#"{"path": "never-written.txt", "content": "x"}"#,
+        ],
+        None,
+        None,
+    );
+    assert_eq!(write.status.code(), Some(1));
+    assert!(
+        text(&write.stderr).contains("needs approval"),
+        "{}",
+        text(&write.stderr)
+    );
+    assert!(!std::path::Path::new("never-written.txt").exists());
 
     let schema = agentic(&["tool-schema", "time.now"], None, None);
     let schema: serde_json::Value = serde_json::from_slice(&schema.stdout).unwrap();
@@ -186,7 +213,7 @@ fn the_binary_discovers_exactly_the_plugins_it_ships() {
     let capabilities: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(
         capabilities["plugins"],
-        serde_json::json!(["interpreter", "openai", "script", "time"])
+        serde_json::json!(["fs", "interpreter", "openai", "script", "time"])
     );
     assert_eq!(
         capabilities["modes"]

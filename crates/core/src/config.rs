@@ -35,6 +35,13 @@ impl Config {
         }
     }
 
+    /// Adds a section unless the config already has one by that id: defaults that depend on
+    /// how agentic runs (e.g. `agentic serve` gives every user their own files directory).
+    pub fn with_default_section(mut self, id: &str, value: Value) -> Self {
+        self.root.entry(id.to_owned()).or_insert(value);
+        self
+    }
+
     /// The section of one plugin, or `null` when there is none.
     pub fn section(&self, id: &str) -> Value {
         self.root.get(id).cloned().unwrap_or(Value::Null)

@@ -1,0 +1,679 @@
+//! The filesystem plugin: `fs.read`, `fs.write` (needs approval), `fs.list` and `fs.search`,
+//! all confined to one root directory.
+//!
+//! Paths are relative to the root. Absolute paths, `..` components and symlinks that lead out
+//! of the root are refused. Config (`[fs]`): `root` (default: the current directory),
+//! `perUser` (each user gets `<root>/<user id>`; what `agentic serve` uses), `maxReadBytes`.
+#![forbid(unsafe_code)]
+
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use agentic_core::{
+    Plugin, PluginRegistration, PrepareContext, SetupContext, ToolError, define_tool,
+};
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+agentic_core::inventory::submit! {
+    PluginRegistration { id: "fs", create: create_plugin }
+}
+
+fn create_plugin() -> Arc<dyn Plugin> {
+    Arc::new(FsPlugin::default())
+}
+
+/// Most entries `fs.list` and `fs.search` return.
+const MAX_ENTRIES: usize = 500;
+/// Largest file `fs.search` reads for content.
+const MAX_SEARCH_FILE_BYTES: u64 = 1024 * 1024;
+
+/// The `fs` config section.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct FsConfig {
+    /// The directory every path is relative to; the current directory when absent.
+    pub root: Option<PathBuf>,
+    /// Give each user their own directory under the root.
+    pub per_user: bool,
+    /// Bytes `fs.read` returns at most; a longer read is cut and says so.
+    pub max_read_bytes: usize,
+}
+
+impl Default for FsConfig {
+    fn default() -> Self {
+        Self {
+            root: None,
+            per_user: false,
+            max_read_bytes: 100_000,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct FsPlugin {
+    config: OnceLock<FsConfig>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadInput {
+    /// Path relative to the root.
+    pub path: String,
+    /// Byte offset to start at (for reading a long file in parts).
+    #[serde(default)]
+    pub offset: Option<u64>,
+}
+
+#[derive(Debug, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadOutput {
+    pub path: String,
+    pub content: String,
+    /// Size of the whole file in bytes.
+    pub size: u64,
+    /// True when the content was cut at the read limit; read on from `nextOffset`.
+    pub truncated: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_offset: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteInput {
+    pub path: String,
+    pub content: String,
+    /// Append instead of replacing the file.
+    #[serde(default)]
+    pub append: bool,
+}
+
+#[derive(Debug, Serialize, JsonSchema, PartialEq, Eq)]
+pub struct WriteOutput {
+    pub path: String,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListInput {
+    /// Directory relative to the root; the root when absent.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Include subdirectories' contents.
+    #[serde(default)]
+    pub recursive: bool,
+}
+
+#[derive(Debug, Serialize, JsonSchema, PartialEq, Eq)]
+pub struct Entry {
+    pub path: String,
+    /// `file` or `dir`.
+    pub kind: String,
+    pub size: u64,
+}
+
+#[derive(Debug, Serialize, JsonSchema, PartialEq, Eq)]
+pub struct ListOutput {
+    pub entries: Vec<Entry>,
+    /// True when there were more than 500 entries.
+    pub truncated: bool,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchInput {
+    /// Find files whose name contains this (case-insensitive).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Find lines containing this text (case-insensitive).
+    #[serde(default)]
+    pub content: Option<String>,
+    /// Directory to search under; the root when absent.
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema, PartialEq, Eq)]
+pub struct Match {
+    pub path: String,
+    /// 1-based line number, for content matches.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema, PartialEq, Eq)]
+pub struct SearchOutput {
+    pub matches: Vec<Match>,
+    pub truncated: bool,
+}
+
+#[async_trait]
+impl Plugin for FsPlugin {
+    fn id(&self) -> &str {
+        "fs"
+    }
+
+    fn config_schema(&self) -> serde_json::Value {
+        agentic_core::schema_of::<FsConfig>()
+    }
+
+    async fn setup(&self, context: &mut SetupContext<'_>) -> anyhow::Result<()> {
+        let config: FsConfig = if context.config.section("fs").is_null() {
+            FsConfig::default()
+        } else {
+            context.config.plugin("fs")?
+        };
+        let _ = self.config.set(config);
+        Ok(())
+    }
+
+    async fn prepare(&self, context: &mut PrepareContext) -> anyhow::Result<()> {
+        let config = self.config.get().cloned().unwrap_or_default();
+        let root = Root::for_user(&config, &context.user_id)?;
+        let limit = config.max_read_bytes;
+
+        let read_root = root.clone();
+        context.add_tool(
+            define_tool(
+                "fs.read",
+                "Read a text file (cut at the read limit; read on with offset)",
+                move |_context, input: ReadInput| {
+                    let root = read_root.clone();
+                    async move {
+                        root.read(&input.path, input.offset.unwrap_or(0), limit)
+                            .await
+                    }
+                },
+            )
+            .into_arc(),
+        );
+        let write_root = root.clone();
+        context.add_tool(
+            define_tool(
+                "fs.write",
+                "Write (or append to) a text file; creates its directories",
+                move |_context, input: WriteInput| {
+                    let root = write_root.clone();
+                    async move { root.write(&input.path, &input.content, input.append).await }
+                },
+            )
+            .approval_when(|input: &WriteInput| {
+                Some(format!(
+                    "{} {}",
+                    if input.append { "appends to" } else { "writes" },
+                    input.path
+                ))
+            })
+            .into_arc(),
+        );
+        let list_root = root.clone();
+        context.add_tool(
+            define_tool(
+                "fs.list",
+                "List a directory (recursively if asked)",
+                move |_context, input: ListInput| {
+                    let root = list_root.clone();
+                    async move { root.list(input.path.as_deref(), input.recursive).await }
+                },
+            )
+            .into_arc(),
+        );
+        let search_root = root;
+        context.add_tool(
+            define_tool(
+                "fs.search",
+                "Find files by name and/or lines by content",
+                move |_context, input: SearchInput| {
+                    let root = search_root.clone();
+                    async move { root.search(input).await }
+                },
+            )
+            .into_arc(),
+        );
+        Ok(())
+    }
+}
+
+/// The directory a user's paths live under.
+#[derive(Debug, Clone)]
+pub struct Root {
+    base: PathBuf,
+}
+
+impl Root {
+    pub fn new(base: PathBuf) -> Self {
+        Self { base }
+    }
+
+    fn for_user(config: &FsConfig, user_id: &str) -> anyhow::Result<Self> {
+        let base = match &config.root {
+            Some(root) => root.clone(),
+            None => std::env::current_dir()?,
+        };
+        if !config.per_user {
+            return Ok(Self::new(base));
+        }
+        // User ids are checked by the API, but the directory name must never be a path.
+        let safe: String = user_id
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '@') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        anyhow::ensure!(
+            !safe.is_empty() && safe != "." && safe != "..",
+            "invalid user id for a directory"
+        );
+        Ok(Self::new(base.join(safe)))
+    }
+
+    /// The real path for `relative`, refusing anything that leaves the root. The deepest
+    /// existing ancestor is resolved (symlinks included) and must stay under the root.
+    pub fn resolve(&self, relative: &str) -> Result<PathBuf, ToolError> {
+        let relative = relative.trim();
+        let path = Path::new(relative);
+        if path.is_absolute() || relative.starts_with('~') {
+            return Err(ToolError::failed(format!(
+                "\"{relative}\" is absolute; paths are relative to the root"
+            )));
+        }
+        let mut clean = PathBuf::new();
+        for component in path.components() {
+            match component {
+                Component::Normal(part) => clean.push(part),
+                Component::CurDir => {}
+                Component::ParentDir => {
+                    return Err(ToolError::failed(format!(
+                        "\"{relative}\" uses \"..\"; paths stay under the root"
+                    )));
+                }
+                Component::RootDir | Component::Prefix(_) => {
+                    return Err(ToolError::failed(format!(
+                        "\"{relative}\" is absolute; paths are relative to the root"
+                    )));
+                }
+            }
+        }
+        std::fs::create_dir_all(&self.base)
+            .map_err(|error| ToolError::failed(format!("the root is not usable: {error}")))?;
+        let root = self
+            .base
+            .canonicalize()
+            .map_err(|error| ToolError::failed(format!("the root is not usable: {error}")))?;
+        let wanted = root.join(&clean);
+        // Resolve the deepest part that exists; what does not exist yet cannot be a link.
+        let mut existing = wanted.clone();
+        let mut rest = Vec::new();
+        while !existing.exists() {
+            match (existing.file_name(), existing.parent()) {
+                (Some(name), Some(parent)) => {
+                    rest.push(name.to_owned());
+                    existing = parent.to_path_buf();
+                }
+                _ => break,
+            }
+        }
+        let mut real = existing.canonicalize().map_err(|error| {
+            ToolError::failed(format!("cannot resolve \"{relative}\": {error}"))
+        })?;
+        if !real.starts_with(&root) {
+            return Err(ToolError::failed(format!(
+                "\"{relative}\" leads out of the root (through a symbolic link)"
+            )));
+        }
+        for part in rest.into_iter().rev() {
+            real.push(part);
+        }
+        Ok(real)
+    }
+
+    fn display(&self, real: &Path) -> String {
+        let root = self
+            .base
+            .canonicalize()
+            .unwrap_or_else(|_| self.base.clone());
+        let shown = real.strip_prefix(&root).unwrap_or(real);
+        let text = shown.to_string_lossy().replace('\\', "/");
+        if text.is_empty() {
+            ".".to_owned()
+        } else {
+            text
+        }
+    }
+
+    pub async fn read(
+        &self,
+        relative: &str,
+        offset: u64,
+        limit: usize,
+    ) -> Result<ReadOutput, ToolError> {
+        let real = self.resolve(relative)?;
+        let bytes = tokio::fs::read(&real)
+            .await
+            .map_err(|error| ToolError::failed(format!("cannot read \"{relative}\": {error}")))?;
+        let size = bytes.len() as u64;
+        let start = usize::try_from(offset.min(size)).unwrap_or(bytes.len());
+        let mut end = start.saturating_add(limit).min(bytes.len());
+        let mut slice = &bytes[start..end];
+        // Cut at a character boundary.
+        while end > start && std::str::from_utf8(slice).is_err() {
+            end -= 1;
+            slice = &bytes[start..end];
+        }
+        let content = std::str::from_utf8(slice)
+            .map_err(|_| ToolError::failed(format!("\"{relative}\" is not a text file")))?
+            .to_owned();
+        if content.contains('\0') {
+            return Err(ToolError::failed(format!(
+                "\"{relative}\" is not a text file"
+            )));
+        }
+        let truncated = (end as u64) < size;
+        Ok(ReadOutput {
+            path: self.display(&real),
+            content,
+            size,
+            truncated,
+            next_offset: truncated.then_some(end as u64),
+        })
+    }
+
+    pub async fn write(
+        &self,
+        relative: &str,
+        content: &str,
+        append: bool,
+    ) -> Result<WriteOutput, ToolError> {
+        let real = self.resolve(relative)?;
+        if real.is_dir() {
+            return Err(ToolError::failed(format!("\"{relative}\" is a directory")));
+        }
+        if let Some(parent) = real.parent() {
+            tokio::fs::create_dir_all(parent).await.map_err(|error| {
+                ToolError::failed(format!("cannot create \"{relative}\"'s directory: {error}"))
+            })?;
+        }
+        let result = if append {
+            use tokio::io::AsyncWriteExt as _;
+            match tokio::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&real)
+                .await
+            {
+                Ok(mut file) => file.write_all(content.as_bytes()).await,
+                Err(error) => Err(error),
+            }
+        } else {
+            tokio::fs::write(&real, content).await
+        };
+        result
+            .map_err(|error| ToolError::failed(format!("cannot write \"{relative}\": {error}")))?;
+        Ok(WriteOutput {
+            path: self.display(&real),
+            bytes: content.len() as u64,
+        })
+    }
+
+    pub async fn list(
+        &self,
+        relative: Option<&str>,
+        recursive: bool,
+    ) -> Result<ListOutput, ToolError> {
+        let real = self.resolve(relative.unwrap_or("."))?;
+        if !real.is_dir() {
+            return Err(ToolError::failed(format!(
+                "\"{}\" is not a directory",
+                relative.unwrap_or(".")
+            )));
+        }
+        let mut entries = Vec::new();
+        let mut truncated = false;
+        let mut pending = vec![real];
+        while let Some(directory) = pending.pop() {
+            let mut children: Vec<_> = std::fs::read_dir(&directory)
+                .map_err(|error| ToolError::failed(format!("cannot list: {error}")))?
+                .filter_map(Result::ok)
+                .collect();
+            children.sort_by_key(|child| child.file_name());
+            for child in children {
+                let Ok(kind) = child.file_type() else {
+                    continue;
+                };
+                // Links are listed but never followed.
+                let is_dir = kind.is_dir();
+                if entries.len() == MAX_ENTRIES {
+                    truncated = true;
+                    break;
+                }
+                let size = if is_dir {
+                    0
+                } else {
+                    child.metadata().map(|m| m.len()).unwrap_or(0)
+                };
+                entries.push(Entry {
+                    path: self.display(&child.path()),
+                    kind: if is_dir { "dir" } else { "file" }.to_owned(),
+                    size,
+                });
+                if recursive && is_dir {
+                    pending.push(child.path());
+                }
+            }
+        }
+        entries.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(ListOutput { entries, truncated })
+    }
+
+    pub async fn search(&self, input: SearchInput) -> Result<SearchOutput, ToolError> {
+        let name = input
+            .name
+            .map(|name| name.to_lowercase())
+            .filter(|name| !name.is_empty());
+        let content = input
+            .content
+            .map(|content| content.to_lowercase())
+            .filter(|content| !content.is_empty());
+        if name.is_none() && content.is_none() {
+            return Err(ToolError::failed(
+                "give a name, a content text, or both to search for",
+            ));
+        }
+        let listing = self.list(input.path.as_deref(), true).await?;
+        let mut matches = Vec::new();
+        let mut truncated = listing.truncated;
+        for entry in listing.entries.iter().filter(|entry| entry.kind == "file") {
+            let file_name = entry
+                .path
+                .rsplit('/')
+                .next()
+                .unwrap_or(&entry.path)
+                .to_lowercase();
+            if name.as_ref().is_some_and(|name| !file_name.contains(name)) {
+                continue;
+            }
+            let Some(content) = &content else {
+                matches.push(Match {
+                    path: entry.path.clone(),
+                    line: None,
+                    text: None,
+                });
+                continue;
+            };
+            if entry.size > MAX_SEARCH_FILE_BYTES {
+                continue;
+            }
+            let Ok(real) = self.resolve(&entry.path) else {
+                continue;
+            };
+            let Ok(text) = tokio::fs::read_to_string(&real).await else {
+                continue;
+            };
+            for (index, line) in text.lines().enumerate() {
+                if line.to_lowercase().contains(content) {
+                    if matches.len() == MAX_ENTRIES {
+                        truncated = true;
+                        break;
+                    }
+                    matches.push(Match {
+                        path: entry.path.clone(),
+                        line: Some(index + 1),
+                        text: Some(line.chars().take(300).collect()),
+                    });
+                }
+            }
+        }
+        Ok(SearchOutput { matches, truncated })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root() -> (tempfile::TempDir, Root) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("root/docs")).unwrap();
+        std::fs::write(dir.path().join("root/docs/a.txt"), "alpha\nbeta\n").unwrap();
+        std::fs::write(dir.path().join("secret.txt"), "top secret").unwrap();
+        let root = Root::new(dir.path().join("root"));
+        (dir, root)
+    }
+
+    #[test]
+    fn paths_that_leave_the_root_are_refused() {
+        let (dir, root) = root();
+        for bad in [
+            "../secret.txt",
+            "docs/../../secret.txt",
+            "/etc/passwd",
+            "~/x",
+        ] {
+            let error = root.resolve(bad).unwrap_err().to_string();
+            assert!(error.contains("root"), "{bad}: {error}");
+        }
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink(dir.path().join("secret.txt"), dir.path().join("root/link"))
+                .unwrap();
+            std::os::unix::fs::symlink(dir.path(), dir.path().join("root/up")).unwrap();
+            for bad in ["link", "up/secret.txt", "up/new.txt"] {
+                let error = root.resolve(bad).unwrap_err().to_string();
+                assert!(error.contains("leads out of the root"), "{bad}: {error}");
+            }
+        }
+        assert!(root.resolve("docs/a.txt").is_ok());
+        assert!(root.resolve("./docs/new/deeper.txt").is_ok());
+    }
+
+    #[tokio::test]
+    async fn reads_are_capped_and_say_so() {
+        let (_dir, root) = root();
+        let whole = root.read("docs/a.txt", 0, 100).await.unwrap();
+        assert_eq!(whole.content, "alpha\nbeta\n");
+        assert!(!whole.truncated);
+        let cut = root.read("docs/a.txt", 0, 4).await.unwrap();
+        assert_eq!(cut.content, "alph");
+        assert!(cut.truncated);
+        assert_eq!(cut.next_offset, Some(4));
+        let rest = root.read("docs/a.txt", 4, 100).await.unwrap();
+        assert_eq!(rest.content, "a\nbeta\n");
+        let missing = root.read("docs/none.txt", 0, 10).await.unwrap_err();
+        assert!(
+            missing
+                .to_string()
+                .contains("cannot read \"docs/none.txt\"")
+        );
+    }
+
+    #[tokio::test]
+    async fn writes_create_directories_and_append() {
+        let (_dir, root) = root();
+        root.write("new/dir/b.txt", "one\n", false).await.unwrap();
+        root.write("new/dir/b.txt", "two\n", true).await.unwrap();
+        let read = root.read("new/dir/b.txt", 0, 100).await.unwrap();
+        assert_eq!(read.content, "one\ntwo\n");
+        assert!(
+            root.write("docs", "x", false)
+                .await
+                .unwrap_err()
+                .to_string()
+                .contains("directory")
+        );
+        assert!(root.write("../escape.txt", "x", false).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn lists_and_searches() {
+        let (_dir, root) = root();
+        root.write("docs/b.md", "Beta release notes\n", false)
+            .await
+            .unwrap();
+        let listing = root.list(None, true).await.unwrap();
+        let paths: Vec<&str> = listing
+            .entries
+            .iter()
+            .map(|entry| entry.path.as_str())
+            .collect();
+        assert_eq!(paths, ["docs", "docs/a.txt", "docs/b.md"]);
+        let found = root
+            .search(SearchInput {
+                name: None,
+                content: Some("BETA".into()),
+                path: None,
+            })
+            .await
+            .unwrap();
+        let lines: Vec<(String, Option<usize>)> = found
+            .matches
+            .iter()
+            .map(|m| (m.path.clone(), m.line))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                ("docs/a.txt".to_owned(), Some(2)),
+                ("docs/b.md".to_owned(), Some(1))
+            ]
+        );
+        let by_name = root
+            .search(SearchInput {
+                name: Some(".md".into()),
+                content: None,
+                path: None,
+            })
+            .await
+            .unwrap();
+        assert_eq!(by_name.matches.len(), 1);
+        assert!(
+            root.search(SearchInput {
+                name: None,
+                content: None,
+                path: None
+            })
+            .await
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn per_user_roots_are_plain_directory_names() {
+        let config = FsConfig {
+            root: Some("/srv/files".into()),
+            per_user: true,
+            ..FsConfig::default()
+        };
+        let root = Root::for_user(&config, "alice@example.com").unwrap();
+        assert_eq!(root.base, PathBuf::from("/srv/files/alice@example.com"));
+        let root = Root::for_user(&config, "../../etc").unwrap();
+        assert_eq!(root.base, PathBuf::from("/srv/files/.._.._etc"));
+    }
+}

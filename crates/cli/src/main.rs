@@ -24,6 +24,7 @@ use agentic_plugin_fs as _;
 use agentic_plugin_openai as _;
 use agentic_plugin_script as _;
 use agentic_plugin_time as _;
+use agentic_plugin_todo as _;
 
 use crate::local::USER;
 use crate::remote::{Remote, RemoteError};
@@ -156,15 +157,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     .build()
                     .await?,
             );
-            let uses_conversations = matches!(
-                cli.command,
-                None | Some(Command::Prompt { .. } | Command::Conversations)
-            );
-            let service = if uses_conversations {
-                Some(ConversationService::open(runtime.clone(), &settings.database_url()?).await?)
-            } else {
-                None
-            };
+            // Every local command opens the database: prompts live in it, and so do the
+            // tables of plugins such as todo, whose tools `invoke` may run.
+            let service =
+                Some(ConversationService::open(runtime.clone(), &settings.database_url()?).await?);
             Backend::Local { runtime, service }
         }
     };

@@ -158,7 +158,12 @@ fn tools_can_be_listed_described_and_invoked() {
             "fs.search",
             "fs.write",
             "interpreter.run-code",
-            "time.now"
+            "time.now",
+            "todo.complete",
+            "todo.create",
+            "todo.delete",
+            "todo.list",
+            "todo.update"
         ]
     );
     // A tool that needs approval, invoked directly with no terminal to ask: refused.
@@ -213,7 +218,7 @@ fn the_binary_discovers_exactly_the_plugins_it_ships() {
     let capabilities: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(
         capabilities["plugins"],
-        serde_json::json!(["fs", "interpreter", "openai", "script", "time"])
+        serde_json::json!(["fs", "interpreter", "openai", "script", "time", "todo"])
     );
     assert_eq!(
         capabilities["modes"]
@@ -537,4 +542,25 @@ fn the_readme_curl_examples_work_against_agentic_serve() {
         .args(["-TERM", &server.id().to_string()])
         .status();
     assert!(server.wait().unwrap().success());
+}
+
+#[test]
+fn todos_persist_between_cli_runs() {
+    let first = script(
+        "todo-1",
+        "- toolCalls:\n    - { name: todo.create, input: { title: Water the plants } }\n- text: Noted.\n",
+    );
+    let output = agentic(
+        &["prompt", "Remind me to water the plants"],
+        Some(&first),
+        None,
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let listed = agentic(&["invoke", "todo.list", "{}"], None, None);
+    assert_eq!(listed.status.code(), Some(0), "{}", text(&listed.stderr));
+    assert!(
+        text(&listed.stdout).contains("Water the plants"),
+        "{}",
+        text(&listed.stdout)
+    );
 }

@@ -18,7 +18,7 @@ pub mod store;
 mod writes;
 
 pub use compress::CompressionSettings;
-pub use migration::{PluginMigrations, register_migrations};
+pub use migration::{DatabaseSlot, PluginMigrations, database, register_migrations};
 pub use service::{
     ConversationError, ConversationInstance, ConversationService, PromptRequest, StartedPrompt,
     title_from_input,
@@ -28,5 +28,7 @@ pub use store::{
     default_database_path, sqlite_url,
 };
 
+/// The ORM, for plugins' own tables.
+pub use sea_orm;
 /// The migration API plugins implement, re-exported so they use the same version as we do.
 pub use sea_orm_migration;

@@ -46,6 +46,31 @@ impl PluginMigrations {
     }
 }
 
+/// Where plugins find the database: filled when a [`crate::ConversationService`] opens it.
+#[derive(Debug, Default)]
+pub struct DatabaseSlot {
+    store: std::sync::OnceLock<crate::Store>,
+}
+
+impl DatabaseSlot {
+    pub fn set(&self, store: crate::Store) {
+        let _ = self.store.set(store);
+    }
+
+    pub fn get(&self) -> Option<&crate::Store> {
+        self.store.get()
+    }
+}
+
+/// The database, for a plugin's tools: `None` when agentic runs without one (e.g. a bare
+/// runtime in a test).
+pub fn database(services: &agentic_core::Services) -> Option<crate::Store> {
+    services
+        .extensions
+        .get::<DatabaseSlot>()
+        .and_then(|slot| slot.get().cloned())
+}
+
 /// Registers a plugin's migrations from its `setup()`. They run after ours, in the order
 /// given, once per database; their names are recorded as `<plugin>/<migration name>`.
 pub fn register_migrations(
@@ -53,6 +78,9 @@ pub fn register_migrations(
     plugin: &str,
     migrations: Vec<Arc<dyn MigrationTrait>>,
 ) {
+    if context.extensions.get::<DatabaseSlot>().is_none() {
+        context.extensions.insert(Arc::new(DatabaseSlot::default()));
+    }
     let registry = plugin_migrations(context.extensions);
     let mut list = registry.lock();
     for migration in migrations {

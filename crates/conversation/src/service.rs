@@ -84,6 +84,13 @@ impl ConversationService {
     /// Like [`open`](Self::open), over a store that is already migrated.
     pub async fn with_store(runtime: Arc<Runtime>, store: Store) -> anyhow::Result<Self> {
         store.register_instance().await?;
+        if let Some(slot) = runtime
+            .services()
+            .extensions
+            .get::<crate::migration::DatabaseSlot>()
+        {
+            slot.set(store.clone());
+        }
         let recovery = store.recover(&resumable(&runtime)).await?;
         let compressor = Compressor::new(
             runtime.services().clone(),

@@ -13,8 +13,9 @@ use anyhow::{Context as _, bail};
 use chrono::{DateTime, Utc};
 use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
 use sea_orm::{
-    ColumnTrait, ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend,
-    EntityTrait, QueryFilter, QueryOrder, SqliteTransactionMode, Statement, TransactionOptions,
+    ColumnTrait, ConnectOptions, ConnectionTrait, Database, DatabaseConnection,
+    DatabaseTransaction, DbBackend, EntityTrait, QueryFilter, QueryOrder, SqliteTransactionMode,
+    Statement, TransactionOptions,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -205,6 +206,25 @@ impl Store {
 
     pub(crate) async fn write(&self, write: Write) -> anyhow::Result<Written> {
         self.writer.write(write).await
+    }
+
+    /// A plugin's write to its own tables, through the same writer as ours: on SQLite it
+    /// shares a `BEGIN IMMEDIATE` group commit, and the answer comes once it is committed. The
+    /// closure may run more than once (a failed batch is retried write by write) and must not
+    /// act outside the transaction.
+    pub async fn write_with<F>(&self, write: F) -> anyhow::Result<Value>
+    where
+        F: for<'a> Fn(
+                &'a DatabaseTransaction,
+            ) -> futures::future::BoxFuture<'a, anyhow::Result<Value>>
+            + Send
+            + Sync
+            + 'static,
+    {
+        match self.write(Write::Custom(Arc::new(write))).await? {
+            Written::Value(value) => Ok(value),
+            other => bail!("unexpected answer to a custom write: {other:?}"),
+        }
     }
 
     /// `PRAGMA integrity_check` on SQLite (`ok` when sound); PostgreSQL answers `ok`.

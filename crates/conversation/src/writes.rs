@@ -9,6 +9,8 @@
 //! the failure stays with its write. On PostgreSQL each write is its own transaction; the
 //! server runs them in parallel.
 
+use std::sync::Arc;
+
 use agentic_core::PromptState;
 use anyhow::{Context as _, bail};
 use chrono::Utc;
@@ -25,9 +27,19 @@ use crate::entity::{conversation, instance, prompt, prompt_output};
 /// Most writes applied in one transaction.
 const MAX_BATCH: usize = 256;
 
+/// A plugin's own write, applied like ours (batched on SQLite, retried alone if its batch
+/// fails, so it may run more than once before it commits: it must not have effects outside
+/// the transaction).
+pub type CustomWrite = Arc<
+    dyn for<'a> Fn(&'a DatabaseTransaction) -> futures::future::BoxFuture<'a, anyhow::Result<Value>>
+        + Send
+        + Sync,
+>;
+
 /// One write.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) enum Write {
+    Custom(CustomWrite),
     RegisterInstance(instance::Model),
     Heartbeat {
         instance: String,
@@ -85,10 +97,67 @@ pub(crate) struct PromptSave {
     pub output: Option<Value>,
 }
 
+impl std::fmt::Debug for Write {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Custom(_) => f.write_str("Custom"),
+            Self::RegisterInstance(model) => {
+                f.debug_tuple("RegisterInstance").field(model).finish()
+            }
+            Self::Heartbeat { instance } => f
+                .debug_struct("Heartbeat")
+                .field("instance", instance)
+                .finish(),
+            Self::DeleteInstances { ids } => {
+                f.debug_struct("DeleteInstances").field("ids", ids).finish()
+            }
+            Self::CreateConversation(model) => f
+                .debug_tuple("CreateConversation")
+                .field(&model.id)
+                .finish(),
+            Self::DeleteConversation { id, .. } => f
+                .debug_struct("DeleteConversation")
+                .field("id", id)
+                .finish(),
+            Self::SetTitle { id, .. } => f.debug_struct("SetTitle").field("id", id).finish(),
+            Self::Claim {
+                conversation_id,
+                holder,
+            } => f
+                .debug_struct("Claim")
+                .field("conversation_id", conversation_id)
+                .field("holder", holder)
+                .finish(),
+            Self::Release {
+                conversation_id,
+                holder,
+                ..
+            } => f
+                .debug_struct("Release")
+                .field("conversation_id", conversation_id)
+                .field("holder", holder)
+                .finish(),
+            Self::InsertPrompt { model, .. } => f
+                .debug_struct("InsertPrompt")
+                .field("id", &model.id)
+                .finish(),
+            Self::SavePrompt(save) => f.debug_struct("SavePrompt").field("id", &save.id).finish(),
+            Self::Archive {
+                conversation_id, ..
+            } => f
+                .debug_struct("Archive")
+                .field("conversation_id", conversation_id)
+                .finish(),
+        }
+    }
+}
+
 /// What a write answers.
 #[derive(Debug)]
 pub(crate) enum Written {
     Done,
+    /// What a custom write returned.
+    Value(Value),
     /// Rows affected.
     Count(u64),
     /// A claim: `Err(holder)` when another prompt holds the conversation.
@@ -98,6 +167,7 @@ pub(crate) enum Written {
 
 async fn apply(transaction: &DatabaseTransaction, write: Write) -> anyhow::Result<Written> {
     match write {
+        Write::Custom(write) => Ok(Written::Value(write(transaction).await?)),
         Write::RegisterInstance(model) => {
             instance::Entity::insert(instance::ActiveModel {
                 id: Set(model.id),

@@ -129,7 +129,16 @@ pub struct TimelineRunner {
     masks: Vec<(Regex, String)>,
     redacted_keys: Vec<String>,
     user_id: String,
+    on_runtime: Option<RuntimeHook>,
 }
+
+/// Runs once the runtime of a case is built, before its prompts: e.g. to open a database for
+/// plugins that keep tables.
+pub type RuntimeHook = Arc<
+    dyn Fn(Arc<agentic_core::Services>) -> futures::future::BoxFuture<'static, anyhow::Result<()>>
+        + Send
+        + Sync,
+>;
 
 impl std::fmt::Debug for TimelineRunner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -153,7 +162,14 @@ impl TimelineRunner {
             masks: Vec::new(),
             redacted_keys: Vec::new(),
             user_id: "alice".to_owned(),
+            on_runtime: None,
         }
+    }
+
+    /// Calls `hook` with each case's services once its runtime is built.
+    pub fn on_runtime(mut self, hook: RuntimeHook) -> Self {
+        self.on_runtime = Some(hook);
+        self
     }
 
     /// Adds a plugin by value, e.g. one defined in the test itself.
@@ -213,6 +229,9 @@ impl TimelineRunner {
             builder = builder.plugin(plugin.clone());
         }
         let runtime = builder.build().await?;
+        if let Some(hook) = &self.on_runtime {
+            hook(runtime.services().clone()).await?;
+        }
         let prompts = runtime.prompts();
         let mut subscription = runtime.services().events.subscribe(Some(&self.user_id));
         let state = State::default();

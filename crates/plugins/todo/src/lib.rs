@@ -1,0 +1,366 @@
+//! The todo plugin: `todo.create`, `todo.list`, `todo.update`, `todo.complete` and
+//! `todo.delete` (needs approval), kept per user in a table this plugin owns (`todos`,
+//! created by its migration from `setup()`), in the same database as conversations.
+#![forbid(unsafe_code)]
+
+use std::sync::Arc;
+
+use agentic_conversation::sea_orm_migration::{MigrationName, MigrationTrait, SchemaManager};
+use agentic_conversation::{Store, register_migrations};
+use agentic_core::{
+    Plugin, PluginRegistration, PrepareContext, SetupContext, ToolContext, ToolError, define_tool,
+};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use sea_orm::sea_query::{ColumnDef, Index, Table};
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+agentic_core::inventory::submit! {
+    PluginRegistration { id: "todo", create: create_plugin }
+}
+
+fn create_plugin() -> Arc<dyn Plugin> {
+    Arc::new(TodoPlugin)
+}
+
+#[derive(Debug, Default)]
+pub struct TodoPlugin;
+
+mod entity {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
+    #[sea_orm(table_name = "todos")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub user_id: String,
+        pub title: String,
+        #[sea_orm(column_type = "Text", nullable)]
+        pub notes: Option<String>,
+        pub due: Option<String>,
+        pub done: bool,
+        pub created_at: DateTimeUtc,
+        pub updated_at: DateTimeUtc,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}
+
+struct CreateTodos;
+
+impl MigrationName for CreateTodos {
+    fn name(&self) -> &str {
+        "0001_todos"
+    }
+}
+
+#[async_trait]
+impl MigrationTrait for CreateTodos {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), sea_orm::DbErr> {
+        manager
+            .create_table(
+                Table::create()
+                    .table("todos")
+                    .col(ColumnDef::new("id").string_len(64).not_null().primary_key())
+                    .col(ColumnDef::new("user_id").string_len(255).not_null())
+                    .col(ColumnDef::new("title").text().not_null())
+                    .col(ColumnDef::new("notes").text())
+                    .col(ColumnDef::new("due").string_len(64))
+                    .col(ColumnDef::new("done").boolean().not_null())
+                    .col(
+                        ColumnDef::new("created_at")
+                            .timestamp_with_time_zone()
+                            .not_null(),
+                    )
+                    .col(
+                        ColumnDef::new("updated_at")
+                            .timestamp_with_time_zone()
+                            .not_null(),
+                    )
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .name("todos_user")
+                    .table("todos")
+                    .col("user_id")
+                    .to_owned(),
+            )
+            .await
+    }
+}
+
+/// One todo as tools see it.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Todo {
+    pub id: String,
+    pub title: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notes: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub due: Option<String>,
+    pub done: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<entity::Model> for Todo {
+    fn from(model: entity::Model) -> Self {
+        Self {
+            id: model.id,
+            title: model.title,
+            notes: model.notes,
+            due: model.due,
+            done: model.done,
+            created_at: model.created_at,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateInput {
+    pub title: String,
+    #[serde(default)]
+    pub notes: Option<String>,
+    /// When it is due, in any form the user gave (e.g. `2026-12-01` or `Friday`).
+    #[serde(default)]
+    pub due: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListInput {
+    /// `open` (default), `done` or `all`.
+    #[serde(default)]
+    pub status: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ListOutput {
+    pub todos: Vec<Todo>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateInput {
+    pub id: String,
+    #[serde(default)]
+    pub title: Option<String>,
+    #[serde(default)]
+    pub notes: Option<String>,
+    #[serde(default)]
+    pub due: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IdInput {
+    pub id: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Deleted {
+    pub id: String,
+    pub deleted: bool,
+}
+
+fn store(context: &ToolContext) -> Result<Store, ToolError> {
+    agentic_conversation::database(&context.services).ok_or_else(|| {
+        ToolError::failed("the todo list needs the conversation database, which is not open here")
+    })
+}
+
+fn internal(error: impl std::fmt::Display) -> ToolError {
+    ToolError::failed(format!("the todo list could not be changed: {error}"))
+}
+
+/// The user's todo with this id, or a clear error.
+async fn find(store: &Store, user: &str, id: &str) -> Result<entity::Model, ToolError> {
+    entity::Entity::find_by_id(id.to_owned())
+        .filter(entity::Column::UserId.eq(user))
+        .one(store.connection())
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| {
+            ToolError::failed(format!("no todo with id \"{id}\"; todo.list shows yours"))
+        })
+}
+
+/// Saves `model` (inserting or updating) through the store's writer.
+async fn save(store: &Store, model: entity::Model, insert: bool) -> Result<Todo, ToolError> {
+    let saved = model.clone();
+    store
+        .write_with(move |transaction| {
+            let model = saved.clone();
+            Box::pin(async move {
+                let active = entity::ActiveModel {
+                    id: Set(model.id),
+                    user_id: Set(model.user_id),
+                    title: Set(model.title),
+                    notes: Set(model.notes),
+                    due: Set(model.due),
+                    done: Set(model.done),
+                    created_at: Set(model.created_at),
+                    updated_at: Set(model.updated_at),
+                };
+                if insert {
+                    entity::Entity::insert(active)
+                        .exec_without_returning(transaction)
+                        .await?;
+                } else {
+                    active.reset_all().update(transaction).await?;
+                }
+                Ok(Value::Null)
+            })
+        })
+        .await
+        .map_err(internal)?;
+    Ok(model.into())
+}
+
+fn non_empty(text: &str, what: &str) -> Result<String, ToolError> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(ToolError::failed(format!("{what} must not be empty")));
+    }
+    Ok(text.to_owned())
+}
+
+#[async_trait]
+impl Plugin for TodoPlugin {
+    fn id(&self) -> &str {
+        "todo"
+    }
+
+    async fn setup(&self, context: &mut SetupContext<'_>) -> anyhow::Result<()> {
+        register_migrations(context, "todo", vec![Arc::new(CreateTodos)]);
+        Ok(())
+    }
+
+    async fn prepare(&self, context: &mut PrepareContext) -> anyhow::Result<()> {
+        context.add_tool(
+            define_tool(
+                "todo.create",
+                "Add a todo to the user's list",
+                |cx, input: CreateInput| async move {
+                    let store = store(&cx)?;
+                    let now = Utc::now();
+                    let model = entity::Model {
+                        id: uuid::Uuid::new_v4().to_string(),
+                        user_id: cx.user_id.clone(),
+                        title: non_empty(&input.title, "title")?,
+                        notes: input.notes,
+                        due: input.due,
+                        done: false,
+                        created_at: now,
+                        updated_at: now,
+                    };
+                    save(&store, model, true).await
+                },
+            )
+            .into_arc(),
+        );
+        context.add_tool(
+            define_tool(
+                "todo.list",
+                "The user's todos: open (default), done or all",
+                |cx, input: ListInput| async move {
+                    let store = store(&cx)?;
+                    let mut query = entity::Entity::find()
+                        .filter(entity::Column::UserId.eq(cx.user_id.as_str()))
+                        .order_by_asc(entity::Column::CreatedAt)
+                        .order_by_asc(entity::Column::Id);
+                    match input.status.as_deref().unwrap_or("open") {
+                        "open" => query = query.filter(entity::Column::Done.eq(false)),
+                        "done" => query = query.filter(entity::Column::Done.eq(true)),
+                        "all" => {}
+                        other => {
+                            return Err(ToolError::failed(format!(
+                                "status \"{other}\" is not one of open, done, all"
+                            )));
+                        }
+                    }
+                    let todos = query.all(store.connection()).await.map_err(internal)?;
+                    Ok(ListOutput {
+                        todos: todos.into_iter().map(Todo::from).collect(),
+                    })
+                },
+            )
+            .into_arc(),
+        );
+        context.add_tool(
+            define_tool(
+                "todo.update",
+                "Change a todo's title, notes or due date",
+                |cx, input: UpdateInput| async move {
+                    let store = store(&cx)?;
+                    let mut model = find(&store, &cx.user_id, &input.id).await?;
+                    if let Some(title) = input.title {
+                        model.title = non_empty(&title, "title")?;
+                    }
+                    if input.notes.is_some() {
+                        model.notes = input.notes;
+                    }
+                    if input.due.is_some() {
+                        model.due = input.due;
+                    }
+                    model.updated_at = Utc::now();
+                    save(&store, model, false).await
+                },
+            )
+            .into_arc(),
+        );
+        context.add_tool(
+            define_tool(
+                "todo.complete",
+                "Mark a todo done",
+                |cx, input: IdInput| async move {
+                    let store = store(&cx)?;
+                    let mut model = find(&store, &cx.user_id, &input.id).await?;
+                    model.done = true;
+                    model.updated_at = Utc::now();
+                    save(&store, model, false).await
+                },
+            )
+            .into_arc(),
+        );
+        context.add_tool(
+            define_tool(
+                "todo.delete",
+                "Delete a todo for good",
+                |cx, input: IdInput| async move {
+                    let store = store(&cx)?;
+                    let model = find(&store, &cx.user_id, &input.id).await?;
+                    let id = model.id.clone();
+                    store
+                        .write_with(move |transaction| {
+                            let id = id.clone();
+                            Box::pin(async move {
+                                entity::Entity::delete_by_id(id).exec(transaction).await?;
+                                Ok(Value::Null)
+                            })
+                        })
+                        .await
+                        .map_err(internal)?;
+                    Ok(Deleted {
+                        id: model.id,
+                        deleted: true,
+                    })
+                },
+            )
+            .approval_when(|input: &IdInput| Some(format!("deletes todo {}", input.id)))
+            .into_arc(),
+        );
+        Ok(())
+    }
+}

@@ -1,6 +1,8 @@
 //! Project tasks: `cargo xtask ci` runs everything CI checks; `cargo xtask deps` checks the
 //! dependency invariants from `docs/architecture.md`.
 
+mod new_plugin;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -15,6 +17,18 @@ fn main() -> anyhow::Result<()> {
     match arguments.first().map(String::as_str) {
         Some("ci") => ci(&root),
         Some("deps") => check_core_dependencies(&root),
+        Some("new-plugin") => match arguments.get(1) {
+            Some(name) => {
+                // AGENTIC_WORKSPACE points at another checkout (the test uses a scratch copy).
+                let target = std::env::var_os("AGENTIC_WORKSPACE")
+                    .map_or_else(|| root.clone(), PathBuf::from);
+                new_plugin::new_plugin(&target, name)
+            }
+            None => {
+                eprintln!("usage: cargo xtask new-plugin <name>");
+                std::process::exit(2);
+            }
+        },
         Some("bench") => match arguments.get(1).map(String::as_str) {
             Some("sandbox") => bench_sandbox(&root),
             Some("tokens") => bench_tokens(&root),
@@ -31,6 +45,7 @@ fn main() -> anyhow::Result<()> {
                  tasks:\n  \
                  ci     format check, clippy -D warnings, dependency invariants, every test\n  \
                  deps   check that agentic-core depends on no HTTP, database or JS engine crate\n  \
+                 new-plugin <name>   a new tool plugin crate, wired into the workspace and the binary\n  \
                  bench sandbox   sandbox overhead, ours beside the seed's QuickJS (needs node, npm)\n  \
                  bench tokens    model calls and prompt tokens, classic against code mode\n  \
                  bench store     conversation store on SQLite and PostgreSQL (AGENTIC_TEST_POSTGRES_URL)\n  \

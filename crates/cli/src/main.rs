@@ -25,6 +25,7 @@ use agentic_plugin_openai as _;
 use agentic_plugin_script as _;
 use agentic_plugin_time as _;
 use agentic_plugin_todo as _;
+use agentic_plugin_web as _;
 
 use crate::local::USER;
 use crate::remote::{Remote, RemoteError};

@@ -162,6 +162,7 @@ fn tools_can_be_listed_described_and_invoked() {
         "todo.delete",
         "todo.list",
         "todo.update",
+        "web.fetch",
     ] {
         assert!(
             ids.iter().any(|id| id == expected),
@@ -233,7 +234,15 @@ fn the_binary_discovers_exactly_the_plugins_it_ships() {
         .collect();
     expected.sort();
     assert_eq!(capabilities["plugins"], serde_json::json!(expected));
-    for shipped in ["fs", "interpreter", "openai", "script", "time", "todo"] {
+    for shipped in [
+        "fs",
+        "interpreter",
+        "openai",
+        "script",
+        "time",
+        "todo",
+        "web",
+    ] {
         assert!(expected.iter().any(|plugin| plugin == shipped), "{shipped}");
     }
     assert_eq!(

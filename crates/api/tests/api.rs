@@ -10,6 +10,11 @@ use agentic_api::ApiConfig;
 use serde_json::{Value, json};
 use support::{read_events, server, server_with};
 
+/// Sends the request and reads its error answer.
+async fn error_for(request: reqwest::RequestBuilder) -> (u16, String) {
+    error_of(request.send().await.unwrap()).await
+}
+
 async fn error_of(response: reqwest::Response) -> (u16, String) {
     let status = response.status().as_u16();
     let body: Value = response.json().await.unwrap();
@@ -123,17 +128,18 @@ async fn health_openapi_and_docs_need_no_identity_and_work_offline() {
 async fn identity_is_required_and_checked() {
     let mut server = server("[]").await;
     let url = format!("{}/api/conversations", server.base);
-    let missing = server.client.get(&url).send().await.unwrap();
-    assert_eq!(error_of(missing).await, (401, "unauthorized".to_owned()));
+    assert_eq!(
+        error_for(server.client.get(&url)).await,
+        (401, "unauthorized".to_owned())
+    );
     for bad in ["", "   ", "a b", "../../etc/passwd", &"x".repeat(200)] {
-        let response = server
-            .client
-            .get(&url)
-            .header("x-user-id", bad)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(error_of(response).await.0, 401, "{bad:?}");
+        assert_eq!(
+            error_for(server.client.get(&url).header("x-user-id", bad))
+                .await
+                .0,
+            401,
+            "{bad:?}"
+        );
     }
     let ok = server
         .get("alice", "/api/conversations")
@@ -154,15 +160,13 @@ async fn a_token_is_required_when_configured() {
         },
     )
     .await;
-    let without = server.get("alice", "/api/tools").send().await.unwrap();
-    assert_eq!(error_of(without).await.0, 401);
-    let wrong = server
-        .get("alice", "/api/tools")
-        .bearer_auth("guess")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(error_of(wrong).await.0, 401);
+    assert_eq!(error_for(server.get("alice", "/api/tools")).await.0, 401);
+    assert_eq!(
+        error_for(server.get("alice", "/api/tools").bearer_auth("guess"))
+            .await
+            .0,
+        401
+    );
     let right = server
         .get("alice", "/api/tools")
         .bearer_auth("s3cret")
@@ -171,14 +175,17 @@ async fn a_token_is_required_when_configured() {
         .unwrap();
     assert_eq!(right.status(), 200);
     // A token does not replace the user header.
-    let no_user = server
-        .client
-        .get(format!("{}/api/tools", server.base))
-        .bearer_auth("s3cret")
-        .send()
+    assert_eq!(
+        error_for(
+            server
+                .client
+                .get(format!("{}/api/tools", server.base))
+                .bearer_auth("s3cret")
+        )
         .await
-        .unwrap();
-    assert_eq!(error_of(no_user).await.0, 401);
+        .0,
+        401
+    );
     server.shutdown().await;
 }
 
@@ -213,24 +220,12 @@ async fn a_prompt_runs_in_the_background_and_its_conversation_persists() {
     let prompt = server.wait_for("alice", &second, &["completed"]).await;
     assert_eq!(prompt["mode"], "code");
 
-    let list: Value = server
-        .get("alice", "/api/conversations")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list: Value = server.get_json("alice", "/api/conversations").await;
     assert_eq!(list.as_array().unwrap().len(), 1);
     assert_eq!(list[0]["title"], "What is 2 + 3?");
     let detail: Value = server
-        .get("alice", &format!("/api/conversations/{conversation_id}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .get_json("alice", &format!("/api/conversations/{conversation_id}"))
+        .await;
     assert_eq!(detail["id"], conversation_id.as_str());
     assert_eq!(detail["prompts"].as_array().unwrap().len(), 2);
 
@@ -240,12 +235,10 @@ async fn a_prompt_runs_in_the_background_and_its_conversation_persists() {
         .await
         .unwrap();
     assert_eq!(deleted.status(), 204);
-    let gone = server
-        .get("alice", &format!("/api/conversations/{conversation_id}"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(error_of(gone).await, (404, "not_found".to_owned()));
+    assert_eq!(
+        error_for(server.get("alice", &format!("/api/conversations/{conversation_id}"))).await,
+        (404, "not_found".to_owned())
+    );
     server.shutdown().await;
 }
 
@@ -301,94 +294,74 @@ async fn bad_requests_get_a_4xx_json_error_and_never_a_500() {
         .await,
         (400, "empty_input".into())
     );
-    let unknown_mode = server
-        .post(
+    assert_eq!(
+        error_for(server.post(
             "alice",
             "/api/prompt",
             json!({ "input": "x", "mode": "telepathy" }),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(error_of(unknown_mode).await, (400, "unknown_mode".into()));
-    let bad_conversation = server
-        .post(
+        ))
+        .await,
+        (400, "unknown_mode".into())
+    );
+    assert_eq!(
+        error_for(server.post(
             "alice",
             "/api/prompt",
             json!({ "input": "x", "conversationId": "nope" }),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(error_of(bad_conversation).await, (400, "invalid_id".into()));
-    let missing_conversation = server
-        .post(
+        ))
+        .await,
+        (400, "invalid_id".into())
+    );
+    assert_eq!(
+        error_for(server.post(
             "alice",
             "/api/prompt",
             json!({ "input": "x", "conversationId": uuid::Uuid::new_v4().to_string() }),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        error_of(missing_conversation).await,
+        ))
+        .await,
         (404, "not_found".into())
     );
     let big = json!({ "input": "x".repeat(1024 * 1024 + 10) });
-    let too_big = server
-        .post("alice", "/api/prompt", big)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(error_of(too_big).await, (413, "body_too_large".into()));
-    let bad_id = server
-        .get("alice", "/api/prompts/not-a-uuid")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(error_of(bad_id).await, (400, "invalid_id".into()));
-    let unknown_prompt = server
-        .get("alice", &format!("/api/prompts/{}", uuid::Uuid::new_v4()))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(error_of(unknown_prompt).await, (404, "not_found".into()));
-    let no_route = server
-        .get("alice", "/api/nothing-here")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(error_of(no_route).await, (404, "not_found".into()));
-    let wrong_method = server.delete("alice", "/api/tools").send().await.unwrap();
     assert_eq!(
-        error_of(wrong_method).await,
+        error_for(server.post("alice", "/api/prompt", big)).await,
+        (413, "body_too_large".into())
+    );
+    assert_eq!(
+        error_for(server.get("alice", "/api/prompts/not-a-uuid")).await,
+        (400, "invalid_id".into())
+    );
+    assert_eq!(
+        error_for(server.get("alice", &format!("/api/prompts/{}", uuid::Uuid::new_v4()))).await,
+        (404, "not_found".into())
+    );
+    assert_eq!(
+        error_for(server.get("alice", "/api/nothing-here")).await,
+        (404, "not_found".into())
+    );
+    assert_eq!(
+        error_for(server.delete("alice", "/api/tools")).await,
         (405, "method_not_allowed".into())
     );
-    let bad_query = server
-        .get("alice", "/api/events/stream?bogus=1")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(error_of(bad_query).await, (400, "invalid_query".into()));
+    assert_eq!(
+        error_for(server.get("alice", "/api/events/stream?bogus=1")).await,
+        (400, "invalid_query".into())
+    );
 
     // A second prompt in a conversation whose prompt still runs: 409.
     let (first, conversation) = server.prompt("alice", json!({ "input": "slow" })).await;
-    let busy = server
-        .post(
+    assert_eq!(
+        error_for(server.post(
             "alice",
             "/api/prompt",
             json!({ "input": "again", "conversationId": conversation }),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(error_of(busy).await, (409, "busy".into()));
-    let busy_delete = server
-        .delete("alice", &format!("/api/conversations/{conversation}"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(error_of(busy_delete).await, (409, "busy".into()));
+        ))
+        .await,
+        (409, "busy".into())
+    );
+    assert_eq!(
+        error_for(server.delete("alice", &format!("/api/conversations/{conversation}"))).await,
+        (409, "busy".into())
+    );
     server.wait_for("alice", &first, &["completed"]).await;
     server.shutdown().await;
 }
@@ -433,47 +406,39 @@ async fn users_see_only_their_own_conversations_prompts_and_events() {
         format!("/api/prompts/{prompt}"),
         format!("/api/conversations/{conversation}"),
     ] {
-        let response = server.get("bob", &path).send().await.unwrap();
         assert_eq!(
-            error_of(response).await,
+            error_for(server.get("bob", &path)).await,
             (404, "not_found".into()),
             "{path}"
         );
     }
-    let delete = server
-        .delete("bob", &format!("/api/conversations/{conversation}"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(error_of(delete).await.0, 404);
-    let hijack = server
-        .post(
+    assert_eq!(
+        error_for(server.delete("bob", &format!("/api/conversations/{conversation}")))
+            .await
+            .0,
+        404
+    );
+    assert_eq!(
+        error_for(server.post(
             "bob",
             "/api/prompt",
             json!({ "input": "x", "conversationId": conversation }),
-        )
-        .send()
+        ))
         .await
-        .unwrap();
-    assert_eq!(error_of(hijack).await.0, 404);
-    let approve = server
-        .post(
+        .0,
+        404
+    );
+    assert_eq!(
+        error_for(server.post(
             "bob",
             &format!("/api/prompts/{prompt}/approve"),
             json!({ "toolCallId": "call_1" }),
-        )
-        .send()
+        ))
         .await
-        .unwrap();
-    assert_eq!(error_of(approve).await.0, 404);
-    let list: Value = server
-        .get("bob", "/api/conversations")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .0,
+        404
+    );
+    let list: Value = server.get_json("bob", "/api/conversations").await;
     assert_eq!(list, json!([]));
     let seen = bob_events.await.unwrap();
     assert!(seen.is_empty(), "bob saw alice's events: {seen:?}");
@@ -497,16 +462,15 @@ async fn tool_calls_wait_for_approval_and_can_be_approved_or_rejected() {
     server
         .wait_for("alice", &prompt, &["waiting_for_approval"])
         .await;
-    let wrong = server
-        .post(
+    assert_eq!(
+        error_for(server.post(
             "alice",
             &format!("/api/prompts/{prompt}/approve"),
             json!({ "toolCallId": "call_zzz" }),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(error_of(wrong).await, (409, "not_waiting".into()));
+        ))
+        .await,
+        (409, "not_waiting".into())
+    );
     let approved = server
         .post(
             "alice",
@@ -519,16 +483,15 @@ async fn tool_calls_wait_for_approval_and_can_be_approved_or_rejected() {
     assert_eq!(approved.status(), 202);
     let done = server.wait_for("alice", &prompt, &["completed"]).await;
     assert_eq!(done["output"][0]["result"]["output"], "deleted a.txt");
-    let again = server
-        .post(
+    assert_eq!(
+        error_for(server.post(
             "alice",
             &format!("/api/prompts/{prompt}/approve"),
             json!({ "toolCallId": "call_a" }),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(error_of(again).await, (409, "not_waiting".into()));
+        ))
+        .await,
+        (409, "not_waiting".into())
+    );
 
     let (second, _) = server
         .prompt(
@@ -560,14 +523,7 @@ async fn tool_calls_wait_for_approval_and_can_be_approved_or_rejected() {
 #[tokio::test]
 async fn tools_capabilities_and_direct_invocation() {
     let mut server = server("[]").await;
-    let tools: Value = server
-        .get("alice", "/api/tools")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let tools: Value = server.get_json("alice", "/api/tools").await;
     let ids: Vec<&str> = tools
         .as_array()
         .unwrap()
@@ -578,21 +534,12 @@ async fn tools_capabilities_and_direct_invocation() {
         ids.contains(&"kit.echo") && ids.contains(&"kit.add"),
         "{ids:?}"
     );
-    let tool: Value = server
-        .get("alice", "/api/tools/kit.add")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let tool: Value = server.get_json("alice", "/api/tools/kit.add").await;
     assert_eq!(tool["inputSchema"]["required"], json!(["a", "b"]));
-    let missing = server
-        .get("alice", "/api/tools/kit.nope")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(error_of(missing).await, (404, "not_found".into()));
+    assert_eq!(
+        error_for(server.get("alice", "/api/tools/kit.nope")).await,
+        (404, "not_found".into())
+    );
 
     let sum: Value = server
         .post(
@@ -607,47 +554,34 @@ async fn tools_capabilities_and_direct_invocation() {
         .await
         .unwrap();
     assert_eq!(sum["output"], 42);
-    let invalid = server
-        .post("alice", "/api/tools/kit.add/invoke", json!({ "a": "two" }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(error_of(invalid).await, (400, "invalid_input".into()));
-    let failed = server
-        .post(
+    assert_eq!(
+        error_for(server.post("alice", "/api/tools/kit.add/invoke", json!({ "a": "two" }))).await,
+        (400, "invalid_input".into())
+    );
+    assert_eq!(
+        error_for(server.post(
             "alice",
             "/api/tools/kit.fail/invoke",
             json!({ "text": "broken" }),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(error_of(failed).await, (422, "tool_failed".into()));
-    let gated = server
-        .post(
+        ))
+        .await,
+        (422, "tool_failed".into())
+    );
+    assert_eq!(
+        error_for(server.post(
             "alice",
             "/api/tools/kit.delete/invoke",
             json!({ "path": "x" }),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(error_of(gated).await, (403, "approval_required".into()));
-    let unknown = server
-        .post("alice", "/api/tools/kit.nope/invoke", json!({}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(error_of(unknown).await, (404, "not_found".into()));
+        ))
+        .await,
+        (403, "approval_required".into())
+    );
+    assert_eq!(
+        error_for(server.post("alice", "/api/tools/kit.nope/invoke", json!({}))).await,
+        (404, "not_found".into())
+    );
 
-    let capabilities: Value = server
-        .get("alice", "/api/capabilities")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let capabilities: Value = server.get_json("alice", "/api/capabilities").await;
     let modes: Vec<&str> = capabilities["modes"]
         .as_array()
         .unwrap()

@@ -405,25 +405,7 @@ fn serve_and_a_client_with_server_run_a_code_prompt_over_http() {
         "serve",
         "- code: |\n    const now = timeNow({ timezone: \"UTC\" });\n    log(\"asked\");\n    output(\"It is \" + now.weekday + \".\");\n    done();\n- text: Still here.\n",
     );
-    let mut server = Command::new(env!("CARGO_BIN_EXE_agentic"))
-        .args(["serve", "--addr", "127.0.0.1:0"])
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL")
-        .env("AGENTIC_PROVIDER", format!("script:{}", turns.0.display()))
-        .env("AGENTIC_DATABASE_URL", database_url())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = std::io::BufReader::new(server.stderr.take().unwrap());
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut stderr, &mut line).unwrap();
-    let url = line
-        .split_whitespace()
-        .find(|word| word.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_owned();
+    let (mut server, url) = serve(&turns);
 
     let output = agentic(
         &["--server", &url, "prompt", "What day is it?", "-m", "code"],

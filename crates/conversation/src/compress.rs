@@ -5,13 +5,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use agentic_core::history::{compact_prompt_messages, history_messages, summary_prompt};
+use agentic_core::history::{SUMMARY_MODE, compact_prompt_messages, history_messages};
 use agentic_core::tokens::estimate_tokens;
 use agentic_core::{ChatMessage, ChatRole, Config, ModelKind, ModelRequest, Prompt, Services};
 use anyhow::{Context as _, ensure};
 use serde::Deserialize;
 
-use crate::store::{Conversation, Store, StoredPrompt};
+use crate::store::{Conversation, Store};
 
 /// The `conversation` config section.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -93,27 +93,22 @@ impl Compressor {
             .unwrap_or(self.settings.context_window)
     }
 
-    /// Compresses when the history a `mode` prompt would send passes the budget. A failed
-    /// summary is logged and the prompt goes on with its history whole.
+    /// Compresses when `history` (what a `mode` prompt would be sent: the summary stand-in,
+    /// then the live prompts) passes the budget. A failed summary is logged and the prompt goes
+    /// on with its history whole.
     pub(crate) async fn compress_if_needed(
         &self,
         store: &Store,
         conversation: &Conversation,
-        prompts: &[StoredPrompt],
+        history: &[Prompt],
         mode: &str,
         model: ModelKind,
     ) -> Option<Compressed> {
-        let live: Vec<&Prompt> = prompts
+        let live: Vec<&Prompt> = history
             .iter()
-            .filter(|stored| !stored.archived && stored.prompt.state.is_finished())
-            .map(|stored| &stored.prompt)
+            .filter(|prompt| prompt.mode != SUMMARY_MODE)
             .collect();
         let limit = self.services.limits().tool_result_limit;
-        let mut history: Vec<Prompt> = Vec::new();
-        if let Some(summary) = &conversation.summary {
-            history.push(summary_prompt(&conversation.user_id, summary));
-        }
-        history.extend(live.iter().map(|prompt| (*prompt).clone()));
         let tokens: u64 = history
             .iter()
             .flat_map(|prompt| history_messages(prompt, mode, limit))

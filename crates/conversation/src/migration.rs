@@ -170,6 +170,15 @@ pub async fn migrate(db: &DatabaseConnection, extensions: &Extensions) -> anyhow
     Ok(())
 }
 
+/// A non-null `timestamp with time zone` column: how every table of ours (and of plugins that
+/// want to match) stores times.
+pub fn timestamp(name: &'static str) -> ColumnDef {
+    ColumnDef::new(name)
+        .timestamp_with_time_zone()
+        .not_null()
+        .to_owned()
+}
+
 fn core_migrations() -> Vec<Arc<dyn MigrationTrait>> {
     vec![Arc::new(CreateConversations)]
 }
@@ -197,16 +206,8 @@ impl MigrationTrait for CreateConversations {
                     .col(ColumnDef::new("summary").text())
                     .col(ColumnDef::new("state").json().not_null())
                     .col(ColumnDef::new("active_prompt_id").string_len(64))
-                    .col(
-                        ColumnDef::new("created_at")
-                            .timestamp_with_time_zone()
-                            .not_null(),
-                    )
-                    .col(
-                        ColumnDef::new("updated_at")
-                            .timestamp_with_time_zone()
-                            .not_null(),
-                    )
+                    .col(timestamp("created_at"))
+                    .col(timestamp("updated_at"))
                     .to_owned(),
             )
             .await?;
@@ -238,16 +239,8 @@ impl MigrationTrait for CreateConversations {
                     .col(ColumnDef::new("error").text())
                     .col(ColumnDef::new("archived").boolean().not_null())
                     .col(ColumnDef::new("instance_id").string_len(64))
-                    .col(
-                        ColumnDef::new("created_at")
-                            .timestamp_with_time_zone()
-                            .not_null(),
-                    )
-                    .col(
-                        ColumnDef::new("updated_at")
-                            .timestamp_with_time_zone()
-                            .not_null(),
-                    )
+                    .col(timestamp("created_at"))
+                    .col(timestamp("updated_at"))
                     .foreign_key(
                         ForeignKey::create()
                             .name("prompts_conversation")
@@ -285,16 +278,8 @@ impl MigrationTrait for CreateConversations {
                     .col(ColumnDef::new("id").string_len(64).not_null().primary_key())
                     .col(ColumnDef::new("host").string_len(255).not_null())
                     .col(ColumnDef::new("pid").big_integer().not_null())
-                    .col(
-                        ColumnDef::new("started_at")
-                            .timestamp_with_time_zone()
-                            .not_null(),
-                    )
-                    .col(
-                        ColumnDef::new("last_seen")
-                            .timestamp_with_time_zone()
-                            .not_null(),
-                    )
+                    .col(timestamp("started_at"))
+                    .col(timestamp("last_seen"))
                     .to_owned(),
             )
             .await?;

@@ -436,9 +436,10 @@ impl ConversationInstance {
             .flatten()
             .filter(|title| !title.is_empty());
 
+        let mut history = history_before(&self.conversation, &prompts, i64::MAX);
         if let Some(summary) = inner
             .compressor
-            .compress_if_needed(store, &self.conversation, &prompts, &mode, request.model)
+            .compress_if_needed(store, &self.conversation, &history, &mode, request.model)
             .await
         {
             self.conversation.summary = Some(summary.summary);
@@ -447,9 +448,9 @@ impl ConversationInstance {
                     prompt.archived = true;
                 }
             }
+            history = history_before(&self.conversation, &prompts, i64::MAX);
         }
 
-        let history = history_before(&self.conversation, &prompts, i64::MAX);
         let mut state = self.conversation.state.clone();
         if let Some(extra) = request.state {
             state.extend(extra);

@@ -68,6 +68,17 @@ impl Server {
             .header("x-user-id", user)
     }
 
+    /// `GET path` as `user`, read as JSON.
+    pub async fn get_json(&self, user: &str, path: &str) -> Value {
+        self.get(user, path)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
     pub fn post(&self, user: &str, path: &str, body: Value) -> reqwest::RequestBuilder {
         self.client
             .post(format!("{}{path}", self.base))
@@ -97,14 +108,9 @@ impl Server {
     pub async fn wait_for(&self, user: &str, prompt_id: &str, states: &[&str]) -> Value {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let prompt: Value = self
-                .get(user, &format!("/api/prompts/{prompt_id}"))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let prompt = self
+                .get_json(user, &format!("/api/prompts/{prompt_id}"))
+                .await;
             if states.contains(&prompt["state"].as_str().unwrap_or_default()) {
                 return prompt;
             }

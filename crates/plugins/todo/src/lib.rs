@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use agentic_conversation::migration::timestamp;
 use agentic_conversation::sea_orm_migration::{MigrationName, MigrationTrait, SchemaManager};
 use agentic_conversation::{Store, register_migrations};
 use agentic_core::{
@@ -74,16 +75,8 @@ impl MigrationTrait for CreateTodos {
                     .col(ColumnDef::new("notes").text())
                     .col(ColumnDef::new("due").string_len(64))
                     .col(ColumnDef::new("done").boolean().not_null())
-                    .col(
-                        ColumnDef::new("created_at")
-                            .timestamp_with_time_zone()
-                            .not_null(),
-                    )
-                    .col(
-                        ColumnDef::new("updated_at")
-                            .timestamp_with_time_zone()
-                            .not_null(),
-                    )
+                    .col(timestamp("created_at"))
+                    .col(timestamp("updated_at"))
                     .to_owned(),
             )
             .await?;

@@ -814,3 +814,40 @@ async fn an_event_id_from_before_a_restart_gets_a_gap_then_every_new_event() {
     );
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_event_stream_can_follow_one_conversation() {
+    let mut server = server("- text: first\n- text: second\n- text: third\n").await;
+    let (first, wanted) = server.prompt("alice", json!({ "input": "one" })).await;
+    server.wait_for("alice", &first, &["completed"]).await;
+    let listener = {
+        let (client, base) = (server.client.clone(), server.base.clone());
+        let path = format!("/api/events/stream?conversationId={wanted}");
+        tokio::spawn(async move {
+            read_events(&client, &base, "alice", &path, None, |event| {
+                event.event == "prompt.completed"
+            })
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // A prompt in another conversation of the same user, then one in the followed one.
+    let (other, _) = server
+        .prompt("alice", json!({ "input": "elsewhere" }))
+        .await;
+    server.wait_for("alice", &other, &["completed"]).await;
+    let (followed, _) = server
+        .prompt("alice", json!({ "input": "two", "conversationId": wanted }))
+        .await;
+    let events = listener.await.unwrap();
+    assert!(!events.is_empty());
+    for event in &events {
+        assert_eq!(
+            event.data["data"]["promptId"],
+            followed.as_str(),
+            "{event:?}"
+        );
+    }
+    assert_eq!(events.last().unwrap().event, "prompt.completed");
+    server.shutdown().await;
+}

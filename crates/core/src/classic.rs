@@ -173,7 +173,8 @@ impl PromptCompletion {
                 &self.recorder.prompt().id,
                 self.options.state.clone(),
                 self.options.services.clone(),
-            );
+            )
+            .for_call(&id);
             let result = match prepared
                 .tools
                 .invoke(context.clone(), &function, input)

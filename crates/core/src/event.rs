@@ -39,8 +39,15 @@ pub enum EventPayload {
         prompt_id: String,
         output: PromptOutput,
     },
+    /// Text as it is produced: the model's reply, or a running tool's live output (then
+    /// `tool_call_id` names the call, and clients may show it apart from the reply).
     #[serde(rename = "prompt.stream", rename_all = "camelCase")]
-    PromptStream { prompt_id: String, delta: String },
+    PromptStream {
+        prompt_id: String,
+        delta: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool_call_id: Option<String>,
+    },
     #[serde(rename = "prompt.approval-requested", rename_all = "camelCase")]
     ApprovalRequested {
         prompt_id: String,
@@ -284,6 +291,7 @@ mod tests {
         EventPayload::PromptStream {
             prompt_id: prompt_id.into(),
             delta: delta.into(),
+            tool_call_id: None,
         }
     }
 

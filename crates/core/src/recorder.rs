@@ -50,6 +50,7 @@ impl PromptRecorder {
         self.publish(EventPayload::PromptStream {
             prompt_id: self.prompt.id.clone(),
             delta: delta.to_owned(),
+            tool_call_id: None,
         });
     }
 
@@ -64,6 +65,7 @@ impl PromptRecorder {
                 EventPayload::PromptStream {
                     prompt_id: prompt_id.clone(),
                     delta: delta.to_owned(),
+                    tool_call_id: None,
                 },
             );
         }

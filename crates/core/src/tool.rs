@@ -77,6 +77,8 @@ pub struct ToolContext {
     pub prompt_id: String,
     pub state: State,
     pub services: Arc<Services>,
+    /// The call being run, when it came from a prompt's timeline.
+    pub tool_call_id: Option<String>,
     files: Arc<Mutex<Vec<FileOutput>>>,
 }
 
@@ -96,8 +98,30 @@ impl ToolContext {
             prompt_id: prompt_id.to_owned(),
             state,
             services,
+            tool_call_id: None,
             files: Arc::default(),
         }
+    }
+
+    /// The same context (files emitted go to the same list) for one call of the timeline.
+    pub fn for_call(&self, tool_call_id: &str) -> Self {
+        Self {
+            tool_call_id: Some(tool_call_id.to_owned()),
+            ..self.clone()
+        }
+    }
+
+    /// Publishes live output of the running call as `prompt.stream` (with the call's id),
+    /// e.g. a shell command's output while it runs. The tool's result is what gets recorded.
+    pub fn stream(&self, delta: &str) {
+        self.services.events.publish(
+            &self.user_id,
+            crate::event::EventPayload::PromptStream {
+                prompt_id: self.prompt_id.clone(),
+                delta: delta.to_owned(),
+                tool_call_id: self.tool_call_id.clone(),
+            },
+        );
     }
 
     /// Adds a file to the prompt's timeline once the tool call finishes.

@@ -321,7 +321,7 @@ impl CodeExecutor {
             self.options.services.clone(),
         );
         let runs = batch.calls.iter().map(|call| {
-            let context = context.clone();
+            let context = context.for_call(&call.id);
             async move {
                 match &call.decision {
                     Decision::Rejected(error) => Err(error.clone()),

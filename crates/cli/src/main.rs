@@ -3,6 +3,7 @@
 //! runs tools; serves the HTTP API.
 
 mod local;
+mod models;
 mod remote;
 mod settings;
 mod ui;
@@ -20,11 +21,16 @@ use serde_json::{Value, json};
 
 // Plugins register themselves at link time; naming each crate keeps the linker from dropping it.
 use agentic_interpreter as _;
+use agentic_plugin_artifact as _;
 use agentic_plugin_fs as _;
+use agentic_plugin_local as _;
+use agentic_plugin_memory as _;
 use agentic_plugin_openai as _;
 use agentic_plugin_script as _;
+use agentic_plugin_shell as _;
 use agentic_plugin_time as _;
 use agentic_plugin_todo as _;
+use agentic_plugin_trigger as _;
 use agentic_plugin_web as _;
 
 use crate::local::USER;
@@ -39,7 +45,8 @@ use crate::ui::{PromptDriver, PromptSettings};
     about = "Run LLM agents with pluggable execution modes",
     after_help = "The model provider comes from the environment: OPENAI_API_KEY and/or \
                   OPENAI_BASE_URL (OpenAI, Ollama, vLLM, llama.cpp, LM Studio), or \
-                  AGENTIC_PROVIDER=script:<turns.yaml> for a scripted model. Settings: flags, \
+                  AGENTIC_PROVIDER=script:<turns.yaml> for a scripted model; with none of them \
+                  the embedded local model answers (fetched on first use). Settings: flags, \
                   then the environment, then agentic.toml, then defaults.\n\n\
                   Examples:\n  agentic prompt \"What time is it in Oslo?\" -m code\n  \
                   agentic                       # interactive session\n  \
@@ -106,6 +113,12 @@ enum Command {
     /// List modes, models and plugins
     #[command(after_help = "Example:\n  agentic capabilities")]
     Capabilities,
+    /// Fetch or list local models (the embedded model answers when no provider is set)
+    #[command(after_help = "Examples:\n  agentic model pull\n  agentic model list")]
+    Model {
+        #[command(subcommand)]
+        action: ModelAction,
+    },
     /// Serve the HTTP API (see /api/docs) until Ctrl-C or SIGTERM
     #[command(after_help = "Examples:\n  agentic serve\n  agentic serve --addr 0.0.0.0:4000")]
     Serve {
@@ -113,6 +126,14 @@ enum Command {
         #[arg(long)]
         addr: Option<String>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum ModelAction {
+    /// Fetch the default model (SmolLM2-135M-Instruct) unless it is already there
+    Pull,
+    /// List the model files in the models directory
+    List,
 }
 
 fn main() -> ExitCode {
@@ -145,19 +166,33 @@ enum Backend {
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let settings = Settings::load(cli.config.as_deref())?;
-    if let Some(Command::Serve { addr }) = &cli.command {
-        return serve(&settings, addr.as_deref()).await;
+    match &cli.command {
+        Some(Command::Serve { addr }) => return serve(&settings, addr.as_deref()).await,
+        Some(Command::Model { action }) => {
+            let action = match action {
+                ModelAction::Pull => models::pull,
+                ModelAction::List => models::list,
+            };
+            tokio::task::spawn_blocking(action).await??;
+            return Ok(ExitCode::SUCCESS);
+        }
+        _ => {}
     }
     let backend = match settings.server(cli.server.as_deref()) {
         Some(server) => Backend::Remote(Remote::new(&server)?),
         None => {
-            let runtime = Arc::new(
+            let build = || {
                 Runtime::builder()
                     .config(settings.config.clone())
                     .registered_plugins()
                     .build()
-                    .await?,
-            );
+            };
+            // Only commands that talk to a model fetch the local one.
+            let runtime = if matches!(cli.command, None | Some(Command::Prompt { .. })) {
+                models::with_model_fallback(build).await?
+            } else {
+                Arc::new(build().await?)
+            };
             // Every local command opens the database: prompts live in it, and so do the
             // tables of plugins such as todo, whose tools `invoke` may run.
             let service =
@@ -353,7 +388,7 @@ async fn dispatch(backend: &Backend, command: Option<Command>) -> anyhow::Result
             println!("{}", serde_json::to_string_pretty(&capabilities)?);
             Ok(ExitCode::SUCCESS)
         }
-        Command::Serve { .. } => unreachable_serve(),
+        Command::Serve { .. } | Command::Model { .. } => unreachable_serve(),
     }
 }
 
@@ -486,13 +521,13 @@ async fn serve(settings: &Settings, addr: Option<&str>) -> anyhow::Result<ExitCo
         .config
         .clone()
         .with_default_section("fs", json!({ "root": files, "perUser": true }));
-    let runtime = Arc::new(
+    let runtime = models::with_model_fallback(|| {
         Runtime::builder()
-            .config(config)
+            .config(config.clone())
             .registered_plugins()
             .build()
-            .await?,
-    );
+    })
+    .await?;
     let api = agentic_api::ApiConfig::from_env(&runtime.services().config)?;
     let service = ConversationService::open(runtime, &settings.database_url()?).await?;
     let addr = settings.addr(addr);
@@ -503,7 +538,14 @@ async fn serve(settings: &Settings, addr: Option<&str>) -> anyhow::Result<ExitCo
         "agentic: listening on http://{} (docs at /api/docs)",
         listener.local_addr()?
     );
-    agentic_api::serve(listener, service, api, agentic_api::shutdown_signal()).await?;
+    // Plugins' background services (e.g. the trigger scheduler) run beside the API and stop
+    // first, so that nothing starts a prompt while the service shuts down.
+    let background = agentic_conversation::start_background_services(&service);
+    let shutdown = async move {
+        agentic_api::shutdown_signal().await;
+        background.stop(std::time::Duration::from_secs(10)).await;
+    };
+    agentic_api::serve(listener, service, api, shutdown).await?;
     // Whoever started us may have stopped reading stderr by now.
     let _ = writeln!(std::io::stderr(), "agentic: stopped");
     Ok(ExitCode::SUCCESS)

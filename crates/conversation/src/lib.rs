@@ -8,8 +8,11 @@
 //! be approved as if nothing happened. When a conversation's history passes its token budget,
 //! the oldest prompts are summarised and archived (see [`compress`]).
 //!
-//! Plugins add their own tables from `setup()` with [`register_migrations`].
+//! Plugins add their own tables from `setup()` with [`register_migrations`], and hear about
+//! compressed history with [`register_compression_hook`]. Work that runs beside a server (e.g. a
+//! scheduler) registers with [`register_background_service`]; `agentic serve` starts it.
 
+pub mod background;
 pub mod compress;
 pub mod entity;
 pub mod migration;
@@ -17,7 +20,14 @@ pub mod service;
 pub mod store;
 mod writes;
 
-pub use compress::CompressionSettings;
+pub use background::{
+    BackgroundService, BackgroundServices, BackgroundTasks, register_background_service,
+    start_background_services,
+};
+pub use compress::{
+    ArchivedHistory, ArchivedPrompt, CompressionHook, CompressionSettings,
+    register_compression_hook,
+};
 pub use migration::{DatabaseSlot, PluginMigrations, database, register_migrations};
 pub use service::{
     ConversationError, ConversationInstance, ConversationService, PromptRequest, StartedPrompt,

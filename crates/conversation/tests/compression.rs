@@ -5,10 +5,15 @@
 
 mod support;
 
-use agentic_conversation::PromptRequest;
-use agentic_core::{ChatMessage, ModelRequest, PromptState};
+use std::sync::Arc;
+
+use agentic_conversation::{
+    ArchivedHistory, ArchivedPrompt, CompressionHook, ConversationService, PromptRequest,
+    register_compression_hook,
+};
+use agentic_core::{ChatMessage, ModelRequest, Plugin, PromptState, SetupContext};
 use serde::Serialize;
-use support::{databases, kit_config, service_with};
+use support::{databases, kit_config, runtime_with_plugins, service_with};
 
 #[derive(Debug, PartialEq, Serialize)]
 struct Seen {
@@ -147,5 +152,103 @@ async fn code_history_is_compressed_the_same_way() {
     insta::assert_yaml_snapshot!("code", seen[0].1);
     for (name, other) in &seen[1..] {
         assert_eq!(other, &seen[0].1, "{name} differs from sqlite");
+    }
+}
+
+/// Records what compression hands its hooks.
+#[derive(Default)]
+struct Recorder {
+    seen: std::sync::Mutex<Vec<ArchivedHistory>>,
+}
+
+#[async_trait::async_trait]
+impl CompressionHook for Recorder {
+    async fn archived(&self, archived: &ArchivedHistory) -> anyhow::Result<()> {
+        self.seen.lock().unwrap().push(archived.clone());
+        Ok(())
+    }
+}
+
+struct Failing;
+
+#[async_trait::async_trait]
+impl CompressionHook for Failing {
+    async fn archived(&self, _archived: &ArchivedHistory) -> anyhow::Result<()> {
+        anyhow::bail!("this hook always fails")
+    }
+}
+
+/// Registers a failing hook, then the recorder, from `setup()`, as a plugin would.
+struct HookPlugin(Arc<Recorder>);
+
+#[async_trait::async_trait]
+impl Plugin for HookPlugin {
+    fn id(&self) -> &str {
+        "hooks"
+    }
+
+    async fn setup(&self, context: &mut SetupContext<'_>) -> anyhow::Result<()> {
+        register_compression_hook(context, Arc::new(Failing));
+        register_compression_hook(context, self.0.clone());
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hooks_get_the_archived_prompts_and_a_failing_hook_changes_nothing() {
+    for db in databases().await {
+        let recorder = Arc::new(Recorder::default());
+        let turns = format!(
+            "- text: \"{ANSWER}\"\n\
+             - text: \"Again: {ANSWER}\"\n\
+             - text: \"Once more: {ANSWER}\"\n\
+             - text: The user asked about Oslo three times.\n\
+             - text: Bergen.\n"
+        );
+        let config = kit_config(serde_json::json!({
+            "conversation": { "contextWindow": 200, "compressAt": 0.5, "keepRecent": 2 }
+        }));
+        let (runtime, provider) =
+            runtime_with_plugins(&turns, config, vec![Arc::new(HookPlugin(recorder.clone()))])
+                .await;
+        let service = ConversationService::open(runtime, &db.url).await.unwrap();
+        let mut conversation = service.create("alice").await.unwrap();
+        for input in [
+            "Tell me about Oslo",
+            "Again",
+            "Once more",
+            "Which other city?",
+        ] {
+            let prompt = conversation
+                .prompt(PromptRequest {
+                    input: Some(input.into()),
+                    ..PromptRequest::default()
+                })
+                .await
+                .unwrap();
+            assert_eq!(prompt.state, PromptState::Completed, "{}", db.name);
+        }
+        assert_eq!(provider.requests().len(), 5, "{}: one summary", db.name);
+        let stored = conversation.prompts().await.unwrap();
+        let archived: Vec<String> = stored
+            .iter()
+            .filter(|stored| stored.archived)
+            .map(|stored| stored.prompt.id.clone())
+            .collect();
+        let seen = recorder.seen.lock().unwrap().clone();
+        assert_eq!(
+            seen,
+            vec![ArchivedHistory {
+                user_id: "alice".into(),
+                conversation_id: conversation.id().to_owned(),
+                summary: "The user asked about Oslo three times.".into(),
+                prompts: vec![ArchivedPrompt {
+                    prompt_id: archived[0].clone(),
+                    text: format!("User: Tell me about Oslo\nAssistant: {ANSWER}\n"),
+                }],
+            }],
+            "{}",
+            db.name
+        );
     }
 }

@@ -155,6 +155,8 @@ pub struct ProviderFactory {
     pub create: CreateProvider,
     /// Whether the environment or config asks for this provider when none is named.
     pub configured: fn(config: &Config) -> bool,
+    /// Used only when no other provider is configured (the embedded local model).
+    pub fallback: bool,
 }
 
 impl std::fmt::Debug for ProviderFactory {

@@ -286,7 +286,8 @@ impl RuntimeBuilder {
 }
 
 /// Picks the provider: an explicit spec, else `AGENTIC_PROVIDER`, else the config's `provider`
-/// key, else the first registered provider whose settings are present.
+/// key, else the first registered provider whose settings are present (fallback providers,
+/// such as the embedded local model, last).
 fn select_provider(
     spec: Option<&str>,
     config: &Config,
@@ -326,7 +327,10 @@ fn select_provider(
             .with_context(|| format!("could not create model provider \"{spec}\""))?;
         return Ok(CompletionService::new(provider));
     }
-    for factory in providers {
+    // Providers whose settings are present win over fallbacks, whatever the link order.
+    let mut ordered: Vec<&ProviderFactory> = providers.iter().collect();
+    ordered.sort_by_key(|factory| factory.fallback);
+    for factory in ordered {
         if (factory.configured)(config) {
             let provider = (factory.create)(None, config)
                 .with_context(|| format!("could not create model provider \"{}\"", factory.id))?;

@@ -31,6 +31,12 @@ pub trait Tool: Send + Sync {
     fn output_schema(&self) -> Option<&Value> {
         None
     }
+    /// Other names a mode may offer the tool under besides its id, e.g. `storeArtifact` for
+    /// `artifact.store` in code mode. A mode drops any alias that would shadow a name it
+    /// already has.
+    fn aliases(&self) -> &[String] {
+        &[]
+    }
     /// Whether this call needs a person's approval before it runs.
     fn approval(&self, _input: &Value) -> Approval {
         Approval::NotRequired
@@ -165,6 +171,7 @@ pub struct FnTool {
     description: String,
     input_schema: Value,
     output_schema: Value,
+    aliases: Vec<String>,
     handler: BoxedHandler,
     approval: BoxedApproval,
 }
@@ -216,12 +223,19 @@ where
         description: description.to_owned(),
         input_schema: schema_of::<I>(),
         output_schema: schema_of::<O>(),
+        aliases: Vec::new(),
         handler: boxed,
         approval: Arc::new(|_| Approval::NotRequired),
     }
 }
 
 impl FnTool {
+    /// Offers the tool under another name too; see [`Tool::aliases`].
+    pub fn alias(mut self, name: &str) -> Self {
+        self.aliases.push(name.to_owned());
+        self
+    }
+
     /// Every call needs approval, for this reason.
     pub fn require_approval(mut self, reason: &str) -> Self {
         let reason = reason.to_owned();
@@ -268,6 +282,9 @@ impl Tool for FnTool {
     }
     fn output_schema(&self) -> Option<&Value> {
         Some(&self.output_schema)
+    }
+    fn aliases(&self) -> &[String] {
+        &self.aliases
     }
     fn approval(&self, input: &Value) -> Approval {
         (self.approval)(input)
@@ -476,5 +493,17 @@ mod tests {
             result_text_for_model(&serde_json::json!({"a": 1}), 100),
             r#"{"a":1}"#
         );
+    }
+
+    #[test]
+    fn aliases_are_kept_in_the_order_given_and_default_to_none() {
+        #[derive(serde::Deserialize, schemars::JsonSchema)]
+        struct Nothing {}
+        let plain = define_tool("demo.save", "Saves", |_cx, _input: Nothing| async move {
+            Ok::<_, ToolError>(())
+        });
+        assert!(plain.aliases().is_empty());
+        let aliased = plain.alias("saveDemo").alias("keep").into_arc();
+        assert_eq!(aliased.aliases(), ["saveDemo", "keep"]);
     }
 }

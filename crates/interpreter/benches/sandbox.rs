@@ -18,11 +18,13 @@ fn tools() -> Vec<ToolBinding> {
         .map(|n| ToolBinding {
             id: format!("bench.tool-{n}"),
             function: Some(format!("benchTool{n}")),
+            aliases: Vec::new(),
             description: format!("Benchmark tool number {n}"),
         })
         .chain(std::iter::once(ToolBinding {
             id: "bench.next".to_owned(),
             function: Some("tool".to_owned()),
+            aliases: Vec::new(),
             description: "Adds one to n".to_owned(),
         }))
         .collect()

@@ -179,8 +179,30 @@ pub fn execute(
     }
 }
 
-/// Whether a reply that failed to parse reads as prose rather than broken code.
+/// Whether a reply that failed to parse reads as prose rather than broken code. Blocks fenced
+/// as another language (small models often answer with Python) are part of the answer, not
+/// JavaScript to fix, so they are left out of the judgement.
 pub fn looks_like_prose(text: &str) -> bool {
+    let mut kept = Vec::new();
+    let mut foreign = false;
+    for line in text.lines() {
+        if let Some(language) = line.trim_start().strip_prefix("```") {
+            let language = language.trim().to_ascii_lowercase();
+            foreign = !foreign
+                && !matches!(
+                    language.as_str(),
+                    "" | "js" | "javascript" | "ts" | "typescript" | "jsx" | "mjs"
+                );
+            continue;
+        }
+        if !foreign {
+            kept.push(line);
+        }
+    }
+    prose_lines(&kept.join("\n"))
+}
+
+fn prose_lines(text: &str) -> bool {
     const CODE_STARTS: &[&str] = &[
         "const ",
         "let ",
@@ -383,10 +405,10 @@ fn bind_tools(context: &mut Context, bindings: &[ToolBinding]) -> JsResult<()> {
             false,
             context,
         )?;
-        if let Some(name) = &binding.function {
+        for name in binding.function.iter().chain(&binding.aliases) {
             context.register_global_property(
                 JsString::from(name.as_str()),
-                function,
+                function.clone(),
                 Attribute::all(),
             )?;
         }
@@ -631,11 +653,15 @@ fn discover_tools(
     let list: Vec<Value> = tools
         .iter()
         .map(|tool| {
-            serde_json::json!({
+            let mut entry = serde_json::json!({
                 "name": tool.function,
                 "id": tool.id,
                 "description": tool.description,
-            })
+            });
+            if !tool.aliases.is_empty() {
+                entry["aliases"] = serde_json::json!(tool.aliases);
+            }
+            entry
         })
         .collect();
     JsValue::from_json(&Value::Array(list), context)
@@ -864,6 +890,11 @@ mod tests {
         assert!(!looks_like_prose("const x = timeNow(;"));
         assert!(!looks_like_prose("output('hi'"));
         assert!(!looks_like_prose("for (let i = 0; i < 3; i++) {"));
+        // An answer that shows Python is an answer, not JavaScript to repair.
+        assert!(looks_like_prose(
+            "The time is:\n```python\nimport datetime\nreturn datetime.now()\n```"
+        ));
+        assert!(!looks_like_prose("```js\nconst x = timeNow(;\n```"));
     }
 
     #[test]

@@ -16,7 +16,7 @@ pub mod sandbox;
 pub mod worker;
 
 pub use mode::{CODE_MODE, CodeExecutor};
-pub use names::{bindings, function_name};
+pub use names::{ToolNames, bindings, function_name};
 pub use plugin::{InterpreterConfig, InterpreterPlugin, RUN_CODE_TOOL};
 pub use sandbox::{Backend, Execution, Sandbox, SandboxConfig, SandboxError, SandboxEvent};
 pub use worker::run_worker_if_requested;

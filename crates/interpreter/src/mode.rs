@@ -539,7 +539,7 @@ impl CodeExecutor {
             prepared
                 .tools
                 .iter()
-                .map(|tool| (tool.id(), tool.description())),
+                .map(|tool| crate::names::ToolNames::of(tool.as_ref())),
         );
         self.prepared = Some((prepared.clone(), bindings.clone()));
         Ok((prepared, bindings))

@@ -102,28 +102,85 @@ pub fn function_name(id: &str) -> Option<String> {
     Some(name)
 }
 
-/// Bindings for these tools (`(id, description)`, any order), sorted by id. Names that two
-/// tools share, or that the sandbox or JavaScript already use, are left out: those tools are
-/// reachable only as `tools["id"]`.
-pub fn bindings<'a>(tools: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<ToolBinding> {
-    let mut tools: Vec<(&str, &str)> = tools.into_iter().collect();
-    tools.sort_by_key(|(id, _)| *id);
+/// A tool as [`bindings`] takes it: its dotted id, its description and the aliases it asks
+/// for (see `agentic_core::Tool::aliases`).
+#[derive(Debug, Clone, Copy)]
+pub struct ToolNames<'a> {
+    pub id: &'a str,
+    pub description: &'a str,
+    pub aliases: &'a [String],
+}
+
+impl<'a> ToolNames<'a> {
+    /// The names of a tool as it comes from a prompt's tool set.
+    pub fn of(tool: &'a dyn agentic_core::Tool) -> Self {
+        Self {
+            id: tool.id(),
+            description: tool.description(),
+            aliases: tool.aliases(),
+        }
+    }
+}
+
+/// Bindings for these tools (any order), sorted by id. Names that two tools share, or that the
+/// sandbox or JavaScript already use, are left out: those tools are reachable only as
+/// `tools["id"]`. An alias is bound only when it is a plain identifier that no tool's own
+/// name, no other tool's alias and no sandbox or JavaScript name claims: aliases never shadow.
+pub fn bindings<'a>(tools: impl IntoIterator<Item = ToolNames<'a>>) -> Vec<ToolBinding> {
+    let mut tools: Vec<ToolNames<'a>> = tools.into_iter().collect();
+    tools.sort_by_key(|tool| tool.id);
     let mut counts: HashMap<String, usize> = HashMap::new();
-    for (id, _) in &tools {
-        if let Some(name) = function_name(id) {
+    for tool in &tools {
+        if let Some(name) = function_name(tool.id) {
             *counts.entry(name).or_default() += 1;
         }
     }
     let reserved: HashSet<&str> = RESERVED_NAMES.iter().chain(JS_RESERVED).copied().collect();
+    // Every own name counts as taken, even one left out because two tools share it: an alias
+    // must not quietly pick the winner between them.
+    let own_names: HashSet<String> = counts.keys().cloned().collect();
+    let mut alias_counts: HashMap<&str, usize> = HashMap::new();
+    for tool in &tools {
+        let distinct: HashSet<&str> = tool.aliases.iter().map(String::as_str).collect();
+        for alias in distinct {
+            *alias_counts.entry(alias).or_default() += 1;
+        }
+    }
+    let alias_is_free = |alias: &str| {
+        is_identifier(alias)
+            && !reserved.contains(alias)
+            && !own_names.contains(alias)
+            && alias_counts.get(alias) == Some(&1)
+    };
     tools
-        .into_iter()
-        .map(|(id, description)| ToolBinding {
-            id: id.to_owned(),
-            function: function_name(id)
-                .filter(|name| counts.get(name) == Some(&1) && !reserved.contains(name.as_str())),
-            description: description.to_owned(),
+        .iter()
+        .map(|tool| {
+            let mut aliases: Vec<String> = Vec::new();
+            for alias in tool.aliases {
+                if alias_is_free(alias) && !aliases.contains(alias) {
+                    aliases.push(alias.clone());
+                }
+            }
+            ToolBinding {
+                id: tool.id.to_owned(),
+                function: function_name(tool.id).filter(|name| {
+                    counts.get(name) == Some(&1) && !reserved.contains(name.as_str())
+                }),
+                aliases,
+                description: tool.description.to_owned(),
+            }
         })
         .collect()
+}
+
+/// Whether `name` can be a global function name as it stands (ASCII letters, digits, `_`
+/// and `$`, not starting with a digit).
+fn is_identifier(name: &str) -> bool {
+    let mut characters = name.chars();
+    characters
+        .next()
+        .is_some_and(|first| first.is_ascii_alphabetic() || first == '_' || first == '$')
+        && characters.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
 }
 
 #[cfg(test)]
@@ -144,7 +201,11 @@ mod tests {
 
     #[test]
     fn colliding_names_are_left_to_the_tools_object() {
-        let bound = bindings([("a.b", ""), ("a-b", ""), ("x.y", ""), ("output", "")]);
+        let bound = bindings(["a.b", "a-b", "x.y", "output"].map(|id| ToolNames {
+            id,
+            description: "",
+            aliases: &[],
+        }));
         let names: Vec<(&str, Option<&str>)> = bound
             .iter()
             .map(|binding| (binding.id.as_str(), binding.function.as_deref()))
@@ -156,6 +217,78 @@ mod tests {
                 ("a.b", None),
                 ("output", None),
                 ("x.y", Some("xY"))
+            ]
+        );
+    }
+
+    #[test]
+    fn aliases_are_bound_only_where_nothing_else_claims_the_name() {
+        let names = |list: &[&str]| list.iter().map(|name| (*name).to_owned()).collect();
+        let store_aliases: Vec<String> = names(&[
+            "storeArtifact",
+            "storeArtifact",
+            "output",
+            "artifactStore",
+            "kitAdd",
+            "bad-name",
+            "9lives",
+            "shared",
+        ]);
+        let add_aliases: Vec<String> = names(&["shared", "plus"]);
+        let y_aliases: Vec<String> = names(&["aB", "while"]);
+        let bound = bindings([
+            ToolNames {
+                id: "artifact.store",
+                description: "",
+                aliases: &store_aliases,
+            },
+            ToolNames {
+                id: "kit.add",
+                description: "",
+                aliases: &add_aliases,
+            },
+            ToolNames {
+                id: "a.b",
+                description: "",
+                aliases: &[],
+            },
+            ToolNames {
+                id: "a-b",
+                description: "",
+                aliases: &[],
+            },
+            ToolNames {
+                id: "x.y",
+                description: "",
+                aliases: &y_aliases,
+            },
+        ]);
+        let aliases: Vec<(&str, Option<&str>, Vec<&str>)> = bound
+            .iter()
+            .map(|binding| {
+                (
+                    binding.id.as_str(),
+                    binding.function.as_deref(),
+                    binding.aliases.iter().map(String::as_str).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            aliases,
+            vec![
+                ("a-b", None, vec![]),
+                ("a.b", None, vec![]),
+                // Its own name, a sandbox built-in, another tool's name, a name two tools ask
+                // for and names that are no identifiers are all refused; the duplicate is kept
+                // once.
+                (
+                    "artifact.store",
+                    Some("artifactStore"),
+                    vec!["storeArtifact"]
+                ),
+                ("kit.add", Some("kitAdd"), vec!["plus"]),
+                // `aB` is the name `a.b` and `a-b` both lost: still not free for an alias.
+                ("x.y", Some("xY"), vec![]),
             ]
         );
     }

@@ -161,7 +161,7 @@ async fn run_code(
         .tools
         .iter()
         .filter(|tool| tool.id() != RUN_CODE_TOOL)
-        .map(|tool| (tool.id(), tool.description()))
+        .map(|tool| crate::names::ToolNames::of(tool.as_ref()))
         .collect();
     let bindings = crate::names::bindings(tools);
     let mut execution = shared

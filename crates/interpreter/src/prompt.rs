@@ -53,11 +53,17 @@ pub fn system_prompt(
         text.push_str(&format!("\n## {plugin}"));
         for tool in tools {
             let description = tool.description.lines().next().unwrap_or_default();
-            match &tool.function {
-                Some(function) => {
-                    text.push_str(&format!("\n- {function} ({}): {description}", tool.id))
-                }
-                None => text.push_str(&format!("\n- tools[\"{}\"]: {description}", tool.id)),
+            let names: Vec<&str> = tool
+                .function
+                .iter()
+                .chain(&tool.aliases)
+                .map(String::as_str)
+                .collect();
+            if names.is_empty() {
+                text.push_str(&format!("\n- tools[\"{}\"]: {description}", tool.id));
+            } else {
+                let names = names.join(" or ");
+                text.push_str(&format!("\n- {names} ({}): {description}", tool.id));
             }
         }
     }

@@ -68,6 +68,10 @@ pub struct ToolBinding {
     pub id: String,
     /// Global function name, e.g. `triggerCreate`; `None` when it would collide.
     pub function: Option<String>,
+    /// More global names for the same function, e.g. `storeArtifact`; only those that collide
+    /// with nothing (see [`crate::bindings`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aliases: Vec<String>,
     pub description: String,
 }
 

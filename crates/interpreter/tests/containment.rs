@@ -31,6 +31,7 @@ async fn run(sandbox: &Arc<Sandbox>, code: &str) -> ExecutionOutcome {
             tools: vec![ToolBinding {
                 id: "kit.add".to_owned(),
                 function: Some("kitAdd".to_owned()),
+                aliases: Vec::new(),
                 description: "Adds".to_owned(),
             }],
             input: None,

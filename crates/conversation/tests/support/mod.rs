@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use agentic_conversation::{ConversationService, Store};
-use agentic_core::{Config, Runtime};
+use agentic_core::{Config, Plugin, Runtime};
 use agentic_plugin_script::ScriptedProvider;
 use sea_orm::{ConnectionTrait, Database};
 
@@ -74,15 +74,24 @@ pub fn kit_config(extra: serde_json::Value) -> Config {
 
 /// A runtime with the kit tools, code mode and a scripted model.
 pub async fn runtime(turns: &str, config: Config) -> (Arc<Runtime>, Arc<ScriptedProvider>) {
+    runtime_with_plugins(turns, config, Vec::new()).await
+}
+
+/// [`runtime`] with more plugins, e.g. one defined in a test.
+pub async fn runtime_with_plugins(
+    turns: &str,
+    config: Config,
+    plugins: Vec<Arc<dyn Plugin>>,
+) -> (Arc<Runtime>, Arc<ScriptedProvider>) {
     let provider = Arc::new(ScriptedProvider::from_yaml(turns).unwrap());
-    let runtime = Runtime::builder()
+    let mut builder = Runtime::builder()
         .config(config)
         .plugin(agentic_plugin_script::testing::kit::plugin())
-        .plugin(Arc::new(agentic_interpreter::InterpreterPlugin::default()))
-        .provider(provider.clone())
-        .build()
-        .await
-        .unwrap();
+        .plugin(Arc::new(agentic_interpreter::InterpreterPlugin::default()));
+    for plugin in plugins {
+        builder = builder.plugin(plugin);
+    }
+    let runtime = builder.provider(provider.clone()).build().await.unwrap();
     (Arc::new(runtime), provider)
 }
 

@@ -48,6 +48,7 @@ impl Plugin for OpenAiPlugin {
             id: "openai",
             create: create_provider,
             configured: |config| OpenAiConfig::resolve(config).is_ok_and(|c| c.is_configured()),
+            fallback: false,
         });
         Ok(())
     }

@@ -42,6 +42,7 @@ impl Plugin for ScriptPlugin {
             create: create_provider,
             // Only used when named: a script is never picked by accident.
             configured: |_| false,
+            fallback: false,
         });
         Ok(())
     }

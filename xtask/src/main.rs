@@ -34,8 +34,9 @@ fn main() -> anyhow::Result<()> {
             Some("tokens") => bench_tokens(&root),
             Some("store") => bench_store(&root),
             Some("api") => bench_api(&root),
+            Some("local") => bench_local(&root),
             _ => {
-                eprintln!("usage: cargo xtask bench <sandbox|tokens|store|api>");
+                eprintln!("usage: cargo xtask bench <sandbox|tokens|store|api|local>");
                 std::process::exit(2);
             }
         },
@@ -49,7 +50,8 @@ fn main() -> anyhow::Result<()> {
                  bench sandbox   sandbox overhead, ours beside the seed's QuickJS (needs node, npm)\n  \
                  bench tokens    model calls and prompt tokens, classic against code mode\n  \
                  bench store     conversation store on SQLite and PostgreSQL (AGENTIC_TEST_POSTGRES_URL)\n  \
-                 bench api       1,000 concurrent prompts against `agentic serve` and a fake model"
+                 bench api       1,000 concurrent prompts against `agentic serve` and a fake model\n  \
+                 bench local     the embedded local model: prompt and generation tokens/s, memory"
             );
             std::process::exit(2);
         }
@@ -221,6 +223,21 @@ fn bench_store(root: &Path) -> anyhow::Result<()> {
             "agentic-conversation",
             "--bench",
             "store",
+        ],
+        &[],
+    )
+}
+
+fn bench_local(root: &Path) -> anyhow::Result<()> {
+    run(
+        root,
+        "cargo",
+        &[
+            "bench",
+            "--package",
+            "agentic-plugin-local",
+            "--bench",
+            "local",
         ],
         &[],
     )

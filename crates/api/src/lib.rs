@@ -102,6 +102,8 @@ struct Inner {
     config: ApiConfig,
     limiter: DefaultKeyedRateLimiter<String>,
     running: Mutex<HashMap<String, usize>>,
+    /// Told whenever a slot is released.
+    released: tokio::sync::Notify,
     /// Background prompt runs, so shutdown can stop them before recording them interrupted.
     tasks: TaskTracker,
     /// Cancelled at shutdown: ends event streams and prompt runs.
@@ -119,6 +121,7 @@ impl AppState {
                 config,
                 limiter,
                 running: Mutex::default(),
+                released: tokio::sync::Notify::new(),
                 tasks: TaskTracker::new(),
                 stopping: CancellationToken::new(),
             }),
@@ -129,8 +132,31 @@ impl AppState {
         &self.inner.service
     }
 
-    /// Takes one of the user's running-prompt slots, or answers 429.
-    fn take_slot(&self, user: &str) -> Result<RunningSlot, ApiError> {
+    /// Takes one of the user's running-prompt slots, or answers 429. A prompt's slot is
+    /// released just after its final state is stored, so a request at the limit waits a
+    /// moment for one (a client that saw its prompt complete may start the next at once).
+    async fn take_slot(&self, user: &str) -> Result<RunningSlot, ApiError> {
+        let deadline = tokio::time::Instant::now() + SLOT_GRACE;
+        loop {
+            let released = self.inner.released.notified();
+            if let Some(slot) = self.try_slot(user) {
+                return Ok(slot);
+            }
+            if tokio::time::timeout_at(deadline, released).await.is_err() {
+                return self.try_slot(user).ok_or_else(|| {
+                    ApiError::too_many(
+                        format!(
+                            "{} prompts are already running for this user; wait for one to finish",
+                            self.inner.config.max_running_per_user
+                        ),
+                        1,
+                    )
+                });
+            }
+        }
+    }
+
+    fn try_slot(&self, user: &str) -> Option<RunningSlot> {
         let mut running = self
             .inner
             .running
@@ -138,16 +164,10 @@ impl AppState {
             .unwrap_or_else(PoisonError::into_inner);
         let count = running.entry(user.to_owned()).or_default();
         if *count >= self.inner.config.max_running_per_user {
-            return Err(ApiError::too_many(
-                format!(
-                    "{} prompts are already running for this user; wait for one to finish",
-                    self.inner.config.max_running_per_user
-                ),
-                1,
-            ));
+            return None;
         }
         *count += 1;
-        Ok(RunningSlot {
+        Some(RunningSlot {
             state: self.clone(),
             user: user.to_owned(),
         })
@@ -186,8 +206,13 @@ impl Drop for RunningSlot {
                 running.remove(&self.user);
             }
         }
+        drop(running);
+        self.state.inner.released.notify_waiters();
     }
 }
+
+/// How long a request at the running-prompt limit waits for a slot before the 429.
+const SLOT_GRACE: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Every route, with authentication, limits and JSON errors.
 pub fn router(state: AppState) -> Router {

@@ -183,7 +183,7 @@ async fn create_prompt(
     if let Some(id) = &body.conversation_id {
         check_id("conversation", id)?;
     }
-    let slot = state.take_slot(&user)?;
+    let slot = state.take_slot(&user).await?;
     // In its own task: a client that hangs up must not cancel this halfway, with the
     // conversation taken and the prompt stored but never run.
     let starting = {
@@ -259,7 +259,7 @@ async fn approve(
     ApiJson(body): ApiJson<ApproveBody>,
 ) -> Result<Response, ApiError> {
     waiting_call(&state, &user, &id, &body.tool_call_id).await?;
-    let slot = state.take_slot(&user)?;
+    let slot = state.take_slot(&user).await?;
     let service = state.service().clone();
     let (prompt_id, tool_call_id) = (id.clone(), body.tool_call_id.clone());
     state.spawn(slot, async move {
@@ -285,7 +285,7 @@ async fn reject(
     ApiJson(body): ApiJson<RejectBody>,
 ) -> Result<Response, ApiError> {
     waiting_call(&state, &user, &id, &body.tool_call_id).await?;
-    let slot = state.take_slot(&user)?;
+    let slot = state.take_slot(&user).await?;
     let service = state.service().clone();
     let (prompt_id, tool_call_id, reason) = (id.clone(), body.tool_call_id.clone(), body.reason);
     state.spawn(slot, async move {
@@ -401,7 +401,7 @@ async fn invoke_tool(
             ),
         ));
     }
-    let _slot = state.take_slot(&user)?;
+    let _slot = state.take_slot(&user).await?;
     let services = state.service().runtime().services().clone();
     let context = ToolContext::new(&user, "api", PromptStateMap::default(), services);
     match prepared.tools.invoke(context, &id, input).await {

@@ -762,3 +762,38 @@ fn utc_rfc3339_in(seconds: u64) -> String {
         time % 60
     )
 }
+
+/// The settings file the README shows is one `agentic` accepts: every section it names is read
+/// by its plugin (which refuse unknown keys), and the settings take effect.
+#[test]
+fn the_readme_settings_example_is_a_valid_agentic_toml() {
+    let readme = include_str!("../../../README.md");
+    let example = readme
+        .split("## Settings")
+        .nth(1)
+        .and_then(|section| section.split("```toml").nth(1))
+        .and_then(|block| block.split("```").next())
+        .expect("README has a Settings section with a toml block");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("agentic.toml");
+    std::fs::write(&file, example).unwrap();
+    let turns = script("settings", "- text: unused\n");
+    let output = agentic(
+        &["--config", file.to_str().unwrap(), "capabilities"],
+        Some(&turns),
+        None,
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    // `requireApproval = ["time.now"]` from the example is in force.
+    let invoke = agentic(
+        &["--config", file.to_str().unwrap(), "invoke", "time.now"],
+        Some(&turns),
+        None,
+    );
+    assert_ne!(invoke.status.code(), Some(0), "{}", text(&invoke.stdout));
+    assert!(
+        text(&invoke.stderr).contains("approval"),
+        "{}",
+        text(&invoke.stderr)
+    );
+}

@@ -166,9 +166,25 @@ impl Store {
                         .busy_timeout(SQLITE_BUSY_TIMEOUT)
                         .foreign_keys(true)
                 });
-            let db = Database::connect(options)
-                .await
-                .with_context(|| format!("could not open the SQLite database {redacted}"))?;
+            // Opening runs `PRAGMA journal_mode=WAL`, which can meet SQLITE_BUSY without the
+            // busy handler's help while another process checkpoints or recovers the WAL; retry
+            // for as long as the busy timeout would have waited.
+            let started = std::time::Instant::now();
+            let db = loop {
+                match Database::connect(options.clone()).await {
+                    Ok(db) => break db,
+                    Err(error)
+                        if error.to_string().contains("database is locked")
+                            && started.elapsed() < SQLITE_BUSY_TIMEOUT =>
+                    {
+                        tokio::time::sleep(Duration::from_millis(50 + fastrand::u64(0..100))).await;
+                    }
+                    Err(error) => {
+                        return Err(anyhow::Error::new(error)
+                            .context(format!("could not open the SQLite database {redacted}")));
+                    }
+                }
+            };
             Ok(Self {
                 writer: Writer::new(db.clone(), true),
                 db,

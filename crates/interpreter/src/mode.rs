@@ -154,6 +154,7 @@ impl CodeExecutor {
                     "Stopped: reached the maximum of {} code iterations without finishing.",
                     self.max_iterations
                 );
+                self.recorder.stream(&message);
                 self.recorder.push_text(&message).await?;
                 self.recorder.complete().await?;
                 return Ok(self.recorder.prompt().clone());

@@ -7,7 +7,7 @@
 //! [`BackgroundTasks::stop`]) before it stops serving. Commands that run one prompt and exit
 //! start none.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use agentic_core::plugin::SetupContext;
@@ -34,44 +34,22 @@ pub fn register_background_service(
     context: &mut SetupContext<'_>,
     service: Arc<dyn BackgroundService>,
 ) {
-    let services = match context.extensions.get::<BackgroundServices>() {
-        Some(services) => services,
-        None => {
-            let services = Arc::new(BackgroundServices::default());
-            context.extensions.insert(services.clone());
-            services
-        }
-    };
-    services.lock().push(service);
+    context
+        .extensions
+        .get_or_insert_default::<BackgroundServices>()
+        .push(service);
 }
 
 /// The background services plugins registered, kept in the runtime's extensions.
-#[derive(Default)]
-pub struct BackgroundServices {
-    services: Mutex<Vec<Arc<dyn BackgroundService>>>,
-}
-
-impl std::fmt::Debug for BackgroundServices {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.names()).finish()
-    }
-}
+pub type BackgroundServices = crate::registry::Registry<Arc<dyn BackgroundService>>;
 
 impl BackgroundServices {
     /// The registered services' names, in registration order.
     pub fn names(&self) -> Vec<String> {
-        self.lock()
+        self.list()
             .iter()
             .map(|service| service.name().to_owned())
             .collect()
-    }
-
-    fn list(&self) -> Vec<Arc<dyn BackgroundService>> {
-        self.lock().clone()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<dyn BackgroundService>>> {
-        self.services.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 

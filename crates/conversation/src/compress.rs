@@ -4,7 +4,7 @@
 //! file them in long-term memory) register a [`CompressionHook`] from `setup()`.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use agentic_core::history::{
     COMPACT_RESULT_CHARS, SUMMARY_MODE, compact_prompt_messages, history_messages,
@@ -99,36 +99,14 @@ pub struct ArchivedPrompt {
 
 /// Registers a hook from a plugin's `setup()`; hooks run in registration order.
 pub fn register_compression_hook(context: &mut SetupContext<'_>, hook: Arc<dyn CompressionHook>) {
-    let hooks = match context.extensions.get::<CompressionHooks>() {
-        Some(hooks) => hooks,
-        None => {
-            let hooks = Arc::new(CompressionHooks::default());
-            context.extensions.insert(hooks.clone());
-            hooks
-        }
-    };
-    hooks.lock().push(hook);
+    context
+        .extensions
+        .get_or_insert_default::<CompressionHooks>()
+        .push(hook);
 }
 
 /// The hooks plugins registered, kept in the runtime's extensions.
-#[derive(Default)]
-pub struct CompressionHooks {
-    hooks: Mutex<Vec<Arc<dyn CompressionHook>>>,
-}
-
-impl std::fmt::Debug for CompressionHooks {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CompressionHooks")
-            .field("len", &self.lock().len())
-            .finish()
-    }
-}
-
-impl CompressionHooks {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<dyn CompressionHook>>> {
-        self.hooks.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
+pub type CompressionHooks = crate::registry::Registry<Arc<dyn CompressionHook>>;
 
 pub(crate) struct Compressor {
     services: Arc<Services>,
@@ -223,7 +201,7 @@ impl Compressor {
         let Some(hooks) = self.services.extensions.get::<CompressionHooks>() else {
             return;
         };
-        let hooks: Vec<Arc<dyn CompressionHook>> = hooks.lock().clone();
+        let hooks = hooks.list();
         if hooks.is_empty() {
             return;
         }

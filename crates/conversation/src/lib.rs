@@ -16,8 +16,10 @@ pub mod background;
 pub mod compress;
 pub mod entity;
 pub mod migration;
+pub mod registry;
 pub mod service;
 pub mod store;
+pub mod testing;
 mod writes;
 
 pub use background::{
@@ -28,7 +30,9 @@ pub use compress::{
     ArchivedHistory, ArchivedPrompt, CompressionHook, CompressionSettings,
     register_compression_hook,
 };
-pub use migration::{DatabaseSlot, PluginMigrations, database, register_migrations};
+pub use migration::{
+    DatabaseSlot, PluginMigrations, attach_database, database, register_migrations, tool_database,
+};
 pub use service::{
     ConversationError, ConversationInstance, ConversationService, PromptRequest, StartedPrompt,
     title_from_input,

@@ -4,7 +4,7 @@
 //! A plugin adds its own tables from `setup()` with [`register_migrations`]; the store runs
 //! them at startup with the same code on SQLite and PostgreSQL.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use agentic_core::plugin::{Extensions, SetupContext};
 use anyhow::Context as _;
@@ -15,34 +15,15 @@ use sea_orm_migration::{MigrationName, MigrationTrait, SchemaManager};
 use crate::store::write_options;
 
 /// Migrations that plugins registered during `setup()`, in registration order.
-#[derive(Default)]
-pub struct PluginMigrations {
-    migrations: Mutex<Vec<(String, Arc<dyn MigrationTrait>)>>,
-}
-
-impl std::fmt::Debug for PluginMigrations {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.names()).finish()
-    }
-}
+pub type PluginMigrations = crate::registry::Registry<(String, Arc<dyn MigrationTrait>)>;
 
 impl PluginMigrations {
     /// `plugin/migration` names, in the order they run.
     pub fn names(&self) -> Vec<String> {
-        self.lock()
+        self.list()
             .iter()
             .map(|(plugin, migration)| format!("{plugin}/{}", migration.name()))
             .collect()
-    }
-
-    fn list(&self) -> Vec<(String, Arc<dyn MigrationTrait>)> {
-        self.lock().clone()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(String, Arc<dyn MigrationTrait>)>> {
-        self.migrations
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -71,6 +52,35 @@ pub fn database(services: &agentic_core::Services) -> Option<crate::Store> {
         .and_then(|slot| slot.get().cloned())
 }
 
+/// Opens (and migrates) the database at `url` and makes it the one `services`' plugins use,
+/// as [`crate::ConversationService::open`] does; for runtimes without a conversation service,
+/// such as a plugin's tests.
+pub async fn attach_database(
+    services: &agentic_core::Services,
+    url: &str,
+) -> anyhow::Result<crate::Store> {
+    let store = crate::Store::open(url, &services.extensions).await?;
+    services
+        .extensions
+        .get::<DatabaseSlot>()
+        .context("no plugin of this runtime keeps tables (none registered migrations)")?
+        .set(store.clone());
+    Ok(store)
+}
+
+/// The database for a plugin's tools, or the error they give without one. `needed_by` names
+/// who needs it, e.g. `"the todo list needs"`.
+pub fn tool_database(
+    services: &agentic_core::Services,
+    needed_by: &str,
+) -> Result<crate::Store, agentic_core::ToolError> {
+    database(services).ok_or_else(|| {
+        agentic_core::ToolError::failed(format!(
+            "{needed_by} the conversation database, which is not open here"
+        ))
+    })
+}
+
 /// Registers a plugin's migrations from its `setup()`. They run after ours, in the order
 /// given, once per database; their names are recorded as `<plugin>/<migration name>`.
 pub fn register_migrations(
@@ -78,23 +88,13 @@ pub fn register_migrations(
     plugin: &str,
     migrations: Vec<Arc<dyn MigrationTrait>>,
 ) {
-    if context.extensions.get::<DatabaseSlot>().is_none() {
-        context.extensions.insert(Arc::new(DatabaseSlot::default()));
-    }
-    let registry = plugin_migrations(context.extensions);
-    let mut list = registry.lock();
+    context.extensions.get_or_insert_default::<DatabaseSlot>();
+    let registry = context
+        .extensions
+        .get_or_insert_default::<PluginMigrations>();
     for migration in migrations {
-        list.push((plugin.to_owned(), migration));
+        registry.push((plugin.to_owned(), migration));
     }
-}
-
-fn plugin_migrations(extensions: &mut Extensions) -> Arc<PluginMigrations> {
-    if let Some(registry) = extensions.get::<PluginMigrations>() {
-        return registry;
-    }
-    let registry = Arc::new(PluginMigrations::default());
-    extensions.insert(registry.clone());
-    registry
 }
 
 /// Applies every migration not yet recorded, each in its own write transaction.
@@ -179,6 +179,23 @@ pub fn timestamp(name: &'static str) -> ColumnDef {
         .to_owned()
 }
 
+/// The `id` primary key of a table: a generated id as text (UUIDs), as in all our tables.
+pub fn id_key() -> ColumnDef {
+    ColumnDef::new("id")
+        .string_len(64)
+        .not_null()
+        .primary_key()
+        .to_owned()
+}
+
+/// The non-null `user_id` column that scopes a row to its user.
+pub fn user_id() -> ColumnDef {
+    ColumnDef::new("user_id")
+        .string_len(255)
+        .not_null()
+        .to_owned()
+}
+
 fn core_migrations() -> Vec<Arc<dyn MigrationTrait>> {
     vec![Arc::new(CreateConversations)]
 }
@@ -199,8 +216,8 @@ impl MigrationTrait for CreateConversations {
             .create_table(
                 Table::create()
                     .table("conversations")
-                    .col(ColumnDef::new("id").string_len(64).not_null().primary_key())
-                    .col(ColumnDef::new("user_id").string_len(255).not_null())
+                    .col(id_key())
+                    .col(user_id())
                     .col(ColumnDef::new("title").text().not_null())
                     .col(ColumnDef::new("title_fixed").boolean().not_null())
                     .col(ColumnDef::new("summary").text())
@@ -225,9 +242,9 @@ impl MigrationTrait for CreateConversations {
             .create_table(
                 Table::create()
                     .table("prompts")
-                    .col(ColumnDef::new("id").string_len(64).not_null().primary_key())
+                    .col(id_key())
                     .col(ColumnDef::new("conversation_id").string_len(64).not_null())
-                    .col(ColumnDef::new("user_id").string_len(255).not_null())
+                    .col(user_id())
                     .col(ColumnDef::new("position").big_integer().not_null())
                     .col(ColumnDef::new("mode").string_len(64).not_null())
                     .col(ColumnDef::new("model").string_len(64).not_null())
@@ -275,7 +292,7 @@ impl MigrationTrait for CreateConversations {
             .create_table(
                 Table::create()
                     .table("instances")
-                    .col(ColumnDef::new("id").string_len(64).not_null().primary_key())
+                    .col(id_key())
                     .col(ColumnDef::new("host").string_len(255).not_null())
                     .col(ColumnDef::new("pid").big_integer().not_null())
                     .col(timestamp("started_at"))

@@ -100,8 +100,9 @@ impl PromptCompletion {
                 return Ok(self.recorder.prompt().clone());
             }
             if self.rounds >= self.max_rounds {
-                self.recorder.stream(MAX_ROUNDS_MESSAGE);
-                self.recorder.push_text(MAX_ROUNDS_MESSAGE).await?;
+                self.recorder
+                    .push_unstreamed_text(MAX_ROUNDS_MESSAGE)
+                    .await?;
                 self.recorder.complete().await?;
                 return Ok(self.recorder.prompt().clone());
             }

@@ -152,6 +152,17 @@ impl Extensions {
         self.values.insert(TypeId::of::<T>(), value);
     }
 
+    /// The value of type `T`, inserting `T::default()` first if there is none: how a plugin
+    /// finds (or starts) a registry that several plugins add to.
+    pub fn get_or_insert_default<T: Any + Send + Sync + Default>(&mut self) -> Arc<T> {
+        if let Some(value) = self.get::<T>() {
+            return value;
+        }
+        let value = Arc::new(T::default());
+        self.insert(value.clone());
+        value
+    }
+
     pub fn get<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
         self.values
             .get(&TypeId::of::<T>())

@@ -71,6 +71,14 @@ impl PromptRecorder {
         }
     }
 
+    /// Records a text that was not streamed as it was produced (a message of the mode, code
+    /// mode's `output()`): it is published whole as one `prompt.stream` first, so clients that
+    /// show the stream show every text.
+    pub async fn push_unstreamed_text(&mut self, content: &str) -> Result<(), ExecutorError> {
+        self.stream(content);
+        self.push_text(content).await
+    }
+
     pub async fn push_text(&mut self, content: &str) -> Result<(), ExecutorError> {
         let now = Utc::now();
         self.push(PromptOutput::Text(TextOutput {

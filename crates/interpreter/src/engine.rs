@@ -183,22 +183,11 @@ pub fn execute(
 /// as another language (small models often answer with Python) are part of the answer, not
 /// JavaScript to fix, so they are left out of the judgement.
 pub fn looks_like_prose(text: &str) -> bool {
-    let mut kept = Vec::new();
-    let mut foreign = false;
-    for line in text.lines() {
-        if let Some(language) = line.trim_start().strip_prefix("```") {
-            let language = language.trim().to_ascii_lowercase();
-            foreign = !foreign
-                && !matches!(
-                    language.as_str(),
-                    "" | "js" | "javascript" | "ts" | "typescript" | "jsx" | "mjs"
-                );
-            continue;
-        }
-        if !foreign {
-            kept.push(line);
-        }
-    }
+    let kept: Vec<&str> = crate::prompt::segments(text)
+        .into_iter()
+        .filter(|segment| segment.fence.is_none() || segment.is_javascript_fence())
+        .flat_map(|segment| segment.lines)
+        .collect();
     prose_lines(&kept.join("\n"))
 }
 

@@ -154,8 +154,7 @@ impl CodeExecutor {
                     "Stopped: reached the maximum of {} code iterations without finishing.",
                     self.max_iterations
                 );
-                self.recorder.stream(&message);
-                self.recorder.push_text(&message).await?;
+                self.recorder.push_unstreamed_text(&message).await?;
                 self.recorder.complete().await?;
                 return Ok(self.recorder.prompt().clone());
             }
@@ -265,8 +264,7 @@ impl CodeExecutor {
                     }
                 },
                 SandboxEvent::Output(text) => {
-                    self.recorder.stream(&text);
-                    self.recorder.push_text(&text).await?;
+                    self.recorder.push_unstreamed_text(&text).await?;
                 }
                 SandboxEvent::Log(text) => active.logs.push(text),
                 SandboxEvent::Finished(outcome) => return Ok(Progress::Finished(outcome)),
@@ -438,8 +436,7 @@ impl CodeExecutor {
                     },
                 )
                 .await?;
-            self.recorder.stream(&answer);
-            self.recorder.push_text(&answer).await?;
+            self.recorder.push_unstreamed_text(&answer).await?;
             self.recorder.complete().await?;
             return Ok(true);
         }
@@ -488,8 +485,7 @@ impl CodeExecutor {
             .and_then(Value::as_str)
             .filter(|response| !response.is_empty())
         {
-            self.recorder.stream(response);
-            self.recorder.push_text(response).await?;
+            self.recorder.push_unstreamed_text(response).await?;
         }
         if outcome.done {
             self.recorder.complete().await?;

@@ -73,15 +73,41 @@ pub fn system_prompt(
     text
 }
 
-/// The code in a model's reply: fenced blocks when there are any, else the reply itself.
-pub fn extract_code(reply: &str) -> (String, CodePath) {
-    let mut blocks = Vec::new();
+/// A stretch of a model's reply: plain text, or the inside of a markdown fence with its
+/// language (lower case, possibly empty).
+pub(crate) struct Segment<'a> {
+    pub fence: Option<String>,
+    pub lines: Vec<&'a str>,
+}
+
+impl Segment<'_> {
+    /// A fence that holds JavaScript (or TypeScript, or names no language).
+    pub fn is_javascript_fence(&self) -> bool {
+        self.fence.as_deref().is_some_and(|language| {
+            matches!(
+                language,
+                "" | "js" | "javascript" | "ts" | "typescript" | "jsx" | "mjs"
+            )
+        })
+    }
+}
+
+/// Splits `reply` at its markdown fences (a fence left open runs to the end).
+pub(crate) fn segments(reply: &str) -> Vec<Segment<'_>> {
+    let mut segments = Vec::new();
+    let mut plain = Vec::new();
     let mut lines = reply.lines();
     while let Some(line) = lines.next() {
         let Some(language) = line.trim_start().strip_prefix("```") else {
+            plain.push(line);
             continue;
         };
-        let language = language.trim().to_ascii_lowercase();
+        if !plain.is_empty() {
+            segments.push(Segment {
+                fence: None,
+                lines: std::mem::take(&mut plain),
+            });
+        }
         let mut block = Vec::new();
         for line in lines.by_ref() {
             if line.trim_start().starts_with("```") {
@@ -89,13 +115,27 @@ pub fn extract_code(reply: &str) -> (String, CodePath) {
             }
             block.push(line);
         }
-        if matches!(
-            language.as_str(),
-            "" | "js" | "javascript" | "ts" | "typescript" | "jsx" | "mjs"
-        ) {
-            blocks.push(block.join("\n"));
-        }
+        segments.push(Segment {
+            fence: Some(language.trim().to_ascii_lowercase()),
+            lines: block,
+        });
     }
+    if !plain.is_empty() {
+        segments.push(Segment {
+            fence: None,
+            lines: plain,
+        });
+    }
+    segments
+}
+
+/// The code in a model's reply: fenced blocks when there are any, else the reply itself.
+pub fn extract_code(reply: &str) -> (String, CodePath) {
+    let blocks: Vec<String> = segments(reply)
+        .into_iter()
+        .filter(Segment::is_javascript_fence)
+        .map(|segment| segment.lines.join("\n"))
+        .collect();
     if blocks.is_empty() {
         (reply.trim().to_owned(), CodePath::Plain)
     } else {

@@ -83,8 +83,6 @@ async fn aliases_call_the_same_tool_and_never_shadow() {
     .unwrap();
     let timeline = TimelineRunner::new()
         .plugin(Arc::new(Notes))
-        .mask(r"call_[0-9a-f]{32}", "call_[random]")
-        .unwrap()
         .run(&case)
         .await
         .unwrap();

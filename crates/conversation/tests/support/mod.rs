@@ -9,57 +9,14 @@ use std::sync::Arc;
 use agentic_conversation::{ConversationService, Store};
 use agentic_core::{Config, Plugin, Runtime};
 use agentic_plugin_script::ScriptedProvider;
-use sea_orm::{ConnectionTrait, Database};
 
-pub struct TestDb {
-    pub name: &'static str,
-    pub url: String,
-    _dir: Option<tempfile::TempDir>,
-}
-
-impl TestDb {
-    pub fn is_sqlite(&self) -> bool {
-        self.url.starts_with("sqlite:")
-    }
-}
+pub use agentic_conversation::testing::TestDatabase as TestDb;
 
 /// A SQLite file, then (when configured) a new PostgreSQL database.
 pub async fn databases() -> Vec<TestDb> {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("agentic.db");
-    let mut all = vec![TestDb {
-        name: "sqlite",
-        url: agentic_conversation::sqlite_url(&path),
-        _dir: Some(dir),
-    }];
-    match std::env::var("AGENTIC_TEST_POSTGRES_URL") {
-        Ok(admin) if !admin.is_empty() => all.push(postgres_database(&admin).await),
-        _ => {
-            assert!(
-                std::env::var_os("AGENTIC_REQUIRE_POSTGRES").is_none(),
-                "AGENTIC_REQUIRE_POSTGRES is set (as .ci/run sets it) but \
-                 AGENTIC_TEST_POSTGRES_URL is not: the PostgreSQL run cannot be skipped"
-            );
-            eprintln!("AGENTIC_TEST_POSTGRES_URL is unset: skipping the PostgreSQL run");
-        }
-    }
-    all
-}
-
-async fn postgres_database(admin_url: &str) -> TestDb {
-    let admin = Database::connect(admin_url).await.unwrap();
-    let name = format!("agentic_test_{}", uuid::Uuid::new_v4().simple());
-    admin
-        .execute_unprepared(&format!("CREATE DATABASE {name}"))
+    agentic_conversation::testing::test_databases()
         .await
-        .unwrap();
-    admin.close().await.unwrap();
-    let (base, _) = admin_url.rsplit_once('/').unwrap();
-    TestDb {
-        name: "postgres",
-        url: format!("{base}/{name}"),
-        _dir: None,
-    }
+        .unwrap()
 }
 
 pub fn kit_config(extra: serde_json::Value) -> Config {

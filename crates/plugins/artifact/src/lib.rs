@@ -10,7 +10,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use agentic_conversation::migration::timestamp;
+use agentic_conversation::migration::{id_key, timestamp, user_id};
 use agentic_conversation::sea_orm_migration::{MigrationName, MigrationTrait, SchemaManager};
 use agentic_conversation::{Store, register_migrations};
 use agentic_core::{
@@ -240,8 +240,8 @@ impl MigrationTrait for CreateArtifacts {
             .create_table(
                 Table::create()
                     .table("artifacts")
-                    .col(ColumnDef::new("id").string_len(64).not_null().primary_key())
-                    .col(ColumnDef::new("user_id").string_len(255).not_null())
+                    .col(id_key())
+                    .col(user_id())
                     .col(ColumnDef::new("artifact_type").string_len(64).not_null())
                     .col(ColumnDef::new("description").text())
                     .col(ColumnDef::new("size").big_integer().not_null())
@@ -278,9 +278,7 @@ fn info_from_row((id, kind, description, size, created_at): InfoRow) -> Artifact
 }
 
 fn store(context: &ToolContext) -> Result<Store, ToolError> {
-    agentic_conversation::database(&context.services).ok_or_else(|| {
-        ToolError::failed("artifacts need the conversation database, which is not open here")
-    })
+    agentic_conversation::tool_database(&context.services, "artifacts need")
 }
 
 fn internal(error: impl std::fmt::Display) -> ToolError {

@@ -10,9 +10,8 @@ use std::sync::Arc;
 // Integration tests are a separate crate: name the plugin so the linker keeps it.
 use agentic_plugin_artifact as _;
 
-use agentic_conversation::{DatabaseSlot, Store, sqlite_url};
+use agentic_conversation::testing::TestDatabase as TestDb;
 use agentic_core::{Config, Runtime, Services, State, ToolContext, ToolError};
-use sea_orm::{ConnectionTrait, Database};
 use serde_json::{Value, json};
 
 #[tokio::test]
@@ -297,12 +296,9 @@ impl Tools {
             .await
             .unwrap();
         let services = runtime.services().clone();
-        let store = Store::open(&db.url, &services.extensions).await.unwrap();
-        services
-            .extensions
-            .get::<DatabaseSlot>()
-            .expect("the artifact plugin registers migrations, and with them the slot")
-            .set(store);
+        agentic_conversation::attach_database(&services, &db.url)
+            .await
+            .unwrap();
         Self {
             services,
             _runtime: runtime,
@@ -320,40 +316,9 @@ impl Tools {
     }
 }
 
-struct TestDb {
-    name: &'static str,
-    url: String,
-    _dir: Option<tempfile::TempDir>,
-}
-
 /// A SQLite file, then (when configured) a new PostgreSQL database.
 async fn databases() -> Vec<TestDb> {
-    let dir = tempfile::tempdir().unwrap();
-    let mut all = vec![TestDb {
-        name: "sqlite",
-        url: sqlite_url(&dir.path().join("artifacts.db")),
-        _dir: Some(dir),
-    }];
-    match std::env::var("AGENTIC_TEST_POSTGRES_URL") {
-        Ok(admin_url) if !admin_url.is_empty() => {
-            let admin = Database::connect(&admin_url).await.unwrap();
-            let name = format!("agentic_test_{}", uuid::Uuid::new_v4().simple());
-            admin
-                .execute_unprepared(&format!("CREATE DATABASE {name}"))
-                .await
-                .unwrap();
-            admin.close().await.unwrap();
-            let (base, _) = admin_url.rsplit_once('/').unwrap();
-            all.push(TestDb {
-                name: "postgres",
-                url: format!("{base}/{name}"),
-                _dir: None,
-            });
-        }
-        _ => assert!(
-            std::env::var_os("AGENTIC_REQUIRE_POSTGRES").is_none(),
-            "AGENTIC_REQUIRE_POSTGRES is set but AGENTIC_TEST_POSTGRES_URL is not"
-        ),
-    }
-    all
+    agentic_conversation::testing::test_databases()
+        .await
+        .unwrap()
 }

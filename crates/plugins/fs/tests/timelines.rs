@@ -12,10 +12,7 @@ use agentic_plugin_script::testing::TimelineRunner;
 
 #[test]
 fn fs_plugin_timelines() {
-    let runner = TimelineRunner::new()
-        // Sandbox tool-call ids are random.
-        .mask(r"call_[0-9a-f]{32}", "call_[random]")
-        .unwrap();
+    let runner = TimelineRunner::new();
     insta::glob!("timelines/*.yaml", |path| {
         let timeline = runner
             .run_file_blocking(path)

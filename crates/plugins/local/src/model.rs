@@ -17,10 +17,6 @@ use anyhow::{Context, bail};
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
 use candle_core::{DType, Device, Module, Tensor};
 
-/// Rows from which a matrix product goes through dequantised f32 weights. Every prompt step
-/// takes that path (whatever its length), so a prompt's numbers do not depend on how much of it
-/// was already cached; only single generated tokens use the 8-bit dot products.
-const BATCHED_ROWS: usize = 2;
 /// Prompt tokens processed per forward pass (bounds the attention matrices).
 const CHUNK: usize = 256;
 
@@ -100,18 +96,25 @@ struct Linear {
 }
 
 impl Linear {
+    /// A weight in the format its steps run fastest in (see [`fast_format`]).
     fn new(tensor: QTensor) -> anyhow::Result<Self> {
-        let weight = Arc::new(fast_format(tensor)?);
+        Self::wrap(fast_format(tensor)?)
+    }
+
+    /// A weight as it is.
+    fn wrap(tensor: QTensor) -> anyhow::Result<Self> {
+        let weight = Arc::new(tensor);
         Ok(Self {
             matmul: QMatMul::from_arc(weight.clone())?,
             weight,
         })
     }
 
-    /// `prompt` steps always multiply in f32; generated tokens use the quantised kernels.
+    /// Prompt steps, whatever their length, multiply by the weights dequantised to f32 (a
+    /// batched GEMM), so a prompt's numbers do not depend on how much of it was cached; single
+    /// generated tokens use the 8-bit dot products.
     fn forward(&self, x: &Tensor, prompt: bool) -> candle_core::Result<Tensor> {
-        let rows: usize = x.dims().iter().rev().skip(1).product();
-        if prompt || rows >= BATCHED_ROWS {
+        if prompt {
             let weight = self.weight.dequantize(x.device())?;
             x.broadcast_matmul(&weight.t()?)
         } else {
@@ -138,7 +141,7 @@ impl Projection {
             return Ok(Self::Separate(
                 parts
                     .into_iter()
-                    .map(Linear::new)
+                    .map(Linear::wrap)
                     .collect::<anyhow::Result<_>>()?,
             ));
         }
@@ -149,7 +152,7 @@ impl Projection {
             .collect::<candle_core::Result<Vec<_>>>()?;
         let stacked = QTensor::quantize(&Tensor::cat(&values, 0)?, GgmlDType::Q8_0)?;
         Ok(Self::Fused {
-            linear: Linear::new(stacked)?,
+            linear: Linear::wrap(stacked)?,
             sizes,
         })
     }

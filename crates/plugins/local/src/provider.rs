@@ -146,7 +146,7 @@ impl Engine {
             for stop in request.stop.iter().filter(|stop| !stop.is_empty()) {
                 for length in (1..stop.len()).rev() {
                     if stop.is_char_boundary(length) && text[..ready].ends_with(&stop[..length]) {
-                        ready = ready.min(text.len() - length);
+                        ready -= length;
                         break;
                     }
                 }

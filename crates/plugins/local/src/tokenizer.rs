@@ -25,7 +25,8 @@ const QWEN2_SPLIT: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}
 
 pub struct ChatTokenizer {
     tokenizer: Tokenizer,
-    template: String,
+    /// The chat template, parsed once.
+    templates: minijinja::Environment<'static>,
     bos: Option<String>,
     eos: String,
     /// Tokens that end an answer: end of sequence and end of turn.
@@ -135,7 +136,7 @@ impl ChatTokenizer {
         let template = text(content, "tokenizer.chat_template").unwrap_or_else(|| CHATML.into());
         let tokenizer = Self {
             tokenizer,
-            template,
+            templates: chat_templates(template)?,
             bos,
             eos,
             stops,
@@ -165,24 +166,9 @@ impl ChatTokenizer {
 
     /// The conversation as the model was trained to read it, ending where its answer starts.
     pub fn render(&self, messages: &[ChatMessage]) -> anyhow::Result<String> {
-        let mut environment = minijinja::Environment::new();
-        minijinja_contrib::add_to_environment(&mut environment);
-        environment
-            .set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
-        environment.add_function(
-            "raise_exception",
-            |message: String| -> Result<String, minijinja::Error> {
-                Err(minijinja::Error::new(
-                    minijinja::ErrorKind::InvalidOperation,
-                    message,
-                ))
-            },
-        );
-        environment
-            .add_template("chat", &self.template)
-            .context("the model's chat template does not parse")?;
         let messages: Vec<serde_json::Value> = messages.iter().map(template_message).collect();
-        let rendered = environment
+        let rendered = self
+            .templates
             .get_template("chat")
             .map_err(error)?
             .render(minijinja::context! {
@@ -194,6 +180,27 @@ impl ChatTokenizer {
             .context("the model's chat template failed")?;
         Ok(rendered)
     }
+}
+
+/// An environment holding the model's chat template as `chat`, with the Python-style methods
+/// and the `raise_exception` function templates use.
+fn chat_templates(template: String) -> anyhow::Result<minijinja::Environment<'static>> {
+    let mut environment = minijinja::Environment::new();
+    minijinja_contrib::add_to_environment(&mut environment);
+    environment.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    environment.add_function(
+        "raise_exception",
+        |message: String| -> Result<String, minijinja::Error> {
+            Err(minijinja::Error::new(
+                minijinja::ErrorKind::InvalidOperation,
+                message,
+            ))
+        },
+    );
+    environment
+        .add_template_owned("chat", template)
+        .context("the model's chat template does not parse")?;
+    Ok(environment)
 }
 
 /// A message in the plain `{role, content}` shape chat templates expect. Tool traffic is

@@ -780,9 +780,7 @@ fn hit(tier: Tier, label: String, id: Option<String>, content: &str) -> Hit {
 }
 
 fn store(context: &ToolContext) -> Result<Store, ToolError> {
-    agentic_conversation::database(&context.services).ok_or_else(|| {
-        ToolError::failed("memory needs the conversation database, which is not open here")
-    })
+    agentic_conversation::tool_database(&context.services, "memory needs")
 }
 
 fn internal(error: impl std::fmt::Display) -> ToolError {

@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use agentic_conversation::migration::timestamp;
+use agentic_conversation::migration::{id_key, timestamp, user_id};
 use agentic_conversation::sea_orm_migration::{MigrationName, MigrationTrait, SchemaManager};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -88,8 +88,8 @@ impl MigrationTrait for CreateMemoryTables {
             .create_table(
                 Table::create()
                     .table("memory_blocks")
-                    .col(ColumnDef::new("id").string_len(64).not_null().primary_key())
-                    .col(ColumnDef::new("user_id").string_len(255).not_null())
+                    .col(id_key())
+                    .col(user_id())
                     .col(ColumnDef::new("tier").string_len(16).not_null())
                     .col(ColumnDef::new("label").string_len(64).not_null())
                     .col(ColumnDef::new("content").text().not_null())
@@ -115,8 +115,8 @@ impl MigrationTrait for CreateMemoryTables {
             .create_table(
                 Table::create()
                     .table("memory_archival")
-                    .col(ColumnDef::new("id").string_len(64).not_null().primary_key())
-                    .col(ColumnDef::new("user_id").string_len(255).not_null())
+                    .col(id_key())
+                    .col(user_id())
                     .col(ColumnDef::new("label").string_len(64).not_null())
                     .col(ColumnDef::new("content").text().not_null())
                     .col(ColumnDef::new("search_text").text().not_null())

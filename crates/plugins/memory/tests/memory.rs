@@ -9,13 +9,13 @@ use std::sync::Arc;
 // Integration tests are a separate crate: name the plugin so the linker keeps it.
 use agentic_plugin_memory as _;
 
-use agentic_conversation::{ConversationService, DatabaseSlot, PromptRequest, Store};
+use agentic_conversation::testing::TestDatabase as TestDb;
+use agentic_conversation::{ConversationService, PromptRequest};
 use agentic_core::{
     Approval, Config, ContextItem, Prepared, PromptState, Runtime, Services, State, ToolContext,
     ToolError,
 };
 use agentic_plugin_script::ScriptedProvider;
-use sea_orm::{ConnectionTrait, Database};
 use serde_json::{Value, json};
 
 /// A runtime with the linked plugins and `config`, over an open database.
@@ -32,12 +32,9 @@ impl Harness {
             .await
             .unwrap();
         let services = runtime.services().clone();
-        let store = Store::open(&db.url, &services.extensions).await.unwrap();
-        services
-            .extensions
-            .get::<DatabaseSlot>()
-            .unwrap()
-            .set(store);
+        agentic_conversation::attach_database(&services, &db.url)
+            .await
+            .unwrap();
         Self { services }
     }
 
@@ -86,51 +83,11 @@ impl Harness {
     }
 }
 
-struct TestDb {
-    name: &'static str,
-    url: String,
-    _dir: Option<tempfile::TempDir>,
-}
-
 /// A SQLite file, then (when configured) a new PostgreSQL database.
 async fn databases() -> Vec<TestDb> {
-    let dir = tempfile::tempdir().unwrap();
-    let mut all = vec![TestDb {
-        name: "sqlite",
-        url: agentic_conversation::sqlite_url(&dir.path().join("memory.db")),
-        _dir: Some(dir),
-    }];
-    if let Ok(admin_url) = std::env::var("AGENTIC_TEST_POSTGRES_URL")
-        && !admin_url.is_empty()
-    {
-        let admin = Database::connect(&admin_url).await.unwrap();
-        let name = format!("agentic_memory_{}", uuid_like());
-        admin
-            .execute_unprepared(&format!("CREATE DATABASE {name}"))
-            .await
-            .unwrap();
-        admin.close().await.unwrap();
-        let (base, _) = admin_url.rsplit_once('/').unwrap();
-        all.push(TestDb {
-            name: "postgres",
-            url: format!("{base}/{name}"),
-            _dir: None,
-        });
-    } else {
-        assert!(
-            std::env::var_os("AGENTIC_REQUIRE_POSTGRES").is_none(),
-            "AGENTIC_REQUIRE_POSTGRES is set but AGENTIC_TEST_POSTGRES_URL is not"
-        );
-    }
-    all
-}
-
-fn uuid_like() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
+    agentic_conversation::testing::test_databases()
+        .await
         .unwrap()
-        .as_nanos();
-    format!("{nanos:x}{}", std::process::id())
 }
 
 fn persona_config() -> Value {

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use agentic_conversation::migration::timestamp;
+use agentic_conversation::migration::{id_key, timestamp, user_id};
 use agentic_conversation::sea_orm_migration::{MigrationName, MigrationTrait, SchemaManager};
 use agentic_conversation::{Store, register_migrations};
 use agentic_core::{
@@ -69,8 +69,8 @@ impl MigrationTrait for CreateTodos {
             .create_table(
                 Table::create()
                     .table("todos")
-                    .col(ColumnDef::new("id").string_len(64).not_null().primary_key())
-                    .col(ColumnDef::new("user_id").string_len(255).not_null())
+                    .col(id_key())
+                    .col(user_id())
                     .col(ColumnDef::new("title").text().not_null())
                     .col(ColumnDef::new("notes").text())
                     .col(ColumnDef::new("due").string_len(64))
@@ -168,9 +168,7 @@ pub struct Deleted {
 }
 
 fn store(context: &ToolContext) -> Result<Store, ToolError> {
-    agentic_conversation::database(&context.services).ok_or_else(|| {
-        ToolError::failed("the todo list needs the conversation database, which is not open here")
-    })
+    agentic_conversation::tool_database(&context.services, "the todo list needs")
 }
 
 fn internal(error: impl std::fmt::Display) -> ToolError {

@@ -258,9 +258,7 @@ pub async fn delete_trigger(store: &Store, user_id: &str, id: &str) -> Result<De
 }
 
 fn store(context: &ToolContext) -> Result<Store, ToolError> {
-    agentic_conversation::database(&context.services).ok_or_else(|| {
-        ToolError::failed("triggers need the conversation database, which is not open here")
-    })
+    agentic_conversation::tool_database(&context.services, "triggers need")
 }
 
 fn internal(error: impl std::fmt::Display) -> ToolError {

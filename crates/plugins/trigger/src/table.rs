@@ -5,7 +5,7 @@
 //! as that allows it to run twice.
 
 use agentic_conversation::Store;
-use agentic_conversation::migration::timestamp;
+use agentic_conversation::migration::{id_key, timestamp, user_id};
 use agentic_conversation::sea_orm_migration::{MigrationName, MigrationTrait, SchemaManager};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -89,8 +89,8 @@ impl MigrationTrait for CreateTriggers {
             .create_table(
                 Table::create()
                     .table("triggers")
-                    .col(ColumnDef::new("id").string_len(64).not_null().primary_key())
-                    .col(ColumnDef::new("user_id").string_len(255).not_null())
+                    .col(id_key())
+                    .col(user_id())
                     .col(ColumnDef::new("name").text().not_null())
                     .col(ColumnDef::new("schedule").text().not_null())
                     .col(ColumnDef::new("kind").string_len(16).not_null())

@@ -14,7 +14,7 @@ use std::time::Duration;
 use agentic_interpreter as _;
 use agentic_plugin_trigger as _;
 
-use agentic_conversation::sea_orm::{ConnectionTrait, Database};
+use agentic_conversation::testing::TestDatabase as TestDb;
 use agentic_conversation::{ConversationService, start_background_services};
 use agentic_core::{Config, EventPayload, PromptState, Received, Runtime, State, ToolContext};
 use agentic_plugin_script::{ScriptedProvider, Turn};
@@ -317,43 +317,11 @@ async fn the_scheduler_started_like_serve_fires_a_new_trigger_as_a_published_pro
 
 // ----- helpers -----
 
-struct TestDb {
-    name: &'static str,
-    url: String,
-    _dir: Option<tempfile::TempDir>,
-}
-
 /// A SQLite file, then (when configured) a new PostgreSQL database.
 async fn databases() -> Vec<TestDb> {
-    let dir = tempfile::tempdir().unwrap();
-    let url = agentic_conversation::sqlite_url(&dir.path().join("agentic.db"));
-    let mut all = vec![TestDb {
-        name: "sqlite",
-        url,
-        _dir: Some(dir),
-    }];
-    match std::env::var("AGENTIC_TEST_POSTGRES_URL") {
-        Ok(admin) if !admin.is_empty() => {
-            let connection = Database::connect(&admin).await.unwrap();
-            let name = format!("agentic_test_{}", uuid::Uuid::new_v4().simple());
-            connection
-                .execute_unprepared(&format!("CREATE DATABASE {name}"))
-                .await
-                .unwrap();
-            connection.close().await.unwrap();
-            let (base, _) = admin.rsplit_once('/').unwrap();
-            all.push(TestDb {
-                name: "postgres",
-                url: format!("{base}/{name}"),
-                _dir: None,
-            });
-        }
-        _ => assert!(
-            std::env::var_os("AGENTIC_REQUIRE_POSTGRES").is_none(),
-            "AGENTIC_REQUIRE_POSTGRES is set but AGENTIC_TEST_POSTGRES_URL is not"
-        ),
-    }
-    all
+    agentic_conversation::testing::test_databases()
+        .await
+        .unwrap()
 }
 
 /// A service over `db` whose model answers `replies` in order, one per prompt.

@@ -10,37 +10,22 @@ use std::sync::Arc;
 use agentic_interpreter as _;
 use agentic_plugin_trigger as _;
 
-use agentic_conversation::{DatabaseSlot, Store, sqlite_url};
 use agentic_plugin_script::testing::TimelineRunner;
 
 fn runner() -> TimelineRunner {
     TimelineRunner::new()
         .on_runtime(Arc::new(|services| {
-            Box::pin(async move {
-                let dir = tempfile::tempdir()?.keep();
-                let store =
-                    Store::open(&sqlite_url(&dir.join("trigger.db")), &services.extensions).await?;
-                services
-                    .extensions
-                    .get::<DatabaseSlot>()
-                    .expect("the trigger plugin registers migrations, and with them the slot")
-                    .set(store);
-                Ok(())
-            })
+            Box::pin(agentic_conversation::testing::attach_temporary_sqlite(
+                services,
+            ))
         }))
+        .mask_uuids()
         .mask(
-            r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
-            "[uuid]",
-        )
-        .and_then(|runner| runner.mask(r"call_[0-9a-f]{32}", "call_[random]"))
-        .and_then(|runner| {
             // Times that depend on today: next fires, creation times and "it is now …".
             // Times the cases chose (2099, 2001) are kept.
-            runner.mask(
-                r"20[2-8]\d-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})",
-                "[time]",
-            )
-        })
+            r"20[2-8]\d-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})",
+            "[time]",
+        )
         .unwrap()
 }
 

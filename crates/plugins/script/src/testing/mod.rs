@@ -155,11 +155,13 @@ impl Default for TimelineRunner {
 }
 
 impl TimelineRunner {
+    /// A runner over every linked plugin. Tool-call ids that code mode makes up for calls from
+    /// the sandbox (`call_` and 32 hex digits) are masked as `call_[random]`.
     pub fn new() -> Self {
         Self {
             plugins: Vec::new(),
             registered: true,
-            masks: Vec::new(),
+            masks: standard_masks(&[(r"call_[0-9a-f]{32}", "call_[random]")]),
             redacted_keys: Vec::new(),
             user_id: "alice".to_owned(),
             on_runtime: None,
@@ -190,6 +192,24 @@ impl TimelineRunner {
         let regex = Regex::new(pattern).with_context(|| format!("bad mask pattern {pattern}"))?;
         self.masks.push((regex, replacement.to_owned()));
         Ok(self)
+    }
+
+    /// Masks UUIDs as `[uuid]`: the ids of rows that plugins return.
+    pub fn mask_uuids(mut self) -> Self {
+        self.masks.extend(standard_masks(&[(
+            r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+            "[uuid]",
+        )]));
+        self
+    }
+
+    /// Masks RFC 3339 times as `[time]`: creation times and clock readings.
+    pub fn mask_times(mut self) -> Self {
+        self.masks.extend(standard_masks(&[(
+            r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})",
+            "[time]",
+        )]));
+        self
     }
 
     /// Replaces the value of every object key named here with `"[redacted]"`.
@@ -394,4 +414,16 @@ impl Redactor<'_> {
         let number = *self.ids.entry(id.to_owned()).or_insert(next);
         format!("[id:{number}]")
     }
+}
+
+/// Masks built from patterns known to compile.
+fn standard_masks(patterns: &[(&str, &str)]) -> Vec<(Regex, String)> {
+    patterns
+        .iter()
+        .filter_map(|(pattern, replacement)| {
+            Regex::new(pattern)
+                .ok()
+                .map(|regex| (regex, (*replacement).to_owned()))
+        })
+        .collect()
 }

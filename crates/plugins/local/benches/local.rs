@@ -115,13 +115,13 @@ fn main() {
         median(rates)
     };
     let generation = generation_after(&short);
-    let generation_long = if only_generation {
-        f64::NAN
-    } else {
-        generation_after(&long)
-    };
+    let generation_long = generation_after(&long);
     if only_generation {
         println!("| generation, {generated} tokens (greedy) | {generation:.1} tokens/s |");
+        println!(
+            "| generation, {generated} tokens after the {}-token prompt | {generation_long:.1} tokens/s |",
+            long.len()
+        );
         return;
     }
 
@@ -157,7 +157,7 @@ fn main() {
     println!("model: {} ({threads})", path.display());
     println!("| measurement | result |");
     println!("| --- | --- |");
-    println!("| load (read + re-quantise to Q8_0) | {load:.2} s |");
+    println!("| load (read, lay out the blocks) | {load:.2} s |");
     println!(
         "| prompt processing, {} tokens | {short_rate:.0} tokens/s |",
         short.len()

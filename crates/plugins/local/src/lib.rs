@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod kernels;
 pub mod model;
 pub mod provider;
 pub mod pull;

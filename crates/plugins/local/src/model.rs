@@ -1,10 +1,14 @@
-//! A llama-architecture transformer over GGUF weights, on candle's CPU kernels.
+//! A llama-architecture transformer over GGUF weights.
 //!
-//! Two things make a 135M model pleasant on two cores:
-//! - Weights in 4-bit formats without fast CPU kernels (`Q4_1` and friends) are re-quantised to
-//!   `Q8_0` once at load: single-token steps then use the quicker 8-bit dot products.
-//! - Many-token steps (prompt processing) multiply by the weights dequantised to `f32`, one
-//!   matrix at a time, so the batched f32 GEMM does the work instead of row-by-row dot products.
+//! Two paths through the same weights:
+//! - A generated token is one matrix × vector product per weight, run by our own loops over the
+//!   quantised blocks ([`crate::kernels`]: `Q4_1` as shipped, `Q8_0`), on plain vectors, with a
+//!   key/value cache that grows in place. Every weight is read once per token, so these loops
+//!   and the bytes per weight set the speed.
+//! - Prompt tokens go through candle as batches, multiplied by the weights widened to `f32`
+//!   (a batched GEMM), so a prompt's numbers do not depend on how much of it was cached.
+//!
+//! Formats without a loop of ours (k-quants, f16, …) use candle's kernels on both paths.
 //!
 //! The key/value cache can be cut back to any length, so a request that shares a prefix with
 //! the previous one (the same system prompt, the next code-mode iteration) only processes what
@@ -15,10 +19,17 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor, gguf_file};
-use candle_core::{DType, Device, Module, Tensor};
+use candle_core::{Device, Module, Tensor};
+use rayon::prelude::*;
+
+use crate::kernels::{self, QuantMatrix, QuantVector};
 
 /// Prompt tokens processed per forward pass (bounds the attention matrices).
 const CHUNK: usize = 256;
+
+/// From this many cached positions, a generated token's attention is split in two ranges per
+/// key/value head (more tasks than the three or so heads, for the pool's threads).
+const SPLIT_ATTENTION_FROM: usize = 128;
 
 /// The shape of the network, from the GGUF metadata.
 #[derive(Debug, Clone, PartialEq)]
@@ -89,132 +100,190 @@ impl Hyper {
     }
 }
 
-/// A weight matrix `[out, in]`, kept quantised.
-struct Linear {
-    weight: Arc<QTensor>,
-    matmul: QMatMul,
+/// A weight matrix `[out, in]`.
+enum Weight {
+    /// In one of our kernels' formats (see [`crate::kernels`]).
+    Kernel(QuantMatrix),
+    /// Any other format (k-quants, f16, …): candle's own product and dequantisation.
+    Candle {
+        weight: Arc<QTensor>,
+        matmul: QMatMul,
+    },
 }
 
-impl Linear {
-    /// A weight in the format its steps run fastest in (see [`fast_format`]).
+impl Weight {
     fn new(tensor: QTensor) -> anyhow::Result<Self> {
-        Self::wrap(fast_format(tensor)?)
-    }
-
-    /// A weight as it is.
-    fn wrap(tensor: QTensor) -> anyhow::Result<Self> {
-        let weight = Arc::new(tensor);
-        Ok(Self {
-            matmul: QMatMul::from_arc(weight.clone())?,
-            weight,
+        let (rows, cols) = tensor.shape().dims2()?;
+        let kernel = match tensor.dtype() {
+            GgmlDType::Q4_1 => QuantMatrix::from_q4_1(rows, cols, &tensor.data()?),
+            GgmlDType::Q4_0 => QuantMatrix::from_q4_0(rows, cols, &tensor.data()?),
+            GgmlDType::Q8_0 => QuantMatrix::from_q8_0(rows, cols, &tensor.data()?),
+            // 5-bit blocks have no loop of their own; 8 bits hold them with little loss.
+            GgmlDType::Q5_0 | GgmlDType::Q5_1 => {
+                let values = tensor.dequantize(&Device::Cpu)?.flatten_all()?.to_vec1()?;
+                QuantMatrix::quantize_q8_0(rows, cols, &values)
+            }
+            _ => None,
+        };
+        Ok(match kernel {
+            Some(matrix) => Self::Kernel(matrix),
+            None => {
+                let weight = Arc::new(tensor);
+                Self::Candle {
+                    matmul: QMatMul::from_arc(weight.clone())?,
+                    weight,
+                }
+            }
         })
     }
 
-    /// Prompt steps, whatever their length, multiply by the weights dequantised to f32 (a
-    /// batched GEMM), so a prompt's numbers do not depend on how much of it was cached; single
-    /// generated tokens use the 8-bit dot products.
-    fn forward(&self, x: &Tensor, prompt: bool) -> candle_core::Result<Tensor> {
-        if prompt {
-            let weight = self.weight.dequantize(x.device())?;
-            x.broadcast_matmul(&weight.t()?)
-        } else {
-            self.matmul.forward(x)
+    fn rows(&self) -> usize {
+        match self {
+            Self::Kernel(matrix) => matrix.rows(),
+            Self::Candle { weight, .. } => weight.shape().dims()[0],
         }
+    }
+
+    /// Prompt steps, whatever their length, multiply by the weights as `f32` (a batched GEMM),
+    /// so a prompt's numbers do not depend on how much of it was cached.
+    fn forward_prompt(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let weight = match self {
+            Self::Kernel(matrix) => Tensor::from_vec(
+                matrix.to_f32(),
+                (matrix.rows(), matrix.cols()),
+                &Device::Cpu,
+            )?,
+            Self::Candle { weight, .. } => weight.dequantize(&Device::Cpu)?,
+        };
+        x.broadcast_matmul(&weight.t()?)
+    }
+
+    /// `out = self × x` for one token (`x` is quantised into `scratch` when it is needed).
+    fn matvec(&self, x: &[f32], scratch: &mut QuantVector, out: &mut [f32]) -> anyhow::Result<()> {
+        match self {
+            Self::Kernel(matrix) => {
+                scratch.quantize(x);
+                matrix.matvec(scratch, out);
+            }
+            Self::Candle { matmul, .. } => {
+                let input = Tensor::from_slice(x, (1, x.len()), &Device::Cpu)?;
+                let product: Vec<f32> = matmul.forward(&input)?.flatten_all()?.to_vec1()?;
+                out.copy_from_slice(&product);
+            }
+        }
+        Ok(())
     }
 }
 
-/// Several projections of the same input. When all of them end up as `Q8_0` they are stacked
-/// into one matrix: one matrix product per step instead of several (each a round of the thread
-/// pool and a quantisation of the input), and the result is split.
-enum Projection {
-    Fused { linear: Linear, sizes: Vec<usize> },
-    Separate(Vec<Linear>),
+/// Several projections of the same input. When they share a kernel format they are stacked
+/// into one matrix: one product per step instead of several, and the result is split.
+struct Projection {
+    /// One stacked matrix, or one per part.
+    weights: Vec<Weight>,
+    /// The rows of each part.
+    sizes: Vec<usize>,
 }
 
 impl Projection {
     fn new(parts: Vec<QTensor>) -> anyhow::Result<Self> {
-        let parts = parts
+        let weights = parts
             .into_iter()
-            .map(fast_format)
+            .map(Weight::new)
             .collect::<anyhow::Result<Vec<_>>>()?;
-        if parts.iter().any(|part| part.dtype() != GgmlDType::Q8_0) {
-            return Ok(Self::Separate(
-                parts
-                    .into_iter()
-                    .map(Linear::wrap)
-                    .collect::<anyhow::Result<_>>()?,
-            ));
-        }
-        let sizes = parts.iter().map(|part| part.shape().dims()[0]).collect();
-        let values = parts
+        let sizes = weights.iter().map(Weight::rows).collect();
+        let matrices: Option<Vec<QuantMatrix>> = weights
             .iter()
-            .map(|part| part.dequantize(&Device::Cpu))
+            .map(|weight| match weight {
+                Weight::Kernel(matrix) => Some(matrix.clone()),
+                Weight::Candle { .. } => None,
+            })
+            .collect();
+        let weights = match matrices.as_deref().and_then(QuantMatrix::stack) {
+            Some(stacked) => vec![Weight::Kernel(stacked)],
+            None => weights,
+        };
+        Ok(Self { weights, sizes })
+    }
+
+    fn rows(&self) -> usize {
+        self.sizes.iter().sum()
+    }
+
+    fn forward_prompt(&self, x: &Tensor) -> candle_core::Result<Vec<Tensor>> {
+        let outputs = self
+            .weights
+            .iter()
+            .map(|weight| weight.forward_prompt(x))
             .collect::<candle_core::Result<Vec<_>>>()?;
-        let stacked = QTensor::quantize(&Tensor::cat(&values, 0)?, GgmlDType::Q8_0)?;
-        Ok(Self::Fused {
-            linear: Linear::wrap(stacked)?,
-            sizes,
-        })
-    }
-
-    fn forward(&self, x: &Tensor, prompt: bool) -> candle_core::Result<Vec<Tensor>> {
-        match self {
-            Self::Fused { linear, sizes } => {
-                let all = linear.forward(x, prompt)?;
-                let last = all.rank() - 1;
-                let mut start = 0;
-                let mut parts = Vec::with_capacity(sizes.len());
-                for size in sizes {
-                    parts.push(all.narrow(last, start, *size)?);
-                    start += size;
-                }
-                Ok(parts)
-            }
-            Self::Separate(linears) => linears
-                .iter()
-                .map(|linear| linear.forward(x, prompt))
-                .collect(),
+        if outputs.len() == self.sizes.len() {
+            return Ok(outputs);
         }
+        let all = Tensor::cat(&outputs, x.rank() - 1)?;
+        let last = all.rank() - 1;
+        let mut start = 0;
+        let mut parts = Vec::with_capacity(self.sizes.len());
+        for size in &self.sizes {
+            parts.push(all.narrow(last, start, *size)?);
+            start += size;
+        }
+        Ok(parts)
     }
-}
 
-/// 4- and 5-bit block formats whose CPU dot products are slow become `Q8_0`; the rest stay.
-fn fast_format(tensor: QTensor) -> anyhow::Result<QTensor> {
-    let slow = matches!(
-        tensor.dtype(),
-        GgmlDType::Q4_0 | GgmlDType::Q4_1 | GgmlDType::Q5_0 | GgmlDType::Q5_1
-    );
-    let columns = tensor.shape().dims().last().copied().unwrap_or(0);
-    if !slow || columns % GgmlDType::Q8_0.block_size() != 0 {
-        return Ok(tensor);
+    /// All parts' outputs, one after the other, in `out`.
+    fn matvec(&self, x: &[f32], scratch: &mut QuantVector, out: &mut [f32]) -> anyhow::Result<()> {
+        let mut start = 0;
+        for weight in &self.weights {
+            let rows = weight.rows();
+            weight.matvec(x, scratch, &mut out[start..start + rows])?;
+            start += rows;
+        }
+        Ok(())
     }
-    let values = tensor.dequantize(&Device::Cpu)?;
-    Ok(QTensor::quantize(&values, GgmlDType::Q8_0)?)
 }
 
 struct Layer {
-    attention_norm: Tensor,
+    attention_norm: Vec<f32>,
     /// Query, key and value projections, one matrix when they can be fused.
     qkv: Projection,
-    o: Linear,
-    ffn_norm: Tensor,
+    o: Weight,
+    ffn_norm: Vec<f32>,
     /// Gate and up projections of the feed-forward block.
     gate_up: Projection,
-    down: Linear,
-    cache: Option<(Tensor, Tensor)>,
+    down: Weight,
+    /// Cached keys and values, `[position][kv_head][head_dim]`, grown in place.
+    keys: Vec<f32>,
+    values: Vec<f32>,
+}
+
+/// Buffers of a single-token step, kept between steps.
+#[derive(Default)]
+struct Scratch {
+    x: Vec<f32>,
+    normed: Vec<f32>,
+    qkv: Vec<f32>,
+    attended: Vec<f32>,
+    projected: Vec<f32>,
+    gate_up: Vec<f32>,
+    activated: Vec<f32>,
+    logits: Vec<f32>,
+    quantized: QuantVector,
 }
 
 /// The network with its key/value cache.
 pub struct Model {
     pub hyper: Hyper,
-    embedding: Tensor,
+    /// Token embeddings; also the output projection when the model ties them.
+    embedding: Arc<Weight>,
+    /// The embeddings as `f32`, kept only when `embedding` has no cheap row lookup.
+    embedding_table: Option<Tensor>,
     layers: Vec<Layer>,
-    norm: Tensor,
-    output: Linear,
-    cos: Tensor,
-    sin: Tensor,
+    norm: Vec<f32>,
+    output: Arc<Weight>,
+    cos: Vec<f32>,
+    sin: Vec<f32>,
     /// Tokens whose keys and values are in the cache, in order.
     cached: Vec<u32>,
+    scratch: Scratch,
 }
 
 impl std::fmt::Debug for Model {
@@ -224,6 +293,10 @@ impl std::fmt::Debug for Model {
             .field("cached", &self.cached.len())
             .finish_non_exhaustive()
     }
+}
+
+fn vector(tensor: QTensor) -> anyhow::Result<Vec<f32>> {
+    Ok(tensor.dequantize(&Device::Cpu)?.flatten_all()?.to_vec1()?)
 }
 
 impl Model {
@@ -238,37 +311,43 @@ impl Model {
                 .tensor(reader, name, &device)
                 .with_context(|| format!("reading tensor {name}"))
         };
-        let embedding_q = tensor("token_embd.weight")?;
-        let embedding = embedding_q.dequantize(&device)?;
-        let norm = tensor("output_norm.weight")?.dequantize(&device)?;
+        let embedding = Arc::new(Weight::new(tensor("token_embd.weight")?)?);
+        let embedding_table = match embedding.as_ref() {
+            Weight::Kernel(_) => None,
+            Weight::Candle { weight, .. } => Some(weight.dequantize(&device)?),
+        };
+        let norm = vector(tensor("output_norm.weight")?)?;
         let output = match tensor("output.weight") {
-            Ok(output) => Linear::new(output)?,
+            Ok(output) => Arc::new(Weight::new(output)?),
             // Tied embeddings: the output projection is the embedding matrix.
-            Err(_) => Linear::new(embedding_q)?,
+            Err(_) => embedding.clone(),
         };
         let mut layers = Vec::with_capacity(hyper.layers);
         for index in 0..hyper.layers {
             let mut part = |name: &str| tensor(&format!("blk.{index}.{name}.weight"));
             layers.push(Layer {
-                attention_norm: part("attn_norm")?.dequantize(&device)?,
+                attention_norm: vector(part("attn_norm")?)?,
                 qkv: Projection::new(vec![part("attn_q")?, part("attn_k")?, part("attn_v")?])?,
-                o: Linear::new(part("attn_output")?)?,
-                ffn_norm: part("ffn_norm")?.dequantize(&device)?,
+                o: Weight::new(part("attn_output")?)?,
+                ffn_norm: vector(part("ffn_norm")?)?,
                 gate_up: Projection::new(vec![part("ffn_gate")?, part("ffn_up")?])?,
-                down: Linear::new(part("ffn_down")?)?,
-                cache: None,
+                down: Weight::new(part("ffn_down")?)?,
+                keys: Vec::new(),
+                values: Vec::new(),
             });
         }
-        let (cos, sin) = rope_tables(&hyper)?;
+        let (cos, sin) = rope_tables(&hyper);
         Ok(Self {
             hyper,
             embedding,
+            embedding_table,
             layers,
             norm,
             output,
             cos,
             sin,
             cached: Vec::new(),
+            scratch: Scratch::default(),
         })
     }
 
@@ -298,15 +377,18 @@ impl Model {
             .count();
         // At least one token must run to produce logits.
         common = common.min(tokens.len() - 1);
-        self.truncate(common)?;
-        let mut logits = None;
+        self.truncate(common);
+        let mut last = None;
         for chunk in tokens[common..].chunks(CHUNK) {
             if !keep_going() {
                 return Ok(None);
             }
-            logits = Some(self.forward(chunk, true)?);
+            last = Some(self.forward_prompt(chunk)?);
         }
-        Ok(logits)
+        let Some(hidden) = last else {
+            return Ok(None);
+        };
+        Ok(Some(self.logits(&hidden)?))
     }
 
     /// Feeds one generated token and returns the logits for the one after it.
@@ -317,12 +399,14 @@ impl Model {
                 self.hyper.context
             );
         }
-        self.forward(&[token], false)
+        let hidden = self.forward_step(token)?;
+        self.logits(&hidden)
     }
 
     /// Forgets the cache: the next request starts from scratch.
     pub fn clear_cache(&mut self) -> anyhow::Result<()> {
-        self.truncate(0)
+        self.truncate(0);
+        Ok(())
     }
 
     /// The tokens whose keys and values are cached.
@@ -330,67 +414,153 @@ impl Model {
         &self.cached
     }
 
-    fn truncate(&mut self, length: usize) -> anyhow::Result<()> {
-        if length == self.cached.len() {
-            return Ok(());
-        }
+    fn truncate(&mut self, length: usize) {
+        let width = self.hyper.kv_heads * self.hyper.head_dim;
         for layer in &mut self.layers {
-            layer.cache = match layer.cache.take() {
-                Some((k, v)) if length > 0 => {
-                    Some((k.narrow(2, 0, length)?, v.narrow(2, 0, length)?))
-                }
-                _ => None,
-            };
+            layer.keys.truncate(length * width);
+            layer.values.truncate(length * width);
         }
         self.cached.truncate(length);
+    }
+
+    fn embed(&self, token: u32, out: &mut [f32]) -> anyhow::Result<()> {
+        let row = token as usize;
+        if row >= self.hyper.vocab {
+            bail!("token {token} is outside the vocabulary");
+        }
+        match (self.embedding.as_ref(), &self.embedding_table) {
+            (Weight::Kernel(matrix), _) => matrix.row_into(row, out),
+            (_, Some(table)) => out.copy_from_slice(&table.get(row)?.to_vec1::<f32>()?),
+            (Weight::Candle { .. }, None) => bail!("the embedding table is missing"),
+        }
         Ok(())
     }
 
-    fn forward(&mut self, tokens: &[u32], prompt: bool) -> anyhow::Result<Vec<f32>> {
+    /// The final norm and output projection of one hidden state.
+    fn logits(&mut self, hidden: &[f32]) -> anyhow::Result<Vec<f32>> {
+        let scratch = &mut self.scratch;
+        scratch.normed.resize(hidden.len(), 0.0);
+        rms_norm(hidden, &self.norm, self.hyper.eps, &mut scratch.normed);
+        scratch.logits.resize(self.output.rows(), 0.0);
+        self.output
+            .matvec(&scratch.normed, &mut scratch.quantized, &mut scratch.logits)?;
+        Ok(scratch.logits.clone())
+    }
+
+    /// Runs prompt tokens as one batch and returns the last token's hidden state.
+    fn forward_prompt(&mut self, tokens: &[u32]) -> anyhow::Result<Vec<f32>> {
         let position = self.cached.len();
         let length = tokens.len();
-        let hyper = self.hyper.clone();
-        let ids = Tensor::new(tokens, &Device::Cpu)?;
-        let mut x = self.embedding.index_select(&ids, 0)?.unsqueeze(0)?;
-        let cos = self.cos.narrow(0, position, length)?;
-        let sin = self.sin.narrow(0, position, length)?;
+        let width = self.hyper.embedding;
+        let mut rows = vec![0.0; length * width];
+        for (token, row) in tokens.iter().zip(rows.chunks_exact_mut(width)) {
+            self.embed(*token, row)?;
+        }
+        let mut x = Tensor::from_vec(rows, (1, length, width), &Device::Cpu)?;
+        let half = self.hyper.head_dim / 2;
+        let table = |values: &[f32]| {
+            Tensor::from_slice(
+                &values[position * half..(position + length) * half],
+                (length, half),
+                &Device::Cpu,
+            )
+        };
+        let (cos, sin) = (table(&self.cos)?, table(&self.sin)?);
         let mask = if length > 1 {
             Some(causal_mask(length, position)?)
         } else {
             None
         };
+        let hyper = &self.hyper;
         for layer in &mut self.layers {
-            let normed = candle_nn::ops::rms_norm(&x, &layer.attention_norm, hyper.eps as f32)?;
-            let attended = layer.attention(&normed, &cos, &sin, mask.as_ref(), &hyper, prompt)?;
+            let norm = Tensor::from_slice(&layer.attention_norm, width, &Device::Cpu)?;
+            let normed = candle_nn::ops::rms_norm(&x, &norm, hyper.eps as f32)?;
+            let attended = layer.attention_prompt(&normed, &cos, &sin, mask.as_ref(), hyper)?;
             let x1 = (attended + &x)?;
-            let normed = candle_nn::ops::rms_norm(&x1, &layer.ffn_norm, hyper.eps as f32)?;
-            let [gate, up] = <[Tensor; 2]>::try_from(layer.gate_up.forward(&normed, prompt)?)
+            let norm = Tensor::from_slice(&layer.ffn_norm, width, &Device::Cpu)?;
+            let normed = candle_nn::ops::rms_norm(&x1, &norm, hyper.eps as f32)?;
+            let [gate, up] = <[Tensor; 2]>::try_from(layer.gate_up.forward_prompt(&normed)?)
                 .map_err(|_| anyhow::anyhow!("the feed-forward projection has the wrong parts"))?;
             let mixed = layer
                 .down
-                .forward(&(candle_nn::ops::silu(&gate)? * up)?, prompt)?;
+                .forward_prompt(&(candle_nn::ops::silu(&gate)? * up)?)?;
             x = (mixed + x1)?;
         }
         self.cached.extend_from_slice(tokens);
-        let last = x.narrow(1, length - 1, 1)?.contiguous()?;
-        let last = candle_nn::ops::rms_norm(&last, &self.norm, hyper.eps as f32)?;
-        let logits = self.output.forward(&last, prompt)?.flatten_all()?;
-        Ok(logits.to_dtype(DType::F32)?.to_vec1()?)
+        Ok(x.narrow(1, length - 1, 1)?.flatten_all()?.to_vec1()?)
+    }
+
+    /// Runs one token through the network on plain vectors and returns its hidden state.
+    fn forward_step(&mut self, token: u32) -> anyhow::Result<Vec<f32>> {
+        let hyper = self.hyper.clone();
+        let position = self.cached.len();
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let width = hyper.embedding;
+        scratch.x.resize(width, 0.0);
+        self.embed(token, &mut scratch.x)?;
+        let half = hyper.head_dim / 2;
+        let cos = &self.cos[position * half..(position + 1) * half];
+        let sin = &self.sin[position * half..(position + 1) * half];
+        let result = (|| -> anyhow::Result<()> {
+            let Scratch {
+                x,
+                normed,
+                qkv,
+                attended,
+                projected,
+                gate_up,
+                activated,
+                quantized,
+                ..
+            } = &mut scratch;
+            normed.resize(width, 0.0);
+            projected.resize(width, 0.0);
+            attended.resize(hyper.heads * hyper.head_dim, 0.0);
+            for layer in &mut self.layers {
+                rms_norm(x, &layer.attention_norm, hyper.eps, normed);
+                qkv.resize(layer.qkv.rows(), 0.0);
+                layer.qkv.matvec(normed, quantized, qkv)?;
+                layer.attention_step(qkv, cos, sin, &hyper, attended)?;
+                layer.o.matvec(attended, quantized, projected)?;
+                for (x, projected) in x.iter_mut().zip(projected.iter()) {
+                    *x += projected;
+                }
+                rms_norm(x, &layer.ffn_norm, hyper.eps, normed);
+                gate_up.resize(layer.gate_up.rows(), 0.0);
+                layer.gate_up.matvec(normed, quantized, gate_up)?;
+                let (gate, up) = gate_up.split_at(gate_up.len() / 2);
+                activated.clear();
+                activated.extend(
+                    gate.iter()
+                        .zip(up)
+                        .map(|(gate, up)| gate / (1.0 + (-gate).exp()) * up),
+                );
+                layer.down.matvec(activated, quantized, projected)?;
+                for (x, projected) in x.iter_mut().zip(projected.iter()) {
+                    *x += projected;
+                }
+            }
+            Ok(())
+        })();
+        let hidden = scratch.x.clone();
+        self.scratch = scratch;
+        result?;
+        self.cached.push(token);
+        Ok(hidden)
     }
 }
 
 impl Layer {
-    fn attention(
+    fn attention_prompt(
         &mut self,
         x: &Tensor,
         cos: &Tensor,
         sin: &Tensor,
         mask: Option<&Tensor>,
         hyper: &Hyper,
-        prompt: bool,
     ) -> anyhow::Result<Tensor> {
         let (batch, length, _) = x.dims3()?;
-        let [q, k, v] = <[Tensor; 3]>::try_from(self.qkv.forward(x, prompt)?)
+        let [q, k, v] = <[Tensor; 3]>::try_from(self.qkv.forward_prompt(x)?)
             .map_err(|_| anyhow::anyhow!("the attention projection has the wrong parts"))?;
         let heads = |projected: Tensor, count: usize| -> candle_core::Result<Tensor> {
             projected
@@ -400,15 +570,24 @@ impl Layer {
         };
         let q = candle_nn::rotary_emb::rope_i(&heads(q, hyper.heads)?, cos, sin)?;
         let k = candle_nn::rotary_emb::rope_i(&heads(k, hyper.kv_heads)?, cos, sin)?;
-        let v = heads(v, hyper.kv_heads)?;
-        let (k, v) = match &self.cache {
-            Some((cached_k, cached_v)) => (
-                Tensor::cat(&[cached_k, &k], 2)?,
-                Tensor::cat(&[cached_v, &v], 2)?,
-            ),
-            None => (k, v),
+        // The cache is position-major: [1, kv, L, d] → [L, kv, d].
+        let rows = |tensor: Tensor| -> candle_core::Result<Vec<f32>> {
+            tensor.transpose(1, 2)?.flatten_all()?.to_vec1()
         };
-        self.cache = Some((k.clone(), v.clone()));
+        self.keys.extend(rows(k)?);
+        // `v` is still `[1, L, kv × d]`, already position-major.
+        self.values.extend(v.flatten_all()?.to_vec1::<f32>()?);
+        let total = self.keys.len() / (hyper.kv_heads * hyper.head_dim);
+        let all = |cache: &[f32]| -> candle_core::Result<Tensor> {
+            Tensor::from_slice(
+                cache,
+                (batch, total, hyper.kv_heads, hyper.head_dim),
+                &Device::Cpu,
+            )?
+            .transpose(1, 2)?
+            .contiguous()
+        };
+        let (k, v) = (all(&self.keys)?, all(&self.values)?);
         // Grouped-query attention without copying keys and values for every query head: the
         // `repeat` query heads that share a key/value head are stacked along the sequence
         // (`[b, kv, repeat * L, d]`, a free reshape of `[b, heads, L, d]`).
@@ -426,7 +605,87 @@ impl Layer {
             .reshape((batch, hyper.heads, length, hyper.head_dim))?
             .transpose(1, 2)?
             .reshape((batch, length, hyper.heads * hyper.head_dim))?;
-        Ok(self.o.forward(&out, prompt)?)
+        Ok(self.o.forward_prompt(&out)?)
+    }
+
+    /// Attention of one new token: rotates its query and key, appends its key and value to the
+    /// cache and writes the heads' outputs into `out`.
+    fn attention_step(
+        &mut self,
+        qkv: &mut [f32],
+        cos: &[f32],
+        sin: &[f32],
+        hyper: &Hyper,
+        out: &mut [f32],
+    ) -> anyhow::Result<()> {
+        let dim = hyper.head_dim;
+        let (q, rest) = qkv.split_at_mut(hyper.heads * dim);
+        let (k, v) = rest.split_at_mut(hyper.kv_heads * dim);
+        if v.len() != hyper.kv_heads * dim {
+            bail!("the attention projection has the wrong size");
+        }
+        rope(q, dim, cos, sin);
+        rope(k, dim, cos, sin);
+        self.keys.extend_from_slice(k);
+        self.values.extend_from_slice(v);
+        let width = hyper.kv_heads * dim;
+        let total = self.keys.len() / width;
+        let repeat = hyper.heads / hyper.kv_heads;
+        let scale = 1.0 / (dim as f32).sqrt();
+        // One task per key/value head and range of positions, so both cores share the work
+        // and each key and value is read once for the query heads that use it.
+        let ranges = if total >= SPLIT_ATTENTION_FROM {
+            vec![0..total / 2, total / 2..total]
+        } else {
+            std::iter::once(0..total).collect()
+        };
+        let (keys, values, q) = (&self.keys, &self.values, &*q);
+        let tasks: Vec<(usize, std::ops::Range<usize>)> = (0..hyper.kv_heads)
+            .flat_map(|group| ranges.iter().map(move |range| (group, range.clone())))
+            .collect();
+        let partials: Vec<kernels::Partial> = tasks
+            .into_par_iter()
+            .map(|(group, positions)| {
+                kernels::attend(kernels::Attend {
+                    queries: &q[group * repeat * dim..(group + 1) * repeat * dim],
+                    dim,
+                    keys: &keys[group * dim..],
+                    values: &values[group * dim..],
+                    stride: width,
+                    positions,
+                    scale,
+                })
+            })
+            .collect();
+        for (group, parts) in partials.chunks(ranges.len()).enumerate() {
+            let mut merged = parts[0].clone();
+            for part in &parts[1..] {
+                merged.merge(part);
+            }
+            merged.finish(&mut out[group * repeat * dim..(group + 1) * repeat * dim]);
+        }
+        Ok(())
+    }
+}
+
+/// `out = x / rms(x) × weight`.
+fn rms_norm(x: &[f32], weight: &[f32], eps: f64, out: &mut [f32]) {
+    let mean = x.iter().map(|value| value * value).sum::<f32>() / x.len() as f32;
+    let inverse = 1.0 / (mean + eps as f32).sqrt();
+    for ((out, x), weight) in out.iter_mut().zip(x).zip(weight) {
+        *out = x * inverse * weight;
+    }
+}
+
+/// Rotates each head's consecutive pairs by the position's angles (the interleaved rotary
+/// embedding GGUF llama weights expect, as candle's `rope_i`).
+fn rope(heads: &mut [f32], dim: usize, cos: &[f32], sin: &[f32]) {
+    for head in heads.chunks_exact_mut(dim) {
+        for (pair, (cos, sin)) in head.chunks_exact_mut(2).zip(cos.iter().zip(sin)) {
+            let (a, b) = (pair[0], pair[1]);
+            pair[0] = a * cos - b * sin;
+            pair[1] = a * sin + b * cos;
+        }
     }
 }
 
@@ -447,7 +706,8 @@ fn causal_mask(length: usize, position: usize) -> candle_core::Result<Tensor> {
     Tensor::from_vec(values, (length, total), &Device::Cpu)
 }
 
-fn rope_tables(hyper: &Hyper) -> anyhow::Result<(Tensor, Tensor)> {
+/// Cosines and sines of the rotary angles, `[position][head_dim / 2]`.
+fn rope_tables(hyper: &Hyper) -> (Vec<f32>, Vec<f32>) {
     let half = hyper.head_dim / 2;
     let inverse: Vec<f32> = (0..half)
         .map(|index| {
@@ -456,10 +716,14 @@ fn rope_tables(hyper: &Hyper) -> anyhow::Result<(Tensor, Tensor)> {
                 .powf(2.0 * index as f32 / hyper.head_dim as f32)
         })
         .collect();
-    let inverse = Tensor::from_vec(inverse, (1, half), &Device::Cpu)?;
-    let positions = Tensor::arange(0u32, hyper.context as u32, &Device::Cpu)?
-        .to_dtype(DType::F32)?
-        .reshape((hyper.context, 1))?;
-    let angles = positions.broadcast_mul(&inverse)?;
-    Ok((angles.cos()?, angles.sin()?))
+    let mut cos = Vec::with_capacity(hyper.context * half);
+    let mut sin = Vec::with_capacity(hyper.context * half);
+    for position in 0..hyper.context {
+        for frequency in &inverse {
+            let angle = position as f32 * frequency;
+            cos.push(angle.cos());
+            sin.push(angle.sin());
+        }
+    }
+    (cos, sin)
 }

@@ -1,0 +1,898 @@
+//! Quantised matrix × vector products for single-token steps, and the small vector helpers of
+//! the step (dot products, scaled adds), all in safe Rust.
+//!
+//! A generated token reads every weight once, so a step is bounded by memory traffic and by the
+//! number of passes over the weights. Two formats are kept in the layout the loops want:
+//! - `Q4_1` as the model file ships it (16 bytes of 4-bit values, a scale and a minimum per block
+//!   of 32): 0.75 bytes a weight with the scale and minimum widened to `f32`, and exactly the
+//!   numbers of the file. `Q4_0` becomes `Q4_1` without loss (its minimum is `-8 × scale`).
+//! - `Q8_0` (32 signed bytes and a scale per block), for the 5- and 8-bit formats.
+//!
+//! The input vector is quantised to 8 bits per block of 32, as llama.cpp and candle do, so a block
+//! product is an integer dot product and one multiply-add.
+//!
+//! On x86-64 CPUs with AVX2 and FMA (detected at run time) the loops run on 256-bit integer
+//! instructions through `pulp`, which keeps the SIMD code safe; elsewhere they are plain Rust.
+//! Rows are split across the rayon pool.
+
+use rayon::prelude::*;
+
+/// Values per quantisation block.
+pub const BLOCK: usize = 32;
+
+/// Rows of a product handed to one rayon task.
+const ROWS_PER_TASK: usize = 64;
+
+/// A row-major weight matrix `[rows, cols]` in one of the two kernel formats.
+#[derive(Debug, Clone)]
+pub struct QuantMatrix {
+    rows: usize,
+    cols: usize,
+    format: Format,
+}
+
+#[derive(Debug, Clone)]
+enum Format {
+    /// `scales[b] × quants[b·32 + i]`.
+    Q8_0 { quants: Vec<i8>, scales: Vec<f32> },
+    /// `scales[b] × q + mins[b]`, `q` in 0..16: byte `j` of a block holds value `j` in its low
+    /// nibble and value `j + 16` in its high one (the GGUF layout).
+    Q4_1 {
+        nibbles: Vec<u8>,
+        scales: Vec<f32>,
+        mins: Vec<f32>,
+    },
+}
+
+/// The input vector quantised to 8 bits per block.
+#[derive(Debug, Default)]
+pub struct QuantVector {
+    quants: Vec<i8>,
+    scales: Vec<f32>,
+    /// `scale × Σ quants` per block, for the minimum term of `Q4_1`.
+    sums: Vec<f32>,
+}
+
+fn f16(bytes: [u8; 2]) -> f32 {
+    half::f16::from_le_bytes(bytes).to_f32()
+}
+
+impl QuantMatrix {
+    /// Reads GGUF blocks of `Q8_0` (34 bytes: f16 scale, 32 × i8).
+    pub fn from_q8_0(rows: usize, cols: usize, data: &[u8]) -> Option<Self> {
+        let blocks = check(rows, cols, data, 34)?;
+        let mut quants = Vec::with_capacity(rows * cols);
+        let mut scales = Vec::with_capacity(blocks);
+        for block in data.chunks_exact(34) {
+            scales.push(f16([block[0], block[1]]));
+            quants.extend(block[2..].iter().map(|byte| i8::from_le_bytes([*byte])));
+        }
+        Some(Self {
+            rows,
+            cols,
+            format: Format::Q8_0 { quants, scales },
+        })
+    }
+
+    /// Reads GGUF blocks of `Q4_1` (20 bytes: f16 scale, f16 minimum, 16 bytes of nibbles).
+    pub fn from_q4_1(rows: usize, cols: usize, data: &[u8]) -> Option<Self> {
+        let blocks = check(rows, cols, data, 20)?;
+        let mut nibbles = Vec::with_capacity(rows * cols / 2);
+        let mut scales = Vec::with_capacity(blocks);
+        let mut mins = Vec::with_capacity(blocks);
+        for block in data.chunks_exact(20) {
+            scales.push(f16([block[0], block[1]]));
+            mins.push(f16([block[2], block[3]]));
+            nibbles.extend_from_slice(&block[4..]);
+        }
+        Some(Self {
+            rows,
+            cols,
+            format: Format::Q4_1 {
+                nibbles,
+                scales,
+                mins,
+            },
+        })
+    }
+
+    /// Reads GGUF blocks of `Q4_0` (18 bytes: f16 scale, 16 bytes of nibbles holding `q + 8`):
+    /// the same numbers as `Q4_1` with a minimum of `-8 × scale`.
+    pub fn from_q4_0(rows: usize, cols: usize, data: &[u8]) -> Option<Self> {
+        let blocks = check(rows, cols, data, 18)?;
+        let mut nibbles = Vec::with_capacity(rows * cols / 2);
+        let mut scales = Vec::with_capacity(blocks);
+        let mut mins = Vec::with_capacity(blocks);
+        for block in data.chunks_exact(18) {
+            let scale = f16([block[0], block[1]]);
+            scales.push(scale);
+            mins.push(-8.0 * scale);
+            nibbles.extend_from_slice(&block[2..]);
+        }
+        Some(Self {
+            rows,
+            cols,
+            format: Format::Q4_1 {
+                nibbles,
+                scales,
+                mins,
+            },
+        })
+    }
+
+    /// Quantises `values` (`rows × cols`, row-major) to `Q8_0`.
+    pub fn quantize_q8_0(rows: usize, cols: usize, values: &[f32]) -> Option<Self> {
+        if !cols.is_multiple_of(BLOCK) || values.len() != rows * cols {
+            return None;
+        }
+        let mut vector = QuantVector::default();
+        vector.quantize(values);
+        Some(Self {
+            rows,
+            cols,
+            format: Format::Q8_0 {
+                quants: vector.quants,
+                scales: vector.scales,
+            },
+        })
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Stacks matrices of the same width and format row-wise (fused projections).
+    pub fn stack(parts: &[Self]) -> Option<Self> {
+        let first = parts.first()?;
+        let cols = first.cols;
+        if parts.iter().any(|part| part.cols != cols) {
+            return None;
+        }
+        let rows = parts.iter().map(|part| part.rows).sum();
+        let format = match &first.format {
+            Format::Q8_0 { .. } => {
+                let mut quants = Vec::with_capacity(rows * cols);
+                let mut scales = Vec::with_capacity(rows * cols / BLOCK);
+                for part in parts {
+                    let Format::Q8_0 {
+                        quants: q,
+                        scales: s,
+                    } = &part.format
+                    else {
+                        return None;
+                    };
+                    quants.extend_from_slice(q);
+                    scales.extend_from_slice(s);
+                }
+                Format::Q8_0 { quants, scales }
+            }
+            Format::Q4_1 { .. } => {
+                let mut nibbles = Vec::with_capacity(rows * cols / 2);
+                let mut scales = Vec::with_capacity(rows * cols / BLOCK);
+                let mut mins = Vec::with_capacity(rows * cols / BLOCK);
+                for part in parts {
+                    let Format::Q4_1 {
+                        nibbles: n,
+                        scales: s,
+                        mins: m,
+                    } = &part.format
+                    else {
+                        return None;
+                    };
+                    nibbles.extend_from_slice(n);
+                    scales.extend_from_slice(s);
+                    mins.extend_from_slice(m);
+                }
+                Format::Q4_1 {
+                    nibbles,
+                    scales,
+                    mins,
+                }
+            }
+        };
+        Some(Self { rows, cols, format })
+    }
+
+    /// Row `row` as `f32` values, written into `out` (`cols` long).
+    pub fn row_into(&self, row: usize, out: &mut [f32]) {
+        let blocks = self.cols / BLOCK;
+        for (block, values) in out.chunks_exact_mut(BLOCK).enumerate() {
+            let index = row * blocks + block;
+            match &self.format {
+                Format::Q8_0 { quants, scales } => {
+                    let quants = &quants[index * BLOCK..(index + 1) * BLOCK];
+                    for (value, quant) in values.iter_mut().zip(quants) {
+                        *value = scales[index] * f32::from(*quant);
+                    }
+                }
+                Format::Q4_1 {
+                    nibbles,
+                    scales,
+                    mins,
+                } => {
+                    let bytes = &nibbles[index * BLOCK / 2..(index + 1) * BLOCK / 2];
+                    let (low, high) = values.split_at_mut(BLOCK / 2);
+                    for ((low, high), byte) in low.iter_mut().zip(high).zip(bytes) {
+                        *low = scales[index] * f32::from(byte & 0x0f) + mins[index];
+                        *high = scales[index] * f32::from(byte >> 4) + mins[index];
+                    }
+                }
+            }
+        }
+    }
+
+    /// The whole matrix as `f32` values, row-major (for prompt steps, which multiply many
+    /// tokens at once).
+    pub fn to_f32(&self) -> Vec<f32> {
+        let mut values = vec![0.0; self.rows * self.cols];
+        values
+            .par_chunks_mut(self.cols)
+            .enumerate()
+            .for_each(|(row, out)| self.row_into(row, out));
+        values
+    }
+
+    /// `out = self × x`, with `x` already quantised. Rows are split into tasks for the rayon
+    /// pool; each task runs its rows in one vectorised call.
+    pub fn matvec(&self, x: &QuantVector, out: &mut [f32]) {
+        debug_assert_eq!(x.quants.len(), self.cols);
+        debug_assert_eq!(out.len(), self.rows);
+        out.par_chunks_mut(ROWS_PER_TASK)
+            .enumerate()
+            .for_each(|(task, out)| {
+                simd::run(Rows {
+                    matrix: self,
+                    first: task * ROWS_PER_TASK,
+                    x,
+                    out,
+                });
+            });
+    }
+}
+
+/// Rows `first..first + out.len()` of a product.
+struct Rows<'a> {
+    matrix: &'a QuantMatrix,
+    first: usize,
+    x: &'a QuantVector,
+    out: &'a mut [f32],
+}
+
+impl Rows<'_> {
+    #[inline(always)]
+    fn run(self, #[cfg(target_arch = "x86_64")] simd: Option<pulp::x86::V3>) {
+        let Rows {
+            matrix,
+            first,
+            x,
+            out,
+        } = self;
+        let blocks = matrix.cols / BLOCK;
+        for (row, out) in (first..).zip(out.iter_mut()) {
+            let range = row * blocks..(row + 1) * blocks;
+            *out = match &matrix.format {
+                Format::Q8_0 { quants, scales } => {
+                    let quants = &quants[range.start * BLOCK..range.end * BLOCK];
+                    let scales = &scales[range];
+                    #[cfg(target_arch = "x86_64")]
+                    if let Some(simd) = simd {
+                        *out = simd::avx2::dot_q8_0(simd, quants, scales, x);
+                        continue;
+                    }
+                    simd::scalar_dot_q8_0(quants, scales, x)
+                }
+                Format::Q4_1 {
+                    nibbles,
+                    scales,
+                    mins,
+                } => {
+                    let nibbles = &nibbles[range.start * BLOCK / 2..range.end * BLOCK / 2];
+                    let (scales, mins) = (&scales[range.clone()], &mins[range]);
+                    #[cfg(target_arch = "x86_64")]
+                    if let Some(simd) = simd {
+                        *out = simd::avx2::dot_q4_1(simd, nibbles, scales, mins, x);
+                        continue;
+                    }
+                    simd::scalar_dot_q4_1(nibbles, scales, mins, x)
+                }
+            };
+        }
+    }
+}
+
+impl simd::Kernel for Rows<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run_portable(self) {
+        self.run(
+            #[cfg(target_arch = "x86_64")]
+            None,
+        );
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn run_avx2(self, simd: pulp::x86::V3) {
+        self.run(Some(simd));
+    }
+}
+
+fn check(rows: usize, cols: usize, data: &[u8], block_bytes: usize) -> Option<usize> {
+    let blocks = rows.checked_mul(cols)? / BLOCK;
+    (cols.is_multiple_of(BLOCK) && data.len() == blocks.checked_mul(block_bytes)?).then_some(blocks)
+}
+
+impl QuantVector {
+    /// Quantises `values` (a multiple of 32 long) block by block: the scale is the block's
+    /// largest magnitude over 127.
+    pub fn quantize(&mut self, values: &[f32]) {
+        let blocks = values.len() / BLOCK;
+        self.quants.resize(values.len(), 0);
+        self.scales.resize(blocks, 0.0);
+        self.sums.resize(blocks, 0.0);
+        for (block, (values, quants)) in values
+            .chunks_exact(BLOCK)
+            .zip(self.quants.chunks_exact_mut(BLOCK))
+            .enumerate()
+        {
+            let largest = values
+                .iter()
+                .fold(0.0f32, |max, value| max.max(value.abs()));
+            let scale = largest / 127.0;
+            let inverse = if scale == 0.0 { 0.0 } else { 1.0 / scale };
+            let mut sum = 0i32;
+            for (quant, value) in quants.iter_mut().zip(values) {
+                // In range by construction: |value × inverse| ≤ 127.
+                *quant = (value * inverse).round() as i8;
+                sum += i32::from(*quant);
+            }
+            self.scales[block] = scale;
+            self.sums[block] = scale * sum as f32;
+        }
+    }
+}
+
+/// The query heads that share one key/value head, over a range of cached positions. Keys and
+/// values are read once for all of them.
+pub struct Attend<'a> {
+    /// `heads × dim` values, one query head after the other.
+    pub queries: &'a [f32],
+    pub dim: usize,
+    /// Key and value caches from this group's slot of position 0; a position every `stride`.
+    pub keys: &'a [f32],
+    pub values: &'a [f32],
+    pub stride: usize,
+    pub positions: std::ops::Range<usize>,
+    pub scale: f32,
+}
+
+/// What [`attend`] computes for a range of positions: per query head, the largest score, the
+/// sum of `exp(score − largest)` and the values weighted by those exponentials. Ranges merge
+/// with [`Partial::merge`] (the usual split softmax).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Partial {
+    pub largest: Vec<f32>,
+    pub sums: Vec<f32>,
+    pub weighted: Vec<f32>,
+}
+
+impl Partial {
+    /// Folds `other` (the same heads, other positions) into `self`.
+    pub fn merge(&mut self, other: &Self) {
+        let dim = self.weighted.len() / self.largest.len().max(1);
+        for head in 0..self.largest.len() {
+            let largest = self.largest[head].max(other.largest[head]);
+            let (mine, theirs) = (
+                (self.largest[head] - largest).exp(),
+                (other.largest[head] - largest).exp(),
+            );
+            self.sums[head] = self.sums[head] * mine + other.sums[head] * theirs;
+            let range = head * dim..(head + 1) * dim;
+            for (value, other) in self.weighted[range.clone()]
+                .iter_mut()
+                .zip(&other.weighted[range])
+            {
+                *value = *value * mine + other * theirs;
+            }
+            self.largest[head] = largest;
+        }
+    }
+
+    /// The attention output of each head, `heads × dim`.
+    pub fn finish(&self, out: &mut [f32]) {
+        let dim = self.weighted.len() / self.largest.len().max(1);
+        for (head, out) in out.chunks_exact_mut(dim).enumerate() {
+            let inverse = 1.0 / self.sums[head];
+            for (out, value) in out.iter_mut().zip(&self.weighted[head * dim..]) {
+                *out = value * inverse;
+            }
+        }
+    }
+}
+
+/// `softmax(scale × query · keys) · values` for each query head of a group, over a range of
+/// positions.
+pub fn attend(group: Attend<'_>) -> Partial {
+    simd::run(group)
+}
+
+impl simd::Kernel for Attend<'_> {
+    type Output = Partial;
+
+    #[inline(always)]
+    fn run_portable(self) -> Partial {
+        attend_loops(self, Portable)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn run_avx2(self, simd: pulp::x86::V3) -> Partial {
+        attend_loops(self, simd)
+    }
+}
+
+#[inline(always)]
+fn attend_loops(group: Attend<'_>, simd: impl Dot) -> Partial {
+    let Attend {
+        queries,
+        dim,
+        keys,
+        values,
+        stride,
+        positions,
+        scale,
+    } = group;
+    let heads = queries.len() / dim;
+    let count = positions.len();
+    // scores[head × count + i] for position `positions.start + i`.
+    let mut scores = vec![0.0f32; heads * count];
+    for (index, position) in positions.clone().enumerate() {
+        let key = &keys[position * stride..position * stride + dim];
+        for head in 0..heads {
+            scores[head * count + index] =
+                simd.dot(&queries[head * dim..(head + 1) * dim], key) * scale;
+        }
+    }
+    let mut largest = vec![f32::NEG_INFINITY; heads];
+    let mut sums = vec![0.0f32; heads];
+    for head in 0..heads {
+        let row = &mut scores[head * count..(head + 1) * count];
+        let top = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let mut sum = 0.0;
+        for score in row.iter_mut() {
+            *score = (*score - top).exp();
+            sum += *score;
+        }
+        largest[head] = top;
+        sums[head] = sum;
+    }
+    let mut weighted = vec![0.0f32; heads * dim];
+    for (index, position) in positions.enumerate() {
+        let value = &values[position * stride..position * stride + dim];
+        for head in 0..heads {
+            add_scaled(
+                &mut weighted[head * dim..(head + 1) * dim],
+                scores[head * count + index],
+                value,
+            );
+        }
+    }
+    Partial {
+        largest,
+        sums,
+        weighted,
+    }
+}
+
+/// The dot product of `f32` vectors, per instruction set.
+trait Dot: Copy {
+    fn dot(self, a: &[f32], b: &[f32]) -> f32;
+}
+
+#[derive(Clone, Copy)]
+struct Portable;
+
+impl Dot for Portable {
+    #[inline(always)]
+    fn dot(self, a: &[f32], b: &[f32]) -> f32 {
+        dot(a, b)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Dot for pulp::x86::V3 {
+    #[inline(always)]
+    fn dot(self, a: &[f32], b: &[f32]) -> f32 {
+        simd::avx2::dot_f32(self, a, b)
+    }
+}
+
+/// `out[i] += weight × x[i]`.
+#[inline(always)]
+pub fn add_scaled(out: &mut [f32], weight: f32, x: &[f32]) {
+    for (out, x) in out.iter_mut().zip(x) {
+        *out += weight * x;
+    }
+}
+
+/// `Σ a[i] × b[i]`, as eight independent sums so the compiler can keep them in one vector
+/// register.
+#[inline(always)]
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0.0f32; 8];
+    let mut a_chunks = a.chunks_exact(8);
+    let mut b_chunks = b.chunks_exact(8);
+    for (a, b) in (&mut a_chunks).zip(&mut b_chunks) {
+        for lane in 0..8 {
+            lanes[lane] += a[lane] * b[lane];
+        }
+    }
+    let tail: f32 = a_chunks
+        .remainder()
+        .iter()
+        .zip(b_chunks.remainder())
+        .map(|(a, b)| a * b)
+        .sum();
+    lanes.iter().sum::<f32>() + tail
+}
+
+mod simd {
+    use super::{BLOCK, QuantVector};
+
+    /// A piece of work with a portable body and one for AVX2 + FMA. Both are
+    /// `#[inline(always)]` in the implementations, so that [`run`] compiles the whole body,
+    /// helpers included, with the CPU features enabled.
+    pub trait Kernel: Sized {
+        type Output;
+        fn run_portable(self) -> Self::Output;
+        #[cfg(target_arch = "x86_64")]
+        fn run_avx2(self, simd: pulp::x86::V3) -> Self::Output;
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    struct Avx2<K>(K, pulp::x86::V3);
+
+    #[cfg(target_arch = "x86_64")]
+    impl<K: Kernel> pulp::NullaryFnOnce for Avx2<K> {
+        type Output = K::Output;
+
+        #[inline(always)]
+        fn call(self) -> K::Output {
+            self.0.run_avx2(self.1)
+        }
+    }
+
+    /// Runs `kernel` with AVX2 and FMA when the CPU has them (checked once, then cached by
+    /// `pulp`), portably otherwise.
+    #[inline(always)]
+    pub fn run<K: Kernel>(kernel: K) -> K::Output {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(simd) = pulp::x86::V3::try_new() {
+            return simd.vectorize(Avx2(kernel, simd));
+        }
+        kernel.run_portable()
+    }
+
+    pub fn scalar_dot_q8_0(quants: &[i8], scales: &[f32], x: &QuantVector) -> f32 {
+        let mut total = 0.0;
+        for (block, (weights, inputs)) in quants
+            .chunks_exact(BLOCK)
+            .zip(x.quants.chunks_exact(BLOCK))
+            .enumerate()
+        {
+            let sum: i32 = weights
+                .iter()
+                .zip(inputs)
+                .map(|(w, x)| i32::from(*w) * i32::from(*x))
+                .sum();
+            total += scales[block] * x.scales[block] * sum as f32;
+        }
+        total
+    }
+
+    pub fn scalar_dot_q4_1(nibbles: &[u8], scales: &[f32], mins: &[f32], x: &QuantVector) -> f32 {
+        let mut total = 0.0;
+        for (block, (bytes, inputs)) in nibbles
+            .chunks_exact(BLOCK / 2)
+            .zip(x.quants.chunks_exact(BLOCK))
+            .enumerate()
+        {
+            let (low, high) = inputs.split_at(BLOCK / 2);
+            let sum: i32 = bytes
+                .iter()
+                .zip(low.iter().zip(high))
+                .map(|(byte, (low, high))| {
+                    i32::from(byte & 0x0f) * i32::from(*low)
+                        + i32::from(byte >> 4) * i32::from(*high)
+                })
+                .sum();
+            total += scales[block] * x.scales[block] * sum as f32 + mins[block] * x.sums[block];
+        }
+        total
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    pub mod avx2 {
+        use pulp::x86::V3;
+        use std::arch::x86_64::{__m128i, __m256, __m256i};
+
+        use super::super::{BLOCK, QuantVector};
+
+        #[inline(always)]
+        fn load32(bytes: &[i8]) -> __m256i {
+            let mut array = [0i8; 32];
+            array.copy_from_slice(&bytes[..32]);
+            pulp::cast(array)
+        }
+
+        #[inline(always)]
+        fn load16(bytes: &[u8]) -> __m128i {
+            let mut array = [0u8; 16];
+            array.copy_from_slice(&bytes[..16]);
+            pulp::cast(array)
+        }
+
+        #[inline(always)]
+        fn load8(values: &[f32]) -> __m256 {
+            let mut array = [0f32; 8];
+            array.copy_from_slice(&values[..8]);
+            pulp::cast(array)
+        }
+
+        /// `Σ a[i] × b[i]` with 8-wide fused multiply-adds.
+        #[inline(always)]
+        pub fn dot_f32(simd: V3, a: &[f32], b: &[f32]) -> f32 {
+            let mut acc = simd.avx._mm256_setzero_ps();
+            let (a_chunks, b_chunks) = (a.chunks_exact(8), b.chunks_exact(8));
+            let tail: f32 = a_chunks
+                .remainder()
+                .iter()
+                .zip(b_chunks.remainder())
+                .map(|(a, b)| a * b)
+                .sum();
+            for (a, b) in a_chunks.zip(b_chunks) {
+                acc = simd.fma._mm256_fmadd_ps(load8(a), load8(b), acc);
+            }
+            sum8(simd, acc) + tail
+        }
+
+        #[inline(always)]
+        fn sum8(simd: V3, acc: __m256) -> f32 {
+            let high = simd.avx._mm256_extractf128_ps::<1>(acc);
+            let low = simd.avx._mm256_castps256_ps128(acc);
+            let four: [f32; 4] = pulp::cast(simd.sse._mm_add_ps(low, high));
+            (four[0] + four[1]) + (four[2] + four[3])
+        }
+
+        /// Eight i32 partial sums of `Σ a[i] × b[i]` for unsigned `a` and signed `b`.
+        #[inline(always)]
+        fn products(simd: V3, unsigned: __m256i, signed: __m256i) -> __m256 {
+            let pairs = simd.avx2._mm256_maddubs_epi16(unsigned, signed);
+            let quads = simd
+                .avx2
+                ._mm256_madd_epi16(pairs, simd.avx._mm256_set1_epi16(1));
+            simd.avx._mm256_cvtepi32_ps(quads)
+        }
+
+        #[inline(always)]
+        pub fn dot_q8_0(simd: V3, quants: &[i8], scales: &[f32], x: &QuantVector) -> f32 {
+            let mut acc = simd.avx._mm256_setzero_ps();
+            for (block, (weights, inputs)) in quants
+                .chunks_exact(BLOCK)
+                .zip(x.quants.chunks_exact(BLOCK))
+                .enumerate()
+            {
+                let w = load32(weights);
+                let y = load32(inputs);
+                // maddubs wants one unsigned side: |w| and y with w's sign.
+                let sums = products(
+                    simd,
+                    simd.avx2._mm256_abs_epi8(w),
+                    simd.avx2._mm256_sign_epi8(y, w),
+                );
+                let scale = simd.avx._mm256_set1_ps(scales[block] * x.scales[block]);
+                acc = simd.fma._mm256_fmadd_ps(scale, sums, acc);
+            }
+            sum8(simd, acc)
+        }
+
+        #[inline(always)]
+        pub fn dot_q4_1(
+            simd: V3,
+            nibbles: &[u8],
+            scales: &[f32],
+            mins: &[f32],
+            x: &QuantVector,
+        ) -> f32 {
+            let mut acc = simd.avx._mm256_setzero_ps();
+            let mut offsets = 0.0f32;
+            let mask = simd.avx._mm256_set1_epi8(0x0f);
+            for (block, (bytes, inputs)) in nibbles
+                .chunks_exact(BLOCK / 2)
+                .zip(x.quants.chunks_exact(BLOCK))
+                .enumerate()
+            {
+                let packed = load16(bytes);
+                let shifted = simd.sse2._mm_srli_epi16::<4>(packed);
+                // Low nibbles are values 0..16 of the block, high nibbles values 16..32.
+                let w = simd
+                    .avx2
+                    ._mm256_and_si256(simd.avx._mm256_set_m128i(shifted, packed), mask);
+                let sums = products(simd, w, load32(inputs));
+                let scale = simd.avx._mm256_set1_ps(scales[block] * x.scales[block]);
+                acc = simd.fma._mm256_fmadd_ps(scale, sums, acc);
+                offsets += mins[block] * x.sums[block];
+            }
+            sum8(simd, acc) + offsets
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::super::{QuantMatrix, QuantVector};
+
+        fn values(seed: u64, count: usize) -> Vec<f32> {
+            let mut rng = fastrand::Rng::with_seed(seed);
+            (0..count).map(|_| rng.f32() * 2.0 - 1.0).collect()
+        }
+
+        fn q4_1_bytes(rows: usize, cols: usize, seed: u64) -> Vec<u8> {
+            let mut rng = fastrand::Rng::with_seed(seed);
+            let mut data = Vec::new();
+            for _ in 0..rows * cols / 32 {
+                data.extend_from_slice(&half::f16::from_f32(rng.f32() * 0.1).to_le_bytes());
+                data.extend_from_slice(&half::f16::from_f32(rng.f32() * -0.5).to_le_bytes());
+                data.extend((0..16).map(|_| rng.u8(..)));
+            }
+            data
+        }
+
+        /// The product of the dequantised matrix with the dequantised input, in f64.
+        fn reference(matrix: &QuantMatrix, x: &QuantVector) -> Vec<f64> {
+            let input: Vec<f64> = x
+                .quants
+                .iter()
+                .enumerate()
+                .map(|(index, quant)| f64::from(*quant) * f64::from(x.scales[index / 32]))
+                .collect();
+            let mut row = vec![0.0; matrix.cols()];
+            (0..matrix.rows())
+                .map(|index| {
+                    matrix.row_into(index, &mut row);
+                    row.iter().zip(&input).map(|(w, x)| f64::from(*w) * x).sum()
+                })
+                .collect()
+        }
+
+        fn assert_close(actual: &[f32], expected: &[f64]) {
+            for (actual, expected) in actual.iter().zip(expected) {
+                let error = (f64::from(*actual) - expected).abs();
+                assert!(
+                    error <= 1e-3 * expected.abs().max(1.0),
+                    "{actual} vs {expected}"
+                );
+            }
+        }
+
+        #[test]
+        fn q4_1_product_matches_the_dequantised_weights() {
+            let (rows, cols) = (70, 128);
+            let matrix = QuantMatrix::from_q4_1(rows, cols, &q4_1_bytes(rows, cols, 1)).unwrap();
+            let mut x = QuantVector::default();
+            x.quantize(&values(2, cols));
+            let mut out = vec![0.0; rows];
+            matrix.matvec(&x, &mut out);
+            assert_close(&out, &reference(&matrix, &x));
+            // The portable loop agrees with whichever one ran.
+            let Some(super::super::Format::Q4_1 {
+                nibbles,
+                scales,
+                mins,
+            }) = Some(&matrix.format)
+            else {
+                unreachable!()
+            };
+            let scalar: Vec<f32> = (0..rows)
+                .map(|row| {
+                    let blocks = cols / 32;
+                    let range = row * blocks..(row + 1) * blocks;
+                    super::scalar_dot_q4_1(
+                        &nibbles[range.start * 16..range.end * 16],
+                        &scales[range.clone()],
+                        &mins[range],
+                        &x,
+                    )
+                })
+                .collect();
+            assert_close(&scalar, &reference(&matrix, &x));
+        }
+
+        #[test]
+        fn q8_0_product_matches_the_dequantised_weights() {
+            let (rows, cols) = (45, 96);
+            let matrix = QuantMatrix::quantize_q8_0(rows, cols, &values(3, rows * cols)).unwrap();
+            let mut x = QuantVector::default();
+            x.quantize(&values(4, cols));
+            let mut out = vec![0.0; rows];
+            matrix.matvec(&x, &mut out);
+            assert_close(&out, &reference(&matrix, &x));
+        }
+
+        #[test]
+        fn q4_0_reads_as_q4_1_with_a_minimum_of_minus_eight_scales() {
+            let mut block = half::f16::from_f32(0.5).to_le_bytes().to_vec();
+            block.extend([0x10u8; 16]); // low nibble 0, high nibble 1
+            let matrix = QuantMatrix::from_q4_0(1, 32, &block).unwrap();
+            let mut row = vec![0.0; 32];
+            matrix.row_into(0, &mut row);
+            assert!(row[..16].iter().all(|value| *value == -4.0));
+            assert!(row[16..].iter().all(|value| *value == -3.5));
+        }
+
+        #[test]
+        fn attention_split_in_ranges_merges_to_the_whole() {
+            use super::super::{Attend, attend};
+            let (dim, heads, positions, stride) = (8, 3, 40, 16);
+            let queries = values(7, heads * dim);
+            let keys = values(8, positions * stride);
+            let cached = values(9, positions * stride);
+            let group = |range: std::ops::Range<usize>| {
+                attend(Attend {
+                    queries: &queries,
+                    dim,
+                    keys: &keys[4..],
+                    values: &cached[4..],
+                    stride,
+                    positions: range,
+                    scale: 0.5,
+                })
+            };
+            let mut whole = vec![0.0; heads * dim];
+            group(0..positions).finish(&mut whole);
+            let mut merged = group(0..13);
+            merged.merge(&group(13..positions));
+            let mut split = vec![0.0; heads * dim];
+            merged.finish(&mut split);
+            // Against a plain softmax for the first head.
+            let scores: Vec<f64> = (0..positions)
+                .map(|position| {
+                    (0..dim)
+                        .map(|i| f64::from(queries[i]) * f64::from(keys[4 + position * stride + i]))
+                        .sum::<f64>()
+                        * 0.5
+                })
+                .collect();
+            let total: f64 = scores.iter().map(|score| score.exp()).sum();
+            let expected: Vec<f64> = (0..dim)
+                .map(|i| {
+                    (0..positions)
+                        .map(|p| scores[p].exp() / total * f64::from(cached[4 + p * stride + i]))
+                        .sum()
+                })
+                .collect();
+            assert_close(&whole[..dim], &expected);
+            assert_close(
+                &split,
+                &whole.iter().map(|v| f64::from(*v)).collect::<Vec<_>>(),
+            );
+        }
+
+        #[test]
+        fn stacking_keeps_rows_in_order() {
+            let a = QuantMatrix::quantize_q8_0(2, 32, &values(5, 64)).unwrap();
+            let b = QuantMatrix::quantize_q8_0(3, 32, &values(6, 96)).unwrap();
+            let stacked = QuantMatrix::stack(&[a.clone(), b.clone()]).unwrap();
+            assert_eq!(stacked.rows(), 5);
+            let (mut left, mut right) = (vec![0.0; 32], vec![0.0; 32]);
+            stacked.row_into(3, &mut left);
+            b.row_into(1, &mut right);
+            assert_eq!(left, right);
+            assert!(QuantMatrix::from_q4_1(1, 32, &[0; 19]).is_none());
+        }
+    }
+}

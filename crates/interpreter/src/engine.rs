@@ -51,6 +51,7 @@ pub const RESERVED_NAMES: &[&str] = &[
     "llmJson",
     "tools",
     "input",
+    "console",
 ];
 
 /// Options of the engine that are not per script.
@@ -104,6 +105,17 @@ pub fn prepare_context(
             NativeFunction::from_fn_ptr(function),
         )?;
     }
+    // Models write `console.log` out of habit; it is `log` under another name.
+    let console = boa_engine::object::ObjectInitializer::new(&mut context).build();
+    for name in ["log", "info", "warn", "error", "debug"] {
+        let function =
+            FunctionObjectBuilder::new(context.realm(), NativeFunction::from_fn_ptr(log))
+                .name(JsString::from(name))
+                .length(0)
+                .build();
+        console.set(JsString::from(name), function, false, &mut context)?;
+    }
+    context.register_global_property(js_string!("console"), console, Attribute::all())?;
     let bound_tools = match tools {
         Some(tools) => {
             bind_tools(&mut context, tools)?;

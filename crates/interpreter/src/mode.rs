@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use agentic_core::{
     Approval, ChatMessage, ExecutionModeFactory, ExecutorCreateOptions, ExecutorError,
-    ModelRequest, Prepared, Prompt, PromptExecutor, PromptRecorder, PromptState, State,
-    ToolContext, ToolResult,
+    ModelRequest, Prepared, Prompt, PromptExecutor, PromptOutput, PromptRecorder, PromptState,
+    State, ToolContext, ToolResult,
 };
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
@@ -150,6 +150,15 @@ impl CodeExecutor {
                 }
             }
             if self.iterations >= self.max_iterations {
+                // The user still gets the model's best answer, then the reason it is not more.
+                self.answer_without_code(
+                    &prepared,
+                    &format!(
+                        "the code did not finish within {} iterations",
+                        self.max_iterations
+                    ),
+                )
+                .await?;
                 let message = format!(
                     "Stopped: reached the maximum of {} code iterations without finishing.",
                     self.max_iterations
@@ -176,6 +185,45 @@ impl CodeExecutor {
             self.recorder.add_usage(&reply.usage);
             let (code, path) = extract_code(&reply.text);
             let code_output_id = new_call_id();
+            if let Some(earlier) = self.earlier_iteration_with(&code) {
+                // A model that sends the same code again is stuck (greedy decoding of a small
+                // model copies its last turn exactly): running it would give the same result
+                // and asking again the same code, so the model is asked for a plain answer.
+                self.recorder
+                    .start_tool(
+                        &code_output_id,
+                        CODE_EXECUTE,
+                        json!({ "code": code }),
+                        "running",
+                    )
+                    .await?;
+                self.recorder
+                    .finish_tool(
+                        &code_output_id,
+                        ToolResult::Error {
+                            error: format!(
+                                "not run: the same code as iteration {earlier}; asked for a \
+                                 plain-text answer instead"
+                            ),
+                        },
+                    )
+                    .await?;
+                let answered = self
+                    .answer_without_code(
+                        &prepared,
+                        &format!("the model sent the code of iteration {earlier} again"),
+                    )
+                    .await?;
+                if !answered {
+                    self.recorder
+                        .push_unstreamed_text(
+                            "Stopped: the model repeated its code without finishing.",
+                        )
+                        .await?;
+                }
+                self.recorder.complete().await?;
+                return Ok(self.recorder.prompt().clone());
+            }
             self.recorder
                 .start_tool(
                     &code_output_id,
@@ -492,6 +540,79 @@ impl CodeExecutor {
             return Ok(true);
         }
         Ok(false)
+    }
+
+    /// Asks the model for a plain-text answer to the user's message, without code, and records
+    /// it as a text output. `why` says why code mode gave up; the last execution's result goes
+    /// along. False when no answer came (the call failed or the reply was empty).
+    async fn answer_without_code(
+        &mut self,
+        prepared: &Prepared,
+        why: &str,
+    ) -> Result<bool, ExecutorError> {
+        let limit = self.options.services.limits().tool_result_limit;
+        let prompt = self.recorder.prompt();
+        let mut system = format!(
+            "Reply to the user's last message with a short answer in plain text. Do not write \
+             code: code execution has stopped because {why}."
+        );
+        if let Some(last) = iteration_messages(&prompt.output, limit)
+            .into_iter()
+            .rev()
+            .find(|message| message.role == agentic_core::ChatRole::User)
+        {
+            system.push_str("\nThe last code execution gave:\n");
+            system.push_str(&last.content);
+        }
+        for item in &prepared.context {
+            system.push_str(&format!("\n\n## {}\n{}", item.title, item.content));
+        }
+        let mut messages = vec![ChatMessage::system(system)];
+        messages.extend(history_messages(&self.options.history));
+        if let Some(input) = &prompt.input {
+            messages.push(ChatMessage::user(input.clone()));
+        }
+        let request = ModelRequest::new(prompt.model, messages);
+        let reply = match self
+            .options
+            .services
+            .completion
+            .complete_messages(request, &mut |_| {})
+            .await
+        {
+            Ok(reply) => reply,
+            Err(error) => {
+                tracing::warn!(%error, "the plain-text answer after code mode gave up failed");
+                return Ok(false);
+            }
+        };
+        self.recorder.add_usage(&reply.usage);
+        let answer = reply.text.trim();
+        if answer.is_empty() {
+            return Ok(false);
+        }
+        self.recorder.push_unstreamed_text(answer).await?;
+        Ok(true)
+    }
+
+    /// The number (from 1) of an earlier iteration of this turn that ran exactly `code`.
+    fn earlier_iteration_with(&self, code: &str) -> Option<usize> {
+        self.recorder
+            .prompt()
+            .output
+            .iter()
+            .filter_map(|output| match output {
+                PromptOutput::Tool(tool) if tool.function == CODE_EXECUTE => Some(tool),
+                _ => None,
+            })
+            .position(|tool| {
+                tool.input
+                    .get("code")
+                    .and_then(Value::as_str)
+                    .map(str::trim)
+                    == Some(code.trim())
+            })
+            .map(|index| index + 1)
     }
 
     fn request(&self, prepared: &Prepared, bindings: &[ToolBinding]) -> ModelRequest {

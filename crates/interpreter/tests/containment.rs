@@ -198,15 +198,22 @@ async fn the_global_object_holds_only_what_the_sandbox_exposes() {
         ({
           sameGlobal: global === globalThis,
           host: ["require", "process", "setTimeout", "setInterval", "fetch", "Deno", "Bun",
-                 "XMLHttpRequest", "WebSocket", "console"].filter((name) => typeof global[name] !== "undefined"),
+                 "XMLHttpRequest", "WebSocket"].filter((name) => typeof global[name] !== "undefined"),
           sandbox: ["output", "done", "kitAdd", "tools"].map((name) => typeof global[name]),
+          // Not the host's console: the sandbox's `log` under the names models use.
+          console: Object.keys(console),
         })
         "#,
     )
     .await;
     assert_eq!(
         exposed,
-        json!({"sameGlobal": true, "host": [], "sandbox": ["function", "function", "function", "object"]})
+        json!({
+            "sameGlobal": true,
+            "host": [],
+            "sandbox": ["function", "function", "function", "object"],
+            "console": ["log", "info", "warn", "error", "debug"],
+        })
     );
     check_contained(
         &sandbox,

@@ -13,6 +13,8 @@ use serde_json::{Value, json};
 
 const TOOLS: usize = 50;
 
+const CALLS_10K: &str = "let s = 0; for (let i = 0; i < 10000; i++) { s = tool({ n: s }).n } s";
+
 fn tools() -> Vec<ToolBinding> {
     (0..TOOLS)
         .map(|n| ToolBinding {
@@ -128,7 +130,7 @@ async fn measure(backend: Backend) -> Value {
         }
     };
     let calls = timed(
-        "let s = 0; for (let i = 0; i < 10000; i++) { s = tool({ n: s }).n } s",
+        CALLS_10K,
         json!(10000),
         7,
     )
@@ -244,7 +246,33 @@ async fn main() {
         println!("{}", through_code_mode().await);
         return;
     }
+    // `BENCH_ONLY_CALLS=runs`: only the in-process 10,000-call script, for profiling.
+    if let Some(runs) = std::env::var("BENCH_ONLY_CALLS")
+        .ok()
+        .and_then(|runs| runs.parse::<usize>().ok())
+    {
+        let sandbox = Sandbox::new(SandboxConfig {
+            backend: Backend::InProcess,
+            max_tool_calls: 1_000_000,
+            pool_size: 2,
+            ..SandboxConfig::default()
+        });
+        sandbox.warm_up().await.unwrap();
+        let bindings = tools();
+        let mut samples = Vec::new();
+        for _ in 0..runs {
+            let started = Instant::now();
+            run(&sandbox, CALLS_10K, &bindings).await;
+            samples.push(started.elapsed());
+        }
+        println!("10,000 calls in process: median {:?}", median(samples));
+        return;
+    }
     let in_process = measure(Backend::InProcess).await;
+    if std::env::var("BENCH_ONLY_IN_PROCESS").is_ok() {
+        println!("{in_process}");
+        return;
+    }
     let isolated = measure(Backend::Isolated).await;
     let prompt = through_code_mode().await;
     println!(

@@ -129,12 +129,7 @@ async fn measure(backend: Backend) -> Value {
             samples
         }
     };
-    let calls = timed(
-        CALLS_10K,
-        json!(10000),
-        7,
-    )
-    .await;
+    let calls = timed(CALLS_10K, json!(10000), 7).await;
     let local = timed(
         "store('n', { n: 0 }); let s = 0; for (let i = 0; i < 10000; i++) { s = recall('n').n + i } s",
         json!(9999),

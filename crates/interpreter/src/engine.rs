@@ -395,8 +395,8 @@ fn bind_tools(context: &mut Context, bindings: &[ToolBinding]) -> JsResult<()> {
         let function = FunctionObjectBuilder::new(
             context.realm(),
             NativeFunction::from_copy_closure_with_captures(
-                |_this, arguments, tool_id: &JsString, context| {
-                    let tool = tool_id.to_std_string_escaped();
+                |_this, arguments, tool_id: &std::rc::Rc<str>, context| {
+                    let tool = tool_id.to_string();
                     let input = match arguments.first() {
                         Some(value) if !value.is_undefined() => to_json(value, context)?,
                         _ => Value::Object(Map::new()),
@@ -407,7 +407,7 @@ fn bind_tools(context: &mut Context, bindings: &[ToolBinding]) -> JsResult<()> {
                         context,
                     )
                 },
-                JsString::from(binding.id.as_str()),
+                std::rc::Rc::<str>::from(binding.id.as_str()),
             ),
         )
         .name(JsString::from(

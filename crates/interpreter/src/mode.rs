@@ -595,7 +595,9 @@ impl CodeExecutor {
         Ok(true)
     }
 
-    /// The number (from 1) of an earlier iteration of this turn that ran exactly `code`.
+    /// The number (from 1) of an earlier iteration of this turn whose code was `code`, comments
+    /// and blank space aside (a small model copies its last code with a fresh timestamp in a
+    /// comment).
     fn earlier_iteration_with(&self, code: &str) -> Option<usize> {
         self.recorder
             .prompt()
@@ -609,8 +611,8 @@ impl CodeExecutor {
                 tool.input
                     .get("code")
                     .and_then(Value::as_str)
-                    .map(str::trim)
-                    == Some(code.trim())
+                    .map(code_shape)
+                    == Some(code_shape(code))
             })
             .map(|index| index + 1)
     }
@@ -678,6 +680,27 @@ impl CodeExecutor {
     }
 }
 
+/// Code without its comments and blank space, for telling whether two replies are the same.
+/// Only compared, never run: a `//` inside a string literal is cut too, which at worst makes two
+/// codes that differ only there count as the same.
+fn code_shape(code: &str) -> String {
+    let mut without_blocks = String::with_capacity(code.len());
+    let mut rest = code;
+    while let Some(start) = rest.find("/*") {
+        without_blocks.push_str(&rest[..start]);
+        rest = rest[start + 2..]
+            .find("*/")
+            .map_or("", |end| &rest[start + 2 + end + 2..]);
+    }
+    without_blocks.push_str(rest);
+    without_blocks
+        .lines()
+        .map(|line| line.split("//").next().unwrap_or_default().trim())
+        .filter(|line| !line.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn new_call_id() -> String {
     format!("call_{}", uuid::Uuid::new_v4().simple())
 }
@@ -729,5 +752,22 @@ impl PromptExecutor for CodeExecutor {
             active.execution.resume_clock();
         }
         self.drive().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::code_shape;
+
+    #[test]
+    fn code_shape_ignores_comments_and_blank_space() {
+        assert_eq!(
+            code_shape("const now = new Date();\nconsole.log(now); // 2023-12-28T14:57:59Z\n"),
+            code_shape(
+                "  const now = new Date();\n\n/* the time */ console.log(now); // 2026-11-22\n"
+            ),
+        );
+        assert_ne!(code_shape("f(1)"), code_shape("f(2)"));
+        assert_eq!(code_shape("a /* open"), "a");
     }
 }

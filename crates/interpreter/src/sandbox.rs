@@ -289,8 +289,20 @@ impl Execution {
                 self.finish_with(limit_error("the sandbox worker is gone"));
                 continue;
             };
+            // A message that is already there (or comes while spinning briefly) needs no
+            // timer: building one per tool call showed up in profiles.
             let remaining = self.clock.remaining();
-            match tokio::time::timeout(remaining, worker.connection.receive()).await {
+            let received = if remaining.is_zero() {
+                Err(())
+            } else {
+                match worker.connection.try_receive() {
+                    Some(received) => Ok(received),
+                    None => tokio::time::timeout(remaining, worker.connection.receive())
+                        .await
+                        .map_err(|_| ()),
+                }
+            };
+            match received {
                 Ok(Some(ToHost::Request { id, request })) => {
                     return SandboxEvent::Request { id, request };
                 }
@@ -533,6 +545,21 @@ impl Connection {
                     Some(received) => received,
                     None => from_worker.recv().await,
                 }
+            }
+        }
+    }
+
+    /// The next message if it arrives within a short spin, from the in-process backend only
+    /// (a process's pipe is read by `receive`, which spins as well).
+    fn try_receive(&mut self) -> Option<Option<ToHost>> {
+        match self {
+            Self::Process { .. } => None,
+            Self::Thread { from_worker, .. } => {
+                worker::spin_for(worker::SPIN_BEFORE_SLEEP, || match from_worker.try_recv() {
+                    Ok(message) => Some(Some(message)),
+                    Err(mpsc::error::TryRecvError::Disconnected) => Some(None),
+                    Err(mpsc::error::TryRecvError::Empty) => None,
+                })
             }
         }
     }

@@ -213,7 +213,7 @@ impl PromptCompletion {
             .map(|tool| ToolSpec {
                 name: tool.id().to_owned(),
                 description: tool.description().to_owned(),
-                parameters: tool.input_schema().clone(),
+                parameters: tool.shared_input_schema(),
             })
             .collect();
         request

@@ -42,7 +42,9 @@ pub use runtime::{
     PromptServiceError, Runtime, RuntimeBuilder, Services,
 };
 pub use state::State;
-pub use tool::{Approval, FnTool, Tool, ToolContext, ToolError, ToolSet, define_tool, schema_of};
+pub use tool::{
+    Approval, FnTool, InputValidator, Tool, ToolContext, ToolError, ToolSet, define_tool, schema_of,
+};
 
 // Re-exported so that plugin crates can `inventory::submit!` without naming the version.
 pub use inventory;

@@ -79,7 +79,8 @@ pub struct ToolSpec {
     /// The dotted tool id.
     pub name: String,
     pub description: String,
-    pub parameters: Value,
+    /// Shared with the tool: a request per model call would otherwise copy every schema.
+    pub parameters: std::sync::Arc<Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

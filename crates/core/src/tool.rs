@@ -2,11 +2,12 @@
 //! tool runs, and every failure (bad input, unknown tool, error, panic) becomes a result the
 //! model can read instead of taking the process down.
 
-use std::collections::BTreeMap;
+use std::any::TypeId;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use async_trait::async_trait;
 use chrono::Utc;
@@ -28,7 +29,18 @@ pub trait Tool: Send + Sync {
     fn id(&self) -> &str;
     fn description(&self) -> &str;
     fn input_schema(&self) -> &Value;
+    /// [`Tool::input_schema`] as a shared value, for requests that offer the tool to a model.
+    /// The default copies it; [`define_tool`]'s tools share one per input type.
+    fn shared_input_schema(&self) -> Arc<Value> {
+        Arc::new(self.input_schema().clone())
+    }
     fn output_schema(&self) -> Option<&Value> {
+        None
+    }
+    /// The input schema compiled for validation, when the tool keeps one: [`define_tool`]
+    /// compiles it once per input type, so a prompt does not recompile every tool's schema.
+    /// `None` (the default) makes the tool set compile [`Tool::input_schema`] itself.
+    fn input_validator(&self) -> Option<InputValidator> {
         None
     }
     /// Other names a mode may offer the tool under besides its id, e.g. `storeArtifact` for
@@ -157,6 +169,64 @@ pub fn schema_of<T: JsonSchema>() -> Value {
     serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null)
 }
 
+/// A tool's input schema compiled for validation (or why it does not compile).
+#[derive(Clone)]
+pub struct InputValidator(Result<Arc<jsonschema::Validator>, String>);
+
+impl InputValidator {
+    pub fn compile(schema: &Value) -> Self {
+        Self(
+            jsonschema::validator_for(schema)
+                .map(Arc::new)
+                .map_err(|error| error.to_string()),
+        )
+    }
+}
+
+impl std::fmt::Debug for InputValidator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Ok(_) => f.write_str("InputValidator"),
+            Err(error) => write!(f, "InputValidator(broken: {error})"),
+        }
+    }
+}
+
+/// The schemas of a tool's input and output types, and the compiled input schema. Deriving and
+/// compiling them for every tool of every prompt was most of a prompt's CPU time under load,
+/// so they are made once per pair of types and shared.
+struct TypeSchemas {
+    input: Arc<Value>,
+    output: Arc<Value>,
+    validator: InputValidator,
+}
+
+fn type_schemas<I: JsonSchema + 'static, O: JsonSchema + 'static>() -> Arc<TypeSchemas> {
+    type Cache = Mutex<HashMap<(TypeId, TypeId), Arc<TypeSchemas>>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let key = (TypeId::of::<I>(), TypeId::of::<O>());
+    let cache = CACHE.get_or_init(Cache::default);
+    if let Some(found) = cache
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&key)
+    {
+        return found.clone();
+    }
+    let input = schema_of::<I>();
+    let made = Arc::new(TypeSchemas {
+        validator: InputValidator::compile(&input),
+        input: Arc::new(input),
+        output: Arc::new(schema_of::<O>()),
+    });
+    cache
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .entry(key)
+        .or_insert(made)
+        .clone()
+}
+
 type BoxedHandler = Arc<
     dyn Fn(ToolContext, Value) -> Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send>>
         + Send
@@ -169,8 +239,7 @@ type BoxedApproval = Arc<dyn Fn(&Value) -> Approval + Send + Sync>;
 pub struct FnTool {
     id: String,
     description: String,
-    input_schema: Value,
-    output_schema: Value,
+    schemas: Arc<TypeSchemas>,
     aliases: Vec<String>,
     handler: BoxedHandler,
     approval: BoxedApproval,
@@ -221,8 +290,7 @@ where
     FnTool {
         id: id.to_owned(),
         description: description.to_owned(),
-        input_schema: schema_of::<I>(),
-        output_schema: schema_of::<O>(),
+        schemas: type_schemas::<I, O>(),
         aliases: Vec::new(),
         handler: boxed,
         approval: Arc::new(|_| Approval::NotRequired),
@@ -278,10 +346,16 @@ impl Tool for FnTool {
         &self.description
     }
     fn input_schema(&self) -> &Value {
-        &self.input_schema
+        &self.schemas.input
     }
     fn output_schema(&self) -> Option<&Value> {
-        Some(&self.output_schema)
+        Some(&self.schemas.output)
+    }
+    fn input_validator(&self) -> Option<InputValidator> {
+        Some(self.schemas.validator.clone())
+    }
+    fn shared_input_schema(&self) -> Arc<Value> {
+        self.schemas.input.clone()
     }
     fn aliases(&self) -> &[String] {
         &self.aliases
@@ -305,8 +379,7 @@ pub struct ToolSet {
 #[derive(Clone)]
 struct PreparedTool {
     tool: Arc<dyn Tool>,
-    validator: Option<Arc<jsonschema::Validator>>,
-    schema_error: Option<String>,
+    validator: InputValidator,
 }
 
 impl std::fmt::Debug for ToolSet {
@@ -321,15 +394,12 @@ impl ToolSet {
         let tools = tools
             .into_iter()
             .map(|tool| {
-                let (validator, schema_error) = match jsonschema::validator_for(tool.input_schema())
-                {
-                    Ok(validator) => (Some(Arc::new(validator)), None),
-                    Err(error) => (None, Some(error.to_string())),
-                };
+                let validator = tool
+                    .input_validator()
+                    .unwrap_or_else(|| InputValidator::compile(tool.input_schema()));
                 let prepared = PreparedTool {
                     tool: tool.clone(),
                     validator,
-                    schema_error,
                 };
                 (tool.id().to_owned(), prepared)
             })
@@ -383,11 +453,13 @@ impl ToolSet {
             tool: id.to_owned(),
             message,
         };
-        let Some(validator) = &prepared.validator else {
-            let reason = prepared.schema_error.clone().unwrap_or_default();
-            return Err(invalid(format!(
-                "the tool's input schema is broken: {reason}"
-            )));
+        let validator = match &prepared.validator.0 {
+            Ok(validator) => validator,
+            Err(reason) => {
+                return Err(invalid(format!(
+                    "the tool's input schema is broken: {reason}"
+                )));
+            }
         };
         let problems: Vec<String> = validator
             .iter_errors(input)

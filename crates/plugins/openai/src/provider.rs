@@ -42,12 +42,17 @@ impl OpenAiProvider {
         &self.config
     }
 
-    async fn send_with_retries(&self, body: &Value) -> Result<reqwest::Response, ProviderError> {
+    /// Posts the serialised body (shared between attempts, not re-serialised).
+    async fn send_with_retries(&self, body: &[u8]) -> Result<reqwest::Response, ProviderError> {
         let url = self.config.chat_completions_url();
         let idle = Duration::from_millis(self.config.idle_timeout_ms);
         let mut attempt = 0;
         loop {
-            let mut request = self.client.post(&url).json(body);
+            let mut request = self
+                .client
+                .post(&url)
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body.to_vec());
             if let Some(key) = &self.config.api_key {
                 request = request.bearer_auth(key);
             }
@@ -126,7 +131,8 @@ impl ModelProvider for OpenAiProvider {
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ProviderError> {
         let model = self.model_name(request.model);
         let names = name_map(&request);
-        let body = serde_json::to_value(request_body(&request, &model, &names, &self.config))
+        // Straight to bytes: a JSON value in between was a third copy of every tool schema.
+        let body = serde_json::to_vec(&request_body(&request, &model, &names, &self.config))
             .map_err(|error| ProviderError::Config(format!("unserialisable request: {error}")))?;
         let response = self.send_with_retries(&body).await?;
         let idle = Duration::from_millis(self.config.idle_timeout_ms);

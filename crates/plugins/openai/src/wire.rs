@@ -7,9 +7,8 @@ use async_openai::types::chat::{
     ChatCompletionRequestMessage, ChatCompletionRequestSystemMessage,
     ChatCompletionRequestSystemMessageContent, ChatCompletionRequestToolMessage,
     ChatCompletionRequestToolMessageContent, ChatCompletionRequestUserMessage,
-    ChatCompletionRequestUserMessageContent, ChatCompletionStreamOptions, ChatCompletionTool,
-    ChatCompletionTools, CreateChatCompletionRequest, FunctionCall, FunctionObject,
-    StopConfiguration,
+    ChatCompletionRequestUserMessageContent, ChatCompletionStreamOptions,
+    CreateChatCompletionRequest, FunctionCall, StopConfiguration,
 };
 
 use crate::config::OpenAiConfig;
@@ -25,31 +24,55 @@ pub fn name_map(request: &ModelRequest) -> ToolNameMap {
     ToolNameMap::new(offered.chain(called))
 }
 
+/// The streamed request body: async-openai's request with the tools serialised beside it by
+/// reference (copying every tool's schema into the request for each model call was a large
+/// part of a prompt's CPU time).
+#[derive(serde::Serialize)]
+pub struct RequestBody<'a> {
+    #[serde(flatten)]
+    pub request: CreateChatCompletionRequest,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<WireTool<'a>>,
+}
+
+/// A tool as the wire format offers it: `{"type": "function", "function": {…}}`.
+#[derive(serde::Serialize)]
+pub struct WireTool<'a> {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub function: WireFunction<'a>,
+}
+
+#[derive(serde::Serialize)]
+pub struct WireFunction<'a> {
+    pub name: String,
+    pub description: &'a str,
+    pub parameters: &'a serde_json::Value,
+}
+
 /// The streamed request body.
-pub fn request_body(
-    request: &ModelRequest,
+pub fn request_body<'a>(
+    request: &'a ModelRequest,
     model: &str,
     names: &ToolNameMap,
     config: &OpenAiConfig,
-) -> CreateChatCompletionRequest {
-    let tools: Vec<ChatCompletionTools> = request
+) -> RequestBody<'a> {
+    let tools = request
         .tools
         .iter()
-        .map(|tool| {
-            ChatCompletionTools::Function(ChatCompletionTool {
-                function: FunctionObject {
-                    name: names.wire_name(&tool.name),
-                    description: Some(tool.description.clone()),
-                    parameters: Some(tool.parameters.clone()),
-                    strict: None,
-                },
-            })
+        .map(|tool| WireTool {
+            kind: "function",
+            function: WireFunction {
+                name: names.wire_name(&tool.name),
+                description: &tool.description,
+                parameters: &tool.parameters,
+            },
         })
         .collect();
     // `max_tokens` is deprecated by OpenAI in favour of `max_completion_tokens`, but it is the
     // field every local server (llama.cpp, Ollama, vLLM, LM Studio) reads.
     #[allow(deprecated)]
-    CreateChatCompletionRequest {
+    let request = CreateChatCompletionRequest {
         model: model.to_owned(),
         messages: request
             .messages
@@ -61,13 +84,13 @@ pub fn request_body(
             include_usage: Some(true),
             include_obfuscation: None,
         }),
-        tools: (!tools.is_empty()).then_some(tools),
         max_tokens: request.max_tokens.or(config.max_tokens),
         temperature: config.temperature,
         stop: (!request.stop.is_empty())
             .then(|| StopConfiguration::StringArray(request.stop.clone())),
         ..CreateChatCompletionRequest::default()
-    }
+    };
+    RequestBody { request, tools }
 }
 
 fn wire_message(message: &ChatMessage, names: &ToolNameMap) -> ChatCompletionRequestMessage {

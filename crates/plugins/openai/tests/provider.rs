@@ -36,7 +36,8 @@ fn request() -> ModelRequest {
     request.tools = vec![ToolSpec {
         name: "time.now".to_owned(),
         description: "Current time".to_owned(),
-        parameters: json!({"type": "object", "properties": {"timezone": {"type": "string"}}}),
+        parameters: json!({"type": "object", "properties": {"timezone": {"type": "string"}}})
+            .into(),
     }];
     request
 }

@@ -187,8 +187,8 @@ impl CodeExecutor {
             let code_output_id = new_call_id();
             if let Some(earlier) = self.earlier_iteration_with(&code) {
                 // A model that sends the same code again is stuck (greedy decoding of a small
-                // model copies its last turn exactly): running it would give the same result
-                // and asking again the same code, so the model is asked for a plain answer.
+                // model copies its last turn): running it would give the same result, and
+                // asking again would give the same code, so it is asked for a plain answer.
                 self.recorder
                     .start_tool(
                         &code_output_id,

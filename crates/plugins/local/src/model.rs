@@ -144,6 +144,26 @@ impl Weight {
         }
     }
 
+    fn cols(&self) -> usize {
+        match self {
+            Self::Kernel(matrix) => matrix.cols(),
+            Self::Candle { weight, .. } => weight.shape().dims().get(1).copied().unwrap_or(0),
+        }
+    }
+
+    /// Fails unless the matrix is `[rows, cols]`: a model file whose tensors disagree with its
+    /// own metadata is refused at load instead of failing in the middle of a step.
+    fn expect(&self, name: &str, rows: usize, cols: usize) -> anyhow::Result<()> {
+        if self.rows() != rows || self.cols() != cols {
+            bail!(
+                "the model file's {name} is [{}, {}], not [{rows}, {cols}] as its metadata says",
+                self.rows(),
+                self.cols()
+            );
+        }
+        Ok(())
+    }
+
     /// Prompt steps, whatever their length, multiply by the weights as `f32` (a batched GEMM),
     /// so a prompt's numbers do not depend on how much of it was cached.
     fn forward_prompt(&self, x: &Tensor) -> candle_core::Result<Tensor> {
@@ -335,6 +355,59 @@ impl Model {
                 keys: Vec::new(),
                 values: Vec::new(),
             });
+        }
+        let attention_width = hyper.heads * hyper.head_dim;
+        let key_width = hyper.kv_heads * hyper.head_dim;
+        embedding.expect("token_embd", hyper.vocab, hyper.embedding)?;
+        output.expect("output", hyper.vocab, hyper.embedding)?;
+        for (index, layer) in layers.iter().enumerate() {
+            let name = |part: &str| format!("blk.{index}.{part}");
+            let sizes = |projection: &Projection| -> Vec<(usize, usize)> {
+                projection
+                    .weights
+                    .iter()
+                    .map(|weight| (weight.rows(), weight.cols()))
+                    .collect()
+            };
+            let qkv_ok = layer.qkv.sizes == [attention_width, key_width, key_width]
+                && sizes(&layer.qkv)
+                    .iter()
+                    .all(|(_, cols)| *cols == hyper.embedding);
+            let ffn = layer.gate_up.sizes.first().copied().unwrap_or(0);
+            let gate_up_ok = layer.gate_up.sizes == [ffn, ffn]
+                && sizes(&layer.gate_up)
+                    .iter()
+                    .all(|(_, cols)| *cols == hyper.embedding);
+            if !qkv_ok || !gate_up_ok {
+                bail!(
+                    "the model file's {} projections disagree with its metadata",
+                    name(if qkv_ok { "ffn" } else { "attn" })
+                );
+            }
+            layer
+                .o
+                .expect(&name("attn_output"), hyper.embedding, attention_width)?;
+            layer.down.expect(&name("ffn_down"), hyper.embedding, ffn)?;
+            for (part, norm) in [
+                ("attn_norm", &layer.attention_norm),
+                ("ffn_norm", &layer.ffn_norm),
+            ] {
+                if norm.len() != hyper.embedding {
+                    bail!(
+                        "the model file's {} has {} values, not {}",
+                        name(part),
+                        norm.len(),
+                        hyper.embedding
+                    );
+                }
+            }
+        }
+        if norm.len() != hyper.embedding {
+            bail!(
+                "the model file's output_norm has {} values, not {}",
+                norm.len(),
+                hyper.embedding
+            );
         }
         let (cos, sin) = rope_tables(&hyper);
         Ok(Self {

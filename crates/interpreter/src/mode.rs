@@ -6,15 +6,16 @@ use std::sync::Arc;
 
 use agentic_core::{
     Approval, ChatMessage, ExecutionModeFactory, ExecutorCreateOptions, ExecutorError,
-    ModelRequest, Prepared, Prompt, PromptExecutor, PromptOutput, PromptRecorder, PromptState,
-    State, ToolContext, ToolResult,
+    ModelRequest, ModelResponse, Prepared, Prompt, PromptExecutor, PromptOutput, PromptRecorder,
+    PromptState, ProviderError, State, ToolContext, ToolResult,
 };
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 
 use crate::plugin::Shared;
 use crate::prompt::{
-    CODE_EXECUTE, extract_code, history_messages, iteration_messages, system_prompt,
+    CODE_EXECUTE, context_sections, extract_code, history_messages, iteration_messages,
+    system_prompt,
 };
 use crate::protocol::{
     CodePath, ExecuteRequest, ExecutionOutcome, HostReply, HostRequest, ParallelCall,
@@ -169,34 +170,28 @@ impl CodeExecutor {
             }
             self.iterations += 1;
             let request = self.request(&prepared, &bindings);
-            let reply = match self
-                .options
-                .services
-                .completion
-                .complete_messages(request, &mut |_| {})
-                .await
-            {
+            let reply = match self.ask(request).await {
                 Ok(reply) => reply,
                 Err(error) => {
                     self.recorder.fail(&error.to_string()).await?;
                     return Ok(self.recorder.prompt().clone());
                 }
             };
-            self.recorder.add_usage(&reply.usage);
             let (code, path) = extract_code(&reply.text);
+            let earlier = self.earlier_iteration_with(&code);
             let code_output_id = new_call_id();
-            if let Some(earlier) = self.earlier_iteration_with(&code) {
+            self.recorder
+                .start_tool(
+                    &code_output_id,
+                    CODE_EXECUTE,
+                    json!({ "code": code }),
+                    "running",
+                )
+                .await?;
+            if let Some(earlier) = earlier {
                 // A model that sends the same code again is stuck (greedy decoding of a small
                 // model copies its last turn): running it would give the same result, and
                 // asking again would give the same code, so it is asked for a plain answer.
-                self.recorder
-                    .start_tool(
-                        &code_output_id,
-                        CODE_EXECUTE,
-                        json!({ "code": code }),
-                        "running",
-                    )
-                    .await?;
                 self.recorder
                     .finish_tool(
                         &code_output_id,
@@ -224,14 +219,6 @@ impl CodeExecutor {
                 self.recorder.complete().await?;
                 return Ok(self.recorder.prompt().clone());
             }
-            self.recorder
-                .start_tool(
-                    &code_output_id,
-                    CODE_EXECUTE,
-                    json!({ "code": code }),
-                    "running",
-                )
-                .await?;
             let execution = self
                 .shared
                 .sandbox
@@ -423,15 +410,8 @@ impl CodeExecutor {
         }
         messages.push(ChatMessage::user(prompt));
         let request = ModelRequest::new(self.recorder.prompt().model, messages);
-        match self
-            .options
-            .services
-            .completion
-            .complete_text(request)
-            .await
-        {
+        match self.ask(request).await {
             Ok(reply) => {
-                self.recorder.add_usage(&reply.usage);
                 if !json {
                     return HostReply::Value {
                         value: Value::String(reply.text),
@@ -564,29 +544,15 @@ impl CodeExecutor {
             system.push_str("\nThe last code execution gave:\n");
             system.push_str(&last.content);
         }
-        for item in &prepared.context {
-            system.push_str(&format!("\n\n## {}\n{}", item.title, item.content));
-        }
-        let mut messages = vec![ChatMessage::system(system)];
-        messages.extend(history_messages(&self.options.history));
-        if let Some(input) = &prompt.input {
-            messages.push(ChatMessage::user(input.clone()));
-        }
-        let request = ModelRequest::new(prompt.model, messages);
-        let reply = match self
-            .options
-            .services
-            .completion
-            .complete_messages(request, &mut |_| {})
-            .await
-        {
+        system.push_str(&context_sections(&prepared.context));
+        let request = ModelRequest::new(prompt.model, self.conversation(system));
+        let reply = match self.ask(request).await {
             Ok(reply) => reply,
             Err(error) => {
                 tracing::warn!(%error, "the plain-text answer after code mode gave up failed");
                 return Ok(false);
             }
         };
-        self.recorder.add_usage(&reply.usage);
         let answer = reply.text.trim();
         if answer.is_empty() {
             return Ok(false);
@@ -626,18 +592,33 @@ impl CodeExecutor {
                 .cloned()
                 .unwrap_or_else(|| id.split('.').next().unwrap_or(id).to_owned())
         };
-        let mut messages = vec![ChatMessage::system(system_prompt(
-            bindings,
-            &plugin_of,
-            &prepared.context,
-        ))];
-        messages.extend(history_messages(&self.options.history));
+        let mut messages =
+            self.conversation(system_prompt(bindings, &plugin_of, &prepared.context));
         let prompt = self.recorder.prompt();
-        if let Some(input) = &prompt.input {
-            messages.push(ChatMessage::user(input.clone()));
-        }
         messages.extend(iteration_messages(&prompt.output, limit));
         ModelRequest::new(prompt.model, messages)
+    }
+
+    /// `system`, then the conversation's history and this prompt's user message.
+    fn conversation(&self, system: String) -> Vec<ChatMessage> {
+        let mut messages = vec![ChatMessage::system(system)];
+        messages.extend(history_messages(&self.options.history));
+        if let Some(input) = &self.recorder.prompt().input {
+            messages.push(ChatMessage::user(input.clone()));
+        }
+        messages
+    }
+
+    /// One model call, its usage counted in the prompt's.
+    async fn ask(&mut self, request: ModelRequest) -> Result<ModelResponse, ProviderError> {
+        let reply = self
+            .options
+            .services
+            .completion
+            .complete_text(request)
+            .await?;
+        self.recorder.add_usage(&reply.usage);
+        Ok(reply)
     }
 
     async fn prepared(&mut self) -> anyhow::Result<(Prepared, Vec<ToolBinding>)> {

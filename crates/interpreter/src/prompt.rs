@@ -67,10 +67,16 @@ pub fn system_prompt(
             }
         }
     }
-    for item in context {
-        text.push_str(&format!("\n\n## {}\n{}", item.title, item.content));
-    }
+    text.push_str(&context_sections(context));
     text
+}
+
+/// The context items from `prepare()`, a `## title` section each.
+pub fn context_sections(context: &[ContextItem]) -> String {
+    context
+        .iter()
+        .map(|item| format!("\n\n## {}\n{}", item.title, item.content))
+        .collect()
 }
 
 /// A stretch of a model's reply: plain text, or the inside of a markdown fence with its

@@ -534,14 +534,7 @@ impl Connection {
                 }
             },
             Self::Thread { from_worker, .. } => {
-                let spun = worker::spin_for(worker::HOST_SPIN_BEFORE_SLEEP, || {
-                    match from_worker.try_recv() {
-                        Ok(message) => Some(Some(message)),
-                        Err(mpsc::error::TryRecvError::Disconnected) => Some(None),
-                        Err(mpsc::error::TryRecvError::Empty) => None,
-                    }
-                });
-                match spun {
+                match spin_receive(from_worker, worker::HOST_SPIN_BEFORE_SLEEP) {
                     Some(received) => received,
                     None => from_worker.recv().await,
                 }
@@ -555,11 +548,7 @@ impl Connection {
         match self {
             Self::Process { .. } => None,
             Self::Thread { from_worker, .. } => {
-                worker::spin_for(worker::SPIN_BEFORE_SLEEP, || match from_worker.try_recv() {
-                    Ok(message) => Some(Some(message)),
-                    Err(mpsc::error::TryRecvError::Disconnected) => Some(None),
-                    Err(mpsc::error::TryRecvError::Empty) => None,
-                })
+                spin_receive(from_worker, worker::SPIN_BEFORE_SLEEP)
             }
         }
     }
@@ -615,6 +604,19 @@ impl Connection {
             }
         }
     }
+}
+
+/// An in-process worker's next message (`Some(None)`: the worker is gone) if it comes within
+/// `limit` of spinning.
+fn spin_receive(
+    from_worker: &mut mpsc::UnboundedReceiver<ToHost>,
+    limit: Duration,
+) -> Option<Option<ToHost>> {
+    worker::spin_for(limit, || match from_worker.try_recv() {
+        Ok(message) => Some(Some(message)),
+        Err(mpsc::error::TryRecvError::Disconnected) => Some(None),
+        Err(mpsc::error::TryRecvError::Empty) => None,
+    })
 }
 
 /// Lines from a worker's stdout. Reads are non-blocking: the host spins on the pipe for a

@@ -44,6 +44,43 @@ enum Format {
     },
 }
 
+impl Format {
+    /// Appends `other`'s rows; false when the formats differ.
+    fn append(&mut self, other: &Self) -> bool {
+        match (self, other) {
+            (
+                Self::Q8_0 { quants, scales },
+                Self::Q8_0 {
+                    quants: q,
+                    scales: s,
+                },
+            ) => {
+                quants.extend_from_slice(q);
+                scales.extend_from_slice(s);
+                true
+            }
+            (
+                Self::Q4_1 {
+                    nibbles,
+                    scales,
+                    mins,
+                },
+                Self::Q4_1 {
+                    nibbles: n,
+                    scales: s,
+                    mins: m,
+                },
+            ) => {
+                nibbles.extend_from_slice(n);
+                scales.extend_from_slice(s);
+                mins.extend_from_slice(m);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
 /// The input vector quantised to 8 bits per block.
 #[derive(Debug, Default)]
 pub struct QuantVector {
@@ -76,38 +113,38 @@ impl QuantMatrix {
 
     /// Reads GGUF blocks of `Q4_1` (20 bytes: f16 scale, f16 minimum, 16 bytes of nibbles).
     pub fn from_q4_1(rows: usize, cols: usize, data: &[u8]) -> Option<Self> {
-        let blocks = check(rows, cols, data, 20)?;
-        let mut nibbles = Vec::with_capacity(rows * cols / 2);
-        let mut scales = Vec::with_capacity(blocks);
-        let mut mins = Vec::with_capacity(blocks);
-        for block in data.chunks_exact(20) {
-            scales.push(f16([block[0], block[1]]));
-            mins.push(f16([block[2], block[3]]));
-            nibbles.extend_from_slice(&block[4..]);
-        }
-        Some(Self {
-            rows,
-            cols,
-            format: Format::Q4_1 {
-                nibbles,
-                scales,
-                mins,
-            },
+        Self::from_nibble_blocks(rows, cols, data, 20, |block| {
+            (f16([block[0], block[1]]), f16([block[2], block[3]]))
         })
     }
 
     /// Reads GGUF blocks of `Q4_0` (18 bytes: f16 scale, 16 bytes of nibbles holding `q + 8`):
     /// the same numbers as `Q4_1` with a minimum of `-8 × scale`.
     pub fn from_q4_0(rows: usize, cols: usize, data: &[u8]) -> Option<Self> {
-        let blocks = check(rows, cols, data, 18)?;
+        Self::from_nibble_blocks(rows, cols, data, 18, |block| {
+            let scale = f16([block[0], block[1]]);
+            (scale, -8.0 * scale)
+        })
+    }
+
+    /// Blocks of `block_bytes` that end in 16 bytes of nibbles; `header` reads a block's scale
+    /// and minimum.
+    fn from_nibble_blocks(
+        rows: usize,
+        cols: usize,
+        data: &[u8],
+        block_bytes: usize,
+        header: impl Fn(&[u8]) -> (f32, f32),
+    ) -> Option<Self> {
+        let blocks = check(rows, cols, data, block_bytes)?;
         let mut nibbles = Vec::with_capacity(rows * cols / 2);
         let mut scales = Vec::with_capacity(blocks);
         let mut mins = Vec::with_capacity(blocks);
-        for block in data.chunks_exact(18) {
-            let scale = f16([block[0], block[1]]);
+        for block in data.chunks_exact(block_bytes) {
+            let (scale, min) = header(block);
             scales.push(scale);
-            mins.push(-8.0 * scale);
-            nibbles.extend_from_slice(&block[2..]);
+            mins.push(min);
+            nibbles.extend_from_slice(&block[block_bytes - BLOCK / 2..]);
         }
         Some(Self {
             rows,
@@ -147,54 +184,15 @@ impl QuantMatrix {
 
     /// Stacks matrices of the same width and format row-wise (fused projections).
     pub fn stack(parts: &[Self]) -> Option<Self> {
-        let first = parts.first()?;
-        let cols = first.cols;
-        if parts.iter().any(|part| part.cols != cols) {
-            return None;
+        let (first, rest) = parts.split_first()?;
+        let mut stacked = first.clone();
+        for part in rest {
+            if part.cols != stacked.cols || !stacked.format.append(&part.format) {
+                return None;
+            }
+            stacked.rows += part.rows;
         }
-        let rows = parts.iter().map(|part| part.rows).sum();
-        let format = match &first.format {
-            Format::Q8_0 { .. } => {
-                let mut quants = Vec::with_capacity(rows * cols);
-                let mut scales = Vec::with_capacity(rows * cols / BLOCK);
-                for part in parts {
-                    let Format::Q8_0 {
-                        quants: q,
-                        scales: s,
-                    } = &part.format
-                    else {
-                        return None;
-                    };
-                    quants.extend_from_slice(q);
-                    scales.extend_from_slice(s);
-                }
-                Format::Q8_0 { quants, scales }
-            }
-            Format::Q4_1 { .. } => {
-                let mut nibbles = Vec::with_capacity(rows * cols / 2);
-                let mut scales = Vec::with_capacity(rows * cols / BLOCK);
-                let mut mins = Vec::with_capacity(rows * cols / BLOCK);
-                for part in parts {
-                    let Format::Q4_1 {
-                        nibbles: n,
-                        scales: s,
-                        mins: m,
-                    } = &part.format
-                    else {
-                        return None;
-                    };
-                    nibbles.extend_from_slice(n);
-                    scales.extend_from_slice(s);
-                    mins.extend_from_slice(m);
-                }
-                Format::Q4_1 {
-                    nibbles,
-                    scales,
-                    mins,
-                }
-            }
-        };
-        Some(Self { rows, cols, format })
+        Some(stacked)
     }
 
     /// Row `row` as `f32` values, written into `out` (`cols` long).
@@ -262,9 +260,11 @@ struct Rows<'a> {
     out: &'a mut [f32],
 }
 
-impl Rows<'_> {
+impl simd::Kernel for Rows<'_> {
+    type Output = ();
+
     #[inline(always)]
-    fn run(self, #[cfg(target_arch = "x86_64")] simd: Option<pulp::x86::V3>) {
+    fn run<I: Isa>(self, isa: I) {
         let Rows {
             matrix,
             first,
@@ -275,50 +275,23 @@ impl Rows<'_> {
         for (row, out) in (first..).zip(out.iter_mut()) {
             let range = row * blocks..(row + 1) * blocks;
             *out = match &matrix.format {
-                Format::Q8_0 { quants, scales } => {
-                    let quants = &quants[range.start * BLOCK..range.end * BLOCK];
-                    let scales = &scales[range];
-                    #[cfg(target_arch = "x86_64")]
-                    if let Some(simd) = simd {
-                        *out = simd::avx2::dot_q8_0(simd, quants, scales, x);
-                        continue;
-                    }
-                    simd::scalar_dot_q8_0(quants, scales, x)
-                }
+                Format::Q8_0 { quants, scales } => isa.dot_q8_0(
+                    &quants[range.start * BLOCK..range.end * BLOCK],
+                    &scales[range],
+                    x,
+                ),
                 Format::Q4_1 {
                     nibbles,
                     scales,
                     mins,
-                } => {
-                    let nibbles = &nibbles[range.start * BLOCK / 2..range.end * BLOCK / 2];
-                    let (scales, mins) = (&scales[range.clone()], &mins[range]);
-                    #[cfg(target_arch = "x86_64")]
-                    if let Some(simd) = simd {
-                        *out = simd::avx2::dot_q4_1(simd, nibbles, scales, mins, x);
-                        continue;
-                    }
-                    simd::scalar_dot_q4_1(nibbles, scales, mins, x)
-                }
+                } => isa.dot_q4_1(
+                    &nibbles[range.start * BLOCK / 2..range.end * BLOCK / 2],
+                    &scales[range.clone()],
+                    &mins[range],
+                    x,
+                ),
             };
         }
-    }
-}
-
-impl simd::Kernel for Rows<'_> {
-    type Output = ();
-
-    #[inline(always)]
-    fn run_portable(self) {
-        self.run(
-            #[cfg(target_arch = "x86_64")]
-            None,
-        );
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[inline(always)]
-    fn run_avx2(self, simd: pulp::x86::V3) {
-        self.run(Some(simd));
     }
 }
 
@@ -425,19 +398,13 @@ impl simd::Kernel for Attend<'_> {
     type Output = Partial;
 
     #[inline(always)]
-    fn run_portable(self) -> Partial {
-        attend_loops(self, Portable)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[inline(always)]
-    fn run_avx2(self, simd: pulp::x86::V3) -> Partial {
-        attend_loops(self, simd)
+    fn run<I: Isa>(self, isa: I) -> Partial {
+        attend_loops(self, isa)
     }
 }
 
 #[inline(always)]
-fn attend_loops(group: Attend<'_>, simd: impl Dot) -> Partial {
+fn attend_loops(group: Attend<'_>, isa: impl Isa) -> Partial {
     let Attend {
         queries,
         dim,
@@ -455,7 +422,7 @@ fn attend_loops(group: Attend<'_>, simd: impl Dot) -> Partial {
         let key = &keys[position * stride..position * stride + dim];
         for head in 0..heads {
             scores[head * count + index] =
-                simd.dot(&queries[head * dim..(head + 1) * dim], key) * scale;
+                isa.dot(&queries[head * dim..(head + 1) * dim], key) * scale;
         }
     }
     let mut largest = vec![f32::NEG_INFINITY; heads];
@@ -489,26 +456,44 @@ fn attend_loops(group: Attend<'_>, simd: impl Dot) -> Partial {
     }
 }
 
-/// The dot product of `f32` vectors, per instruction set.
-trait Dot: Copy {
+/// The inner loops, per instruction set: portable Rust, or AVX2 + FMA.
+trait Isa: Copy {
     fn dot(self, a: &[f32], b: &[f32]) -> f32;
+    fn dot_q8_0(self, quants: &[i8], scales: &[f32], x: &QuantVector) -> f32;
+    fn dot_q4_1(self, nibbles: &[u8], scales: &[f32], mins: &[f32], x: &QuantVector) -> f32;
 }
 
 #[derive(Clone, Copy)]
 struct Portable;
 
-impl Dot for Portable {
+impl Isa for Portable {
     #[inline(always)]
     fn dot(self, a: &[f32], b: &[f32]) -> f32 {
         dot(a, b)
     }
+    #[inline(always)]
+    fn dot_q8_0(self, quants: &[i8], scales: &[f32], x: &QuantVector) -> f32 {
+        simd::scalar_dot_q8_0(quants, scales, x)
+    }
+    #[inline(always)]
+    fn dot_q4_1(self, nibbles: &[u8], scales: &[f32], mins: &[f32], x: &QuantVector) -> f32 {
+        simd::scalar_dot_q4_1(nibbles, scales, mins, x)
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
-impl Dot for pulp::x86::V3 {
+impl Isa for pulp::x86::V3 {
     #[inline(always)]
     fn dot(self, a: &[f32], b: &[f32]) -> f32 {
         simd::avx2::dot_f32(self, a, b)
+    }
+    #[inline(always)]
+    fn dot_q8_0(self, quants: &[i8], scales: &[f32], x: &QuantVector) -> f32 {
+        simd::avx2::dot_q8_0(self, quants, scales, x)
+    }
+    #[inline(always)]
+    fn dot_q4_1(self, nibbles: &[u8], scales: &[f32], mins: &[f32], x: &QuantVector) -> f32 {
+        simd::avx2::dot_q4_1(self, nibbles, scales, mins, x)
     }
 }
 
@@ -542,16 +527,14 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
 }
 
 mod simd {
-    use super::{BLOCK, QuantVector};
+    use super::{BLOCK, Isa, Portable, QuantVector};
 
-    /// A piece of work with a portable body and one for AVX2 + FMA. Both are
-    /// `#[inline(always)]` in the implementations, so that [`run`] compiles the whole body,
-    /// helpers included, with the CPU features enabled.
+    /// A piece of work written once over [`Isa`]. Implementations are `#[inline(always)]`, as
+    /// are the `Isa` methods, so that [`run`] compiles the whole body, helpers included, with
+    /// the CPU features enabled.
     pub trait Kernel: Sized {
         type Output;
-        fn run_portable(self) -> Self::Output;
-        #[cfg(target_arch = "x86_64")]
-        fn run_avx2(self, simd: pulp::x86::V3) -> Self::Output;
+        fn run<I: Isa>(self, isa: I) -> Self::Output;
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -563,7 +546,7 @@ mod simd {
 
         #[inline(always)]
         fn call(self) -> K::Output {
-            self.0.run_avx2(self.1)
+            self.0.run(self.1)
         }
     }
 
@@ -575,7 +558,7 @@ mod simd {
         if let Some(simd) = pulp::x86::V3::try_new() {
             return simd.vectorize(Avx2(kernel, simd));
         }
-        kernel.run_portable()
+        kernel.run(Portable)
     }
 
     pub fn scalar_dot_q8_0(quants: &[i8], scales: &[f32], x: &QuantVector) -> f32 {

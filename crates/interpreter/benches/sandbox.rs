@@ -92,7 +92,8 @@ fn percentile(mut samples: Vec<Duration>, p: f64) -> Duration {
     samples[index.min(samples.len() - 1)]
 }
 
-async fn measure(backend: Backend) -> Value {
+/// A warmed-up sandbox with room for every call the benchmarks make.
+async fn warm_sandbox(backend: Backend) -> Arc<Sandbox> {
     let sandbox = Sandbox::new(SandboxConfig {
         backend,
         max_tool_calls: 1_000_000,
@@ -100,6 +101,11 @@ async fn measure(backend: Backend) -> Value {
         ..SandboxConfig::default()
     });
     sandbox.warm_up().await.unwrap();
+    sandbox
+}
+
+async fn measure(backend: Backend) -> Value {
+    let sandbox = warm_sandbox(backend).await;
     let bindings = tools();
 
     // Per iteration: take a warm worker, bind 51 tools, run `1+1`, get the result back.
@@ -246,13 +252,7 @@ async fn main() {
         .ok()
         .and_then(|runs| runs.parse::<usize>().ok())
     {
-        let sandbox = Sandbox::new(SandboxConfig {
-            backend: Backend::InProcess,
-            max_tool_calls: 1_000_000,
-            pool_size: 2,
-            ..SandboxConfig::default()
-        });
-        sandbox.warm_up().await.unwrap();
+        let sandbox = warm_sandbox(Backend::InProcess).await;
         let bindings = tools();
         let mut samples = Vec::new();
         for _ in 0..runs {

@@ -8,10 +8,11 @@ use std::path::Path;
 use boa_engine::ast::{Statement, StatementListItem};
 use boa_engine::builtins::promise::PromiseState;
 use boa_engine::interner::Interner;
-use boa_engine::object::FunctionObjectBuilder;
+use boa_engine::builtins::object::OrdinaryObject;
+use boa_engine::object::{FunctionObjectBuilder, ObjectInitializer};
 use boa_engine::object::builtins::{JsArray, JsPromise};
 use boa_engine::parser::Parser;
-use boa_engine::property::{Attribute, PropertyKey};
+use boa_engine::property::{Attribute, PropertyDescriptor, PropertyKey};
 use boa_engine::{
     Context, JsError, JsNativeError, JsResult, JsString, JsValue, NativeFunction, Script, Source,
     js_string,
@@ -383,7 +384,7 @@ fn bind_and_run(
 
 fn bind_input(context: &mut Context, input: Option<&Value>) -> JsResult<()> {
     let input = match input {
-        Some(value) => JsValue::from_json(value, context)?,
+        Some(value) => from_json(value, context)?,
         None => JsValue::undefined(),
     };
     context.register_global_property(js_string!("input"), input, Attribute::all())
@@ -525,7 +526,7 @@ impl HostLink for DetachedLink {
 
 fn reply_to_js(reply: HostReply, context: &mut Context) -> JsResult<JsValue> {
     match reply {
-        HostReply::Value { value } => JsValue::from_json(&value, context),
+        HostReply::Value { value } => from_json(&value, context),
         HostReply::Error { message } => Err(JsNativeError::error().with_message(message).into()),
     }
 }
@@ -644,7 +645,7 @@ fn store(_this: &JsValue, arguments: &[JsValue], context: &mut Context) -> JsRes
 fn recall(_this: &JsValue, arguments: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
     let key = key_argument(arguments.first(), "recall")?;
     match with_engine(|state| state.store.get(&key).cloned())? {
-        Some(value) => JsValue::from_json(&value, context),
+        Some(value) => from_json(&value, context),
         None => Ok(JsValue::undefined()),
     }
 }
@@ -680,7 +681,7 @@ fn discover_tools(
             entry
         })
         .collect();
-    JsValue::from_json(&Value::Array(list), context)
+    from_json(&Value::Array(list), context)
 }
 
 fn tool_schema(_this: &JsValue, arguments: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
@@ -718,6 +719,52 @@ fn llm_json(_this: &JsValue, arguments: &[JsValue], context: &mut Context) -> Js
         host_request(HostRequest::Llm { prompt, json: true })?,
         context,
     )
+}
+
+/// JSON → JavaScript value. Objects start from the realm's shared root shape, so building the
+/// same kind of object again follows cached shape transitions; Boa's own `from_json` gives
+/// every object a unique shape, which costs twice as much per tool result.
+fn from_json(value: &Value, context: &mut Context) -> JsResult<JsValue> {
+    from_json_at(value, context, 0)
+}
+
+fn from_json_at(value: &Value, context: &mut Context, depth: usize) -> JsResult<JsValue> {
+    if depth > MAX_VALUE_DEPTH {
+        return Err(JsNativeError::range()
+            .with_message(format!("value is nested deeper than {MAX_VALUE_DEPTH} levels"))
+            .into());
+    }
+    Ok(match value {
+        Value::Null => JsValue::null(),
+        Value::Bool(boolean) => JsValue::from(*boolean),
+        Value::Number(number) => match number.as_i64().map(i32::try_from) {
+            Some(Ok(small)) => JsValue::from(small),
+            _ => JsValue::from(number.as_f64().unwrap_or(f64::NAN)),
+        },
+        Value::String(text) => JsValue::from(JsString::from(text.as_str())),
+        Value::Array(items) => {
+            let items = items
+                .iter()
+                .map(|item| from_json_at(item, context, depth + 1))
+                .collect::<JsResult<Vec<_>>>()?;
+            JsArray::from_iter(items, context).into()
+        }
+        Value::Object(map) => {
+            let object = ObjectInitializer::with_native_data(OrdinaryObject, context).build();
+            for (key, item) in map {
+                let item = from_json_at(item, context, depth + 1)?;
+                object.insert_property(
+                    JsString::from(key.as_str()),
+                    PropertyDescriptor::builder()
+                        .value(item)
+                        .writable(true)
+                        .enumerable(true)
+                        .configurable(true),
+                );
+            }
+            object.into()
+        }
+    })
 }
 
 /// JavaScript value → JSON, depth-limited so hostile values cannot overflow the native stack.
@@ -922,5 +969,30 @@ mod tests {
     fn nesting_is_measured() {
         assert_eq!(source_nesting("f([1, {a: (2)}])"), 4);
         assert_eq!(source_nesting(&"[".repeat(5000)), 5000);
+    }
+
+    #[test]
+    fn json_round_trips_through_javascript() {
+        let mut context = Context::default();
+        let value = serde_json::json!({
+            "b": 1, "a": [1.5, -2, null, true, "é😀"], "0": "index key",
+            "__proto__": {"x": 1}, "big": 4_000_000_000_i64, "nested": {"c": {}}
+        });
+        let js = from_json(&value, &mut context).unwrap();
+        assert_eq!(to_json(&js, &mut context).unwrap(), value);
+        // `__proto__` from JSON is a plain key, as with JSON.parse; the prototype is Object's.
+        context
+            .register_global_property(js_string!("v"), js, Attribute::all())
+            .unwrap();
+        let checks = "Object.getPrototypeOf(v) === Object.prototype && v.__proto__.x === 1 \
+            && Object.keys(v).join() === '0,__proto__,a,b,big,nested' && v.a[1] === -2";
+        let checked = context.eval(Source::from_bytes(checks)).unwrap();
+        assert_eq!(checked.as_boolean(), Some(true));
+
+        let mut deep = Value::Null;
+        for _ in 0..=MAX_VALUE_DEPTH + 1 {
+            deep = serde_json::json!([deep]);
+        }
+        assert!(from_json(&deep, &mut context).is_err());
     }
 }

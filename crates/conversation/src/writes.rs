@@ -14,7 +14,7 @@ use std::sync::Arc;
 use agentic_core::PromptState;
 use anyhow::{Context as _, bail};
 use chrono::Utc;
-use sea_orm::sea_query::{Expr, OnConflict};
+use sea_orm::sea_query::{CaseStatement, Expr, OnConflict};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, EntityTrait,
     QueryFilter, QuerySelect, Set, TransactionTrait,
@@ -483,11 +483,167 @@ async fn apply_all(
         .await
         .context("could not start a write transaction")?;
     let mut written = Vec::with_capacity(batch.len());
-    for (write, _) in batch {
-        written.push(apply(&transaction, write.clone()).await?);
+    let mut next = 0;
+    while next < batch.len() {
+        let saves = distinct_saves(&batch[next..]);
+        if saves.len() > 1 {
+            apply_saves(&transaction, &saves).await?;
+            written.extend(saves.iter().map(|_| Written::Done));
+            next += saves.len();
+        } else {
+            written.push(apply(&transaction, batch[next].0.clone()).await?);
+            next += 1;
+        }
     }
     transaction.commit().await.context("could not commit")?;
     Ok(written)
+}
+
+/// Most prompt checkpoints merged into one set of statements. Each merged column is a `CASE`
+/// over the prompts' ids, so the work per row grows with the group.
+const MAX_MERGED_SAVES: usize = 32;
+
+/// The checkpoints at the start of `batch` that can be merged: consecutive, and of distinct
+/// prompts, so their order within the group does not matter.
+fn distinct_saves(batch: &[(Write, Reply)]) -> Vec<&PromptSave> {
+    let mut saves: Vec<&PromptSave> = Vec::new();
+    for (write, _) in batch.iter().take(MAX_MERGED_SAVES) {
+        match write {
+            Write::SavePrompt(save) if saves.iter().all(|seen| seen.id != save.id) => {
+                saves.push(save);
+            }
+            _ => break,
+        }
+    }
+    saves
+}
+
+/// Several prompts' checkpoints in three statements instead of two or three each: one insert
+/// of every journalled output, one update of every prompt row, one journal delete for the
+/// prompts that came to rest. Each statement is a round trip to the database's worker thread,
+/// which under load costs more than the statement.
+async fn apply_saves(
+    transaction: &DatabaseTransaction,
+    saves: &[&PromptSave],
+) -> anyhow::Result<()> {
+    let journal: Vec<prompt_output::ActiveModel> = saves
+        .iter()
+        .filter_map(|save| {
+            let (position, output) = save.journal.as_ref()?;
+            Some(prompt_output::ActiveModel {
+                prompt_id: Set(save.id.clone()),
+                position: Set(*position),
+                output: Set(output.clone()),
+            })
+        })
+        .collect();
+    if !journal.is_empty() {
+        prompt_output::Entity::insert_many(journal)
+            .on_conflict(
+                OnConflict::columns([
+                    prompt_output::Column::PromptId,
+                    prompt_output::Column::Position,
+                ])
+                .update_column(prompt_output::Column::Output)
+                .to_owned(),
+            )
+            .exec_without_returning(transaction)
+            .await
+            .context("could not journal the outputs")?;
+    }
+
+    // One `CASE id WHEN … THEN … END` per column; a column only some saves change keeps its
+    // value for the others.
+    let by_id = |value: &dyn Fn(&PromptSave) -> Option<Expr>, column: prompt::Column| {
+        let mut case = CaseStatement::new();
+        let mut all = true;
+        for save in saves {
+            match value(save) {
+                Some(value) => case = case.case(prompt::Column::Id.eq(save.id.as_str()), value),
+                None => all = false,
+            }
+        }
+        if !all {
+            case = case.finally(Expr::col(column));
+        }
+        let expression: Expr = case.into();
+        expression
+    };
+    let ids: Vec<&str> = saves.iter().map(|save| save.id.as_str()).collect();
+    let mut update = prompt::Entity::update_many()
+        .col_expr(
+            prompt::Column::State,
+            by_id(
+                &|save| Some(Expr::value(save.state.as_str())),
+                prompt::Column::State,
+            ),
+        )
+        .col_expr(
+            prompt::Column::Visible,
+            by_id(
+                &|save| Some(Expr::value(save.visible)),
+                prompt::Column::Visible,
+            ),
+        )
+        .col_expr(
+            prompt::Column::Usage,
+            by_id(
+                &|save| Some(Expr::value(save.usage.clone())),
+                prompt::Column::Usage,
+            ),
+        )
+        .col_expr(
+            prompt::Column::Error,
+            by_id(
+                &|save| Some(Expr::value(save.error.clone())),
+                prompt::Column::Error,
+            ),
+        )
+        .col_expr(prompt::Column::UpdatedAt, Expr::value(Utc::now()));
+    if saves.iter().any(|save| save.instance_id.is_some()) {
+        update = update.col_expr(
+            prompt::Column::InstanceId,
+            by_id(
+                &|save| save.instance_id.clone().map(Expr::value),
+                prompt::Column::InstanceId,
+            ),
+        );
+    }
+    if saves.iter().any(|save| save.output.is_some()) {
+        update = update.col_expr(
+            prompt::Column::Output,
+            by_id(
+                &|save| save.output.clone().map(Expr::value),
+                prompt::Column::Output,
+            ),
+        );
+    }
+    let updated = update
+        .filter(prompt::Column::Id.is_in(ids))
+        .exec(transaction)
+        .await?
+        .rows_affected;
+    if updated != saves.len() as u64 {
+        // The batch is applied again one write at a time, which names the missing prompt.
+        bail!(
+            "{} of {} prompts to save are not stored",
+            saves.len() as u64 - updated,
+            saves.len()
+        );
+    }
+
+    let resting: Vec<&str> = saves
+        .iter()
+        .filter(|save| save.output.is_some())
+        .map(|save| save.id.as_str())
+        .collect();
+    if !resting.is_empty() {
+        prompt_output::Entity::delete_many()
+            .filter(prompt_output::Column::PromptId.is_in(resting))
+            .exec(transaction)
+            .await?;
+    }
+    Ok(())
 }
 
 async fn apply_alone(db: &DatabaseConnection, write: Write) -> anyhow::Result<Written> {

@@ -660,6 +660,89 @@ async fn concurrent_writes_commit_together_and_a_failing_one_fails_alone() {
     }
 }
 
+/// Checkpoints of many prompts at once are merged into a few statements on SQLite: each
+/// prompt must still end with exactly its own outputs, state, usage and error, whether it
+/// came to rest or was left running with its outputs in the journal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_checkpoints_of_many_prompts_each_keep_their_own_changes() {
+    for db in databases().await {
+        let store = agentic_conversation::Store::open(&db.url, &Default::default())
+            .await
+            .unwrap();
+        let mut tasks = Vec::new();
+        for index in 0..96usize {
+            let store = store.clone();
+            tasks.push(tokio::spawn(async move {
+                let conversation = store.create_conversation("alice", "t").await?;
+                let mut prompt = Prompt::new(
+                    "alice",
+                    "classic",
+                    ModelKind::Normal,
+                    Some(format!("{index}")),
+                );
+                store.insert_prompt(&conversation.id, &prompt).await?;
+                for step in 0..(index % 4 + 1) {
+                    prompt
+                        .output
+                        .push(PromptOutput::Text(agentic_core::TextOutput {
+                            id: format!("{index}-{step}"),
+                            content: format!("prompt {index} step {step}"),
+                            start: chrono::Utc::now(),
+                            end: None,
+                        }));
+                    prompt.usage.output_tokens = step as u64 + 1;
+                    store
+                        .save_prompt(&prompt, PromptChange::Output(prompt.output.len() - 1))
+                        .await?;
+                }
+                // A third stay running; the rest complete or fail.
+                match index % 3 {
+                    0 => {}
+                    1 => {
+                        prompt.state = PromptState::Completed;
+                        store.save_prompt(&prompt, PromptChange::Prompt).await?;
+                    }
+                    _ => {
+                        prompt.state = PromptState::Failed;
+                        prompt.error = Some(format!("error {index}"));
+                        store.save_prompt(&prompt, PromptChange::Prompt).await?;
+                    }
+                }
+                anyhow::Ok((prompt, conversation.id))
+            }));
+        }
+        for task in tasks {
+            let (expected, conversation) = task.await.unwrap().unwrap();
+            let stored = store.conversation_prompts(&conversation).await.unwrap();
+            assert_eq!(stored.len(), 1, "{}", db.name);
+            let stored = &stored[0].prompt;
+            assert_eq!(stored.state, expected.state, "{}", db.name);
+            assert_eq!(stored.error, expected.error, "{}", db.name);
+            assert_eq!(stored.output, expected.output, "{}", db.name);
+            assert_eq!(
+                stored.usage.output_tokens, expected.usage.output_tokens,
+                "{}",
+                db.name
+            );
+        }
+        // Prompts at rest keep their timeline in their row, not in the journal.
+        let journalled = store
+            .connection()
+            .query_one_raw(Statement::from_string(
+                store.connection().get_database_backend(),
+                "SELECT COUNT(*) FROM prompt_outputs",
+            ))
+            .await
+            .unwrap()
+            .unwrap()
+            .try_get_by_index::<i64>(0)
+            .unwrap();
+        let running_outputs: i64 = (0..96).filter(|i| i % 3 == 0).map(|i| i % 4 + 1).sum();
+        assert_eq!(journalled, running_outputs, "{}", db.name);
+        assert_eq!(store.integrity_check().await.unwrap(), "ok");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conversation_held_by_a_dead_process_token_is_released_at_startup() {
     for db in databases().await {

@@ -6,11 +6,11 @@ use std::cell::RefCell;
 use std::path::Path;
 
 use boa_engine::ast::{Statement, StatementListItem};
+use boa_engine::builtins::object::OrdinaryObject;
 use boa_engine::builtins::promise::PromiseState;
 use boa_engine::interner::Interner;
-use boa_engine::builtins::object::OrdinaryObject;
-use boa_engine::object::{FunctionObjectBuilder, ObjectInitializer};
 use boa_engine::object::builtins::{JsArray, JsPromise};
+use boa_engine::object::{FunctionObjectBuilder, ObjectInitializer};
 use boa_engine::parser::Parser;
 use boa_engine::property::{Attribute, PropertyDescriptor, PropertyKey};
 use boa_engine::{
@@ -731,7 +731,9 @@ fn from_json(value: &Value, context: &mut Context) -> JsResult<JsValue> {
 fn from_json_at(value: &Value, context: &mut Context, depth: usize) -> JsResult<JsValue> {
     if depth > MAX_VALUE_DEPTH {
         return Err(JsNativeError::range()
-            .with_message(format!("value is nested deeper than {MAX_VALUE_DEPTH} levels"))
+            .with_message(format!(
+                "value is nested deeper than {MAX_VALUE_DEPTH} levels"
+            ))
             .into());
     }
     Ok(match value {

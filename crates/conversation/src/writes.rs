@@ -6,8 +6,9 @@
 //! survives a crash of the process; with `synchronous=NORMAL`, not a power cut), but a
 //! thousand concurrent prompts share a few commits instead of queueing for one each. When a
 //! write of the batch fails, the batch is rolled back and each write is applied on its own, so
-//! the failure stays with its write. On PostgreSQL each write is its own transaction; the
-//! server runs them in parallel.
+//! the failure stays with its write. Within a batch, consecutive checkpoints of distinct prompts
+//! are merged into three statements, since each statement is a round trip to sqlx's SQLite
+//! thread. On PostgreSQL each write is its own transaction; the server runs them in parallel.
 
 use std::sync::Arc;
 

@@ -336,54 +336,7 @@ async fn apply(transaction: &DatabaseTransaction, write: Write) -> anyhow::Resul
             Ok(Written::Position(position))
         }
         Write::SavePrompt(save) => {
-            if let Some((position, output)) = save.journal {
-                prompt_output::Entity::insert(prompt_output::ActiveModel {
-                    prompt_id: Set(save.id.clone()),
-                    position: Set(position),
-                    output: Set(output),
-                })
-                .on_conflict(
-                    OnConflict::columns([
-                        prompt_output::Column::PromptId,
-                        prompt_output::Column::Position,
-                    ])
-                    .update_column(prompt_output::Column::Output)
-                    .to_owned(),
-                )
-                .exec_without_returning(transaction)
-                .await
-                .context("could not journal the output")?;
-            }
-            let resting = save.output.is_some();
-            let mut update = prompt::Entity::update_many()
-                .col_expr(prompt::Column::State, Expr::value(save.state.as_str()))
-                .col_expr(prompt::Column::Visible, Expr::value(save.visible))
-                .col_expr(prompt::Column::Usage, Expr::value(save.usage))
-                .col_expr(prompt::Column::Error, Expr::value(save.error))
-                .col_expr(prompt::Column::UpdatedAt, Expr::value(Utc::now()));
-            if let Some(instance) = save.instance_id {
-                update = update.col_expr(prompt::Column::InstanceId, Expr::value(instance));
-            }
-            if let Some(output) = save.output {
-                update = update.col_expr(prompt::Column::Output, Expr::value(output));
-            }
-            let updated = update
-                .filter(prompt::Column::Id.eq(save.id.as_str()))
-                .exec(transaction)
-                .await?
-                .rows_affected;
-            if updated == 0 {
-                bail!(
-                    "prompt {} is not stored (was its conversation deleted?)",
-                    save.id
-                );
-            }
-            if resting {
-                prompt_output::Entity::delete_many()
-                    .filter(prompt_output::Column::PromptId.eq(save.id))
-                    .exec(transaction)
-                    .await?;
-            }
+            apply_saves(transaction, &[&save]).await?;
             Ok(Written::Done)
         }
         Write::Archive {
@@ -487,7 +440,7 @@ async fn apply_all(
     let mut next = 0;
     while next < batch.len() {
         let saves = distinct_saves(&batch[next..]);
-        if saves.len() > 1 {
+        if !saves.is_empty() {
             apply_saves(&transaction, &saves).await?;
             written.extend(saves.iter().map(|_| Written::Done));
             next += saves.len();
@@ -519,9 +472,9 @@ fn distinct_saves(batch: &[(Write, Reply)]) -> Vec<&PromptSave> {
     saves
 }
 
-/// Several prompts' checkpoints in three statements instead of two or three each: one insert
-/// of every journalled output, one update of every prompt row, one journal delete for the
-/// prompts that came to rest. Each statement is a round trip to the database's worker thread,
+/// Prompts' checkpoints, however many, in at most three statements: one insert of every
+/// journalled output, one update of every prompt row, one journal delete for the prompts
+/// that came to rest. Each statement is a round trip to the database's worker thread,
 /// which under load costs more than the statement.
 async fn apply_saves(
     transaction: &DatabaseTransaction,
@@ -554,8 +507,13 @@ async fn apply_saves(
     }
 
     // One `CASE id WHEN … THEN … END` per column; a column only some saves change keeps its
-    // value for the others.
+    // value for the others. A lone save sets its values directly.
     let by_id = |value: &dyn Fn(&PromptSave) -> Option<Expr>, column: prompt::Column| {
+        if let [save] = saves
+            && let Some(value) = value(save)
+        {
+            return value;
+        }
         let mut case = CaseStatement::new();
         let mut all = true;
         for save in saves {
@@ -625,6 +583,12 @@ async fn apply_saves(
         .await?
         .rows_affected;
     if updated != saves.len() as u64 {
+        if let [save] = saves {
+            bail!(
+                "prompt {} is not stored (was its conversation deleted?)",
+                save.id
+            );
+        }
         // The batch is applied again one write at a time, which names the missing prompt.
         bail!(
             "{} of {} prompts to save are not stored",

@@ -42,8 +42,11 @@ impl OpenAiProvider {
         &self.config
     }
 
-    /// Posts the serialised body (shared between attempts, not re-serialised).
-    async fn send_with_retries(&self, body: &[u8]) -> Result<reqwest::Response, ProviderError> {
+    /// Posts the serialised body (shared between attempts: neither re-serialised nor copied).
+    async fn send_with_retries(
+        &self,
+        body: bytes::Bytes,
+    ) -> Result<reqwest::Response, ProviderError> {
         let url = self.config.chat_completions_url();
         let idle = Duration::from_millis(self.config.idle_timeout_ms);
         let mut attempt = 0;
@@ -52,7 +55,7 @@ impl OpenAiProvider {
                 .client
                 .post(&url)
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .body(body.to_vec());
+                .body(body.clone());
             if let Some(key) = &self.config.api_key {
                 request = request.bearer_auth(key);
             }
@@ -134,7 +137,7 @@ impl ModelProvider for OpenAiProvider {
         // Straight to bytes: a JSON value in between was a third copy of every tool schema.
         let body = serde_json::to_vec(&request_body(&request, &model, &names, &self.config))
             .map_err(|error| ProviderError::Config(format!("unserialisable request: {error}")))?;
-        let response = self.send_with_retries(&body).await?;
+        let response = self.send_with_retries(body.into()).await?;
         let idle = Duration::from_millis(self.config.idle_timeout_ms);
         let (sender, receiver) = mpsc::channel(64);
         let is_event_stream = response

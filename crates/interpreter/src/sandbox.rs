@@ -297,7 +297,7 @@ impl Execution {
             } else {
                 match worker.connection.try_receive() {
                     Some(received) => Ok(received),
-                    None => tokio::time::timeout(remaining, worker.connection.receive())
+                    None => tokio::time::timeout(remaining, worker.connection.wait())
                         .await
                         .map_err(|_| ()),
                 }
@@ -523,6 +523,31 @@ impl Connection {
     }
 
     async fn receive(&mut self) -> Option<ToHost> {
+        match self.try_receive() {
+            Some(received) => received,
+            None => self.wait().await,
+        }
+    }
+
+    /// The next message if an in-process worker sends it within a short spin (`Some(None)`:
+    /// the worker is gone). A process's pipe is read by `wait`, which spins on it as well.
+    fn try_receive(&mut self) -> Option<Option<ToHost>> {
+        match self {
+            Self::Process { .. } => None,
+            Self::Thread { from_worker, .. } => {
+                worker::spin_for(worker::HOST_SPIN_BEFORE_SLEEP, || {
+                    match from_worker.try_recv() {
+                        Ok(message) => Some(Some(message)),
+                        Err(mpsc::error::TryRecvError::Disconnected) => Some(None),
+                        Err(mpsc::error::TryRecvError::Empty) => None,
+                    }
+                })
+            }
+        }
+    }
+
+    /// The next message, once `try_receive` found none.
+    async fn wait(&mut self) -> Option<ToHost> {
         match self {
             Self::Process { stdout, .. } => loop {
                 let line = stdout.next_line().await?;
@@ -533,23 +558,7 @@ impl Connection {
                     }
                 }
             },
-            Self::Thread { from_worker, .. } => {
-                match spin_receive(from_worker, worker::HOST_SPIN_BEFORE_SLEEP) {
-                    Some(received) => received,
-                    None => from_worker.recv().await,
-                }
-            }
-        }
-    }
-
-    /// The next message if it arrives within a short spin, from the in-process backend only
-    /// (a process's pipe is read by `receive`, which spins as well).
-    fn try_receive(&mut self) -> Option<Option<ToHost>> {
-        match self {
-            Self::Process { .. } => None,
-            Self::Thread { from_worker, .. } => {
-                spin_receive(from_worker, worker::SPIN_BEFORE_SLEEP)
-            }
+            Self::Thread { from_worker, .. } => from_worker.recv().await,
         }
     }
 
@@ -604,19 +613,6 @@ impl Connection {
             }
         }
     }
-}
-
-/// An in-process worker's next message (`Some(None)`: the worker is gone) if it comes within
-/// `limit` of spinning.
-fn spin_receive(
-    from_worker: &mut mpsc::UnboundedReceiver<ToHost>,
-    limit: Duration,
-) -> Option<Option<ToHost>> {
-    worker::spin_for(limit, || match from_worker.try_recv() {
-        Ok(message) => Some(Some(message)),
-        Err(mpsc::error::TryRecvError::Disconnected) => Some(None),
-        Err(mpsc::error::TryRecvError::Empty) => None,
-    })
 }
 
 /// Lines from a worker's stdout. Reads are non-blocking: the host spins on the pipe for a

@@ -565,6 +565,7 @@ impl CodeExecutor {
     /// and blank space aside (a small model copies its last code with a fresh timestamp in a
     /// comment).
     fn earlier_iteration_with(&self, code: &str) -> Option<usize> {
+        let shape = code_shape(code);
         self.recorder
             .prompt()
             .output
@@ -577,8 +578,7 @@ impl CodeExecutor {
                 tool.input
                     .get("code")
                     .and_then(Value::as_str)
-                    .map(code_shape)
-                    == Some(code_shape(code))
+                    .is_some_and(|earlier| code_shape(earlier) == shape)
             })
             .map(|index| index + 1)
     }

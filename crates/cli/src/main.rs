@@ -33,6 +33,11 @@ use agentic_plugin_todo as _;
 use agentic_plugin_trigger as _;
 use agentic_plugin_web as _;
 
+// The server allocates and frees many small buffers across threads; glibc's per-thread arenas
+// grew and trimmed their heaps with an `mprotect` call per few allocations under load.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use crate::local::USER;
 use crate::remote::{Remote, RemoteError};
 use crate::settings::Settings;

@@ -82,6 +82,30 @@ fn a_code_prompt_runs_in_the_sandbox_and_logs_to_stderr() {
     );
 }
 
+/// The binary is its own sandbox worker, with its own allocator: a script that keeps 400 MB
+/// is stopped at the 256 MiB memory limit (an allocator that reserved address space before
+/// the limit was set would let it finish), and the next iteration runs.
+#[test]
+fn the_binary_as_its_own_worker_keeps_the_memory_limit() {
+    let turns = script(
+        "memory",
+        "- code: |\n    const all = []; for (let i = 0; i < 40; i++) { all.push(\"x\".repeat(10000000) + i); } output(\"kept \" + all.length);\n- code: |\n    output(\"recovered\"); done();\n",
+    );
+    let output = agentic(
+        &["prompt", "Fill the memory", "-m", "code", "--json"],
+        Some(&turns),
+        None,
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    assert!(
+        stdout.contains("the script used more than the 256 MiB memory limit and was stopped"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("kept 40"), "{stdout}");
+    assert!(stdout.contains("recovered"), "{stdout}");
+}
+
 #[test]
 fn json_prints_every_event_as_a_line() {
     let turns = script("json", "- text: Hello there\n");

@@ -247,7 +247,8 @@ async fn main() {
         println!("{}", through_code_mode().await);
         return;
     }
-    // `BENCH_ONLY_CALLS=runs`: only the in-process 10,000-call script, for profiling.
+    // `BENCH_ONLY_CALLS=runs`: only the in-process 10,000-call script (or `BENCH_CODE`), for
+    // profiling.
     if let Some(runs) = std::env::var("BENCH_ONLY_CALLS")
         .ok()
         .and_then(|runs| runs.parse::<usize>().ok())
@@ -255,9 +256,10 @@ async fn main() {
         let sandbox = warm_sandbox(Backend::InProcess).await;
         let bindings = tools();
         let mut samples = Vec::new();
+        let code = std::env::var("BENCH_CODE").unwrap_or_else(|_| CALLS_10K.to_owned());
         for _ in 0..runs {
             let started = Instant::now();
-            run(&sandbox, CALLS_10K, &bindings).await;
+            run(&sandbox, &code, &bindings).await;
             samples.push(started.elapsed());
         }
         println!("10,000 calls in process: median {:?}", median(samples));

@@ -469,8 +469,12 @@ impl Connection {
             .env_clear()
             .env(worker::WORKER_ENV, "1")
             .env(worker::MEMORY_ENV, config.memory_bytes.to_string())
-            // One malloc arena: per-thread arenas reserve address space the limit counts.
+            // The memory limit caps address space, so the allocator must not reserve much of
+            // it ahead of use. glibc: one malloc arena, not one per thread. mimalloc (the
+            // `agentic` binary's allocator, and it is its own worker): no 1 GiB arena reserved
+            // at start-up, before the limit is set, which would let a script commit that much.
             .env("MALLOC_ARENA_MAX", "1")
+            .env("MIMALLOC_ARENA_RESERVE", "0")
             .current_dir(std::env::temp_dir())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -332,7 +332,10 @@ async fn run() {
         ),
         // Core time the hypervisor gave to other guests during the run was not ours to use:
         // the ideal on the cores we had counts it as work done beside ours.
-        ("cores stolen by the hypervisor".to_owned(), format!("{stolen:.2} s")),
+        (
+            "cores stolen by the hypervisor".to_owned(),
+            format!("{stolen:.2} s"),
+        ),
         ("cores idle".to_owned(), format!("{idle:.2} s")),
         (
             "ideal on the core time we had: 150 ms + (all CPU work + stolen) / 2".to_owned(),

@@ -33,15 +33,16 @@ use agentic_plugin_todo as _;
 use agentic_plugin_trigger as _;
 use agentic_plugin_web as _;
 
-// The server allocates and frees many small buffers across threads; glibc's per-thread arenas
-// grew and trimmed their heaps with an `mprotect` call per few allocations under load.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 use crate::local::USER;
 use crate::remote::{Remote, RemoteError};
 use crate::settings::Settings;
 use crate::ui::{PromptDriver, PromptSettings};
+
+// Under load the server allocates and frees many small buffers across threads, where glibc's
+// malloc cost a fifth of its CPU; why mimalloc, and why without huge pages, is in
+// docs/architecture.md. Sandbox workers started from this binary reserve no arena in advance.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Debug, Parser)]
 #[command(

@@ -256,13 +256,16 @@ async fn main() {
         let sandbox = warm_sandbox(Backend::InProcess).await;
         let bindings = tools();
         let mut samples = Vec::new();
-        let code = std::env::var("BENCH_CODE").unwrap_or_else(|_| CALLS_10K.to_owned());
+        let (code, label) = match std::env::var("BENCH_CODE") {
+            Ok(code) => (code, "BENCH_CODE in process"),
+            Err(_) => (CALLS_10K.to_owned(), "10,000 calls in process"),
+        };
         for _ in 0..runs {
             let started = Instant::now();
             run(&sandbox, &code, &bindings).await;
             samples.push(started.elapsed());
         }
-        println!("10,000 calls in process: median {:?}", median(samples));
+        println!("{label}: median {:?}", median(samples));
         return;
     }
     let in_process = measure(Backend::InProcess).await;

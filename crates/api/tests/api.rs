@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use agentic_api::ApiConfig;
 use serde_json::{Value, json};
-use support::{read_events, server, server_with};
+use support::{read_events, server, server_with, server_with_files};
 
 /// Sends the request and reads its error answer.
 async fn error_for(request: reqwest::RequestBuilder) -> (u16, String) {
@@ -849,5 +849,96 @@ async fn an_event_stream_can_follow_one_conversation() {
         );
     }
     assert_eq!(events.last().unwrap().event, "prompt.completed");
+    server.shutdown().await;
+}
+
+/// Regression (issue 18): `mallory+x`, `mallory:x` and `mallory_x` once shared one directory,
+/// so a file one of them wrote could be read and listed by the others.
+#[tokio::test]
+async fn users_whose_ids_differ_only_in_punctuation_never_share_files() {
+    let turns = r#"
+- toolCalls:
+    - { id: call_w, name: fs.write, input: { path: secret.txt, content: "plus's secret" } }
+- text: Written.
+"#;
+    let mut server = server_with_files(turns).await;
+    let (prompt, _) = server
+        .prompt("mallory+x", json!({ "input": "Keep a secret" }))
+        .await;
+    server
+        .wait_for("mallory+x", &prompt, &["waiting_for_approval"])
+        .await;
+    let approved = server
+        .post(
+            "mallory+x",
+            &format!("/api/prompts/{prompt}/approve"),
+            json!({ "toolCallId": "call_w" }),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(approved.status(), 202);
+    let done = server.wait_for("mallory+x", &prompt, &["completed"]).await;
+    assert!(done["output"][0]["result"]["error"].is_null(), "{done}");
+
+    let read = |user: &'static str| {
+        server.post(
+            user,
+            "/api/tools/fs.read/invoke",
+            json!({ "path": "secret.txt" }),
+        )
+    };
+    let own: Value = read("mallory+x")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(own["output"]["content"], "plus's secret", "{own}");
+    for other in ["mallory_x", "mallory:x", "Mallory+x"] {
+        let (status, code) = error_for(read(other)).await;
+        assert_eq!((status, code.as_str()), (422, "tool_failed"), "{other}");
+        let listed: Value = server
+            .post(
+                other,
+                "/api/tools/fs.list/invoke",
+                json!({ "recursive": true }),
+            )
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(listed["output"]["entries"], json!([]), "{other}: {listed}");
+    }
+    server.shutdown().await;
+}
+
+/// Regression (issue 18): the user ids `.` and `..` passed the API's check and then failed
+/// in the fs plugin, as a 500 on the tool routes and a failed prompt. Every id the API
+/// accepts works everywhere.
+#[tokio::test]
+async fn dot_user_ids_work_on_every_route() {
+    let turns = "- text: Hello, dots.\n- text: Hello again.\n";
+    let mut server = server_with_files(turns).await;
+    for user in [".", ".."] {
+        let tools = server.get(user, "/api/tools").send().await.unwrap();
+        assert_eq!(tools.status(), 200, "{user}");
+        let tool = server.get(user, "/api/tools/fs.read").send().await.unwrap();
+        assert_eq!(tool.status(), 200, "{user}");
+        let listed = server
+            .post(user, "/api/tools/fs.list/invoke", json!({}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(listed.status(), 200, "{user}");
+        let (prompt, _) = server.prompt(user, json!({ "input": "Hi" })).await;
+        let done = server
+            .wait_for(user, &prompt, &["completed", "failed"])
+            .await;
+        assert_eq!(done["state"], "completed", "{user}: {done}");
+    }
     server.shutdown().await;
 }

@@ -28,19 +28,31 @@ pub async fn server(turns: &str) -> Server {
 }
 
 pub async fn server_with(turns: &str, api: ApiConfig) -> Server {
+    start(turns, api, false).await
+}
+
+/// [`server`] with the fs plugin too, each user's files in their own directory under the
+/// server's temporary directory, as `agentic serve` has it.
+pub async fn server_with_files(turns: &str) -> Server {
+    start(turns, ApiConfig::default(), true).await
+}
+
+async fn start(turns: &str, api: ApiConfig, files: bool) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let db_url = agentic_conversation::sqlite_url(&dir.path().join("api.db"));
     let provider = Arc::new(ScriptedProvider::from_yaml(turns).unwrap());
-    let runtime = Runtime::builder()
-        .config(Config::from_value(json!({
-            "interpreter": { "sandbox": { "backend": "in-process" } }
-        })))
+    let mut config = json!({ "interpreter": { "sandbox": { "backend": "in-process" } } });
+    if files {
+        config["fs"] = json!({ "root": dir.path().join("files"), "perUser": true });
+    }
+    let mut builder = Runtime::builder()
+        .config(Config::from_value(config))
         .plugin(agentic_plugin_script::testing::kit::plugin())
-        .plugin(Arc::new(agentic_interpreter::InterpreterPlugin::default()))
-        .provider(provider.clone())
-        .build()
-        .await
-        .unwrap();
+        .plugin(Arc::new(agentic_interpreter::InterpreterPlugin::default()));
+    if files {
+        builder = builder.plugin(Arc::new(agentic_plugin_fs::FsPlugin::default()));
+    }
+    let runtime = builder.provider(provider.clone()).build().await.unwrap();
     let service = ConversationService::open(Arc::new(runtime), &db_url)
         .await
         .unwrap();

@@ -3,7 +3,8 @@
 //!
 //! Paths are relative to the root. Absolute paths, `..` components and symlinks that lead out
 //! of the root are refused. Config (`[fs]`): `root` (default: the current directory),
-//! `perUser` (each user gets `<root>/<user id>`; what `agentic serve` uses), `maxReadBytes`.
+//! `perUser` (each user gets a directory of their own under the root, named by
+//! [`user_directory_name`]; what `agentic serve` uses), `maxReadBytes`.
 #![forbid(unsafe_code)]
 
 use std::path::{Component, Path, PathBuf};
@@ -238,6 +239,34 @@ impl Plugin for FsPlugin {
     }
 }
 
+/// The name of a user's own directory under the root: one name per user id, never a path.
+///
+/// The encoding is injective, so no two ids share a directory: lowercase ASCII letters,
+/// digits, `_`, `-`, `@` and `.` (except a leading one) stand for themselves, and every other
+/// byte of the id's UTF-8, `%` included, becomes `%` and two lowercase hex digits. Uppercase
+/// letters are escaped too, so that `Alice` and `alice` stay apart on case-insensitive file
+/// systems, and a leading dot is escaped, so that `.`, `..` and `.ssh` are plain names. The
+/// usual ids (`alice`, `alice@example.com`, `svc_reports`) are their own directory names.
+pub fn user_directory_name(user_id: &str) -> String {
+    let mut name = String::with_capacity(user_id.len());
+    for (index, byte) in user_id.bytes().enumerate() {
+        let plain = byte.is_ascii_lowercase()
+            || byte.is_ascii_digit()
+            || matches!(byte, b'_' | b'-' | b'@')
+            || (byte == b'.' && index > 0);
+        if plain {
+            name.push(char::from(byte));
+        } else {
+            name.push_str(&format!("%{byte:02x}"));
+        }
+    }
+    if name.is_empty() {
+        // The empty id still gets a name of its own, one no other id encodes to.
+        name.push('%');
+    }
+    name
+}
+
 /// The directory a user's paths live under.
 #[derive(Debug, Clone)]
 pub struct Root {
@@ -257,22 +286,7 @@ impl Root {
         if !config.per_user {
             return Ok(Self::new(base));
         }
-        // User ids are checked by the API, but the directory name must never be a path.
-        let safe: String = user_id
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '@') {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        anyhow::ensure!(
-            !safe.is_empty() && safe != "." && safe != "..",
-            "invalid user id for a directory"
-        );
-        Ok(Self::new(base.join(safe)))
+        Ok(Self::new(base.join(user_directory_name(user_id))))
     }
 
     /// The real path for `relative`, refusing anything that leaves the root. The deepest
@@ -674,6 +688,47 @@ mod tests {
         let root = Root::for_user(&config, "alice@example.com").unwrap();
         assert_eq!(root.base, PathBuf::from("/srv/files/alice@example.com"));
         let root = Root::for_user(&config, "../../etc").unwrap();
-        assert_eq!(root.base, PathBuf::from("/srv/files/.._.._etc"));
+        assert_eq!(root.base, PathBuf::from("/srv/files/%2e.%2f..%2fetc"));
+        for (id, name) in [
+            (".", "%2e"),
+            ("..", "%2e."),
+            ("mallory+x", "mallory%2bx"),
+            ("mallory:x", "mallory%3ax"),
+            ("mallory_x", "mallory_x"),
+            ("mallory%3ax", "mallory%253ax"),
+            ("Alice", "%41lice"),
+            ("", "%"),
+        ] {
+            assert_eq!(user_directory_name(id), name, "{id:?}");
+        }
+    }
+
+    /// No two user ids share a directory: every id of up to three characters from the API's
+    /// alphabet (and a few beyond it) gets its own name, and none is a special path.
+    #[test]
+    fn user_directory_names_are_injective() {
+        let alphabet: Vec<char> = "aAz09_-.@:+/ \\é%".chars().collect();
+        let mut ids = vec![String::new()];
+        let mut frontier = vec![String::new()];
+        for _ in 0..3 {
+            let mut next = Vec::new();
+            for prefix in &frontier {
+                for c in &alphabet {
+                    next.push(format!("{prefix}{c}"));
+                }
+            }
+            ids.extend(next.iter().cloned());
+            frontier = next;
+        }
+        let mut seen = std::collections::HashMap::new();
+        for id in &ids {
+            let name = user_directory_name(id);
+            assert!(!name.contains(['/', '\\', '\0']), "{id:?} -> {name:?}");
+            assert!(!name.starts_with('.'), "{id:?} -> {name:?}");
+            if let Some(other) = seen.insert(name.clone(), id.clone()) {
+                panic!("{other:?} and {id:?} both map to {name:?}");
+            }
+        }
+        assert_eq!(seen.len(), ids.len());
     }
 }

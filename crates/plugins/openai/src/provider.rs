@@ -1,7 +1,9 @@
 //! The provider: one POST per request, retried like the official SDKs, then the SSE stream
 //! read chunk by chunk with an idle timeout.
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use agentic_core::{
     ModelEvent, ModelKind, ModelProvider, ModelRequest, ModelStream, ProviderError,
@@ -167,20 +169,40 @@ async fn read_event_stream(
     idle: Duration,
     sender: Sender,
 ) {
-    let mut events = response.bytes_stream().eventsource();
+    // Any bytes are activity, SSE comments included: the event parser drops `: ping`
+    // comments, which a server busy with a long prefill sends and nothing else.
+    let started = Instant::now();
+    let last_bytes = Arc::new(AtomicU64::new(0));
+    let seen = last_bytes.clone();
+    let bytes = response.bytes_stream().inspect(move |_| {
+        let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        seen.store(elapsed, Ordering::Relaxed);
+    });
+    let mut events = bytes.eventsource();
     let mut reader = ChunkReader::default();
     let mut done = false;
     loop {
-        let next = match tokio::time::timeout(idle, events.next()).await {
-            Ok(next) => next,
-            Err(_) => {
-                let error = ProviderError::Stream(format!(
-                    "the stream stalled: nothing arrived for {} ms",
-                    idle.as_millis()
-                ));
-                let _ = sender.send(Err(error)).await;
-                return;
+        let mut wait = idle;
+        let next = loop {
+            match tokio::time::timeout(wait, events.next()).await {
+                Ok(next) => break Some(next),
+                Err(_) => {
+                    let last = Duration::from_millis(last_bytes.load(Ordering::Relaxed));
+                    let quiet = started.elapsed().saturating_sub(last);
+                    if quiet >= idle {
+                        break None;
+                    }
+                    wait = idle - quiet;
+                }
             }
+        };
+        let Some(next) = next else {
+            let error = ProviderError::Stream(format!(
+                "the stream stalled: nothing arrived for {} ms",
+                idle.as_millis()
+            ));
+            let _ = sender.send(Err(error)).await;
+            return;
         };
         let event = match next {
             None => break,

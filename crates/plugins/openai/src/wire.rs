@@ -119,10 +119,11 @@ fn wire_message(message: &ChatMessage, names: &ToolNameMap) -> ChatCompletionReq
                     })
                 })
                 .collect();
-            // Content is optional only when there are tool calls; some servers reject null.
-            let content = (!message.content.is_empty() || tool_calls.is_empty()).then(|| {
-                ChatCompletionRequestAssistantMessageContent::Text(message.content.clone())
-            });
+            // Always a string, empty beside tool calls: llama.cpp's chat templates fail when
+            // `content` is missing and its server answers 500 to `null`.
+            let content = Some(ChatCompletionRequestAssistantMessageContent::Text(
+                message.content.clone(),
+            ));
             ChatCompletionRequestMessage::Assistant(ChatCompletionRequestAssistantMessage {
                 content,
                 tool_calls: (!tool_calls.is_empty()).then_some(tool_calls),

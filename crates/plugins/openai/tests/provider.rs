@@ -256,6 +256,24 @@ async fn a_stalled_stream_times_out() {
     );
 }
 
+/// Regression (issue 15): a server busy with a long prefill sends only `: ping` comments; they
+/// are activity, so the idle timer does not end the stream.
+#[tokio::test]
+async fn sse_comments_keep_a_stream_alive() {
+    let server = FakeOpenAi::start(vec![Reply::SsePingsThen(
+        8,
+        100,
+        vec![text_chunk("Warm now."), finish_chunk("stop")],
+    )])
+    .await;
+    let mut deltas = String::new();
+    completion(&server, |config| config.idle_timeout_ms = 300)
+        .complete_messages(request(), &mut |delta| deltas.push_str(delta))
+        .await
+        .unwrap();
+    assert_eq!(deltas, "Warm now.");
+}
+
 #[tokio::test]
 async fn a_server_that_does_not_stream_is_still_understood() {
     let body = json!({
@@ -398,6 +416,8 @@ async fn a_classic_prompt_runs_end_to_end_and_malformed_arguments_reach_the_mode
     let messages = second["messages"].as_array().unwrap();
     let assistant = &messages[messages.len() - 2];
     assert_eq!(assistant["role"], "assistant");
+    // llama.cpp's chat templates fail on a missing `content` and answer 500 to `null`.
+    assert_eq!(assistant["content"], "");
     assert_eq!(assistant["tool_calls"][0]["id"], "call_bad");
     assert_eq!(assistant["tool_calls"][0]["function"]["name"], "math_add");
     assert_eq!(

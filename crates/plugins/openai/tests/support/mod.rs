@@ -25,6 +25,9 @@ pub enum Reply {
     SseThenCut(Vec<String>),
     /// These payloads, then silence.
     SseThenStall(Vec<String>),
+    /// `: ping` comments, this many at this interval in ms (a server in a long prefill, as
+    /// llama.cpp's does), then the payloads.
+    SsePingsThen(usize, u64, Vec<String>),
     Status {
         status: u16,
         headers: Vec<(&'static str, String)>,
@@ -128,6 +131,17 @@ async fn answer(State(shared): State<Shared>, headers: HeaderMap, body: Bytes) -
                 }),
             );
             sse(cut)
+        }
+        Some(Reply::SsePingsThen(count, interval_ms, payloads)) => {
+            let pings = futures::stream::iter(0..count).then(move |_| async move {
+                tokio::time::sleep(Duration::from_millis(interval_ms)).await;
+                Ok::<_, Infallible>(": ping\n\n".to_owned())
+            });
+            let mut frames: Vec<String> = payloads.iter().map(|p| frame(p)).collect();
+            frames.push(frame("[DONE]"));
+            sse(pings.chain(futures::stream::iter(
+                frames.into_iter().map(Ok::<_, Infallible>),
+            )))
         }
         Some(Reply::SseThenStall(payloads)) => {
             let frames: Vec<String> = payloads.iter().map(|p| frame(p)).collect();

@@ -209,10 +209,15 @@ pub struct PromptUsage {
     /// The concrete model name the provider resolved `normal`/`high` to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// True when some of these counts are estimates ([`crate::tokens::estimate_tokens`])
+    /// because a provider reported no usage for a model call.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
 }
 
 impl PromptUsage {
     pub fn add(&mut self, other: &PromptUsage) {
+        self.estimated |= other.estimated;
         self.input_tokens += other.input_tokens;
         self.output_tokens += other.output_tokens;
         self.total_tokens += other.total_tokens;

@@ -324,6 +324,7 @@ impl ModelProvider for LocalProvider {
                         total_tokens: input + output,
                         reasoning_tokens: 0,
                         model: Some(model_name),
+                        estimated: false,
                     })));
                 }
                 Err(error) => {

@@ -148,10 +148,22 @@ impl ModelProvider for OpenAiProvider {
             .and_then(|value| value.to_str().ok())
             .is_some_and(|value| value.starts_with("text/event-stream"));
         if is_event_stream {
-            tokio::spawn(read_event_stream(response, names, model, idle, sender));
+            let answer = Answer {
+                names,
+                model,
+                idle,
+                request,
+            };
+            tokio::spawn(read_event_stream(response, answer, sender));
         } else {
             // A server that ignored `stream: true` answers with one JSON body.
-            tokio::spawn(read_json_answer(response, names, model, idle, sender));
+            let answer = Answer {
+                names,
+                model,
+                idle,
+                request,
+            };
+            tokio::spawn(read_json_answer(response, answer, sender));
         }
         Ok(Box::pin(futures::stream::unfold(
             receiver,
@@ -162,13 +174,17 @@ impl ModelProvider for OpenAiProvider {
 
 type Sender = mpsc::Sender<Result<ModelEvent, ProviderError>>;
 
-async fn read_event_stream(
-    response: reqwest::Response,
+/// What reading an answer needs besides the response.
+struct Answer {
     names: ToolNameMap,
     model: String,
     idle: Duration,
-    sender: Sender,
-) {
+    /// Kept for a usage estimate when the server reports none.
+    request: ModelRequest,
+}
+
+async fn read_event_stream(response: reqwest::Response, answer: Answer, sender: Sender) {
+    let idle = answer.idle;
     // Any bytes are activity, SSE comments included: the event parser drops `: ping`
     // comments, which a server busy with a long prefill sends and nothing else.
     let started = Instant::now();
@@ -251,20 +267,15 @@ async fn read_event_stream(
         let _ = sender.send(Err(error)).await;
         return;
     }
-    for event in reader.finish(&names, &model) {
+    for event in reader.finish(&answer.names, &answer.model, &answer.request) {
         if sender.send(Ok(event)).await.is_err() {
             return;
         }
     }
 }
 
-async fn read_json_answer(
-    response: reqwest::Response,
-    names: ToolNameMap,
-    model: String,
-    idle: Duration,
-    sender: Sender,
-) {
+async fn read_json_answer(response: reqwest::Response, answer: Answer, sender: Sender) {
+    let idle = answer.idle;
     let body = match tokio::time::timeout(idle, response.text()).await {
         Ok(Ok(body)) => body,
         Ok(Err(error)) => {
@@ -286,7 +297,8 @@ async fn read_json_answer(
         .and_then(|answer| reader.read(&answer));
     match events {
         Ok(events) => {
-            for event in events.into_iter().chain(reader.finish(&names, &model)) {
+            let finished = reader.finish(&answer.names, &answer.model, &answer.request);
+            for event in events.into_iter().chain(finished) {
                 if sender.send(Ok(event)).await.is_err() {
                     return;
                 }

@@ -4,7 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use agentic_core::{ModelEvent, PromptUsage, ProviderError, ToolCallRequest};
+use agentic_core::tokens::estimate_tokens;
+use agentic_core::{ModelEvent, ModelRequest, PromptUsage, ProviderError, ToolCallRequest};
 use serde_json::Value;
 
 use crate::names::ToolNameMap;
@@ -18,6 +19,8 @@ pub struct ChunkReader {
     usage: Option<PromptUsage>,
     model: Option<String>,
     saw_tool_calls: bool,
+    /// The text the model wrote, for an estimate when the server reports no usage.
+    answered: String,
 }
 
 #[derive(Debug, Default)]
@@ -61,6 +64,7 @@ impl ChunkReader {
                 .or_else(|| choice.get("message").filter(|message| message.is_object()));
             if let Some(delta) = delta {
                 if let Some(content) = text(delta.get("content")) {
+                    self.answered.push_str(content);
                     events.push(ModelEvent::TextDelta(content.to_owned()));
                 }
                 if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
@@ -87,8 +91,23 @@ impl ChunkReader {
         self.finished
     }
 
-    /// The tool calls and usage, once the stream is over.
-    pub fn finish(self, names: &ToolNameMap, fallback_model: &str) -> Vec<ModelEvent> {
+    /// The tool calls and usage, once the stream is over. A server that sent no usage (as
+    /// llama.cpp's never does) gets an estimate: `request`'s tokens in, what the model wrote
+    /// out, marked as estimated.
+    pub fn finish(
+        self,
+        names: &ToolNameMap,
+        fallback_model: &str,
+        request: &ModelRequest,
+    ) -> Vec<ModelEvent> {
+        let estimated_output = (self.usage.is_none()).then(|| {
+            estimate_tokens(&self.answered)
+                + self
+                    .calls
+                    .values()
+                    .map(|call| estimate_tokens(&call.name) + estimate_tokens(&call.arguments))
+                    .sum::<u64>()
+        });
         let mut events: Vec<ModelEvent> = self
             .calls
             .into_values()
@@ -101,10 +120,22 @@ impl ChunkReader {
                 })
             })
             .collect();
-        if let Some(mut usage) = self.usage {
-            usage.model = Some(self.model.unwrap_or_else(|| fallback_model.to_owned()));
-            events.push(ModelEvent::Usage(usage));
-        }
+        let mut usage = match (self.usage, estimated_output) {
+            (Some(usage), _) => usage,
+            (None, output) => {
+                let input = estimate_request_tokens(request);
+                let output = output.unwrap_or(0);
+                PromptUsage {
+                    input_tokens: input,
+                    output_tokens: output,
+                    total_tokens: input + output,
+                    estimated: true,
+                    ..PromptUsage::default()
+                }
+            }
+        };
+        usage.model = Some(self.model.unwrap_or_else(|| fallback_model.to_owned()));
+        events.push(ModelEvent::Usage(usage));
         events
     }
 
@@ -161,6 +192,33 @@ fn text(value: Option<&Value>) -> Option<&str> {
         .filter(|text| !text.is_empty())
 }
 
+/// What `request` costs in prompt tokens, by the one estimator: every message's text and
+/// calls, and every offered tool's name, description and schema.
+pub fn estimate_request_tokens(request: &ModelRequest) -> u64 {
+    let messages: u64 = request
+        .messages
+        .iter()
+        .map(|message| {
+            estimate_tokens(&message.content)
+                + message
+                    .tool_calls
+                    .iter()
+                    .map(|call| estimate_tokens(&call.name) + estimate_tokens(&call.arguments))
+                    .sum::<u64>()
+        })
+        .sum();
+    let tools: u64 = request
+        .tools
+        .iter()
+        .map(|tool| {
+            estimate_tokens(&tool.name)
+                + estimate_tokens(&tool.description)
+                + estimate_tokens(&tool.parameters.to_string())
+        })
+        .sum();
+    messages + tools
+}
+
 fn read_usage(usage: &Value) -> PromptUsage {
     let number = |value: Option<&Value>| value.and_then(Value::as_u64).unwrap_or(0);
     let input = number(usage.get("prompt_tokens"));
@@ -179,6 +237,7 @@ fn read_usage(usage: &Value) -> PromptUsage {
                 .and_then(|details| details.get("reasoning_tokens")),
         ),
         model: None,
+        estimated: false,
     }
 }
 
@@ -220,7 +279,7 @@ mod tests {
         }
         assert!(reader.finished());
         assert_eq!(text, "Hi");
-        let events = reader.finish(&names(), "fallback");
+        let events = reader.finish(&names(), "fallback", &request());
         assert_eq!(
             events,
             vec![
@@ -235,6 +294,7 @@ mod tests {
                     total_tokens: 12,
                     reasoning_tokens: 0,
                     model: Some("m-1".into()),
+                    estimated: false,
                 }),
             ]
         );
@@ -249,8 +309,12 @@ mod tests {
                 "function_call": {"name": "kit_add", "arguments": "{}"}
             }}]}))
             .unwrap();
-        let events = reader.finish(&names(), "m");
-        assert_eq!(events.len(), 1);
+        let events = reader.finish(&names(), "m", &request());
+        let calls = events
+            .iter()
+            .filter(|event| matches!(event, ModelEvent::ToolCall(_)))
+            .count();
+        assert_eq!(calls, 1);
     }
 
     #[test]
@@ -259,13 +323,52 @@ mod tests {
         reader
             .read(&json!({"choices": [{"delta": {"function_call": {"name": "kit_add", "arguments": "{\"a\":1}"}}}]}))
             .unwrap();
-        let events = reader.finish(&names(), "m");
-        let [ModelEvent::ToolCall(call)] = events.as_slice() else {
+        let events = reader.finish(&names(), "m", &request());
+        let [ModelEvent::ToolCall(call), ModelEvent::Usage(_)] = events.as_slice() else {
             panic!("expected one call, got {events:?}")
         };
         assert_eq!(call.name, "kit.add");
         assert_eq!(call.arguments, "{\"a\":1}");
         assert!(call.id.starts_with("call_"));
+    }
+
+    fn request() -> ModelRequest {
+        ModelRequest::new(
+            agentic_core::ModelKind::Normal,
+            vec![agentic_core::ChatMessage::user("What time is it in Oslo?")],
+        )
+    }
+
+    /// Regression (issue 15): llama.cpp's server never sends usage, which left every prompt at
+    /// 0 tokens. The one estimator fills in, and says so.
+    #[test]
+    fn a_stream_without_usage_gets_an_estimate_marked_as_such() {
+        let mut reader = ChunkReader::default();
+        for chunk in [
+            json!({"choices": [{"delta": {"content": "Let me look."}}]}),
+            json!({"choices": [{"delta": {"tool_calls": [
+                {"index": 0, "id": "c1", "function": {"name": "time_now", "arguments": "{\"timezone\":\"Europe/Oslo\"}"}}
+            ]}, "finish_reason": "tool_calls"}]}),
+        ] {
+            reader.read(&chunk).unwrap();
+        }
+        let events = reader.finish(&names(), "local-qwen", &request());
+        let Some(ModelEvent::Usage(usage)) = events.last() else {
+            panic!("expected usage last, got {events:?}")
+        };
+        // "What time is it in Oslo?" is 24 characters; "Let me look." 12, "time.now" 8 and
+        // the arguments 27.
+        assert_eq!(
+            usage,
+            &PromptUsage {
+                input_tokens: 6,
+                output_tokens: 3 + 2 + 7,
+                total_tokens: 18,
+                reasoning_tokens: 0,
+                model: Some("local-qwen".into()),
+                estimated: true,
+            }
+        );
     }
 
     #[test]

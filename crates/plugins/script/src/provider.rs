@@ -199,6 +199,7 @@ impl ModelProvider for ScriptedProvider {
                 total_tokens: usage.input + usage.output,
                 reasoning_tokens: usage.reasoning,
                 model: Some(model),
+                estimated: false,
             },
             None => PromptUsage {
                 input_tokens: request_tokens,
@@ -206,6 +207,9 @@ impl ModelProvider for ScriptedProvider {
                 total_tokens: request_tokens + answer_tokens,
                 reasoning_tokens: 0,
                 model: Some(model),
+                // A scripted model has no tokenizer: these counts are its own by definition,
+                // so that timelines stay deterministic.
+                estimated: false,
             },
         };
         events.push(Ok(ModelEvent::Usage(usage)));

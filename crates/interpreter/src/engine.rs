@@ -88,7 +88,7 @@ pub fn prepare_context(
     }
     let functions: [(&str, usize, NativeFunctionPointer); 11] = [
         ("output", 1, output),
-        ("done", 0, done),
+        ("done", 1, done),
         ("complete", 1, complete),
         ("store", 2, store),
         ("recall", 1, recall),
@@ -606,8 +606,21 @@ fn log(_this: &JsValue, arguments: &[JsValue], context: &mut Context) -> JsResul
     Ok(JsValue::undefined())
 }
 
-fn done(_this: &JsValue, _arguments: &[JsValue], _context: &mut Context) -> JsResult<JsValue> {
-    with_engine(|state| state.done = true)?;
+/// `done()` ends the turn; `done(value)` ends it with `value` as the answer, as
+/// `complete(value)` does (models write both).
+fn done(_this: &JsValue, arguments: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+    let completion = match arguments.first() {
+        Some(value) if !value.is_undefined() && !value.is_null() => {
+            Some(completion_of(to_json(value, context)?, "done")?)
+        }
+        _ => None,
+    };
+    with_engine(|state| {
+        state.done = true;
+        if completion.is_some() {
+            state.complete = completion;
+        }
+    })?;
     Ok(JsValue::undefined())
 }
 
@@ -616,20 +629,30 @@ fn complete(_this: &JsValue, arguments: &[JsValue], context: &mut Context) -> Js
         Some(value) if !value.is_undefined() => to_json(value, context)?,
         _ => Value::Object(Map::new()),
     };
-    let value = match value {
-        Value::String(response) => serde_json::json!({ "response": response }),
-        Value::Object(_) => value,
-        _ => {
-            return Err(JsNativeError::typ()
-                .with_message("complete() takes {response, data?, followUp?}")
-                .into());
-        }
-    };
+    let value = completion_of(value, "complete")?;
     with_engine(|state| {
         state.done = true;
         state.complete = Some(value);
     })?;
     Ok(JsValue::undefined())
+}
+
+/// The `{response, data?, followUp?}` object for what a script passed to `done` or
+/// `complete`: a string or number is the response itself.
+fn completion_of(value: Value, function: &str) -> JsResult<Value> {
+    match value {
+        Value::String(response) => Ok(serde_json::json!({ "response": response })),
+        Value::Number(_) | Value::Bool(_) => {
+            Ok(serde_json::json!({ "response": value.to_string() }))
+        }
+        Value::Object(_) => Ok(value),
+        Value::Null => Ok(Value::Object(Map::new())),
+        Value::Array(_) => Err(JsNativeError::typ()
+            .with_message(format!(
+                "{function}() takes the answer as a string, or {{response, data?, followUp?}}"
+            ))
+            .into()),
+    }
 }
 
 fn store(_this: &JsValue, arguments: &[JsValue], context: &mut Context) -> JsResult<JsValue> {

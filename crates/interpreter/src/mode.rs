@@ -510,10 +510,10 @@ impl CodeExecutor {
             .complete
             .as_ref()
             .and_then(|complete| complete.get("response"))
-            .and_then(Value::as_str)
+            .and_then(response_text)
             .filter(|response| !response.is_empty())
         {
-            self.recorder.push_unstreamed_text(response).await?;
+            self.recorder.push_unstreamed_text(&response).await?;
         }
         if outcome.done {
             self.recorder.complete().await?;
@@ -733,6 +733,17 @@ impl PromptExecutor for CodeExecutor {
             active.execution.resume_clock();
         }
         self.drive().await
+    }
+}
+
+/// The answer a `response` value shows: a string as written, a number or flag as text, and
+/// anything else (models write `{response: {…}}` too) as indented JSON.
+fn response_text(response: &Value) -> Option<String> {
+    match response {
+        Value::Null => None,
+        Value::String(text) => Some(text.clone()),
+        Value::Number(_) | Value::Bool(_) => Some(response.to_string()),
+        _ => serde_json::to_string_pretty(response).ok(),
     }
 }
 

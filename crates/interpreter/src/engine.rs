@@ -177,7 +177,10 @@ pub fn execute(
         {
             (CodePath::Prose, Ok(Value::Null))
         }
-        Err(error) => (CodePath::Plain, Err(error)),
+        Err(mut error) => {
+            explain_missing_modules(&mut error, &request.tools);
+            (CodePath::Plain, Err(error))
+        }
     };
     let state = ENGINE.with(|engine| engine.borrow_mut().take());
     let (done, complete, store) = state
@@ -299,6 +302,60 @@ thread_local! {
     static ENGINE: RefCell<Option<EngineState>> = const { RefCell::new(None) };
 }
 
+/// Names that scripts written for Node.js or a browser reach for, and that do not exist here.
+const HOST_GLOBALS: &[&str] = &[
+    "require",
+    "module",
+    "exports",
+    "process",
+    "fs",
+    "path",
+    "fetch",
+    "Buffer",
+    "__dirname",
+    "__filename",
+    "XMLHttpRequest",
+    "window",
+    "document",
+];
+
+/// Adds what to do instead when a script used `require`, `import` or a Node.js or browser
+/// global: the sandbox has no modules, and tools are functions.
+fn explain_missing_modules(error: &mut ScriptError, tools: &[ToolBinding]) {
+    let missing_global = error
+        .message
+        .strip_prefix("ReferenceError: ")
+        .and_then(|rest| rest.strip_suffix(" is not defined"))
+        .is_some_and(|name| HOST_GLOBALS.contains(&name));
+    let imports = error.kind == ScriptErrorKind::Syntax
+        && error.source_line.as_deref().is_some_and(|line| {
+            let line = line.trim_start();
+            line.starts_with("import ") || line.starts_with("export ") || line.contains("import(")
+        });
+    if !missing_global && !imports {
+        return;
+    }
+    let mut functions: Vec<&str> = tools
+        .iter()
+        .filter_map(|tool| tool.function.as_deref())
+        .collect();
+    functions.sort_unstable();
+    let shown = functions.len().min(12);
+    let mut list = functions[..shown].join(", ");
+    if functions.len() > shown {
+        list.push_str(&format!(" and {} more", functions.len() - shown));
+    }
+    let mut hint = String::from(
+        "There are no modules here: require, import and Node.js or browser globals (fs, \
+         process, fetch, Buffer, window) do not exist. Every tool is already a global function; \
+         call it directly with an object, e.g. `const result = toolName({ field: value });`.",
+    );
+    if !list.is_empty() {
+        hint.push_str(&format!("\nTool functions: {list}."));
+    }
+    error.hint = Some(hint);
+}
+
 fn with_engine<T>(f: impl FnOnce(&mut EngineState) -> T) -> JsResult<T> {
     ENGINE.with(|engine| {
         let mut engine = engine.borrow_mut();
@@ -327,6 +384,7 @@ fn bind_and_run(
             line: None,
             column: None,
             source_line: None,
+            hint: None,
         });
     }
     bind_input(context, request.input.as_ref())
@@ -347,8 +405,18 @@ fn bind_and_run(
             let source = Source::from_bytes(wrapped.as_bytes()).with_path(Path::new("script"));
             match Script::parse(source, None, context) {
                 Ok(script) => (script, 1),
-                Err(_) => {
-                    let mut error = runtime_error(&script_error, context, code, 0);
+                Err(wrapped_error) => {
+                    // The parser that got further found the real mistake: a plain parse stops
+                    // at the first top-level `await`, which the wrapper allows, while the
+                    // wrapper's parse goes on to, say, an `await` in a callback lines later.
+                    let plain = runtime_error(&script_error, context, code, 0);
+                    let wrapped = runtime_error(&wrapped_error, context, code, 1);
+                    let reach = |error: &ScriptError| (error.line, error.column);
+                    let mut error = if reach(&wrapped) > reach(&plain) {
+                        wrapped
+                    } else {
+                        plain
+                    };
                     error.kind = ScriptErrorKind::Syntax;
                     return Err(error);
                 }
@@ -378,6 +446,7 @@ fn bind_and_run(
             line: None,
             column: None,
             source_line: None,
+            hint: None,
         }),
     }
 }
@@ -917,6 +986,7 @@ fn runtime_error(
         line,
         column,
         source_line,
+        hint: None,
     }
 }
 

@@ -159,6 +159,9 @@ pub struct ScriptError {
     pub column: Option<u32>,
     /// The line of code the error points at.
     pub source_line: Option<String>,
+    /// What to do instead, when the mistake is a known habit (e.g. `require`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -186,6 +189,10 @@ impl ScriptError {
         }
         if let Some(source_line) = &self.source_line {
             text.push_str(&format!("\n> {}", source_line.trim_end()));
+        }
+        if let Some(hint) = &self.hint {
+            text.push('\n');
+            text.push_str(hint);
         }
         text
     }

@@ -380,6 +380,7 @@ fn limit_error(message: &str) -> ScriptError {
         line: None,
         column: None,
         source_line: None,
+        hint: None,
     }
 }
 

@@ -479,6 +479,31 @@ impl ToolSet {
         }
     }
 
+    /// A bare string for a tool whose input has exactly one required field, a string, is
+    /// that field: models write `todoCreate("buy milk")` for `{title: "buy milk"}`. Any other
+    /// input is returned as it is, for validation to judge.
+    pub fn shorthand_input(&self, id: &str, input: Value) -> Value {
+        let Value::String(text) = input else {
+            return input;
+        };
+        let field = self.get(id).and_then(|tool| {
+            let schema = tool.input_schema();
+            let [Value::String(name)] = schema.get("required")?.as_array()?.as_slice() else {
+                return None;
+            };
+            let kind = schema.get("properties")?.get(name)?.get("type")?;
+            (kind == "string").then(|| name.clone())
+        });
+        match field {
+            Some(name) => {
+                let mut object = serde_json::Map::new();
+                object.insert(name, Value::String(text));
+                Value::Object(object)
+            }
+            None => Value::String(text),
+        }
+    }
+
     /// The approval a call needs; unknown tools need none (they fail anyway).
     pub fn approval(&self, id: &str, input: &Value) -> Approval {
         let Some(tool) = self.get(id) else {
@@ -499,6 +524,7 @@ impl ToolSet {
         id: &str,
         input: Value,
     ) -> Result<Value, ToolError> {
+        let input = self.shorthand_input(id, input);
         self.validate(id, &input)?;
         let tool = self
             .get(id)

@@ -320,8 +320,9 @@ impl CodeExecutor {
             parallel,
             calls: Vec::with_capacity(calls.len()),
         };
-        for call in calls {
+        for mut call in calls {
             let id = new_call_id();
+            call.input = prepared.tools.shorthand_input(&call.tool, call.input);
             let decision = match prepared.tools.approval(&call.tool, &call.input) {
                 Approval::Required { reason } if !self.shared.config.auto_approve => {
                     Decision::Ask(reason)

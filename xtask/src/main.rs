@@ -1,6 +1,7 @@
 //! Project tasks: `cargo xtask ci` runs everything CI checks; `cargo xtask deps` checks the
 //! dependency invariants from `docs/architecture.md`.
 
+mod eval;
 mod new_plugin;
 
 use std::path::{Path, PathBuf};
@@ -29,6 +30,7 @@ fn main() -> anyhow::Result<()> {
                 std::process::exit(2);
             }
         },
+        Some("eval") => eval(&root, &arguments[1..]),
         Some("bench") => match arguments.get(1).map(String::as_str) {
             Some("sandbox") => bench_sandbox(&root),
             Some("tokens") => bench_tokens(&root),
@@ -44,6 +46,7 @@ fn main() -> anyhow::Result<()> {
             eprintln!(
                 "usage: cargo xtask <task>\n\n\
                  tasks:\n  \
+                 eval   the real-model eval of eval/README.md (both modes, every task)\n  \
                  ci     format check, clippy -D warnings, dependency invariants, every test\n  \
                  deps   check that agentic-core depends on no HTTP, database or JS engine crate\n  \
                  new-plugin <name>   a new tool plugin crate, wired into the workspace and the binary\n  \
@@ -327,4 +330,110 @@ fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
+/// `cargo xtask eval [--modes classic,code] [--tasks ids-or-kinds] [--runs N] [--timeout S]
+/// [--out DIR] [--binary PATH]`.
+fn eval(root: &Path, arguments: &[String]) -> anyhow::Result<()> {
+    let mut modes = vec!["classic".to_owned(), "code".to_owned()];
+    let mut only: Option<Vec<String>> = None;
+    let mut runs = 1;
+    let mut timeout = 600;
+    let mut out: Option<PathBuf> = None;
+    let mut binary: Option<PathBuf> = None;
+    let mut rest = arguments.iter();
+    while let Some(flag) = rest.next() {
+        let mut value = || {
+            rest.next()
+                .cloned()
+                .with_context(|| format!("{flag} needs a value"))
+        };
+        let list = |text: String| -> Vec<String> {
+            text.split(',')
+                .map(str::trim)
+                .filter(|item| !item.is_empty())
+                .map(str::to_owned)
+                .collect()
+        };
+        match flag.as_str() {
+            "--modes" => modes = list(value()?),
+            "--tasks" => only = Some(list(value()?)),
+            "--runs" => runs = value()?.parse().context("--runs takes a number")?,
+            "--timeout" => timeout = value()?.parse().context("--timeout takes seconds")?,
+            "--out" => out = Some(PathBuf::from(value()?)),
+            "--binary" => binary = Some(PathBuf::from(value()?)),
+            other => bail!(
+                "unknown option {other}; usage: cargo xtask eval [--modes classic,code] \
+                 [--tasks ids-or-kinds] [--runs N] [--timeout SECONDS] [--out DIR] [--binary PATH]"
+            ),
+        }
+    }
+    let mut tasks = eval::load_tasks(&root.join("eval/tasks"))?;
+    if let Some(only) = &only {
+        tasks.retain(|task| {
+            only.iter()
+                .any(|wanted| *wanted == task.id || format!("{:?}", task.kind).eq_ignore_ascii_case(wanted))
+        });
+        if tasks.is_empty() {
+            bail!("no task matches {}", only.join(", "));
+        }
+    }
+    let binary = match binary {
+        Some(binary) => std::fs::canonicalize(&binary)
+            .with_context(|| format!("no agentic binary at {}", binary.display()))?,
+        None => {
+            run(
+                root,
+                "cargo",
+                &["build", "--release", "--locked", "--package", "agentic-cli"],
+                &[],
+            )?;
+            root.join("target/release/agentic")
+        }
+    };
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs();
+    let out = out.unwrap_or_else(|| root.join(format!("target/eval/{stamp}")));
+    let provider = std::env::var("OPENAI_BASE_URL")
+        .ok()
+        .filter(|url| !url.is_empty())
+        .map_or_else(|| "the embedded local model".to_owned(), |url| format!("the OpenAI-compatible server at {url}"));
+    println!(
+        "eval: {} tasks × {} × {runs} run(s) against {provider}; runs in {}",
+        tasks.len(),
+        modes.join(" and "),
+        out.display()
+    );
+    let options = eval::Options {
+        binary,
+        modes: modes.clone(),
+        runs,
+        timeout: std::time::Duration::from_secs(timeout),
+        out: out.clone(),
+    };
+    let reports = eval::run_all(&tasks, &options)?;
+    let model = reports
+        .iter()
+        .map(|report| report.model.as_str())
+        .find(|model| !model.is_empty())
+        .unwrap_or("unknown");
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|line| line.starts_with("model name"))
+                .and_then(|line| line.split_once(':'))
+                .map(|(_, name)| name.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_owned());
+    let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
+    let header = format!(
+        "Model: {model} ({provider}). Machine: {cpu}, {cores} cores. {} tasks, {runs} run(s) each, at unix time {stamp}.\n\n",
+        tasks.len()
+    );
+    let table = format!("{header}{}", eval::summary(&reports, &modes));
+    std::fs::write(out.join("report.md"), &table)?;
+    println!("\n{table}\nwritten to {}", out.join("report.md").display());
+    Ok(())
 }

@@ -213,11 +213,15 @@ pub struct PromptUsage {
     /// because a provider reported no usage for a model call.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub estimated: bool,
+    /// Model calls made (each request to the provider, sub-calls included).
+    #[serde(default)]
+    pub model_calls: u64,
 }
 
 impl PromptUsage {
     pub fn add(&mut self, other: &PromptUsage) {
         self.estimated |= other.estimated;
+        self.model_calls += other.model_calls;
         self.input_tokens += other.input_tokens;
         self.output_tokens += other.output_tokens;
         self.total_tokens += other.total_tokens;

@@ -240,6 +240,7 @@ impl CompletionService {
         if response.usage.model.is_none() {
             response.usage.model = Some(model_name);
         }
+        response.usage.model_calls = 1;
         Ok(response)
     }
 

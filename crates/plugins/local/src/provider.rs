@@ -325,6 +325,7 @@ impl ModelProvider for LocalProvider {
                         reasoning_tokens: 0,
                         model: Some(model_name),
                         estimated: false,
+                        model_calls: 0,
                     })));
                 }
                 Err(error) => {

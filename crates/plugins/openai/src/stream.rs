@@ -238,6 +238,7 @@ fn read_usage(usage: &Value) -> PromptUsage {
         ),
         model: None,
         estimated: false,
+        model_calls: 0,
     }
 }
 
@@ -295,6 +296,7 @@ mod tests {
                     reasoning_tokens: 0,
                     model: Some("m-1".into()),
                     estimated: false,
+                    model_calls: 0,
                 }),
             ]
         );
@@ -367,6 +369,7 @@ mod tests {
                 reasoning_tokens: 0,
                 model: Some("local-qwen".into()),
                 estimated: true,
+                model_calls: 0,
             }
         );
     }

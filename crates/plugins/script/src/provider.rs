@@ -200,6 +200,7 @@ impl ModelProvider for ScriptedProvider {
                 reasoning_tokens: usage.reasoning,
                 model: Some(model),
                 estimated: false,
+                model_calls: 0,
             },
             None => PromptUsage {
                 input_tokens: request_tokens,
@@ -210,6 +211,7 @@ impl ModelProvider for ScriptedProvider {
                 // A scripted model has no tokenizer: these counts are its own by definition,
                 // so that timelines stay deterministic.
                 estimated: false,
+                model_calls: 0,
             },
         };
         events.push(Ok(ModelEvent::Usage(usage)));

@@ -1,0 +1,907 @@
+//! `cargo xtask eval`: the real-model eval of `eval/README.md`. Every task of `eval/tasks`
+//! runs through the real `agentic` binary against whatever model it is configured for (the
+//! embedded one, or `OPENAI_BASE_URL`), in a fresh directory per run, and is judged by its
+//! checks on the answer, the files and the stored state.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Single,
+    Aggregation,
+    Multistep,
+    Recovery,
+    Approval,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Single => "single",
+            Self::Aggregation => "aggregation",
+            Self::Multistep => "multistep",
+            Self::Recovery => "recovery",
+            Self::Approval => "approval",
+        }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One `eval/tasks/<id>/task.toml`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Task {
+    #[serde(skip)]
+    pub id: String,
+    #[serde(skip)]
+    pub dir: PathBuf,
+    pub kind: Kind,
+    pub description: String,
+    pub message: String,
+    #[serde(default = "yes")]
+    pub approve: bool,
+    #[serde(default)]
+    pub flaky: bool,
+    #[serde(default)]
+    pub config: toml::Table,
+    #[serde(default)]
+    pub setup: Vec<Invoke>,
+    pub check: Check,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Invoke {
+    pub tool: String,
+    #[serde(default = "empty_table")]
+    pub input: toml::Value,
+    #[serde(default)]
+    pub contains: Vec<String>,
+    #[serde(default)]
+    pub excludes: Vec<String>,
+}
+
+fn empty_table() -> toml::Value {
+    toml::Value::Table(toml::Table::new())
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Check {
+    #[serde(default)]
+    pub answer_contains: Vec<String>,
+    #[serde(default)]
+    pub answer_any: Vec<String>,
+    #[serde(default)]
+    pub answer_numbers: Vec<f64>,
+    #[serde(default)]
+    pub answer_excludes: Vec<String>,
+    #[serde(default)]
+    pub files: Vec<FileCheck>,
+    #[serde(default)]
+    pub absent: Vec<String>,
+    #[serde(default)]
+    pub invoke: Vec<Invoke>,
+}
+
+impl Check {
+    fn is_empty(&self) -> bool {
+        self.answer_contains.is_empty()
+            && self.answer_any.is_empty()
+            && self.answer_numbers.is_empty()
+            && self.answer_excludes.is_empty()
+            && self.files.is_empty()
+            && self.absent.is_empty()
+            && self.invoke.is_empty()
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileCheck {
+    pub path: String,
+    #[serde(default)]
+    pub contains: Vec<String>,
+    #[serde(default)]
+    pub excludes: Vec<String>,
+}
+
+/// Reads every task under `dir`, sorted by id.
+pub fn load_tasks(dir: &Path) -> anyhow::Result<Vec<Task>> {
+    let mut tasks = Vec::new();
+    let entries = std::fs::read_dir(dir).with_context(|| format!("no {}", dir.display()))?;
+    for entry in entries {
+        let entry = entry?;
+        let file = entry.path().join("task.toml");
+        if !file.is_file() {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file)?;
+        let mut task: Task =
+            toml::from_str(&text).with_context(|| format!("{} is not a task", file.display()))?;
+        task.id = entry.file_name().to_string_lossy().into_owned();
+        task.dir = entry.path();
+        if task.check.is_empty() {
+            bail!("{}: a task needs at least one check", file.display());
+        }
+        if task.message.contains("{server}") != task.dir.join("serve").is_dir() {
+            bail!(
+                "{}: {{server}} in the message and a serve/ directory go together",
+                file.display()
+            );
+        }
+        tasks.push(task);
+    }
+    tasks.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(tasks)
+}
+
+/// What one run of one task in one mode came to.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunReport {
+    pub task: String,
+    pub description: String,
+    pub kind: Kind,
+    pub mode: String,
+    pub run: usize,
+    pub success: bool,
+    /// `ok`, `answer`, `state`, `error`, `timeout` or `crash`.
+    pub failure: String,
+    pub detail: String,
+    pub model_calls: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub estimated_tokens: bool,
+    /// Code-mode scripts run (`code.execute` calls); 0 in classic mode.
+    pub iterations: u64,
+    /// Tool calls other than `code.execute`.
+    pub tool_calls: u64,
+    pub wall_ms: u64,
+    /// The model that answered, as the provider named it.
+    pub model: String,
+    pub answer: String,
+}
+
+pub struct Options {
+    pub binary: PathBuf,
+    pub modes: Vec<String>,
+    pub runs: usize,
+    pub timeout: Duration,
+    pub out: PathBuf,
+}
+
+pub fn run_all(tasks: &[Task], options: &Options) -> anyhow::Result<Vec<RunReport>> {
+    std::fs::create_dir_all(&options.out)?;
+    let mut log = std::fs::File::create(options.out.join("runs.jsonl"))?;
+    let mut reports = Vec::new();
+    // Mode by mode: a server that keeps the last prompt's cache (llama.cpp's) then reuses the
+    // mode's system prompt from one task to the next.
+    for mode in &options.modes {
+        for task in tasks {
+            for run in 1..=options.runs {
+                let dir = options.out.join(format!("{}-{mode}-{run}", task.id));
+                let report = run_one(task, mode, run, &dir, options)
+                    .with_context(|| format!("{} ({mode}, run {run})", task.id))?;
+                println!(
+                    "{:<28} {:<8} {:<4} {:<8} calls {:>2}  tokens {:>6}/{:<5} {:>6.1} s  {}",
+                    task.id,
+                    mode,
+                    if report.success { "ok" } else { "FAIL" },
+                    if report.success { "" } else { &report.failure },
+                    report.model_calls,
+                    report.prompt_tokens,
+                    report.completion_tokens,
+                    report.wall_ms as f64 / 1000.0,
+                    one_line(&report.detail, 80),
+                );
+                writeln!(log, "{}", serde_json::to_string(&report)?)?;
+                reports.push(report);
+            }
+        }
+    }
+    Ok(reports)
+}
+
+fn one_line(text: &str, max: usize) -> String {
+    let flat: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if flat.chars().count() > max {
+        let cut: String = flat.chars().take(max).collect();
+        format!("{cut}…")
+    } else {
+        flat
+    }
+}
+
+fn run_one(
+    task: &Task,
+    mode: &str,
+    run: usize,
+    dir: &Path,
+    options: &Options,
+) -> anyhow::Result<RunReport> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)?;
+    }
+    let root = dir.join("root");
+    std::fs::create_dir_all(&root)?;
+    let files = task.dir.join("files");
+    if files.is_dir() {
+        copy_tree(&files, &root)?;
+    }
+    let server = if task.dir.join("serve").is_dir() {
+        Some(FileServer::start(task.dir.join("serve"), task.flaky)?)
+    } else {
+        None
+    };
+    let mut config = task.config.clone();
+    let fs = config
+        .entry("fs")
+        .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    if let toml::Value::Table(fs) = fs {
+        fs.insert(
+            "root".into(),
+            toml::Value::String(root.to_string_lossy().into_owned()),
+        );
+    }
+    let config_path = dir.join("agentic.toml");
+    std::fs::write(&config_path, toml::to_string(&config)?)?;
+    let agentic = Agentic {
+        binary: &options.binary,
+        dir,
+        config: &config_path,
+        database: format!("sqlite://{}?mode=rwc", dir.join("db.sqlite").display()),
+    };
+    for setup in &task.setup {
+        agentic
+            .invoke(setup)
+            .with_context(|| format!("setup {}", setup.tool))?;
+    }
+    let mut message = task.message.clone();
+    if let Some(server) = &server {
+        message = message.replace("{server}", &server.base);
+    }
+    let started = Instant::now();
+    let outcome = agentic.prompt(&message, mode, task.approve, options.timeout)?;
+    let wall_ms = started.elapsed().as_millis() as u64;
+    std::fs::write(dir.join("events.jsonl"), &outcome.stdout)?;
+    std::fs::write(dir.join("stderr.txt"), &outcome.stderr)?;
+    drop(server);
+
+    let events = Events::read(&outcome.stdout);
+    let mut report = RunReport {
+        task: task.id.clone(),
+        description: task.description.clone(),
+        kind: task.kind,
+        mode: mode.to_owned(),
+        run,
+        success: false,
+        failure: String::new(),
+        detail: String::new(),
+        model_calls: events.usage_number("modelCalls"),
+        prompt_tokens: events.usage_number("inputTokens"),
+        completion_tokens: events.usage_number("outputTokens"),
+        estimated_tokens: events
+            .usage
+            .as_ref()
+            .and_then(|usage| usage.get("estimated"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        iterations: events.tool_calls("code.execute"),
+        tool_calls: events.tool_calls_except("code.execute"),
+        wall_ms,
+        model: events
+            .usage
+            .as_ref()
+            .and_then(|usage| usage.get("model"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        answer: events.answer(),
+    };
+    if outcome.timed_out {
+        report.failure = "timeout".into();
+        report.detail = format!("no answer within {} s", options.timeout.as_secs());
+    } else if let Some(error) = &events.error {
+        report.failure = "error".into();
+        report.detail = error.clone();
+    } else if events.usage.is_none() {
+        report.failure = "crash".into();
+        report.detail = format!(
+            "agentic exited with {} and no prompt.completed: {}",
+            outcome.status,
+            one_line(String::from_utf8_lossy(&outcome.stderr).trim(), 300)
+        );
+    } else {
+        let answer_problems = check_answer(&task.check, &report.answer);
+        let state_problems = check_state(&task.check, &root, &agentic)?;
+        if let Some(problem) = answer_problems.first() {
+            report.failure = "answer".into();
+            report.detail = problem.clone();
+        } else if let Some(problem) = state_problems.first() {
+            report.failure = "state".into();
+            report.detail = problem.clone();
+        } else {
+            report.success = true;
+            report.failure = "ok".into();
+        }
+    }
+    if !report.success && report.detail.is_empty() {
+        report.detail = one_line(&report.answer, 120);
+    } else if !report.success && report.failure != "timeout" {
+        report.detail = format!(
+            "{}; answer: {}",
+            report.detail,
+            one_line(&report.answer, 100)
+        );
+    }
+    Ok(report)
+}
+
+fn copy_tree(from: &Path, to: &Path) -> anyhow::Result<()> {
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            std::fs::create_dir_all(&target)?;
+            copy_tree(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
+/// The `agentic` binary set up for one run.
+struct Agentic<'a> {
+    binary: &'a Path,
+    dir: &'a Path,
+    config: &'a Path,
+    database: String,
+}
+
+struct Outcome {
+    status: String,
+    timed_out: bool,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+}
+
+impl Agentic<'_> {
+    fn command(&self) -> Command {
+        let mut command = Command::new(self.binary);
+        command
+            .current_dir(self.dir)
+            .env("AGENTIC_CONFIG", self.config)
+            .env("AGENTIC_DATABASE_URL", &self.database)
+            .env_remove("AGENTIC_SERVER")
+            .stdin(Stdio::null());
+        command
+    }
+
+    fn invoke(&self, invoke: &Invoke) -> anyhow::Result<String> {
+        let input = serde_json::to_string(&invoke.input)?;
+        let output = self
+            .command()
+            .args(["invoke", &invoke.tool, &input])
+            .output()
+            .context("could not run agentic")?;
+        if !output.status.success() {
+            bail!(
+                "agentic invoke {} {input} failed: {}",
+                invoke.tool,
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+
+    fn prompt(
+        &self,
+        message: &str,
+        mode: &str,
+        approve: bool,
+        timeout: Duration,
+    ) -> anyhow::Result<Outcome> {
+        let mut command = self.command();
+        command.args(["prompt", message, "-m", mode, "--json"]);
+        if approve {
+            command.arg("--yes");
+        }
+        let mut child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("could not run agentic")?;
+        let mut stdout = child.stdout.take().context("no stdout")?;
+        let mut stderr = child.stderr.take().context("no stderr")?;
+        let out = std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = stdout.read_to_end(&mut bytes);
+            bytes
+        });
+        let err = std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = stderr.read_to_end(&mut bytes);
+            bytes
+        });
+        let deadline = Instant::now() + timeout;
+        let mut timed_out = false;
+        let status = loop {
+            if let Some(status) = child.try_wait()? {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                timed_out = true;
+                let _ = child.kill();
+                break child.wait()?;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        Ok(Outcome {
+            status: status.to_string(),
+            timed_out,
+            stdout: out.join().unwrap_or_default(),
+            stderr: err.join().unwrap_or_default(),
+        })
+    }
+}
+
+/// What a prompt's `--json` events say.
+#[derive(Default)]
+struct Events {
+    /// The last version of each output, by id, in first-seen order.
+    outputs: Vec<(String, Value)>,
+    completed: Option<Vec<Value>>,
+    usage: Option<Value>,
+    error: Option<String>,
+}
+
+impl Events {
+    fn read(stdout: &[u8]) -> Self {
+        let mut events = Self::default();
+        for line in stdout.split(|byte| *byte == b'\n') {
+            let Ok(event) = serde_json::from_slice::<Value>(line) else {
+                continue;
+            };
+            let data = &event["data"];
+            match event["type"].as_str() {
+                Some("prompt.output") => {
+                    let output = data["output"].clone();
+                    let id = output["id"].as_str().unwrap_or_default().to_owned();
+                    match events.outputs.iter_mut().find(|(seen, _)| *seen == id) {
+                        Some(slot) => slot.1 = output,
+                        None => events.outputs.push((id, output)),
+                    }
+                }
+                Some("prompt.completed") => {
+                    events.completed = data["output"].as_array().cloned();
+                    events.usage = Some(data["usage"].clone());
+                }
+                Some("prompt.error") => {
+                    events.error = Some(data["error"].as_str().unwrap_or("failed").to_owned());
+                }
+                _ => {}
+            }
+        }
+        events
+    }
+
+    fn outputs(&self) -> Vec<&Value> {
+        match &self.completed {
+            Some(outputs) => outputs.iter().collect(),
+            None => self.outputs.iter().map(|(_, output)| output).collect(),
+        }
+    }
+
+    fn answer(&self) -> String {
+        self.outputs()
+            .into_iter()
+            .filter(|output| output["type"] == "text")
+            .filter_map(|output| output["content"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    fn tool_calls(&self, function: &str) -> u64 {
+        self.outputs()
+            .into_iter()
+            .filter(|output| output["type"] == "tool" && output["function"] == function)
+            .count() as u64
+    }
+
+    fn tool_calls_except(&self, function: &str) -> u64 {
+        self.outputs()
+            .into_iter()
+            .filter(|output| output["type"] == "tool" && output["function"] != function)
+            .count() as u64
+    }
+
+    fn usage_number(&self, key: &str) -> u64 {
+        self.usage
+            .as_ref()
+            .and_then(|usage| usage.get(key))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    }
+}
+
+/// The problems with the answer text (empty when it passes).
+pub fn check_answer(check: &Check, answer: &str) -> Vec<String> {
+    let lower = answer.to_lowercase();
+    let mut problems = Vec::new();
+    for wanted in &check.answer_contains {
+        if !lower.contains(&wanted.to_lowercase()) {
+            problems.push(format!("the answer does not say \"{wanted}\""));
+        }
+    }
+    if !check.answer_any.is_empty()
+        && !check
+            .answer_any
+            .iter()
+            .any(|wanted| lower.contains(&wanted.to_lowercase()))
+    {
+        problems.push(format!(
+            "the answer says none of {}",
+            check.answer_any.join(", ")
+        ));
+    }
+    let numbers = numbers_in(answer);
+    for wanted in &check.answer_numbers {
+        if !numbers.iter().any(|(value, decimals)| {
+            number_matches(*wanted, *value, *decimals)
+        }) {
+            problems.push(format!("the answer does not state {wanted}"));
+        }
+    }
+    for unwanted in &check.answer_excludes {
+        if lower.contains(&unwanted.to_lowercase()) {
+            problems.push(format!("the answer says \"{unwanted}\""));
+        }
+    }
+    problems
+}
+
+/// Whether `found` (written with `decimals` digits after the point) states `wanted`: equal, or
+/// more precise and rounding to it (21.33 states 21.3).
+fn number_matches(wanted: f64, found: f64, decimals: usize) -> bool {
+    if (wanted - found).abs() <= 1e-9 * wanted.abs().max(1.0) {
+        return true;
+    }
+    let wanted_decimals = decimals_of(wanted);
+    if decimals <= wanted_decimals {
+        return false;
+    }
+    let scale = 10f64.powi(wanted_decimals as i32);
+    ((found * scale).round() - (wanted * scale).round()).abs() < 0.5
+}
+
+fn decimals_of(value: f64) -> usize {
+    let text = format!("{value}");
+    text.split_once('.').map_or(0, |(_, fraction)| fraction.len())
+}
+
+/// The numbers in a text with how many decimals each was written with: `1,234.50` is 1234.5
+/// (2 decimals); a `-` is a sign only where it does not follow a letter or digit.
+pub fn numbers_in(text: &str) -> Vec<(f64, usize)> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut numbers = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let starts_number = chars[i].is_ascii_digit()
+            && (i == 0 || !(chars[i - 1].is_ascii_digit() || chars[i - 1] == '.'));
+        if !starts_number {
+            i += 1;
+            continue;
+        }
+        let negative = i > 0
+            && chars[i - 1] == '-'
+            && (i < 2 || !chars[i - 2].is_alphanumeric());
+        let mut digits = String::new();
+        let mut decimals = None::<usize>;
+        while i < chars.len() {
+            let c = chars[i];
+            let next_is_digit = chars.get(i + 1).is_some_and(char::is_ascii_digit);
+            if c.is_ascii_digit() {
+                digits.push(c);
+                if let Some(count) = decimals.as_mut() {
+                    *count += 1;
+                }
+            } else if c == ',' && decimals.is_none() && next_is_digit {
+                // A thousands separator only when three digits follow.
+                let group: String = chars[i + 1..].iter().take(4).collect();
+                let three = group.chars().take(3).all(|d| d.is_ascii_digit())
+                    && !group.chars().nth(3).is_some_and(|d| d.is_ascii_digit());
+                if !three {
+                    break;
+                }
+            } else if c == '.' && decimals.is_none() && next_is_digit {
+                digits.push('.');
+                decimals = Some(0);
+            } else {
+                break;
+            }
+            i += 1;
+        }
+        if let Ok(value) = digits.parse::<f64>() {
+            numbers.push((if negative { -value } else { value }, decimals.unwrap_or(0)));
+        }
+    }
+    numbers
+}
+
+fn check_state(check: &Check, root: &Path, agentic: &Agentic<'_>) -> anyhow::Result<Vec<String>> {
+    let mut problems = Vec::new();
+    for file in &check.files {
+        match std::fs::read_to_string(root.join(&file.path)) {
+            Err(_) => problems.push(format!("{} was not written", file.path)),
+            Ok(text) => {
+                let lower = text.to_lowercase();
+                for wanted in &file.contains {
+                    if !lower.contains(&wanted.to_lowercase()) {
+                        problems.push(format!("{} does not contain \"{wanted}\"", file.path));
+                    }
+                }
+                for unwanted in &file.excludes {
+                    if lower.contains(&unwanted.to_lowercase()) {
+                        problems.push(format!("{} contains \"{unwanted}\"", file.path));
+                    }
+                }
+            }
+        }
+    }
+    for path in &check.absent {
+        if root.join(path).exists() {
+            problems.push(format!("{path} exists"));
+        }
+    }
+    for invoke in &check.invoke {
+        let output = match agentic.invoke(invoke) {
+            Ok(output) => output.to_lowercase(),
+            Err(error) => {
+                problems.push(format!("{error:#}"));
+                continue;
+            }
+        };
+        for wanted in &invoke.contains {
+            if !output.contains(&wanted.to_lowercase()) {
+                problems.push(format!("{} does not show \"{wanted}\"", invoke.tool));
+            }
+        }
+        for unwanted in &invoke.excludes {
+            if output.contains(&unwanted.to_lowercase()) {
+                problems.push(format!("{} shows \"{unwanted}\"", invoke.tool));
+            }
+        }
+    }
+    Ok(problems)
+}
+
+/// Serves a directory on 127.0.0.1 for one run. Flaky: the first request for each path
+/// answers 503.
+struct FileServer {
+    base: String,
+    stop: Arc<AtomicBool>,
+}
+
+impl FileServer {
+    fn start(dir: PathBuf, flaky: bool) -> anyhow::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let base = format!("http://{}", listener.local_addr()?);
+        listener.set_nonblocking(true)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let seen = Arc::new(Mutex::new(std::collections::HashSet::<String>::new()));
+        std::thread::spawn(move || {
+            while !stopped.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        let dir = dir.clone();
+                        let seen = seen.clone();
+                        std::thread::spawn(move || {
+                            let _ = serve(stream, &dir, flaky, &seen);
+                        });
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+        });
+        Ok(Self { base, stop })
+    }
+}
+
+impl Drop for FileServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+fn serve(
+    stream: TcpStream,
+    dir: &Path,
+    flaky: bool,
+    seen: &Mutex<std::collections::HashSet<String>>,
+) -> anyhow::Result<()> {
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut request = String::new();
+    reader.read_line(&mut request)?;
+    loop {
+        let mut header = String::new();
+        if reader.read_line(&mut header)? == 0 || header.trim().is_empty() {
+            break;
+        }
+    }
+    let path = request
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or("/")
+        .split('?')
+        .next()
+        .unwrap_or("/")
+        .trim_start_matches('/')
+        .to_owned();
+    let first = seen
+        .lock()
+        .map_err(|_| anyhow::anyhow!("poisoned"))?
+        .insert(path.clone());
+    let safe = !path.split('/').any(|part| part == ".." || part.is_empty());
+    let (status, body, kind) = if flaky && first {
+        (
+            "503 Service Unavailable",
+            b"temporarily unavailable, try again".to_vec(),
+            "text/plain",
+        )
+    } else {
+        match std::fs::read(dir.join(&path)) {
+            Ok(body) if safe => {
+                let kind = if path.ends_with(".json") {
+                    "application/json"
+                } else {
+                    "text/plain; charset=utf-8"
+                };
+                ("200 OK", body, kind)
+            }
+            _ => ("404 Not Found", b"not found".to_vec(), "text/plain"),
+        }
+    };
+    let mut stream = stream;
+    write!(
+        stream,
+        "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )?;
+    stream.write_all(&body)?;
+    Ok(())
+}
+
+/// Per task kind and mode: successes out of runs, and medians.
+pub fn summary(reports: &[RunReport], modes: &[String]) -> String {
+    let mut text = String::new();
+    let median = |mut values: Vec<u64>| -> u64 {
+        if values.is_empty() {
+            return 0;
+        }
+        values.sort_unstable();
+        values[values.len() / 2]
+    };
+    text.push_str("| tasks | mode | success | model calls (median) | prompt tokens (median) | completion tokens (median) | wall s (median) |\n");
+    text.push_str("| --- | --- | --- | --- | --- | --- | --- |\n");
+    let mut kinds: Vec<Option<Kind>> = vec![None];
+    let mut seen: Vec<Kind> = reports.iter().map(|report| report.kind).collect();
+    seen.sort();
+    seen.dedup();
+    kinds.extend(seen.into_iter().map(Some));
+    for kind in kinds {
+        for mode in modes {
+            let runs: Vec<&RunReport> = reports
+                .iter()
+                .filter(|report| &report.mode == mode && kind.is_none_or(|k| report.kind == k))
+                .collect();
+            if runs.is_empty() {
+                continue;
+            }
+            let ok = runs.iter().filter(|report| report.success).count();
+            text.push_str(&format!(
+                "| {} | {mode} | {ok}/{} ({:.0}%) | {} | {} | {} | {:.1} |\n",
+                kind.map_or("all", Kind::name),
+                runs.len(),
+                100.0 * ok as f64 / runs.len() as f64,
+                median(runs.iter().map(|r| r.model_calls).collect()),
+                median(runs.iter().map(|r| r.prompt_tokens).collect()),
+                median(runs.iter().map(|r| r.completion_tokens).collect()),
+                median(runs.iter().map(|r| r.wall_ms).collect()) as f64 / 1000.0,
+            ));
+        }
+    }
+    text.push_str("\n| task | mode | result | model calls | prompt tokens | iterations | tool calls | wall s | failure |\n");
+    text.push_str("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    let mut by_task: BTreeMap<(&str, &str), Vec<&RunReport>> = BTreeMap::new();
+    for report in reports {
+        by_task
+            .entry((&report.task, &report.mode))
+            .or_default()
+            .push(report);
+    }
+    for ((task, mode), runs) in by_task {
+        let ok = runs.iter().filter(|report| report.success).count();
+        let failures: Vec<String> = runs
+            .iter()
+            .filter(|report| !report.success)
+            .map(|report| format!("{}: {}", report.failure, one_line(&report.detail, 60)))
+            .collect();
+        text.push_str(&format!(
+            "| {task} | {mode} | {ok}/{} | {} | {} | {} | {} | {:.1} | {} |\n",
+            runs.len(),
+            median(runs.iter().map(|r| r.model_calls).collect()),
+            median(runs.iter().map(|r| r.prompt_tokens).collect()),
+            median(runs.iter().map(|r| r.iterations).collect()),
+            median(runs.iter().map(|r| r.tool_calls).collect()),
+            median(runs.iter().map(|r| r.wall_ms).collect()) as f64 / 1000.0,
+            failures.join("; ").replace('|', "\\|"),
+        ));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_read_as_people_write_them() {
+        let found = numbers_in("Total: 1,234.50 over 12 files, -3 at 2026-11-23, v2 and 21.33.");
+        let values: Vec<f64> = found.iter().map(|(value, _)| *value).collect();
+        assert_eq!(values, [1234.5, 12.0, -3.0, 2026.0, 11.0, 23.0, 2.0, 21.33]);
+        assert!(number_matches(1234.5, 1234.5, 2));
+        assert!(number_matches(21.3, 21.33, 2));
+        assert!(!number_matches(21.3, 21.0, 0));
+        assert!(!number_matches(30.0, 31.0, 0));
+        assert!(number_matches(30.0, 30.0, 1));
+        let lists = numbers_in("1,2,3");
+        assert_eq!(lists.len(), 3, "{lists:?}");
+    }
+
+    #[test]
+    fn every_task_in_the_repository_loads() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../eval/tasks");
+        let tasks = load_tasks(&dir).unwrap();
+        assert!(tasks.len() >= 25, "{} tasks", tasks.len());
+        let aggregation = tasks
+            .iter()
+            .filter(|task| task.kind == Kind::Aggregation)
+            .count();
+        assert!(aggregation >= 8, "{aggregation} aggregation tasks");
+    }
+
+    #[test]
+    fn answers_are_checked_case_insensitively() {
+        let check = Check {
+            answer_contains: vec!["Sensor-17".into()],
+            answer_numbers: vec![98.6],
+            answer_excludes: vec!["undefined".into()],
+            ..Check::default()
+        };
+        assert!(check_answer(&check, "sensor-17 read 98.6").is_empty());
+        assert_eq!(check_answer(&check, "sensor-17 read undefined").len(), 2);
+    }
+}

@@ -566,9 +566,10 @@ pub fn check_answer(check: &Check, answer: &str) -> Vec<String> {
     }
     let numbers = numbers_in(answer);
     for wanted in &check.answer_numbers {
-        if !numbers.iter().any(|(value, decimals)| {
-            number_matches(*wanted, *value, *decimals)
-        }) {
+        if !numbers
+            .iter()
+            .any(|(value, decimals)| number_matches(*wanted, *value, *decimals))
+        {
             problems.push(format!("the answer does not state {wanted}"));
         }
     }
@@ -596,7 +597,8 @@ fn number_matches(wanted: f64, found: f64, decimals: usize) -> bool {
 
 fn decimals_of(value: f64) -> usize {
     let text = format!("{value}");
-    text.split_once('.').map_or(0, |(_, fraction)| fraction.len())
+    text.split_once('.')
+        .map_or(0, |(_, fraction)| fraction.len())
 }
 
 /// The numbers in a text with how many decimals each was written with: `1,234.50` is 1234.5
@@ -612,9 +614,7 @@ pub fn numbers_in(text: &str) -> Vec<(f64, usize)> {
             i += 1;
             continue;
         }
-        let negative = i > 0
-            && chars[i - 1] == '-'
-            && (i < 2 || !chars[i - 2].is_alphanumeric());
+        let negative = i > 0 && chars[i - 1] == '-' && (i < 2 || !chars[i - 2].is_alphanumeric());
         let mut digits = String::new();
         let mut decimals = None::<usize>;
         while i < chars.len() {
@@ -627,9 +627,11 @@ pub fn numbers_in(text: &str) -> Vec<(f64, usize)> {
                 }
             } else if c == ',' && decimals.is_none() && next_is_digit {
                 // A thousands separator only when three digits follow.
-                let group: String = chars[i + 1..].iter().take(4).collect();
-                let three = group.chars().take(3).all(|d| d.is_ascii_digit())
-                    && !group.chars().nth(3).is_some_and(|d| d.is_ascii_digit());
+                let three = chars[i + 1..]
+                    .iter()
+                    .take_while(|d| d.is_ascii_digit())
+                    .count()
+                    == 3;
                 if !three {
                     break;
                 }

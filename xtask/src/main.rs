@@ -371,8 +371,9 @@ fn eval(root: &Path, arguments: &[String]) -> anyhow::Result<()> {
     let mut tasks = eval::load_tasks(&root.join("eval/tasks"))?;
     if let Some(only) = &only {
         tasks.retain(|task| {
-            only.iter()
-                .any(|wanted| *wanted == task.id || format!("{:?}", task.kind).eq_ignore_ascii_case(wanted))
+            only.iter().any(|wanted| {
+                *wanted == task.id || format!("{:?}", task.kind).eq_ignore_ascii_case(wanted)
+            })
         });
         if tasks.is_empty() {
             bail!("no task matches {}", only.join(", "));
@@ -398,7 +399,10 @@ fn eval(root: &Path, arguments: &[String]) -> anyhow::Result<()> {
     let provider = std::env::var("OPENAI_BASE_URL")
         .ok()
         .filter(|url| !url.is_empty())
-        .map_or_else(|| "the embedded local model".to_owned(), |url| format!("the OpenAI-compatible server at {url}"));
+        .map_or_else(
+            || "the embedded local model".to_owned(),
+            |url| format!("the OpenAI-compatible server at {url}"),
+        );
     println!(
         "eval: {} tasks × {} × {runs} run(s) against {provider}; runs in {}",
         tasks.len(),

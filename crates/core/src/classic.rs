@@ -123,6 +123,16 @@ impl PromptCompletion {
                 }
             };
             self.recorder.add_usage(&response.usage);
+            let mut response = response;
+            if response.tool_calls.is_empty() {
+                // Calls the server passed through as text are calls, not the answer.
+                let (calls, rest) =
+                    crate::text_calls::text_tool_calls(&response.text, &prepared.tools);
+                if !calls.is_empty() {
+                    response.tool_calls = calls;
+                    response.text = rest;
+                }
+            }
             if !response.text.is_empty() {
                 self.recorder.push_text(&response.text).await?;
             }

@@ -16,8 +16,10 @@ pub mod provider;
 pub mod recorder;
 pub mod runtime;
 pub mod state;
+pub mod text_calls;
 pub mod tokens;
 pub mod tool;
+pub mod typescript;
 
 pub use config::Config;
 pub use event::{Event, EventPayload, EventService, EventSubscription, Received};

@@ -461,21 +461,38 @@ impl ToolSet {
                 )));
             }
         };
+        let schema = prepared.tool.input_schema();
         let problems: Vec<String> = validator
             .iter_errors(input)
             .map(|error| {
                 let path = error.instance_path().to_string();
-                if path.is_empty() {
+                let mut problem = if path.is_empty() {
                     error.to_string()
                 } else {
                     format!("{path}: {error}")
+                };
+                // `… is not valid under any of the schemas listed in the 'oneOf' keyword`
+                // says nothing a model can act on; the allowed values do.
+                let allowed = crate::typescript::allowed_values(schema, &path);
+                if !allowed.is_empty() {
+                    let values: Vec<String> = allowed.iter().map(Value::to_string).collect();
+                    problem.push_str(&format!(" (allowed: {})", values.join(", ")));
                 }
+                problem
             })
             .collect();
         if problems.is_empty() {
             Ok(())
         } else {
-            Err(invalid(problems.join("; ")))
+            let tool = &prepared.tool;
+            Err(invalid(format!(
+                "{}. Expected {}. Example: {}",
+                problems.join("; "),
+                crate::typescript::signature(id, schema, None)
+                    .trim_end_matches(": any")
+                    .to_owned(),
+                crate::typescript::example_call(id, tool.input_schema()),
+            )))
         }
     }
 

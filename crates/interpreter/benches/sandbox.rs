@@ -21,12 +21,14 @@ fn tools() -> Vec<ToolBinding> {
             id: format!("bench.tool-{n}"),
             function: Some(format!("benchTool{n}")),
             aliases: Vec::new(),
+            member: None,
             description: format!("Benchmark tool number {n}"),
         })
         .chain(std::iter::once(ToolBinding {
             id: "bench.next".to_owned(),
             function: Some("tool".to_owned()),
             aliases: Vec::new(),
+            member: None,
             description: "Adds one to n".to_owned(),
         }))
         .collect()

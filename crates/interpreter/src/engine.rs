@@ -47,6 +47,8 @@ pub const RESERVED_NAMES: &[&str] = &[
     "log",
     "discoverTools",
     "toolSchema",
+    "searchTools",
+    "describeTool",
     "parallel",
     "llm",
     "llmJson",
@@ -86,7 +88,7 @@ pub fn prepare_context(
     if let Some(limit) = options.loop_iteration_limit {
         context.runtime_limits_mut().set_loop_iteration_limit(limit);
     }
-    let functions: [(&str, usize, NativeFunctionPointer); 11] = [
+    let functions: [(&str, usize, NativeFunctionPointer); 13] = [
         ("output", 1, output),
         ("done", 1, done),
         ("complete", 1, complete),
@@ -95,6 +97,8 @@ pub fn prepare_context(
         ("log", 1, log),
         ("discoverTools", 0, discover_tools),
         ("toolSchema", 1, tool_schema),
+        ("describeTool", 1, describe_tool),
+        ("searchTools", 1, search_tools),
         ("parallel", 1, parallel),
         ("llm", 1, llm),
         ("llmJson", 1, llm_json),
@@ -333,11 +337,13 @@ fn explain_missing_modules(error: &mut ScriptError, tools: &[ToolBinding]) {
             line.starts_with("import ") || line.starts_with("export ") || line.contains("import(")
         });
     if !missing_global && !imports {
+        explain_unknown_member(error, tools);
         return;
     }
-    let mut functions: Vec<&str> = tools
+    let mut functions: Vec<String> = tools
         .iter()
-        .filter_map(|tool| tool.function.as_deref())
+        .filter(|tool| tool.member.is_some() || tool.function.is_some())
+        .map(ToolBinding::call_name)
         .collect();
     functions.sort_unstable();
     let shown = functions.len().min(12);
@@ -345,15 +351,84 @@ fn explain_missing_modules(error: &mut ScriptError, tools: &[ToolBinding]) {
     if functions.len() > shown {
         list.push_str(&format!(" and {} more", functions.len() - shown));
     }
-    let mut hint = String::from(
-        "There are no modules here: require, import and Node.js or browser globals (fs, \
-         process, fetch, Buffer, window) do not exist. Every tool is already a global function; \
-         call it directly with an object, e.g. `const result = toolName({ field: value });`.",
+    let example = functions
+        .first()
+        .cloned()
+        .unwrap_or_else(|| "toolName".to_owned());
+    let mut hint = format!(
+        "There are no modules here: require, import and the Node.js or browser APIs (fs \
+         functions, process, fetch, Buffer, window) do not exist. Every tool is already a \
+         function; call it directly with an object, e.g. `const result = {example}({{ field: \
+         value }});`."
     );
     if !list.is_empty() {
         hint.push_str(&format!("\nTool functions: {list}."));
     }
     error.hint = Some(hint);
+}
+
+/// `fs.readFileSync(…)` where `fs` is a plugin's namespace: the error names the functions the
+/// namespace has.
+fn explain_unknown_member(error: &mut ScriptError, tools: &[ToolBinding]) {
+    if !error.message.starts_with("TypeError") {
+        return;
+    }
+    let Some(line) = error.source_line.as_deref() else {
+        return;
+    };
+    for (namespace, method) in member_calls(line) {
+        let methods: Vec<&str> = tools
+            .iter()
+            .filter_map(|tool| tool.member.as_deref())
+            .filter(|member| {
+                member
+                    .split_once('.')
+                    .is_some_and(|(ns, _)| ns == namespace)
+            })
+            .collect();
+        if methods.is_empty() || methods.contains(&format!("{namespace}.{method}").as_str()) {
+            continue;
+        }
+        error.hint = Some(format!(
+            "{namespace} has no function {method}; its functions are {}. Each takes one object \
+             (see the declarations in the rules, or describeTool(\"{}\")).",
+            methods.join(", "),
+            methods[0]
+        ));
+        return;
+    }
+}
+
+/// `a.b(` pairs in a line of code.
+fn member_calls(line: &str) -> Vec<(String, String)> {
+    let is_word = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '$';
+    let chars: Vec<char> = line.chars().collect();
+    let mut calls = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        if !is_word(chars[i]) || (i > 0 && (is_word(chars[i - 1]) || chars[i - 1] == '.')) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < chars.len() && is_word(chars[i]) {
+            i += 1;
+        }
+        let namespace: String = chars[start..i].iter().collect();
+        if chars.get(i) != Some(&'.') {
+            continue;
+        }
+        let method_start = i + 1;
+        let mut end = method_start;
+        while end < chars.len() && is_word(chars[end]) {
+            end += 1;
+        }
+        if end > method_start && chars.get(end) == Some(&'(') {
+            calls.push((namespace, chars[method_start..end].iter().collect()));
+        }
+        i = end;
+    }
+    calls
 }
 
 fn with_engine<T>(f: impl FnOnce(&mut EngineState) -> T) -> JsResult<T> {
@@ -461,6 +536,10 @@ fn bind_input(context: &mut Context, input: Option<&Value>) -> JsResult<()> {
 
 fn bind_tools(context: &mut Context, bindings: &[ToolBinding]) -> JsResult<()> {
     let tools = boa_engine::object::ObjectInitializer::new(context).build();
+    let mut namespaces: std::collections::BTreeMap<
+        String,
+        Vec<(String, boa_engine::object::builtins::JsFunction)>,
+    > = std::collections::BTreeMap::new();
     for binding in bindings {
         let function = FunctionObjectBuilder::new(
             context.realm(),
@@ -498,8 +577,27 @@ fn bind_tools(context: &mut Context, bindings: &[ToolBinding]) -> JsResult<()> {
                 Attribute::all(),
             )?;
         }
+        if let Some((namespace, method)) = binding.member.as_deref().and_then(|m| m.split_once('.'))
+        {
+            namespaces
+                .entry(namespace.to_owned())
+                .or_default()
+                .push((method.to_owned(), function));
+        }
     }
     context.register_global_property(js_string!("tools"), tools, Attribute::all())?;
+    // One object per plugin: `fs.list({...})` is `fsList({...})`.
+    for (namespace, methods) in namespaces {
+        let object = boa_engine::object::ObjectInitializer::new(context).build();
+        for (method, function) in methods {
+            object.set(JsString::from(method.as_str()), function, false, context)?;
+        }
+        context.register_global_property(
+            JsString::from(namespace.as_str()),
+            object,
+            Attribute::all(),
+        )?;
+    }
     Ok(())
 }
 
@@ -765,6 +863,7 @@ fn discover_tools(
             let mut entry = serde_json::json!({
                 "name": tool.function,
                 "id": tool.id,
+                "call": tool.call_name(),
                 "description": tool.description,
             });
             if !tool.aliases.is_empty() {
@@ -779,6 +878,82 @@ fn discover_tools(
 fn tool_schema(_this: &JsValue, arguments: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
     let tool = key_argument(arguments.first(), "toolSchema")?;
     reply_to_js(host_request(HostRequest::ToolSchema { tool })?, context)
+}
+
+/// `describeTool(id)`: the tool's declaration, as the system prompt shows it.
+fn describe_tool(
+    _this: &JsValue,
+    arguments: &[JsValue],
+    context: &mut Context,
+) -> JsResult<JsValue> {
+    let tool = key_argument(arguments.first(), "describeTool")?;
+    reply_to_js(host_request(HostRequest::ToolSchema { tool })?, context)
+}
+
+/// Most tools `searchTools` answers with.
+const SEARCH_RESULTS: usize = 10;
+
+/// `searchTools(query)`: the tools whose id, names or description share the most words with
+/// the query, best first, as `{id, call, description}`.
+fn search_tools(
+    _this: &JsValue,
+    arguments: &[JsValue],
+    context: &mut Context,
+) -> JsResult<JsValue> {
+    let query = text_of(arguments.first(), context)?;
+    let tools = with_engine(|state| state.tools.clone())?;
+    let results: Vec<Value> = rank_tools(&tools, &query)
+        .into_iter()
+        .take(SEARCH_RESULTS)
+        .map(|tool| {
+            serde_json::json!({
+                "id": tool.id,
+                "call": tool.call_name(),
+                "description": tool.description.lines().next().unwrap_or_default(),
+            })
+        })
+        .collect();
+    from_json(&Value::Array(results), context)
+}
+
+/// Words of a text, lower case, split at anything that is not a letter or digit (so
+/// `fs.readFile` gives `fs`, `read`, `file`).
+fn words(text: &str) -> Vec<String> {
+    let mut spaced = String::new();
+    let mut previous_lower = false;
+    for c in text.chars() {
+        if c.is_uppercase() && previous_lower {
+            spaced.push(' ');
+        }
+        previous_lower = c.is_lowercase() || c.is_ascii_digit();
+        spaced.push(if c.is_alphanumeric() { c } else { ' ' });
+    }
+    spaced.split_whitespace().map(str::to_lowercase).collect()
+}
+
+/// Tools with at least one word of the query (a word matches a word it starts, so `todos`
+/// and `todo` meet), best first; names count three times as much as descriptions.
+pub(crate) fn rank_tools<'a>(tools: &'a [ToolBinding], query: &str) -> Vec<&'a ToolBinding> {
+    let wanted = words(query);
+    let meets =
+        |a: &str, b: &str| a.len() >= 2 && b.len() >= 2 && (a.starts_with(b) || b.starts_with(a));
+    let mut scored: Vec<(usize, &ToolBinding)> = tools
+        .iter()
+        .filter_map(|tool| {
+            let names = words(&format!("{} {}", tool.id, tool.call_name()));
+            let description = words(&tool.description);
+            let score: usize = wanted
+                .iter()
+                .map(|word| {
+                    3 * usize::from(names.iter().any(|name| meets(name, word)))
+                        + usize::from(description.iter().any(|other| meets(other, word)))
+                })
+                .sum();
+            (score > 0).then_some((score, tool))
+        })
+        .collect();
+    scored.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.id.cmp(&b.1.id)));
+    scored.into_iter().map(|(_, tool)| tool).collect()
 }
 
 fn parallel(_this: &JsValue, arguments: &[JsValue], context: &mut Context) -> JsResult<JsValue> {

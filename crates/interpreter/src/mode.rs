@@ -177,6 +177,35 @@ impl CodeExecutor {
                     return Ok(self.recorder.prompt().clone());
                 }
             };
+            let last_error = self.last_execution_error();
+            if let Some(hint) =
+                crate::prompt::refusal(&reply.text, last_error.as_deref(), &bindings)
+            {
+                // Told once what was wrong; a second such reply gets the plain-answer path.
+                let told = self.refusals();
+                let id = new_call_id();
+                self.recorder
+                    .push_finished_tool(
+                        &id,
+                        CODE_EXECUTE,
+                        json!({ "code": reply.text.trim() }),
+                        ToolResult::Error { error: hint },
+                    )
+                    .await?;
+                if told == 0 {
+                    continue;
+                }
+                let answered = self
+                    .answer_without_code(&prepared, "the model kept replying without code")
+                    .await?;
+                if !answered {
+                    self.recorder
+                        .push_unstreamed_text("Stopped: the model did not reply with code.")
+                        .await?;
+                }
+                self.recorder.complete().await?;
+                return Ok(self.recorder.prompt().clone());
+            }
             let (code, path) = extract_code(&reply.text);
             let earlier = self.earlier_iteration_with(&code);
             let code_output_id = new_call_id();
@@ -282,19 +311,13 @@ impl CodeExecutor {
                         active.execution.reply(id, reply).await;
                     }
                     HostRequest::ToolSchema { tool } => {
-                        let reply = match prepared.tools.get(&tool) {
-                            Some(found) => HostReply::Value {
-                                value: json!({
-                                    "id": found.id(),
-                                    "description": found.description(),
-                                    "input": found.input_schema(),
-                                    "output": found.output_schema(),
-                                }),
-                            },
-                            None => HostReply::Error {
-                                message: format!("unknown tool \"{tool}\""),
-                            },
-                        };
+                        let bindings = self
+                            .prepared
+                            .as_ref()
+                            .map(|(_, bindings)| bindings.clone())
+                            .unwrap_or_default();
+                        let reply =
+                            crate::prompt::describe_reply(&prepared.tools, &bindings, &tool);
                         active.execution.reply(id, reply).await;
                     }
                 },
@@ -562,6 +585,36 @@ impl CodeExecutor {
         Ok(true)
     }
 
+    /// The error of this turn's last execution, when it failed.
+    fn last_execution_error(&self) -> Option<String> {
+        self.recorder
+            .prompt()
+            .output
+            .iter()
+            .rev()
+            .find_map(|output| match output {
+                PromptOutput::Tool(tool) if tool.function == CODE_EXECUTE => Some(tool),
+                _ => None,
+            })
+            .and_then(|tool| match &tool.result {
+                ToolResult::Error { error } => Some(error.clone()),
+                _ => None,
+            })
+    }
+
+    /// Replies of this turn that were refused (see [`crate::prompt::refusal`]).
+    fn refusals(&self) -> usize {
+        self.recorder
+            .prompt()
+            .output
+            .iter()
+            .filter(|output| {
+                matches!(output, PromptOutput::Tool(tool) if tool.function == CODE_EXECUTE
+                    && matches!(&tool.result, ToolResult::Error { error } if error.starts_with(crate::prompt::REFUSED)))
+            })
+            .count()
+    }
+
     /// The number (from 1) of an earlier iteration of this turn whose code was `code`, comments
     /// and blank space aside (a small model copies its last code with a fresh timestamp in a
     /// comment).
@@ -593,8 +646,18 @@ impl CodeExecutor {
                 .cloned()
                 .unwrap_or_else(|| id.split('.').next().unwrap_or(id).to_owned())
         };
-        let mut messages =
-            self.conversation(system_prompt(bindings, &plugin_of, &prepared.context));
+        let config = &self.shared.config;
+        let budget = crate::prompt::DeclarationBudget {
+            tokens: (config.context_window as f64 * config.declarations_share.clamp(0.0, 1.0))
+                as u64,
+        };
+        let mut messages = self.conversation(system_prompt(
+            bindings,
+            &prepared.tools,
+            &plugin_of,
+            &prepared.context,
+            budget,
+        ));
         let prompt = self.recorder.prompt();
         messages.extend(iteration_messages(&prompt.output, limit));
         ModelRequest::new(prompt.model, messages)

@@ -152,9 +152,27 @@ pub fn bindings<'a>(tools: impl IntoIterator<Item = ToolNames<'a>>) -> Vec<ToolB
             && !own_names.contains(alias)
             && alias_counts.get(alias) == Some(&1)
     };
+    // `fs.list` → namespace `fs`, method `list`. A namespace is bound when its name is an
+    // identifier that no sandbox or JavaScript name, no tool function and no alias claims; a
+    // method when no other tool of the namespace has the same method name.
+    let mut members: HashMap<(String, String), usize> = HashMap::new();
+    for tool in &tools {
+        if let Some(member) = member_of(tool.id) {
+            *members.entry(member).or_default() += 1;
+        }
+    }
+    let namespace_is_free = |namespace: &str| {
+        !reserved.contains(namespace)
+            && !EXTRA_GLOBALS.contains(&namespace)
+            && !own_names.contains(namespace)
+            && !alias_counts.contains_key(namespace)
+    };
     tools
         .iter()
         .map(|tool| {
+            let member = member_of(tool.id)
+                .filter(|key| members.get(key) == Some(&1) && namespace_is_free(&key.0))
+                .map(|(namespace, method)| format!("{namespace}.{method}"));
             let mut aliases: Vec<String> = Vec::new();
             for alias in tool.aliases {
                 if alias_is_free(alias) && !aliases.contains(alias) {
@@ -167,10 +185,53 @@ pub fn bindings<'a>(tools: impl IntoIterator<Item = ToolNames<'a>>) -> Vec<ToolB
                     counts.get(name) == Some(&1) && !reserved.contains(name.as_str())
                 }),
                 aliases,
+                member,
                 description: tool.description.to_owned(),
             }
         })
         .collect()
+}
+
+/// Globals of the JavaScript engine that [`JS_RESERVED`] leaves out; never a namespace.
+const EXTRA_GLOBALS: &[&str] = &[
+    "Reflect",
+    "Proxy",
+    "Intl",
+    "BigInt",
+    "WeakMap",
+    "WeakSet",
+    "WeakRef",
+    "ArrayBuffer",
+    "DataView",
+    "Atomics",
+    "SharedArrayBuffer",
+    "Iterator",
+    "AggregateError",
+    "TypeError",
+    "RangeError",
+    "SyntaxError",
+    "ReferenceError",
+    "EvalError",
+    "URIError",
+    "parseInt",
+    "parseFloat",
+    "isNaN",
+    "isFinite",
+    "encodeURI",
+    "decodeURI",
+    "encodeURIComponent",
+    "decodeURIComponent",
+    "escape",
+    "unescape",
+];
+
+/// The namespace and method of a dotted id: `fs.list` → (`fs`, `list`),
+/// `interpreter.run-code` → (`interpreter`, `runCode`). `None` without a dot, or when either
+/// part is no identifier.
+pub fn member_of(id: &str) -> Option<(String, String)> {
+    let (namespace, rest) = id.split_once('.')?;
+    let method = function_name(rest)?;
+    (is_identifier(namespace) && is_identifier(&method)).then(|| (namespace.to_owned(), method))
 }
 
 /// Whether `name` can be a global function name as it stands (ASCII letters, digits, `_`
@@ -291,5 +352,49 @@ mod tests {
                 ("x.y", Some("xY"), vec![]),
             ]
         );
+    }
+
+    #[test]
+    fn plugins_become_namespaces_unless_a_name_is_taken() {
+        let ids = [
+            "fs.list",
+            "fs.read-file",
+            "log.write",
+            "math.max",
+            "interpreter.run-code",
+            "dup.a-b",
+            "dup.a.b",
+            "Math.abs",
+            "parseInt.x",
+            "plain",
+        ];
+        let bound = bindings(ids.map(|id| ToolNames {
+            id,
+            description: "",
+            aliases: &[],
+        }));
+        let members: Vec<(&str, Option<&str>)> = bound
+            .iter()
+            .map(|binding| (binding.id.as_str(), binding.member.as_deref()))
+            .collect();
+        assert_eq!(
+            members,
+            vec![
+                ("Math.abs", None),
+                ("dup.a-b", None),
+                ("dup.a.b", None),
+                ("fs.list", Some("fs.list")),
+                ("fs.read-file", Some("fs.readFile")),
+                ("interpreter.run-code", Some("interpreter.runCode")),
+                // `log` is the sandbox's own function.
+                ("log.write", None),
+                ("math.max", Some("math.max")),
+                ("parseInt.x", None),
+                ("plain", None),
+            ]
+        );
+        assert_eq!(bound[3].call_name(), "fs.list");
+        assert_eq!(bound[9].call_name(), "plain");
+        assert_eq!(bound[1].call_name(), "tools[\"dup.a-b\"]");
     }
 }

@@ -35,6 +35,12 @@ pub struct InterpreterConfig {
     pub max_iterations: u32,
     /// Run tools that need approval without asking. Only for trusted setups.
     pub auto_approve: bool,
+    /// Tokens the model reads at most (its context window), for sizing the system prompt.
+    pub context_window: u64,
+    /// The share of `contextWindow` the tool declarations may take in the code-mode system
+    /// prompt; beyond it tools are listed by name, and scripts use `searchTools` and
+    /// `describeTool`.
+    pub declarations_share: f64,
     pub sandbox: SandboxConfig,
 }
 
@@ -43,6 +49,8 @@ impl Default for InterpreterConfig {
         Self {
             max_iterations: 10,
             auto_approve: false,
+            context_window: 16_384,
+            declarations_share: 0.25,
             sandbox: SandboxConfig::default(),
         }
     }
@@ -169,7 +177,7 @@ async fn run_code(
         .start_with_wall_time(
             ExecuteRequest {
                 code: input.code,
-                tools: bindings,
+                tools: bindings.clone(),
                 input: input.input,
                 store: serde_json::Map::new(),
                 limits: shared.sandbox.config().script_limits(),
@@ -211,14 +219,9 @@ async fn run_code(
                         message: "llm() is available in code mode, not in interpreter.run-code"
                             .to_owned(),
                     },
-                    HostRequest::ToolSchema { tool } => match prepared.tools.get(&tool) {
-                        Some(found) => HostReply::Value {
-                            value: json!({ "id": found.id(), "input": found.input_schema() }),
-                        },
-                        None => HostReply::Error {
-                            message: format!("unknown tool \"{tool}\""),
-                        },
-                    },
+                    HostRequest::ToolSchema { tool } => {
+                        crate::prompt::describe_reply(&prepared.tools, &bindings, &tool)
+                    }
                 };
                 execution.reply(id, reply).await;
             }

@@ -4,67 +4,178 @@
 use std::collections::BTreeMap;
 
 use agentic_core::history::{COMPACT_RESULT_CHARS, compact_prompt_messages};
-use agentic_core::{ChatMessage, ContextItem, Prompt, PromptOutput, ToolResult, tool::cap_text};
+use agentic_core::tokens::estimate_tokens;
+use agentic_core::typescript;
+use agentic_core::{
+    ChatMessage, ContextItem, Prompt, PromptOutput, ToolResult, ToolSet, tool::cap_text,
+};
 use serde_json::Value;
 
-use crate::protocol::{CodePath, ToolBinding};
+use crate::protocol::{CodePath, HostReply, ToolBinding};
 
 /// The tool id under which each execution is recorded in the timeline.
 pub const CODE_EXECUTE: &str = "code.execute";
 
 const RULES: &str = "\
-You work by writing JavaScript. Answer every message with code only, no prose around it. \
-The code runs in a sandbox; what it returns (its last expression or `return`) and its log() \
-lines come back to you, and you write more code until the task is done.
+You work by writing JavaScript. Answer every message with one JavaScript program and nothing \
+else: no prose around it, no JSON, no other language. The program runs in a sandbox; its last \
+expression (or `return`) and its log() lines come back to you, and you write more code until \
+the task is done.
 
 In the sandbox:
-- Every tool is a function. It returns its result directly (`await` is allowed but not \
-needed) and throws an Error when it fails.
+- Every tool below is a function that takes one object and returns its result directly (no \
+`await` needed). It throws an Error when it fails. Results have the type after the `:`; use \
+only those fields.
 - output(text) shows text to the user. The user sees nothing else.
-- done() ends your turn once the user has their answer; complete({response}) shows a \
-response and ends the turn in one step.
-- store(key, value) and recall(key) keep values between your code runs in this turn.
+- done(answer) shows the answer to the user and ends your turn; done() ends it after output().
 - log(...values) sends notes back to you, not to the user.
+- store(key, value) and recall(key) keep values between your programs in this turn.
 - parallel([{tool: \"id\", input: {...}}]) runs several tool calls at once; a failed call \
 comes back as {error}.
 - llm(prompt) asks a language model for text; llmJson(prompt) for JSON.
-- discoverTools() lists the tools; toolSchema(\"id\") gives one tool's input schema.
-- tools[\"dotted.id\"](input) reaches any tool by its id.
-- There is no require, import, timer, network or file access except through tools.
+- searchTools(\"words\") finds tools; describeTool(\"id\") gives a tool's declaration.
+- There are no modules: no require, import, process, fetch or Node.js fs functions; only the \
+tools below. No timers and no network except through tools.
 
 Filter, join and aggregate tool results in code, and output only what the user needs.";
 
-/// The system prompt: rules, tools grouped by plugin, then the context items.
+/// A short worked example, on the tools the prompt has when it has them.
+fn example(tools: &[ToolBinding]) -> String {
+    let call = |id: &str| {
+        tools
+            .iter()
+            .find(|tool| tool.id == id && (tool.member.is_some() || tool.function.is_some()))
+            .map(ToolBinding::call_name)
+    };
+    match (call("fs.list"), call("fs.read")) {
+        (Some(list), Some(read)) => format!(
+            "\n\nExample. User: \"How many files in logs/ mention ERROR?\" You:\n\
+             const files = {list}({{ path: \"logs\" }}).entries.filter(e => e.kind === \"file\");\n\
+             let count = 0;\n\
+             for (const file of files) {{\n  \
+               if ({read}({{ path: file.path }}).content.includes(\"ERROR\")) count++;\n\
+             }}\n\
+             done(`${{count}} of ${{files.length}} files in logs/ mention ERROR.`);"
+        ),
+        _ => "\n\nExample. User: \"What is 17% of 2,340?\" You:\n\
+              done(`17% of 2,340 is ${(2340 * 0.17).toFixed(1)}.`);"
+            .to_owned(),
+    }
+}
+
+/// What the system prompt may spend on tool declarations.
+#[derive(Debug, Clone, Copy)]
+pub struct DeclarationBudget {
+    /// Estimated tokens ([`agentic_core::tokens::estimate_tokens`]).
+    pub tokens: u64,
+}
+
+/// The declaration of one bound tool (`None` when the set does not have it).
+pub fn declaration(tools: &ToolSet, binding: &ToolBinding) -> Option<String> {
+    let tool = tools.get(&binding.id)?;
+    let mut text = typescript::declaration(
+        &binding.call_name(),
+        tool.description(),
+        tool.input_schema(),
+        tool.output_schema(),
+    );
+    // The id is how parallel() and tools["id"] name it; aliases are more names for it.
+    let mut extras = Vec::new();
+    if binding.call_name() != binding.id {
+        extras.push(binding.id.clone());
+    }
+    if !binding.aliases.is_empty() {
+        extras.push(format!("also {}", binding.aliases.join(", ")));
+    }
+    if !extras.is_empty() {
+        let extras = format!("({})", extras.join("; "));
+        if text.starts_with("//") {
+            text = text.replacen('\n', &format!(" {extras}\n"), 1);
+        } else {
+            text.insert_str(0, &format!("// {extras}\n"));
+        }
+    }
+    Some(text)
+}
+
+/// The tool a script names by id, call name, function or alias.
+pub fn find_binding<'a>(bindings: &'a [ToolBinding], name: &str) -> Option<&'a ToolBinding> {
+    let name = name.trim();
+    bindings.iter().find(|binding| {
+        binding.id == name
+            || binding.call_name() == name
+            || binding.function.as_deref() == Some(name)
+            || binding.aliases.iter().any(|alias| alias == name)
+    })
+}
+
+/// The host's answer to `describeTool(name)` and `toolSchema(name)`.
+pub fn describe_reply(tools: &ToolSet, bindings: &[ToolBinding], name: &str) -> HostReply {
+    match find_binding(bindings, name).and_then(|binding| declaration(tools, binding)) {
+        Some(text) => HostReply::Value {
+            value: Value::String(text),
+        },
+        None => {
+            let close: Vec<String> = crate::engine::rank_tools(bindings, name)
+                .into_iter()
+                .take(5)
+                .map(|binding| binding.id.clone())
+                .collect();
+            let mut message = format!("unknown tool \"{name}\"");
+            if !close.is_empty() {
+                message.push_str(&format!("; did you mean {}?", close.join(", ")));
+            }
+            HostReply::Error { message }
+        }
+    }
+}
+
+/// The system prompt: rules, a worked example, the tools grouped by plugin as declarations
+/// (or by name only, when the declarations would take more than `budget`), then the context
+/// items.
 pub fn system_prompt(
-    tools: &[ToolBinding],
+    bindings: &[ToolBinding],
+    tools: &ToolSet,
     plugin_of: &dyn Fn(&str) -> String,
     context: &[ContextItem],
+    budget: DeclarationBudget,
 ) -> String {
     let mut text = RULES.to_owned();
+    text.push_str(&example(bindings));
     let mut groups: BTreeMap<String, Vec<&ToolBinding>> = BTreeMap::new();
-    for tool in tools {
-        groups.entry(plugin_of(&tool.id)).or_default().push(tool);
+    for binding in bindings {
+        groups
+            .entry(plugin_of(&binding.id))
+            .or_default()
+            .push(binding);
     }
-    text.push_str("\n\nTools:");
-    if groups.is_empty() {
-        text.push_str(" none.");
-    }
-    for (plugin, tools) in groups {
-        text.push_str(&format!("\n## {plugin}"));
-        for tool in tools {
-            let description = tool.description.lines().next().unwrap_or_default();
-            let names: Vec<&str> = tool
-                .function
+    let declared: String = groups
+        .iter()
+        .map(|(plugin, group)| {
+            let declarations: Vec<String> = group
                 .iter()
-                .chain(&tool.aliases)
-                .map(String::as_str)
+                .filter_map(|binding| declaration(tools, binding))
                 .collect();
-            if names.is_empty() {
-                text.push_str(&format!("\n- tools[\"{}\"]: {description}", tool.id));
-            } else {
-                let names = names.join(" or ");
-                text.push_str(&format!("\n- {names} ({}): {description}", tool.id));
-            }
+            format!("\n## {plugin}\n{}", declarations.join("\n"))
+        })
+        .collect();
+    if groups.is_empty() {
+        text.push_str("\n\nTools: none.");
+    } else if estimate_tokens(&declared) <= budget.tokens {
+        text.push_str(
+            "\n\nTools (TypeScript declarations; `input?:` may be left out, `field?:` \
+                       is optional):",
+        );
+        text.push_str(&declared);
+    } else {
+        text.push_str(
+            "\n\nTools, by name only (there are too many to declare here): call \
+             describeTool(\"id\") for one's declaration before you use it, and \
+             searchTools(\"words\") to find tools.",
+        );
+        for (plugin, group) in &groups {
+            let names: Vec<String> = group.iter().map(|binding| binding.call_name()).collect();
+            text.push_str(&format!("\n## {plugin}: {}", names.join(", ")));
         }
     }
     text.push_str(&context_sections(context));
@@ -147,6 +258,92 @@ pub fn extract_code(reply: &str) -> (String, CodePath) {
     } else {
         (blocks.join("\n"), CodePath::Fenced)
     }
+}
+
+/// How the error of a reply that was not run starts (the timeline's record of a refusal).
+pub const REFUSED: &str = "not run: this reply is not a JavaScript program";
+
+/// Fence languages that are code, but not ours to run.
+const OTHER_LANGUAGES: &[&str] = &[
+    "python",
+    "py",
+    "bash",
+    "sh",
+    "shell",
+    "zsh",
+    "console",
+    "ruby",
+    "go",
+    "rust",
+    "java",
+    "c",
+    "cpp",
+    "c++",
+    "csharp",
+    "php",
+    "sql",
+    "powershell",
+];
+
+/// Why a model's reply is neither run nor taken as the answer, as the hint the model gets:
+/// JSON (```json, or a bare object such as a tool call written as JSON), code in another
+/// language, or a copy of the last execution error. `None` for everything else: JavaScript
+/// to run, or prose to take as the answer.
+pub fn refusal(reply: &str, last_error: Option<&str>, bindings: &[ToolBinding]) -> Option<String> {
+    let example = bindings
+        .iter()
+        .find(|binding| binding.member.is_some() || binding.function.is_some())
+        .map_or_else(|| "toolName".to_owned(), ToolBinding::call_name);
+    let segments: Vec<Segment<'_>> = segments(reply)
+        .into_iter()
+        .filter(|segment| segment.lines.iter().any(|line| !line.trim().is_empty()))
+        .collect();
+    if segments.iter().any(Segment::is_javascript_fence) {
+        return None;
+    }
+    let trimmed = reply.trim();
+    if let Some(error) = last_error {
+        let first = error.lines().next().unwrap_or_default().trim();
+        if trimmed.starts_with("Execution error") || (first.len() >= 12 && trimmed.contains(first))
+        {
+            return Some(format!(
+                "{REFUSED}: it repeats the error of the last execution. Reply with the \
+                 corrected program, in JavaScript, and nothing else."
+            ));
+        }
+    }
+    let json_only = !segments.is_empty()
+        && segments
+            .iter()
+            .all(|segment| match segment.fence.as_deref() {
+                Some("json" | "jsonc" | "json5") => true,
+                Some(_) => false,
+                None => {
+                    let text = segment.lines.join("\n");
+                    let text = text.trim();
+                    (text.starts_with('{') || text.starts_with('['))
+                        && serde_json::from_str::<Value>(text).is_ok()
+                }
+            });
+    if json_only {
+        return Some(format!(
+            "{REFUSED}: it is JSON. Tools are functions: call them in a program, e.g. \
+             `const result = {example}({{ ... }});`, and end with done(answer)."
+        ));
+    }
+    let other_language = segments.iter().find_map(|segment| {
+        segment
+            .fence
+            .as_deref()
+            .filter(|language| OTHER_LANGUAGES.contains(language))
+    });
+    if let Some(language) = other_language {
+        return Some(format!(
+            "{REFUSED}: it is {language}. The sandbox runs JavaScript only; write the program \
+             in JavaScript and call the tools as functions, e.g. `{example}({{ ... }})`."
+        ));
+    }
+    None
 }
 
 /// Earlier prompts, compactly: what was asked, which tools ran, what the user was told.
@@ -233,6 +430,38 @@ fn append_logs(text: &mut String, logs: Option<&Value>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_other_languages_and_repeated_errors_are_refused() {
+        let bindings = vec![ToolBinding {
+            id: "time.now".into(),
+            function: Some("timeNow".into()),
+            aliases: Vec::new(),
+            member: Some("time.now".into()),
+            description: String::new(),
+        }];
+        let refused = |reply: &str, error: Option<&str>| refusal(reply, error, &bindings);
+        let json = refused(
+            "```json\n{\"name\": \"time_now\", \"arguments\": {}}\n```",
+            None,
+        );
+        assert!(
+            json.as_deref()
+                .is_some_and(|hint| hint.contains("time.now(")),
+            "{json:?}"
+        );
+        assert!(refused("{\"response\": 8081}", None).is_some());
+        assert!(refused("```python\nprint(1)\n```", None).is_some());
+        let error = "ReferenceError: require is not defined\nThere are no modules here";
+        assert!(refused("ReferenceError: require is not defined", Some(error)).is_some());
+        assert!(refused("Execution error: boom", Some("boom")).is_some());
+        // Code, prose and numbers are not refused.
+        assert!(refused("```js\ndone(1)\n```\n```json\n{}\n```", None).is_none());
+        assert!(refused("done(timeNow({}).iso)", Some(error)).is_none());
+        assert!(refused("It is 3 pm in Tokyo.", None).is_none());
+        assert!(refused("8081", None).is_none());
+        assert!(refused("{ const a = 1; done(a) }", None).is_none());
+    }
 
     #[test]
     fn fenced_code_is_taken_out_of_prose() {

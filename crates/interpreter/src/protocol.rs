@@ -72,7 +72,21 @@ pub struct ToolBinding {
     /// with nothing (see [`crate::bindings`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub aliases: Vec<String>,
+    /// `namespace.method` when the tool is also reachable through its plugin's global object,
+    /// e.g. `fs.list` (see [`crate::names::bindings`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member: Option<String>,
     pub description: String,
+}
+
+impl ToolBinding {
+    /// How code calls the tool: `fs.list`, else its global function, else `tools["id"]`.
+    pub fn call_name(&self) -> String {
+        self.member
+            .clone()
+            .or_else(|| self.function.clone())
+            .unwrap_or_else(|| format!("tools[{}]", Value::String(self.id.clone())))
+    }
 }
 
 /// Limits the worker enforces itself; wall time and memory are enforced around it.

@@ -96,11 +96,11 @@ async fn aliases_call_the_same_tool_and_never_shadow() {
         .as_str()
         .unwrap();
     assert!(
-        system.contains("\n- notesList or listNotes (notes.list): Lists the notes"),
+        system.contains("\n// Lists the notes (also listNotes)\nnotes.list("),
         "{system}"
     );
     assert!(
-        system.contains("\n- notesSave or saveNote (notes.save): Saves a note"),
+        system.contains("\n// Saves a note (also saveNote)\nnotes.save(input: {"),
         "{system}"
     );
     insta::assert_yaml_snapshot!(timeline);

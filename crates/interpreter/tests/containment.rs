@@ -32,6 +32,7 @@ async fn run(sandbox: &Arc<Sandbox>, code: &str) -> ExecutionOutcome {
                 id: "kit.add".to_owned(),
                 function: Some("kitAdd".to_owned()),
                 aliases: Vec::new(),
+                member: None,
                 description: "Adds".to_owned(),
             }],
             input: None,

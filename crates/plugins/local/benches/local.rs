@@ -42,7 +42,10 @@ fn peak_rss_mib() -> f64 {
 fn tokens_of(engine: &Engine, messages: Vec<ChatMessage>) -> Vec<u32> {
     let text = engine
         .tokenizer
-        .render(&ModelRequest::new(ModelKind::Normal, messages).messages)
+        .render(
+            &ModelRequest::new(ModelKind::Normal, messages).messages,
+            &[],
+        )
         .unwrap();
     engine.tokenizer.encode(&text).unwrap()
 }

@@ -43,6 +43,9 @@ pub struct Hyper {
     pub vocab: usize,
     pub eps: f64,
     pub rope_base: f32,
+    /// Rotary embedding on the two halves of each head (GPT-NeoX style, as Qwen 2 uses)
+    /// instead of on consecutive pairs (llama's GGUF layout).
+    pub neox_rope: bool,
 }
 
 fn metadata<'a>(
@@ -64,19 +67,20 @@ impl Hyper {
         let architecture = metadata(content, "general.architecture")?
             .to_string()?
             .clone();
-        if architecture != "llama" {
+        if architecture != "llama" && architecture != "qwen2" {
             bail!(
-                "the model's architecture is \"{architecture}\"; the local provider runs llama-architecture \
-                 GGUF models (SmolLM2, Llama, TinyLlama, …)"
+                "the model's architecture is \"{architecture}\"; the local provider runs llama- and \
+                 qwen2-architecture GGUF models (SmolLM2, Llama, TinyLlama, Qwen 2 and 2.5, …)"
             );
         }
-        let heads = number(content, "llama.attention.head_count")?;
-        let embedding = number(content, "llama.embedding_length")?;
-        let kv_heads = number(content, "llama.attention.head_count_kv").unwrap_or(heads);
-        let rope_base = metadata(content, "llama.rope.freq_base")
+        let key = |name: &str| format!("{architecture}.{name}");
+        let heads = number(content, &key("attention.head_count"))?;
+        let embedding = number(content, &key("embedding_length"))?;
+        let kv_heads = number(content, &key("attention.head_count_kv")).unwrap_or(heads);
+        let rope_base = metadata(content, &key("rope.freq_base"))
             .and_then(|value| Ok(value.to_f32()?))
             .unwrap_or(10_000.0);
-        let eps = f64::from(metadata(content, "llama.attention.layer_norm_rms_epsilon")?.to_f32()?);
+        let eps = f64::from(metadata(content, &key("attention.layer_norm_rms_epsilon"))?.to_f32()?);
         let vocab = match metadata(content, "tokenizer.ggml.tokens")? {
             gguf_file::Value::Array(tokens) => tokens.len(),
             _ => bail!("tokenizer.ggml.tokens is not a list"),
@@ -87,15 +91,16 @@ impl Hyper {
             );
         }
         Ok(Self {
-            layers: number(content, "llama.block_count")?,
+            layers: number(content, &key("block_count"))?,
             heads,
             kv_heads,
             head_dim: embedding / heads,
             embedding,
-            context: number(content, "llama.context_length")?,
+            context: number(content, &key("context_length"))?,
             vocab,
             eps,
             rope_base,
+            neox_rope: architecture == "qwen2",
         })
     }
 }
@@ -265,6 +270,8 @@ struct Layer {
     attention_norm: Vec<f32>,
     /// Query, key and value projections, one matrix when they can be fused.
     qkv: Projection,
+    /// Biases added to the query, key and value projections, one after the other (Qwen 2).
+    qkv_bias: Option<Vec<f32>>,
     o: Weight,
     ffn_norm: Vec<f32>,
     /// Gate and up projections of the feed-forward block.
@@ -344,10 +351,20 @@ impl Model {
         };
         let mut layers = Vec::with_capacity(hyper.layers);
         for index in 0..hyper.layers {
+            let qkv_bias = match tensor(&format!("blk.{index}.attn_q.bias")) {
+                Ok(q) => {
+                    let mut bias = vector(q)?;
+                    bias.extend(vector(tensor(&format!("blk.{index}.attn_k.bias"))?)?);
+                    bias.extend(vector(tensor(&format!("blk.{index}.attn_v.bias"))?)?);
+                    Some(bias)
+                }
+                Err(_) => None,
+            };
             let mut part = |name: &str| tensor(&format!("blk.{index}.{name}.weight"));
             layers.push(Layer {
                 attention_norm: vector(part("attn_norm")?)?,
                 qkv: Projection::new(vec![part("attn_q")?, part("attn_k")?, part("attn_v")?])?,
+                qkv_bias,
                 o: Weight::new(part("attn_output")?)?,
                 ffn_norm: vector(part("ffn_norm")?)?,
                 gate_up: Projection::new(vec![part("ffn_gate")?, part("ffn_up")?])?,
@@ -378,7 +395,11 @@ impl Model {
                 && sizes(&layer.gate_up)
                     .iter()
                     .all(|(_, cols)| *cols == hyper.embedding);
-            if !qkv_ok || !gate_up_ok {
+            let bias_ok = layer
+                .qkv_bias
+                .as_ref()
+                .is_none_or(|bias| bias.len() == attention_width + 2 * key_width);
+            if !qkv_ok || !gate_up_ok || !bias_ok {
                 bail!(
                     "the model file's {} projections disagree with its metadata",
                     name(if qkv_ok { "ffn" } else { "attn" })
@@ -593,6 +614,11 @@ impl Model {
                 rms_norm(x, &layer.attention_norm, hyper.eps, normed);
                 qkv.resize(layer.qkv.rows(), 0.0);
                 layer.qkv.matvec(normed, quantized, qkv)?;
+                if let Some(bias) = &layer.qkv_bias {
+                    for (value, bias) in qkv.iter_mut().zip(bias) {
+                        *value += bias;
+                    }
+                }
                 layer.attention_step(qkv, cos, sin, &hyper, attended)?;
                 layer.o.matvec(attended, quantized, projected)?;
                 for (x, projected) in x.iter_mut().zip(projected.iter()) {
@@ -635,14 +661,36 @@ impl Layer {
         let (batch, length, _) = x.dims3()?;
         let [q, k, v] = <[Tensor; 3]>::try_from(self.qkv.forward_prompt(x)?)
             .map_err(|_| anyhow::anyhow!("the attention projection has the wrong parts"))?;
+        let (q, k, v) = match &self.qkv_bias {
+            Some(bias) => {
+                let queries = hyper.heads * hyper.head_dim;
+                let keys = hyper.kv_heads * hyper.head_dim;
+                let part = |start: usize, len: usize| {
+                    Tensor::from_slice(&bias[start..start + len], len, &Device::Cpu)
+                };
+                (
+                    q.broadcast_add(&part(0, queries)?)?,
+                    k.broadcast_add(&part(queries, keys)?)?,
+                    v.broadcast_add(&part(queries + keys, keys)?)?,
+                )
+            }
+            None => (q, k, v),
+        };
         let heads = |projected: Tensor, count: usize| -> candle_core::Result<Tensor> {
             projected
                 .reshape((batch, length, count, hyper.head_dim))?
                 .transpose(1, 2)?
                 .contiguous()
         };
-        let q = candle_nn::rotary_emb::rope_i(&heads(q, hyper.heads)?, cos, sin)?;
-        let k = candle_nn::rotary_emb::rope_i(&heads(k, hyper.kv_heads)?, cos, sin)?;
+        let rotate = |tensor: &Tensor| {
+            if hyper.neox_rope {
+                candle_nn::rotary_emb::rope(tensor, cos, sin)
+            } else {
+                candle_nn::rotary_emb::rope_i(tensor, cos, sin)
+            }
+        };
+        let q = rotate(&heads(q, hyper.heads)?)?;
+        let k = rotate(&heads(k, hyper.kv_heads)?)?;
         // The cache is position-major: [1, kv, L, d] → [L, kv, d].
         let rows = |tensor: Tensor| -> candle_core::Result<Vec<f32>> {
             tensor.transpose(1, 2)?.flatten_all()?.to_vec1()
@@ -697,8 +745,13 @@ impl Layer {
         if v.len() != hyper.kv_heads * dim {
             bail!("the attention projection has the wrong size");
         }
-        rope(q, dim, cos, sin);
-        rope(k, dim, cos, sin);
+        if hyper.neox_rope {
+            rope_halves(q, dim, cos, sin);
+            rope_halves(k, dim, cos, sin);
+        } else {
+            rope(q, dim, cos, sin);
+            rope(k, dim, cos, sin);
+        }
         self.keys.extend_from_slice(k);
         self.values.extend_from_slice(v);
         let width = hyper.kv_heads * dim;
@@ -758,6 +811,24 @@ fn rope(heads: &mut [f32], dim: usize, cos: &[f32], sin: &[f32]) {
             let (a, b) = (pair[0], pair[1]);
             pair[0] = a * cos - b * sin;
             pair[1] = a * sin + b * cos;
+        }
+    }
+}
+
+/// Rotates each head's value `i` with value `i + dim / 2` by the position's angles (the
+/// GPT-NeoX layout, as candle's `rope`).
+fn rope_halves(heads: &mut [f32], dim: usize, cos: &[f32], sin: &[f32]) {
+    let half = dim / 2;
+    for head in heads.chunks_exact_mut(dim) {
+        let (first, second) = head.split_at_mut(half);
+        for ((a, b), (cos, sin)) in first
+            .iter_mut()
+            .zip(second.iter_mut())
+            .zip(cos.iter().zip(sin))
+        {
+            let (x, y) = (*a, *b);
+            *a = x * cos - y * sin;
+            *b = x * sin + y * cos;
         }
     }
 }

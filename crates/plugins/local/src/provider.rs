@@ -91,7 +91,7 @@ impl Engine {
         emit: &mut dyn FnMut(&str) -> bool,
         cancelled: &dyn Fn() -> bool,
     ) -> anyhow::Result<Generated> {
-        let rendered = self.tokenizer.render(&request.messages)?;
+        let rendered = self.tokenizer.render(&request.messages, &request.tools)?;
         let prompt = self.tokenizer.encode(&rendered)?;
         let reused = self
             .model

@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use agentic_core::{ChatMessage, ChatRole};
+use agentic_core::{ChatMessage, ChatRole, ToolSpec};
 use anyhow::{Context, bail};
 use candle_core::quantized::gguf_file;
 use tokenizers::models::bpe::{BPE, Vocab};
@@ -29,6 +29,8 @@ pub struct ChatTokenizer {
     templates: minijinja::Environment<'static>,
     bos: Option<String>,
     eos: String,
+    /// The template renders `tools` and structured tool calls (Qwen 2.5's, Llama 3.1's, …).
+    structured_tools: bool,
     /// Tokens that end an answer: end of sequence and end of turn.
     stops: HashSet<u32>,
 }
@@ -134,15 +136,17 @@ impl ChatTokenizer {
             }
         }
         let template = text(content, "tokenizer.chat_template").unwrap_or_else(|| CHATML.into());
+        let structured_tools = template.contains("tools") && template.contains("tool_calls");
         let tokenizer = Self {
             tokenizer,
+            structured_tools,
             templates: chat_templates(template)?,
             bos,
             eos,
             stops,
         };
         // Fail at load, not at the first prompt, when the template cannot be used.
-        tokenizer.render(&[ChatMessage::user("hello")])?;
+        tokenizer.render(&[ChatMessage::user("hello")], &[])?;
         Ok(tokenizer)
     }
 
@@ -165,14 +169,36 @@ impl ChatTokenizer {
     }
 
     /// The conversation as the model was trained to read it, ending where its answer starts.
-    pub fn render(&self, messages: &[ChatMessage]) -> anyhow::Result<String> {
-        let messages: Vec<serde_json::Value> = messages.iter().map(template_message).collect();
+    /// Tools are offered through the template when it knows how (the model then answers with
+    /// its own call syntax, e.g. `<tool_call>{…}</tool_call>`, which classic mode reads).
+    pub fn render(&self, messages: &[ChatMessage], tools: &[ToolSpec]) -> anyhow::Result<String> {
+        let structured = self.structured_tools;
+        let messages: Vec<serde_json::Value> = messages
+            .iter()
+            .map(|message| template_message(message, structured))
+            .collect();
+        let tools: Option<Vec<serde_json::Value>> = (structured && !tools.is_empty()).then(|| {
+            tools
+                .iter()
+                .map(|tool| {
+                    serde_json::json!({
+                        "type": "function",
+                        "function": {
+                            "name": tool.name,
+                            "description": tool.description,
+                            "parameters": tool.parameters.as_ref(),
+                        }
+                    })
+                })
+                .collect()
+        });
         let rendered = self
             .templates
             .get_template("chat")
             .map_err(error)?
             .render(minijinja::context! {
                 messages => messages,
+                tools => tools,
                 add_generation_prompt => true,
                 bos_token => self.bos.clone().unwrap_or_default(),
                 eos_token => self.eos.clone(),
@@ -203,9 +229,38 @@ fn chat_templates(template: String) -> anyhow::Result<minijinja::Environment<'st
     Ok(environment)
 }
 
-/// A message in the plain `{role, content}` shape chat templates expect. Tool traffic is
-/// written out as text: small local models are not trained on structured tool calls.
-fn template_message(message: &ChatMessage) -> serde_json::Value {
+/// A message in the shape chat templates expect. With `structured`, tool calls and results go
+/// as `tool_calls` and `tool` messages; otherwise tool traffic is written out as text, for
+/// templates (and small models) that know no tool calls.
+fn template_message(message: &ChatMessage, structured: bool) -> serde_json::Value {
+    if structured {
+        match message.role {
+            ChatRole::Assistant if !message.tool_calls.is_empty() => {
+                let calls: Vec<serde_json::Value> = message
+                    .tool_calls
+                    .iter()
+                    .map(|call| {
+                        let arguments = serde_json::from_str::<serde_json::Value>(&call.arguments)
+                            .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()));
+                        serde_json::json!({
+                            "id": call.id,
+                            "type": "function",
+                            "function": { "name": call.name, "arguments": arguments },
+                        })
+                    })
+                    .collect();
+                return serde_json::json!({
+                    "role": "assistant",
+                    "content": message.content,
+                    "tool_calls": calls,
+                });
+            }
+            ChatRole::Tool => {
+                return serde_json::json!({ "role": "tool", "content": message.content });
+            }
+            _ => {}
+        }
+    }
     let (role, content) = match message.role {
         ChatRole::System => ("system", message.content.clone()),
         ChatRole::User => ("user", message.content.clone()),

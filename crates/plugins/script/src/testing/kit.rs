@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 /// The `kit` plugin: `kit.echo`, `kit.add`, `kit.fail`, `kit.panic`, `kit.delete` (needs
-/// approval) and `kit.big`.
+/// approval), `kit.big` and `kit.sort` (an enum field).
 pub fn plugin() -> Arc<dyn Plugin> {
     Arc::new(Kit)
 }
@@ -38,6 +38,24 @@ struct Path {
 #[derive(Deserialize, JsonSchema)]
 struct Size {
     size: usize,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Sort {
+    items: Vec<String>,
+    /// Which way to sort.
+    order: Order,
+}
+
+/// A sort order.
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum Order {
+    /// A to Z.
+    Asc,
+    /// Z to A.
+    Desc,
 }
 
 #[async_trait]
@@ -93,6 +111,17 @@ impl Plugin for Kit {
                 "Returns a long text",
                 |_cx, input: Size| async move { Ok::<_, ToolError>("x".repeat(input.size)) },
             )
+            .into_arc(),
+        );
+        context.add_tool(
+            define_tool("kit.sort", "Sorts texts", |_cx, input: Sort| async move {
+                let mut items = input.items;
+                items.sort();
+                if matches!(input.order, Order::Desc) {
+                    items.reverse();
+                }
+                Ok::<_, ToolError>(items)
+            })
             .into_arc(),
         );
         context.add_context("Test context", "The kit plugin is loaded.");

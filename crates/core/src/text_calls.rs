@@ -1,0 +1,240 @@
+//! Tool calls that a model wrote as text. Servers that do not parse their model's tool-call
+//! syntax pass it through as content: Qwen's and Hermes' `<tool_call>{…}</tool_call>` tags, or
+//! a JSON object `{"name": …, "arguments": …}` in a ```json fence. Classic mode turns them into
+//! the calls they are instead of showing them to the user as the answer.
+
+use serde_json::Value;
+
+use crate::provider::ToolCallRequest;
+use crate::tool::ToolSet;
+
+/// The calls written in `text`, and the text left around them. Empty when there are none:
+/// a `<tool_call>` tag is always a call (an unknown name fails as an unknown tool, which the
+/// model can read), a JSON object only when its name is an offered tool and the JSON is the
+/// whole reply or a fenced block of it.
+pub fn text_tool_calls(text: &str, tools: &ToolSet) -> (Vec<ToolCallRequest>, String) {
+    let tagged = tagged_calls(text, tools);
+    if !tagged.0.is_empty() {
+        return tagged;
+    }
+    json_calls(text, tools)
+}
+
+fn tagged_calls(text: &str, tools: &ToolSet) -> (Vec<ToolCallRequest>, String) {
+    const OPEN: &str = "<tool_call>";
+    const CLOSE: &str = "</tool_call>";
+    let mut calls = Vec::new();
+    let mut rest = String::new();
+    let mut remaining = text;
+    while let Some(start) = remaining.find(OPEN) {
+        rest.push_str(&remaining[..start]);
+        let after = &remaining[start + OPEN.len()..];
+        let (inside, next) = match after.find(CLOSE) {
+            Some(end) => (&after[..end], &after[end + CLOSE.len()..]),
+            None => (after, ""),
+        };
+        match serde_json::from_str::<Value>(inside.trim()) {
+            Ok(value) => match call_of(&value, tools, true) {
+                Some(call) => calls.push(call),
+                None => rest.push_str(&remaining[start..remaining.len() - next.len()]),
+            },
+            Err(_) => rest.push_str(&remaining[start..remaining.len() - next.len()]),
+        }
+        remaining = next;
+    }
+    rest.push_str(remaining);
+    if calls.is_empty() {
+        return (Vec::new(), text.to_owned());
+    }
+    (calls, rest.trim().to_owned())
+}
+
+fn json_calls(text: &str, tools: &ToolSet) -> (Vec<ToolCallRequest>, String) {
+    let none = || (Vec::new(), text.to_owned());
+    // The whole reply, or each ```json block of it.
+    let trimmed = text.trim();
+    if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        if let Some(calls) = parse_json(trimmed).and_then(|value| calls_in(&value, tools)) {
+            return (calls, String::new());
+        }
+        return none();
+    }
+    let mut calls = Vec::new();
+    let mut rest = Vec::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        let fence = line.trim_start().strip_prefix("```").map(str::trim);
+        let Some(language) = fence.filter(|language| matches!(*language, "json" | "")) else {
+            rest.push(line.to_owned());
+            continue;
+        };
+        let mut block = Vec::new();
+        for line in lines.by_ref() {
+            if line.trim_start().starts_with("```") {
+                break;
+            }
+            block.push(line);
+        }
+        let parsed = parse_json(block.join("\n").trim()).and_then(|value| calls_in(&value, tools));
+        match parsed {
+            Some(found) => calls.extend(found),
+            None => {
+                rest.push(format!("```{language}"));
+                rest.extend(block.iter().map(|line| (*line).to_owned()));
+                rest.push("```".to_owned());
+            }
+        }
+    }
+    if calls.is_empty() {
+        return none();
+    }
+    (calls, rest.join("\n").trim().to_owned())
+}
+
+/// JSON, or JSON in doubled braces (`{{"name": …}}`, a template's escaping copied by the model).
+fn parse_json(text: &str) -> Option<Value> {
+    serde_json::from_str(text).ok().or_else(|| {
+        let inner = text.strip_prefix('{')?.strip_suffix('}')?.trim();
+        inner
+            .starts_with('{')
+            .then(|| serde_json::from_str(inner).ok())
+            .flatten()
+    })
+}
+
+/// A call object or a list of them, every one naming an offered tool.
+fn calls_in(value: &Value, tools: &ToolSet) -> Option<Vec<ToolCallRequest>> {
+    match value {
+        Value::Array(items) if !items.is_empty() => items
+            .iter()
+            .map(|item| call_of(item, tools, false))
+            .collect(),
+        Value::Object(_) => Some(vec![call_of(value, tools, false)?]),
+        _ => None,
+    }
+}
+
+/// `{"name", "arguments"}` (or `parameters`, or OpenAI's `{"function": {…}}`) as a call.
+/// The name may be the id or its wire form (`time_now` for `time.now`). Unknown names are
+/// kept only when `any_name`.
+fn call_of(value: &Value, tools: &ToolSet, any_name: bool) -> Option<ToolCallRequest> {
+    let value = value
+        .get("function")
+        .filter(|f| f.is_object())
+        .unwrap_or(value);
+    let name = value.get("name")?.as_str()?;
+    let arguments = value
+        .get("arguments")
+        .or_else(|| value.get("parameters"))
+        .cloned()
+        .unwrap_or(Value::Object(serde_json::Map::new()));
+    let arguments = match arguments {
+        // Some templates write the arguments as a JSON string.
+        Value::String(text) => text,
+        other => other.to_string(),
+    };
+    let id = match tools.get(name) {
+        Some(_) => name.to_owned(),
+        None => match tools.iter().find(|tool| wire_form(tool.id()) == name) {
+            Some(tool) => tool.id().to_owned(),
+            None if any_name => name.to_owned(),
+            None => return None,
+        },
+    };
+    Some(ToolCallRequest {
+        id: format!("call_{}", uuid::Uuid::new_v4().simple()),
+        name: id,
+        arguments,
+    })
+}
+
+/// A tool id as providers' names allow it: anything but letters, digits, `_` and `-`
+/// becomes `_`.
+fn wire_form(id: &str) -> String {
+    id.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde::{Deserialize, Serialize};
+
+    use super::*;
+    use crate::tool::define_tool;
+
+    #[derive(Deserialize, schemars::JsonSchema)]
+    struct Input {
+        #[allow(dead_code)]
+        timezone: Option<String>,
+    }
+
+    #[derive(Serialize, schemars::JsonSchema)]
+    struct Output {
+        iso: String,
+    }
+
+    fn tools() -> ToolSet {
+        let now = define_tool("time.now", "Now", |_context, _input: Input| async move {
+            Ok(Output { iso: String::new() })
+        });
+        ToolSet::new(vec![Arc::new(now)])
+    }
+
+    fn names(calls: &[ToolCallRequest]) -> Vec<(&str, &str)> {
+        calls
+            .iter()
+            .map(|call| (call.name.as_str(), call.arguments.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn qwen_tags_become_calls_and_leave_the_text_around_them() {
+        let text = "Let me check.\n<tool_call>\n{\"name\": \"time_now\", \"arguments\": {\"timezone\": \"Asia/Tokyo\"}}\n</tool_call>";
+        let (calls, rest) = text_tool_calls(text, &tools());
+        assert_eq!(
+            names(&calls),
+            [("time.now", r#"{"timezone":"Asia/Tokyo"}"#)]
+        );
+        assert_eq!(rest, "Let me check.");
+        // A tag always means a call; an unknown name fails later as an unknown tool.
+        let (calls, _) = text_tool_calls("<tool_call>{\"name\": \"nope\"}</tool_call>", &tools());
+        assert_eq!(names(&calls), [("nope", "{}")]);
+    }
+
+    #[test]
+    fn fenced_or_bare_json_calls_count_only_when_they_name_an_offered_tool() {
+        let fenced = "```json\n{\n  \"name\": \"time_now\",\n  \"arguments\": {\n    \"timezone\": \"UTC\"\n  }\n}\n```";
+        let (calls, rest) = text_tool_calls(fenced, &tools());
+        assert_eq!(names(&calls), [("time.now", r#"{"timezone":"UTC"}"#)]);
+        assert_eq!(rest, "");
+        let bare = r#"{"name": "time.now", "parameters": "{}"}"#;
+        assert_eq!(
+            names(&text_tool_calls(bare, &tools()).0),
+            [("time.now", "{}")]
+        );
+        let doubled = r#"{{"name": "time_now", "arguments": {}}}"#;
+        assert_eq!(
+            names(&text_tool_calls(doubled, &tools()).0),
+            [("time.now", "{}")]
+        );
+        for text in [
+            "```json\n{\"name\": \"Alice\", \"arguments\": 3}\n```",
+            "{\"name\": \"Alice\"}",
+            "The time is 12:00.",
+            "```json\n{\"total\": 3}\n```",
+        ] {
+            let (calls, rest) = text_tool_calls(text, &tools());
+            assert!(calls.is_empty(), "{text}");
+            assert_eq!(rest, text);
+        }
+    }
+}

@@ -120,7 +120,9 @@ enum Command {
     #[command(after_help = "Example:\n  agentic capabilities")]
     Capabilities,
     /// Fetch or list local models (the embedded model answers when no provider is set)
-    #[command(after_help = "Examples:\n  agentic model pull\n  agentic model list")]
+    #[command(
+        after_help = "Examples:\n  agentic model pull\n  agentic model pull qwen2.5-coder-1.5b\n  agentic model list"
+    )]
     Model {
         #[command(subcommand)]
         action: ModelAction,
@@ -136,9 +138,13 @@ enum Command {
 
 #[derive(Debug, Subcommand)]
 enum ModelAction {
-    /// Fetch the default model (SmolLM2-135M-Instruct) unless it is already there
-    Pull,
-    /// List the model files in the models directory
+    /// Fetch a known model (the default, SmolLM2-135M-Instruct, when no name is given) unless
+    /// it is already there; `agentic model list` names them
+    Pull {
+        /// A known model's name, e.g. qwen2.5-coder-1.5b
+        name: Option<String>,
+    },
+    /// List the known models and the model files in the models directory
     List,
 }
 
@@ -176,11 +182,20 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Serve { addr }) => return serve(&settings, addr.as_deref()).await,
         Some(Command::Model { action }) => {
             let action = match action {
-                ModelAction::Pull => models::pull,
-                ModelAction::List => models::list,
+                ModelAction::Pull { name } => {
+                    let name = name.clone();
+                    tokio::task::spawn_blocking(move || models::pull(name.as_deref())).await?
+                }
+                ModelAction::List => tokio::task::spawn_blocking(models::list).await?,
             };
-            tokio::task::spawn_blocking(action).await??;
-            return Ok(ExitCode::SUCCESS);
+            return match action {
+                Ok(()) => Ok(ExitCode::SUCCESS),
+                Err(error) if error.downcast_ref::<models::UnknownModel>().is_some() => {
+                    eprintln!("agentic: {error}");
+                    Ok(ExitCode::from(2))
+                }
+                Err(error) => Err(error),
+            };
         }
         _ => {}
     }

@@ -38,20 +38,62 @@ impl Progress for Bar {
     }
 }
 
-/// `agentic model pull`: fetches the default model unless it is already there.
-pub fn pull() -> anyhow::Result<()> {
-    let path = pull::ensure_default(&Bar::new())?;
+/// A model name `agentic model pull` does not know.
+#[derive(Debug)]
+pub struct UnknownModel(String);
+
+impl std::fmt::Display for UnknownModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = pull::KNOWN_MODELS.iter().map(|model| model.name).collect();
+        write!(
+            f,
+            "no known model \"{}\"; the known ones are {}",
+            self.0,
+            names.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownModel {}
+
+/// `agentic model pull [name]`: fetches a known model (the default without a name) unless it
+/// is already there, and prints its path.
+pub fn pull(name: Option<&str>) -> anyhow::Result<()> {
+    let path = match name {
+        None => pull::ensure_default(&Bar::new())?,
+        Some(name) => {
+            let model = pull::known(name).ok_or_else(|| UnknownModel(name.to_owned()))?;
+            pull::ensure(model, &Bar::new())?
+        }
+    };
     println!("{}", path.display());
     Ok(())
 }
 
-/// `agentic model list`: the model files in the models directory.
+/// `agentic model list`: the known models (pulled or not), then the model files in the models
+/// directory.
 pub fn list() -> anyhow::Result<()> {
+    let dir = pull::models_dir()?;
+    for model in pull::KNOWN_MODELS {
+        let pulled = dir.join(model.file).is_file();
+        println!(
+            "{}\t{:.0} MB\t{}\t{}{}",
+            model.name,
+            model.size as f64 / 1_000_000.0,
+            if pulled { "pulled" } else { "not pulled" },
+            model.about,
+            if model.name == pull::DEFAULT_MODEL.name {
+                " (default)"
+            } else {
+                ""
+            }
+        );
+    }
     let models = pull::list()?;
     if models.is_empty() {
         eprintln!(
-            "No models in {}; `agentic model pull` fetches the default one.",
-            pull::models_dir()?.display()
+            "No models in {}; `agentic model pull [name]` fetches one.",
+            dir.display()
         );
     }
     for model in models {

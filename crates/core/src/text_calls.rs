@@ -21,20 +21,35 @@ pub fn text_tool_calls(text: &str, tools: &ToolSet) -> (Vec<ToolCallRequest>, St
 }
 
 fn tagged_calls(text: &str, tools: &ToolSet) -> (Vec<ToolCallRequest>, String) {
-    const OPEN: &str = "<tool_call>";
-    const CLOSE: &str = "</tool_call>";
+    // Qwen's template shows the tools inside <tools>, and the model sometimes answers in kind.
+    for (open, close) in [("<tool_call>", "</tool_call>"), ("<tools>", "</tools>")] {
+        let found = tagged_with(text, tools, open, close);
+        if !found.0.is_empty() {
+            return found;
+        }
+    }
+    (Vec::new(), text.to_owned())
+}
+
+fn tagged_with(
+    text: &str,
+    tools: &ToolSet,
+    open: &str,
+    close: &str,
+) -> (Vec<ToolCallRequest>, String) {
     let mut calls = Vec::new();
     let mut rest = String::new();
     let mut remaining = text;
-    while let Some(start) = remaining.find(OPEN) {
+    while let Some(start) = remaining.find(open) {
         rest.push_str(&remaining[..start]);
-        let after = &remaining[start + OPEN.len()..];
-        let (inside, next) = match after.find(CLOSE) {
-            Some(end) => (&after[..end], &after[end + CLOSE.len()..]),
+        let after = &remaining[start + open.len()..];
+        let (inside, next) = match after.find(close) {
+            Some(end) => (&after[..end], &after[end + close.len()..]),
             None => (after, ""),
         };
         match serde_json::from_str::<Value>(inside.trim()) {
-            Ok(value) => match call_of(&value, tools, true) {
+            // Only the call tag means a call whatever it names.
+            Ok(value) => match call_of(&value, tools, open == "<tool_call>") {
                 Some(call) => calls.push(call),
                 None => rest.push_str(&remaining[start..remaining.len() - next.len()]),
             },
@@ -54,7 +69,9 @@ fn json_calls(text: &str, tools: &ToolSet) -> (Vec<ToolCallRequest>, String) {
     // The whole reply, or each ```json block of it.
     let trimmed = text.trim();
     if trimmed.starts_with('{') || trimmed.starts_with('[') {
-        if let Some(calls) = parse_json(trimmed).and_then(|value| calls_in(&value, tools)) {
+        // The whole reply, perhaps with a stray closing fence after it.
+        let json = trimmed.strip_suffix("```").unwrap_or(trimmed).trim_end();
+        if let Some(calls) = parse_json(json).and_then(|value| calls_in(&value, tools)) {
             return (calls, String::new());
         }
         return none();
@@ -219,6 +236,16 @@ mod tests {
         let bare = r#"{"name": "time.now", "parameters": "{}"}"#;
         assert_eq!(
             names(&text_tool_calls(bare, &tools()).0),
+            [("time.now", "{}")]
+        );
+        let stray = "{\"name\": \"time_now\", \"arguments\": \"{}\"}\n```";
+        assert_eq!(
+            names(&text_tool_calls(stray, &tools()).0),
+            [("time.now", "{}")]
+        );
+        let tools_tag = "<tools>\n{\"name\": \"time_now\", \"arguments\": {}}\n</tools>";
+        assert_eq!(
+            names(&text_tool_calls(tools_tag, &tools()).0),
             [("time.now", "{}")]
         );
         let doubled = r#"{{"name": "time_now", "arguments": {}}}"#;

@@ -329,7 +329,12 @@ fn explain_missing_modules(error: &mut ScriptError, tools: &[ToolBinding]) {
     let missing_global = error
         .message
         .strip_prefix("ReferenceError: ")
-        .and_then(|rest| rest.strip_suffix(" is not defined"))
+        .and_then(|rest| {
+            rest.strip_suffix(" is not defined").or_else(|| {
+                rest.starts_with("require is not defined for ")
+                    .then_some("require")
+            })
+        })
         .is_some_and(|name| HOST_GLOBALS.contains(&name));
     let imports = error.kind == ScriptErrorKind::Syntax
         && error.source_line.as_deref().is_some_and(|line| {

@@ -303,9 +303,18 @@ pub fn refusal(reply: &str, last_error: Option<&str>, bindings: &[ToolBinding]) 
     }
     let trimmed = reply.trim();
     if let Some(error) = last_error {
-        let first = error.lines().next().unwrap_or_default().trim();
-        if trimmed.starts_with("Execution error") || (first.len() >= 12 && trimmed.contains(first))
-        {
+        // The error's own words: not the source line it quotes (`> …`), which a corrected
+        // program may well start with, and not the position it names.
+        let words: Vec<&str> = error
+            .lines()
+            .filter(|line| !line.starts_with('>'))
+            .map(|line| strip_position(line.trim()))
+            .filter(|line| line.len() >= 16)
+            .collect();
+        let reply_first = strip_position(trimmed.lines().next().unwrap_or_default().trim());
+        let copied = words.iter().any(|line| trimmed.contains(line))
+            || (reply_first.len() >= 16 && words.iter().any(|line| line.contains(reply_first)));
+        if trimmed.starts_with("Execution error") || copied {
             return Some(format!(
                 "{REFUSED}: it repeats the error of the last execution. Reply with the \
                  corrected program, in JavaScript, and nothing else."
@@ -344,6 +353,14 @@ pub fn refusal(reply: &str, last_error: Option<&str>, bindings: &[ToolBinding]) 
         ));
     }
     None
+}
+
+/// A line without the ` (line 3, column 9)` an error message ends with.
+fn strip_position(line: &str) -> &str {
+    match line.rfind(" (line ") {
+        Some(at) if line.ends_with(')') => &line[..at],
+        _ => line,
+    }
 }
 
 /// Earlier prompts, compactly: what was asked, which tools ran, what the user was told.
@@ -455,6 +472,13 @@ mod tests {
         let error = "ReferenceError: require is not defined\nThere are no modules here";
         assert!(refused("ReferenceError: require is not defined", Some(error)).is_some());
         assert!(refused("Execution error: boom", Some("boom")).is_some());
+        let invalid = "Error: invalid input for fs.write: \"content\" is a required property. \
+                       Expected fs.write(…) (line 3, column 9)\n> fs.write(options);";
+        let copy = "Error: invalid input for fs.write: \"content\" is a required property. \
+                    Expected fs.write(…)";
+        assert!(refused(copy, Some(invalid)).is_some());
+        // A corrected program may start with the line the error quotes.
+        assert!(refused("fs.write(options);\ndone(1)", Some(invalid)).is_none());
         // Code, prose and numbers are not refused.
         assert!(refused("```js\ndone(1)\n```\n```json\n{}\n```", None).is_none());
         assert!(refused("done(timeNow({}).iso)", Some(error)).is_none());

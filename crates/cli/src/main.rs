@@ -2,6 +2,24 @@
 //! local database, in this process or (with `--server`) on a running `agentic serve`; lists and
 //! runs tools; serves the HTTP API.
 
+/// `print!` to stdout that ends the command quietly when stdout is a closed pipe
+/// (`agentic … | head`), as Unix tools do, instead of panicking.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::write_stdout(format_args!($($arg)*), false)
+    };
+}
+
+/// `println!` to stdout, with [`out!`]'s handling of a closed pipe.
+macro_rules! outln {
+    () => {
+        $crate::write_stdout(format_args!(""), true)
+    };
+    ($($arg:tt)*) => {
+        $crate::write_stdout(format_args!($($arg)*), true)
+    };
+}
+
 mod local;
 mod models;
 mod remote;
@@ -284,7 +302,7 @@ async fn dispatch(backend: &Backend, command: Option<Command>) -> anyhow::Result
             };
             for conversation in conversations {
                 let updated = conversation["updatedAt"].as_str().unwrap_or_default();
-                println!(
+                outln!(
                     "{}  {}  {}",
                     conversation["id"].as_str().unwrap_or_default(),
                     updated.get(..16).unwrap_or(updated).replace('T', " "),
@@ -316,7 +334,7 @@ async fn dispatch(backend: &Backend, command: Option<Command>) -> anyhow::Result
                     .collect(),
             };
             for (id, description) in tools {
-                println!("{id:<28} {description}");
+                outln!("{id:<28} {description}");
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -345,7 +363,7 @@ async fn dispatch(backend: &Backend, command: Option<Command>) -> anyhow::Result
                     })
                 }
             };
-            println!("{}", serde_json::to_string_pretty(&schema)?);
+            outln!("{}", serde_json::to_string_pretty(&schema)?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Invoke { id, input } => {
@@ -390,7 +408,7 @@ async fn dispatch(backend: &Backend, command: Option<Command>) -> anyhow::Result
             };
             match result {
                 Ok(output) => {
-                    println!("{}", serde_json::to_string_pretty(&output)?);
+                    outln!("{}", serde_json::to_string_pretty(&output)?);
                     Ok(ExitCode::SUCCESS)
                 }
                 Err(error) => {
@@ -406,7 +424,7 @@ async fn dispatch(backend: &Backend, command: Option<Command>) -> anyhow::Result
                 }
                 Backend::Remote(remote) => remote.get("/api/capabilities").await?,
             };
-            println!("{}", serde_json::to_string_pretty(&capabilities)?);
+            outln!("{}", serde_json::to_string_pretty(&capabilities)?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Serve { .. } | Command::Model { .. } => unreachable_serve(),
@@ -570,4 +588,21 @@ async fn serve(settings: &Settings, addr: Option<&str>) -> anyhow::Result<ExitCo
     // Whoever started us may have stopped reading stderr by now.
     let _ = writeln!(std::io::stderr(), "agentic: stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes to stdout; a closed pipe ends the process at once with the status a shell reports
+/// for SIGPIPE (141), and says nothing.
+pub(crate) fn write_stdout(text: std::fmt::Arguments<'_>, newline: bool) {
+    let mut stdout = std::io::stdout().lock();
+    let mut result = stdout.write_fmt(text);
+    if newline && result.is_ok() {
+        result = stdout.write_all(b"\n");
+    }
+    if let Err(error) = result {
+        if error.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(141);
+        }
+        eprintln!("agentic: could not write to stdout: {error}");
+        std::process::exit(1);
+    }
 }

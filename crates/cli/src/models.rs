@@ -66,7 +66,7 @@ pub fn pull(name: Option<&str>) -> anyhow::Result<()> {
             pull::ensure(model, &Bar::new())?
         }
     };
-    println!("{}", path.display());
+    outln!("{}", path.display());
     Ok(())
 }
 
@@ -76,7 +76,7 @@ pub fn list() -> anyhow::Result<()> {
     let dir = pull::models_dir()?;
     for model in pull::KNOWN_MODELS {
         let pulled = dir.join(model.file).is_file();
-        println!(
+        outln!(
             "{}\t{:.0} MB\t{}\t{}{}",
             model.name,
             model.size as f64 / 1_000_000.0,
@@ -97,7 +97,7 @@ pub fn list() -> anyhow::Result<()> {
         );
     }
     for model in models {
-        println!(
+        outln!(
             "{}\t{:.1} MB{}",
             model.path.display(),
             model.size as f64 / 1_000_000.0,

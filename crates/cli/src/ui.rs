@@ -69,7 +69,7 @@ pub async fn follow(
         };
         let Some(event) = event else { break };
         if settings.json {
-            println!("{}", serde_json::to_string(&event)?);
+            outln!("{}", serde_json::to_string(&event)?);
         } else {
             print_event(&event.payload, show_tools, &mut at_line_start);
         }
@@ -93,7 +93,7 @@ pub async fn follow(
     }
     let prompt = driver.finish().await?;
     if !settings.json && !at_line_start {
-        println!();
+        outln!();
     }
     eprintln!(
         "agentic: conversation {} (continue it with -c {})",
@@ -151,7 +151,7 @@ fn print_event(payload: &EventPayload, show_tools: bool, at_line_start: &mut boo
             let _ = std::io::stderr().flush();
         }
         EventPayload::PromptStream { delta, .. } => {
-            print!("{delta}");
+            out!("{delta}");
             let _ = std::io::stdout().flush();
             if !delta.is_empty() {
                 *at_line_start = delta.ends_with('\n');
@@ -173,7 +173,7 @@ fn print_event(payload: &EventPayload, show_tools: bool, at_line_start: &mut boo
                 return;
             }
             if !*at_line_start {
-                println!();
+                outln!();
                 *at_line_start = true;
             }
             match &tool.result {

@@ -819,3 +819,24 @@ fn the_readme_settings_example_is_a_valid_agentic_toml() {
         text(&invoke.stderr)
     );
 }
+
+#[test]
+fn a_closed_stdout_ends_the_command_quietly() {
+    // `agentic tool-schema … | head -c 0`: the reader is gone before the first write.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agentic"))
+        .args(["tool-schema", "memory.write"])
+        .env("AGENTIC_DATABASE_URL", database_url())
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    let stderr = text(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!stderr.contains("Broken pipe"), "{stderr}");
+    assert_eq!(output.status.code(), Some(141), "{stderr}");
+}

@@ -81,21 +81,14 @@ fn empty_table() -> toml::Value {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct Check {
-    #[serde(default)]
     pub answer_contains: Vec<String>,
-    #[serde(default)]
     pub answer_any: Vec<String>,
-    #[serde(default)]
     pub answer_numbers: Vec<f64>,
-    #[serde(default)]
     pub answer_excludes: Vec<String>,
-    #[serde(default)]
     pub files: Vec<FileCheck>,
-    #[serde(default)]
     pub absent: Vec<String>,
-    #[serde(default)]
     pub invoke: Vec<Invoke>,
 }
 

@@ -888,29 +888,24 @@ async fn users_whose_ids_differ_only_in_punctuation_never_share_files() {
             json!({ "path": "secret.txt" }),
         )
     };
-    let own: Value = read("mallory+x")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let own = server
+        .post_json(
+            "mallory+x",
+            "/api/tools/fs.read/invoke",
+            json!({ "path": "secret.txt" }),
+        )
+        .await;
     assert_eq!(own["output"]["content"], "plus's secret", "{own}");
     for other in ["mallory_x", "mallory:x", "Mallory+x"] {
         let (status, code) = error_for(read(other)).await;
         assert_eq!((status, code.as_str()), (422, "tool_failed"), "{other}");
-        let listed: Value = server
-            .post(
+        let listed = server
+            .post_json(
                 other,
                 "/api/tools/fs.list/invoke",
                 json!({ "recursive": true }),
             )
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+            .await;
         assert_eq!(listed["output"]["entries"], json!([]), "{other}: {listed}");
     }
     server.shutdown().await;

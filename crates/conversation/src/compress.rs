@@ -10,7 +10,7 @@ use agentic_core::history::{
     COMPACT_RESULT_CHARS, SUMMARY_MODE, compact_prompt_messages, history_messages,
 };
 use agentic_core::plugin::SetupContext;
-use agentic_core::tokens::estimate_tokens;
+use agentic_core::tokens::estimate_message_tokens;
 use agentic_core::{ChatMessage, ChatRole, Config, ModelKind, ModelRequest, Prompt, Services};
 use anyhow::{Context as _, ensure};
 use async_trait::async_trait;
@@ -154,7 +154,7 @@ impl Compressor {
         let tokens: u64 = history
             .iter()
             .flat_map(|prompt| history_messages(prompt, mode, limit))
-            .map(|message| message_tokens(&message))
+            .map(|message| estimate_message_tokens(&message))
             .sum();
         let window = self.window(model);
         let budget = (window as f64 * self.settings.compress_at) as u64;
@@ -269,13 +269,4 @@ fn prompt_transcript(prompt: &Prompt, result_chars: usize) -> String {
         text.push_str(&format!("{who}: {}\n", message.content));
     }
     text
-}
-
-fn message_tokens(message: &ChatMessage) -> u64 {
-    estimate_tokens(&message.content)
-        + message
-            .tool_calls
-            .iter()
-            .map(|call| estimate_tokens(&call.name) + estimate_tokens(&call.arguments))
-            .sum::<u64>()
 }

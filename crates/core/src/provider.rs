@@ -73,6 +73,31 @@ pub struct ToolCallRequest {
     pub arguments: String,
 }
 
+/// Longest tool name providers accept.
+pub const MAX_TOOL_NAME: usize = 64;
+
+/// A tool id as providers' names allow it (`^[a-zA-Z0-9_-]{1,64}$`): every other character
+/// becomes `_`, an empty id is `tool`, and the name is cut at 64. `time.now` → `time_now`.
+/// Collisions are the provider's to resolve (see the OpenAI provider's name map).
+pub fn wire_tool_name(id: &str) -> String {
+    let cleaned: String = id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(MAX_TOOL_NAME)
+        .collect();
+    if cleaned.is_empty() {
+        "tool".to_owned()
+    } else {
+        cleaned
+    }
+}
+
 /// A tool as offered to the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolSpec {

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use crate::provider::ToolCallRequest;
+use crate::provider::{ToolCallRequest, wire_tool_name};
 use crate::tool::ToolSet;
 
 /// The calls written in `text`, and the text left around them. Empty when there are none:
@@ -152,7 +152,7 @@ fn call_of(value: &Value, tools: &ToolSet, any_name: bool) -> Option<ToolCallReq
     };
     let id = match tools.get(name) {
         Some(_) => name.to_owned(),
-        None => match tools.iter().find(|tool| wire_form(tool.id()) == name) {
+        None => match tools.iter().find(|tool| wire_tool_name(tool.id()) == name) {
             Some(tool) => tool.id().to_owned(),
             None if any_name => name.to_owned(),
             None => return None,
@@ -163,20 +163,6 @@ fn call_of(value: &Value, tools: &ToolSet, any_name: bool) -> Option<ToolCallReq
         name: id,
         arguments,
     })
-}
-
-/// A tool id as providers' names allow it: anything but letters, digits, `_` and `-`
-/// becomes `_`.
-fn wire_form(id: &str) -> String {
-    id.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -138,7 +138,10 @@ impl CodeExecutor {
         };
         loop {
             if let Some(mut active) = self.active.take() {
-                match self.continue_execution(&mut active, &prepared).await? {
+                match self
+                    .continue_execution(&mut active, &prepared, &bindings)
+                    .await?
+                {
                     Progress::Paused => {
                         self.active = Some(active);
                         return Ok(self.recorder.prompt().clone());
@@ -276,6 +279,7 @@ impl CodeExecutor {
         &mut self,
         active: &mut ActiveExecution,
         prepared: &Prepared,
+        bindings: &[ToolBinding],
     ) -> Result<Progress, ExecutorError> {
         loop {
             if let Some(batch) = &active.batch {
@@ -311,13 +315,7 @@ impl CodeExecutor {
                         active.execution.reply(id, reply).await;
                     }
                     HostRequest::ToolSchema { tool } => {
-                        let bindings = self
-                            .prepared
-                            .as_ref()
-                            .map(|(_, bindings)| bindings.clone())
-                            .unwrap_or_default();
-                        let reply =
-                            crate::prompt::describe_reply(&prepared.tools, &bindings, &tool);
+                        let reply = crate::prompt::describe_reply(&prepared.tools, bindings, &tool);
                         active.execution.reply(id, reply).await;
                     }
                 },
@@ -647,16 +645,14 @@ impl CodeExecutor {
                 .unwrap_or_else(|| id.split('.').next().unwrap_or(id).to_owned())
         };
         let config = &self.shared.config;
-        let budget = crate::prompt::DeclarationBudget {
-            tokens: (config.context_window as f64 * config.declarations_share.clamp(0.0, 1.0))
-                as u64,
-        };
+        let budget_tokens =
+            (config.context_window as f64 * config.declarations_share.clamp(0.0, 1.0)) as u64;
         let mut messages = self.conversation(system_prompt(
             bindings,
             &prepared.tools,
             &plugin_of,
             &prepared.context,
-            budget,
+            budget_tokens,
         ));
         let prompt = self.recorder.prompt();
         messages.extend(iteration_messages(&prompt.output, limit));

@@ -63,13 +63,6 @@ fn example(tools: &[ToolBinding]) -> String {
     }
 }
 
-/// What the system prompt may spend on tool declarations.
-#[derive(Debug, Clone, Copy)]
-pub struct DeclarationBudget {
-    /// Estimated tokens ([`agentic_core::tokens::estimate_tokens`]).
-    pub tokens: u64,
-}
-
 /// The declaration of one bound tool (`None` when the set does not have it).
 pub fn declaration(tools: &ToolSet, binding: &ToolBinding) -> Option<String> {
     let tool = tools.get(&binding.id)?;
@@ -116,7 +109,7 @@ pub fn describe_reply(tools: &ToolSet, bindings: &[ToolBinding], name: &str) -> 
             value: Value::String(text),
         },
         None => {
-            let close: Vec<String> = crate::engine::rank_tools(bindings, name)
+            let close: Vec<String> = crate::names::rank_tools(bindings, name)
                 .into_iter()
                 .take(5)
                 .map(|binding| binding.id.clone())
@@ -131,14 +124,14 @@ pub fn describe_reply(tools: &ToolSet, bindings: &[ToolBinding], name: &str) -> 
 }
 
 /// The system prompt: rules, a worked example, the tools grouped by plugin as declarations
-/// (or by name only, when the declarations would take more than `budget`), then the context
-/// items.
+/// (or by name only, when the declarations would take more than `budget_tokens`, estimated
+/// with [`estimate_tokens`]), then the context items.
 pub fn system_prompt(
     bindings: &[ToolBinding],
     tools: &ToolSet,
     plugin_of: &dyn Fn(&str) -> String,
     context: &[ContextItem],
-    budget: DeclarationBudget,
+    budget_tokens: u64,
 ) -> String {
     let mut text = RULES.to_owned();
     text.push_str(&example(bindings));
@@ -161,7 +154,7 @@ pub fn system_prompt(
         .collect();
     if groups.is_empty() {
         text.push_str("\n\nTools: none.");
-    } else if estimate_tokens(&declared) <= budget.tokens {
+    } else if estimate_tokens(&declared) <= budget_tokens {
         text.push_str(
             "\n\nTools (TypeScript declarations; `input?:` may be left out, `field?:` \
                        is optional):",

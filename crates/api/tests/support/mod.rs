@@ -91,6 +91,16 @@ impl Server {
             .unwrap()
     }
 
+    pub async fn post_json(&self, user: &str, path: &str, body: Value) -> Value {
+        self.post(user, path, body)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
     pub fn post(&self, user: &str, path: &str, body: Value) -> reqwest::RequestBuilder {
         self.client
             .post(format!("{}{path}", self.base))

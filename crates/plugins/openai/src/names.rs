@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-const MAX_NAME: usize = 64;
+use agentic_core::provider::{MAX_TOOL_NAME as MAX_NAME, wire_tool_name};
 
 /// A two-way map between tool ids and wire names, for one request.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -19,7 +19,7 @@ impl ToolNameMap {
         let ids: BTreeSet<&str> = ids.into_iter().collect();
         let mut map = Self::default();
         for id in ids {
-            let base = sanitize(id);
+            let base = wire_tool_name(id);
             let mut candidate = base.clone();
             let mut counter = 2;
             while map.to_id.contains_key(&candidate) {
@@ -34,12 +34,12 @@ impl ToolNameMap {
         map
     }
 
-    /// The wire name of an id (ids outside the map are sanitized on the fly).
+    /// The wire name of an id (ids outside the map are converted on the fly).
     pub fn wire_name(&self, id: &str) -> String {
         self.to_wire
             .get(id)
             .cloned()
-            .unwrap_or_else(|| sanitize(id))
+            .unwrap_or_else(|| wire_tool_name(id))
     }
 
     /// The id a wire name stands for; unknown names come back unchanged so the executor can
@@ -50,25 +50,6 @@ impl ToolNameMap {
             .cloned()
             .unwrap_or_else(|| wire_name.to_owned())
     }
-}
-
-fn sanitize(id: &str) -> String {
-    let cleaned: String = id
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let cleaned = if cleaned.is_empty() {
-        "tool".to_owned()
-    } else {
-        cleaned
-    };
-    truncate(&cleaned, MAX_NAME).to_owned()
 }
 
 fn truncate(text: &str, max: usize) -> &str {

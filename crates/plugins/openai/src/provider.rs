@@ -147,22 +147,16 @@ impl ModelProvider for OpenAiProvider {
             .get(reqwest::header::CONTENT_TYPE)
             .and_then(|value| value.to_str().ok())
             .is_some_and(|value| value.starts_with("text/event-stream"));
+        let answer = Answer {
+            names,
+            model,
+            idle,
+            request,
+        };
         if is_event_stream {
-            let answer = Answer {
-                names,
-                model,
-                idle,
-                request,
-            };
             tokio::spawn(read_event_stream(response, answer, sender));
         } else {
             // A server that ignored `stream: true` answers with one JSON body.
-            let answer = Answer {
-                names,
-                model,
-                idle,
-                request,
-            };
             tokio::spawn(read_json_answer(response, answer, sender));
         }
         Ok(Box::pin(futures::stream::unfold(

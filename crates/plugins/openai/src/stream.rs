@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use agentic_core::tokens::estimate_tokens;
+use agentic_core::tokens::{estimate_call_tokens, estimate_request_tokens, estimate_tokens};
 use agentic_core::{ModelEvent, ModelRequest, PromptUsage, ProviderError, ToolCallRequest};
 use serde_json::Value;
 
@@ -105,7 +105,7 @@ impl ChunkReader {
                 + self
                     .calls
                     .values()
-                    .map(|call| estimate_tokens(&call.name) + estimate_tokens(&call.arguments))
+                    .map(|call| estimate_call_tokens(&call.name, &call.arguments))
                     .sum::<u64>()
         });
         let mut events: Vec<ModelEvent> = self
@@ -190,33 +190,6 @@ fn text(value: Option<&Value>) -> Option<&str> {
     value
         .and_then(Value::as_str)
         .filter(|text| !text.is_empty())
-}
-
-/// What `request` costs in prompt tokens, by the one estimator: every message's text and
-/// calls, and every offered tool's name, description and schema.
-pub fn estimate_request_tokens(request: &ModelRequest) -> u64 {
-    let messages: u64 = request
-        .messages
-        .iter()
-        .map(|message| {
-            estimate_tokens(&message.content)
-                + message
-                    .tool_calls
-                    .iter()
-                    .map(|call| estimate_tokens(&call.name) + estimate_tokens(&call.arguments))
-                    .sum::<u64>()
-        })
-        .sum();
-    let tools: u64 = request
-        .tools
-        .iter()
-        .map(|tool| {
-            estimate_tokens(&tool.name)
-                + estimate_tokens(&tool.description)
-                + estimate_tokens(&tool.parameters.to_string())
-        })
-        .sum();
-    messages + tools
 }
 
 fn read_usage(usage: &Value) -> PromptUsage {

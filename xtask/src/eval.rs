@@ -176,6 +176,9 @@ pub struct Options {
     pub modes: Vec<String>,
     pub runs: usize,
     pub timeout: Duration,
+    /// Sampling temperature for the model (`[openai]` and `[local]`); the provider's default
+    /// when `None` (llama.cpp's server samples at 0.8, OpenAI at 1).
+    pub temperature: Option<f64>,
     pub out: PathBuf,
 }
 
@@ -254,6 +257,16 @@ fn run_one(
             "root".into(),
             toml::Value::String(root.to_string_lossy().into_owned()),
         );
+    }
+    if let Some(temperature) = options.temperature {
+        for section in ["openai", "local"] {
+            let table = config
+                .entry(section)
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            if let toml::Value::Table(table) = table {
+                table.insert("temperature".into(), toml::Value::Float(temperature));
+            }
+        }
     }
     let config_path = dir.join("agentic.toml");
     std::fs::write(&config_path, toml::to_string(&config)?)?;

@@ -333,7 +333,7 @@ fn workspace_root() -> PathBuf {
 }
 
 /// `cargo xtask eval [--modes classic,code] [--tasks ids-or-kinds] [--runs N] [--timeout S]
-/// [--out DIR] [--binary PATH]`.
+/// [--temperature T] [--out DIR] [--binary PATH]`.
 fn eval(root: &Path, arguments: &[String]) -> anyhow::Result<()> {
     let mut modes = vec!["classic".to_owned(), "code".to_owned()];
     let mut only: Option<Vec<String>> = None;
@@ -341,6 +341,7 @@ fn eval(root: &Path, arguments: &[String]) -> anyhow::Result<()> {
     let mut timeout = 600;
     let mut out: Option<PathBuf> = None;
     let mut binary: Option<PathBuf> = None;
+    let mut temperature: Option<f64> = None;
     let mut rest = arguments.iter();
     while let Some(flag) = rest.next() {
         let mut value = || {
@@ -362,9 +363,18 @@ fn eval(root: &Path, arguments: &[String]) -> anyhow::Result<()> {
             "--timeout" => timeout = value()?.parse().context("--timeout takes seconds")?,
             "--out" => out = Some(PathBuf::from(value()?)),
             "--binary" => binary = Some(PathBuf::from(value()?)),
+            "--temperature" => {
+                let value: f64 = value()?.parse().context("--temperature takes a number")?;
+                anyhow::ensure!(
+                    value.is_finite() && value >= 0.0,
+                    "--temperature must be 0 or more"
+                );
+                temperature = Some(value);
+            }
             other => bail!(
                 "unknown option {other}; usage: cargo xtask eval [--modes classic,code] \
-                 [--tasks ids-or-kinds] [--runs N] [--timeout SECONDS] [--out DIR] [--binary PATH]"
+                 [--tasks ids-or-kinds] [--runs N] [--timeout SECONDS] [--temperature T] \
+                 [--out DIR] [--binary PATH]"
             ),
         }
     }
@@ -414,6 +424,7 @@ fn eval(root: &Path, arguments: &[String]) -> anyhow::Result<()> {
         modes: modes.clone(),
         runs,
         timeout: std::time::Duration::from_secs(timeout),
+        temperature,
         out: out.clone(),
     };
     let reports = eval::run_all(&tasks, &options)?;
@@ -432,8 +443,12 @@ fn eval(root: &Path, arguments: &[String]) -> anyhow::Result<()> {
         })
         .unwrap_or_else(|| "unknown CPU".to_owned());
     let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
+    let sampling = temperature.map_or_else(
+        || "the provider's default temperature".to_owned(),
+        |temperature| format!("temperature {temperature}"),
+    );
     let header = format!(
-        "Model: {model} ({provider}). Machine: {cpu}, {cores} cores. {} tasks, {runs} run(s) each, at unix time {stamp}.\n\n",
+        "Model: {model} ({provider}, {sampling}). Machine: {cpu}, {cores} cores. {} tasks, {runs} run(s) each, at unix time {stamp}.\n\n",
         tasks.len()
     );
     let table = format!("{header}{}", eval::summary(&reports, &modes));

@@ -53,6 +53,8 @@ pub struct ApiConfig {
     pub burst: u32,
     /// Seconds between keep-alive comments on an idle event stream.
     pub keep_alive_seconds: u64,
+    /// Seconds a request body may take to arrive in full; a slower one gets a 408.
+    pub body_timeout_seconds: u64,
 }
 
 impl Default for ApiConfig {
@@ -63,6 +65,7 @@ impl Default for ApiConfig {
             requests_per_minute: 600,
             burst: 60,
             keep_alive_seconds: 15,
+            body_timeout_seconds: 10,
         }
     }
 }
@@ -82,6 +85,10 @@ impl ApiConfig {
         anyhow::ensure!(
             settings.max_running_per_user >= 1,
             "api.maxRunningPerUser must be at least 1"
+        );
+        anyhow::ensure!(
+            settings.body_timeout_seconds >= 1,
+            "api.bodyTimeoutSeconds must be at least 1"
         );
         anyhow::ensure!(
             settings.requests_per_minute >= 1 && settings.burst >= 1,
@@ -111,6 +118,11 @@ struct Inner {
 }
 
 impl AppState {
+    /// How long a request body may take to arrive.
+    pub(crate) fn body_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.inner.config.body_timeout_seconds)
+    }
+
     pub fn new(service: ConversationService, config: ApiConfig) -> Self {
         let per_minute = NonZeroU32::new(config.requests_per_minute).unwrap_or(NonZeroU32::MIN);
         let burst = NonZeroU32::new(config.burst).unwrap_or(NonZeroU32::MIN);

@@ -5,7 +5,6 @@ use agentic_core::prompt::DEFAULT_MODE;
 use agentic_core::{
     Approval, Capabilities, ModelKind, PromptState, State as PromptStateMap, ToolContext, ToolError,
 };
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -18,18 +17,47 @@ use crate::auth::UserId;
 use crate::error::ApiError;
 use crate::{AppState, events};
 
-/// `Json`, with our error shape for every way a body can be wrong.
+/// `Json`, with our error shape for every way a body can be wrong. Every body is a JSON
+/// object: serde would take `["x"]` for `{"input": "x"}`, which no client means. The body must
+/// arrive within `api.bodyTimeoutSeconds`, so a client that sends less than its
+/// `Content-Length` gets a 408 instead of holding the connection.
 pub struct ApiJson<T>(pub T);
 
-impl<S, T> FromRequest<S> for ApiJson<T>
+impl<T> FromRequest<AppState> for ApiJson<T>
 where
-    Json<T>: FromRequest<S, Rejection = JsonRejection>,
-    S: Send + Sync,
+    T: serde::de::DeserializeOwned,
 {
     type Rejection = ApiError;
 
-    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let Json(value) = Json::<T>::from_request(request, state).await?;
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        let timeout = state.body_timeout();
+        let Json(value) =
+            tokio::time::timeout(timeout, Json::<Value>::from_request(request, state))
+                .await
+                .map_err(|_| {
+                    ApiError::new(
+                        StatusCode::REQUEST_TIMEOUT,
+                        "body_timeout",
+                        format!(
+                            "the request body did not arrive within {} s",
+                            timeout.as_secs()
+                        ),
+                    )
+                })??;
+        if !value.is_object() {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_body",
+                "the request body must be a JSON object",
+            ));
+        }
+        let value = serde_json::from_value(value).map_err(|error| {
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_body",
+                format!("Failed to deserialize the JSON body into the target type: {error}"),
+            )
+        })?;
         Ok(Self(value))
     }
 }

@@ -937,3 +937,65 @@ async fn dot_user_ids_work_on_every_route() {
     }
     server.shutdown().await;
 }
+
+/// A JSON array is no prompt: serde would read `["x"]` as `{"input": "x"}`.
+#[tokio::test]
+async fn a_body_that_is_not_a_json_object_is_refused() {
+    let server = server("- text: never asked\n").await;
+    for (path, body) in [
+        ("/api/prompt", json!(["x"])),
+        ("/api/prompt", json!("x")),
+        ("/api/tools/kit.echo/invoke", json!(["hi"])),
+    ] {
+        let response = server.post("alice", path, body).send().await.unwrap();
+        assert_eq!(response.status(), 422, "{path}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "invalid_body", "{body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("must be a JSON object"),
+            "{body}"
+        );
+    }
+    let conversations = server.get_json("alice", "/api/conversations").await;
+    assert_eq!(conversations, json!([]), "nothing was started");
+}
+
+/// A body shorter than its Content-Length gets a 408 once the body timeout passes, instead of
+/// holding the connection open.
+#[tokio::test]
+async fn a_body_that_never_arrives_in_full_gets_a_408() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let api = ApiConfig {
+        body_timeout_seconds: 1,
+        ..ApiConfig::default()
+    };
+    let server = server_with("- text: never asked\n", api).await;
+    let address = server.base.trim_start_matches("http://").to_owned();
+    let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+    stream
+        .write_all(
+            b"POST /api/prompt HTTP/1.1\r\nHost: x\r\nX-User-Id: alice\r\n\
+              Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"input\":",
+        )
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(30), async {
+        let mut buffer = [0u8; 4096];
+        while !String::from_utf8_lossy(&answer).contains("}}") {
+            let count = stream.read(&mut buffer).await.unwrap();
+            if count == 0 {
+                break;
+            }
+            answer.extend_from_slice(&buffer[..count]);
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "no answer within 30 s");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("body_timeout"), "{answer}");
+}

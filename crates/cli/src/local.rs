@@ -28,7 +28,8 @@ pub async fn start(
 ) -> Result<LocalPrompt, ConversationError> {
     let mut conversation = service.get_or_create(USER, conversation).await?;
     // Subscribe before starting, so no event of the prompt is missed.
-    let subscription = service.runtime().services().events.subscribe(Some(USER));
+    // Lossless: `--json` prints every event of the prompt, however fast a script publishes.
+    let subscription = service.runtime().services().events.subscribe_lossless(USER);
     let started = conversation
         .start(PromptRequest {
             input: Some(message),

@@ -106,6 +106,56 @@ fn the_binary_as_its_own_worker_keeps_the_memory_limit() {
     assert!(stdout.contains("recovered"), "{stdout}");
 }
 
+/// A script that calls a tool a thousand times publishes thousands of events faster than
+/// stdout takes them; `--json` still prints every one, in order (it used to drop them).
+#[test]
+fn json_keeps_every_event_of_a_busy_script() {
+    let turns = script(
+        "busy",
+        "- code: |\n    for (let i = 0; i < 1000; i++) { timeNow({ timezone: \"UTC\" }); output(\"n\" + i); }\n    done();\n",
+    );
+    let output = agentic(
+        &["prompt", "Check the clock a lot", "-m", "code", "--json"],
+        Some(&turns),
+        None,
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert!(
+        !text(&output.stderr).contains("dropped"),
+        "{}",
+        text(&output.stderr)
+    );
+    let events: Vec<serde_json::Value> = text(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let seqs: Vec<u64> = events
+        .iter()
+        .map(|event| event["seq"].as_u64().unwrap())
+        .collect();
+    assert!(
+        seqs.windows(2).all(|pair| pair[0] < pair[1]),
+        "events out of order"
+    );
+    let outputs = |kind: &str| {
+        events
+            .iter()
+            .filter(|event| event["type"] == "prompt.output")
+            .filter(|event| event["data"]["output"]["type"] == kind)
+            .count()
+    };
+    // Each call is published running and finished; the execution itself twice too.
+    assert_eq!(outputs("tool"), 2 * 1000 + 2);
+    let shown: Vec<&str> = events
+        .iter()
+        .filter(|event| event["type"] == "prompt.output")
+        .filter_map(|event| event["data"]["output"]["content"].as_str())
+        .collect();
+    let expected: Vec<String> = (0..1000).map(|i| format!("n{i}")).collect();
+    assert_eq!(shown, expected);
+    assert_eq!(events.last().unwrap()["type"], "prompt.completed");
+}
+
 #[test]
 fn json_prints_every_event_as_a_line() {
     let turns = script("json", "- text: Hello there\n");

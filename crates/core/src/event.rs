@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, mpsc};
 
 use crate::prompt::{PromptOutput, PromptUsage};
 
@@ -118,6 +118,9 @@ struct EventServiceInner {
     /// user's events (a thousand users' streams cost a thousand wakeups, not a million).
     users: Mutex<std::collections::HashMap<String, broadcast::Sender<Arc<Event>>>>,
     user_capacity: usize,
+    /// Subscribers that must see every event of their user, whatever their pace (see
+    /// [`EventService::subscribe_lossless`]).
+    lossless: Mutex<Vec<(String, mpsc::UnboundedSender<Arc<Event>>)>>,
     next_seq: AtomicU64,
     /// The most recent events, so a reconnecting client can be replayed what it missed.
     recent: Mutex<VecDeque<Arc<Event>>>,
@@ -146,6 +149,7 @@ impl EventService {
                 sender,
                 users: Mutex::default(),
                 user_capacity: capacity.min(MAX_USER_CAPACITY),
+                lossless: Mutex::default(),
                 next_seq: AtomicU64::new(1),
                 recent: Mutex::new(VecDeque::with_capacity(capacity)),
                 recent_capacity: capacity,
@@ -183,7 +187,41 @@ impl EventService {
         {
             users.remove(user_id);
         }
+        drop(users);
+        let mut lossless = self
+            .inner
+            .lossless
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !lossless.is_empty() {
+            // A send fails only once the subscription is dropped.
+            lossless.retain(|(user, sender)| user != user_id || sender.send(event.clone()).is_ok());
+        }
         event
+    }
+
+    /// Follows every event of one user, in order, however far the subscriber falls behind:
+    /// events wait in an unbounded queue until it reads them. For a consumer that must not
+    /// lose events and that lives no longer than the work it follows, such as the CLI printing
+    /// one prompt's events as NDJSON. A server's clients use [`Self::subscribe`], whose backlog
+    /// is bounded, and replay what they missed.
+    pub fn subscribe_lossless(&self, user_id: &str) -> EventSubscription {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        // Under the replay lock, like `subscribe`, so no event falls between the two.
+        let _recent = self
+            .inner
+            .recent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.inner
+            .lossless
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push((user_id.to_owned(), sender));
+        EventSubscription {
+            receiver: Receiver::Lossless(receiver),
+            user_id: Some(user_id.to_owned()),
+        }
     }
 
     /// Follows events of one user (`Some`) or of everyone (`None`).
@@ -210,7 +248,7 @@ impl EventService {
             }
         };
         EventSubscription {
-            receiver,
+            receiver: Receiver::Bounded(receiver),
             user_id: user_id.map(str::to_owned),
         }
     }
@@ -243,21 +281,32 @@ impl EventService {
 /// A subscriber's view of the event stream.
 #[derive(Debug)]
 pub struct EventSubscription {
-    receiver: broadcast::Receiver<Arc<Event>>,
+    receiver: Receiver,
     user_id: Option<String>,
+}
+
+#[derive(Debug)]
+enum Receiver {
+    Bounded(broadcast::Receiver<Arc<Event>>),
+    Lossless(mpsc::UnboundedReceiver<Arc<Event>>),
 }
 
 impl EventSubscription {
     /// Waits for the next event of this subscription's user. `None` once the service is gone.
     pub async fn next(&mut self) -> Option<Received> {
         loop {
-            match self.receiver.recv().await {
-                Ok(event) if self.wants(&event) => return Some(Received::Event(event)),
-                Ok(_) => {}
-                Err(broadcast::error::RecvError::Lagged(missed)) => {
-                    return Some(Received::Lagged(missed));
-                }
-                Err(broadcast::error::RecvError::Closed) => return None,
+            let received = match &mut self.receiver {
+                Receiver::Bounded(receiver) => match receiver.recv().await {
+                    Ok(event) => event,
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                        return Some(Received::Lagged(missed));
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                },
+                Receiver::Lossless(receiver) => receiver.recv().await?,
+            };
+            if self.wants(&received) {
+                return Some(Received::Event(received));
             }
         }
     }
@@ -265,13 +314,18 @@ impl EventSubscription {
     /// The next event if one is already waiting, without blocking.
     pub fn try_next(&mut self) -> Option<Received> {
         loop {
-            match self.receiver.try_recv() {
-                Ok(event) if self.wants(&event) => return Some(Received::Event(event)),
-                Ok(_) => {}
-                Err(broadcast::error::TryRecvError::Lagged(missed)) => {
-                    return Some(Received::Lagged(missed));
-                }
-                Err(_) => return None,
+            let received = match &mut self.receiver {
+                Receiver::Bounded(receiver) => match receiver.try_recv() {
+                    Ok(event) => event,
+                    Err(broadcast::error::TryRecvError::Lagged(missed)) => {
+                        return Some(Received::Lagged(missed));
+                    }
+                    Err(_) => return None,
+                },
+                Receiver::Lossless(receiver) => receiver.try_recv().ok()?,
+            };
+            if self.wants(&received) {
+                return Some(Received::Event(received));
             }
         }
     }
@@ -312,6 +366,29 @@ mod tests {
             panic!("everyone got nothing")
         };
         assert_eq!(first.user_id, "bob");
+    }
+
+    #[tokio::test]
+    async fn a_lossless_subscriber_gets_every_event_of_its_user_in_order() {
+        let events = EventService::new(4);
+        let mut lossless = events.subscribe_lossless("alice");
+        for n in 0..1000 {
+            events.publish("alice", stream("p", &n.to_string()));
+            events.publish("bob", stream("q", "not alice's"));
+        }
+        for n in 0..1000 {
+            let Some(Received::Event(event)) = lossless.try_next() else {
+                panic!("event {n} is missing")
+            };
+            assert_eq!(event.payload, stream("p", &n.to_string()));
+        }
+        assert_eq!(lossless.try_next(), None);
+        drop(lossless);
+        events.publish("alice", stream("p", "after"));
+        assert!(
+            events.inner.lossless.lock().unwrap().is_empty(),
+            "a dropped subscriber is forgotten"
+        );
     }
 
     #[tokio::test]

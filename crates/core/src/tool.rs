@@ -485,9 +485,16 @@ impl ToolSet {
             Ok(())
         } else {
             let tool = &prepared.tool;
+            let mut problems = problems.join("; ");
+            // `todo.create([{...}, {...}])`: a list where one item is expected.
+            if input.is_array() && schema.get("type").and_then(Value::as_str) == Some("object") {
+                problems.push_str(&format!(
+                    " ({id} takes one object per call; for several items, call it once for \
+                     each: for (const item of items) {id}(item))"
+                ));
+            }
             Err(invalid(format!(
-                "{}. Expected {}. Example: {}",
-                problems.join("; "),
+                "{problems}. Expected {}. Example: {}",
                 crate::typescript::signature(id, schema, None)
                     .trim_end_matches(": any")
                     .to_owned(),

@@ -14,8 +14,8 @@ use boa_engine::object::{FunctionObjectBuilder, ObjectInitializer};
 use boa_engine::parser::Parser;
 use boa_engine::property::{Attribute, PropertyDescriptor, PropertyKey};
 use boa_engine::{
-    Context, JsError, JsNativeError, JsResult, JsString, JsValue, NativeFunction, Script, Source,
-    js_string,
+    Context, JsError, JsNativeError, JsObject, JsResult, JsString, JsValue, NativeFunction, Script,
+    Source, js_string,
 };
 use serde_json::{Map, Value};
 
@@ -55,6 +55,7 @@ pub const RESERVED_NAMES: &[&str] = &[
     "tools",
     "input",
     "console",
+    "require",
 ];
 
 /// Options of the engine that are not per script.
@@ -88,7 +89,7 @@ pub fn prepare_context(
     if let Some(limit) = options.loop_iteration_limit {
         context.runtime_limits_mut().set_loop_iteration_limit(limit);
     }
-    let functions: [(&str, usize, NativeFunctionPointer); 13] = [
+    let functions: [(&str, usize, NativeFunctionPointer); 14] = [
         ("output", 1, output),
         ("done", 1, done),
         ("complete", 1, complete),
@@ -102,6 +103,7 @@ pub fn prepare_context(
         ("parallel", 1, parallel),
         ("llm", 1, llm),
         ("llmJson", 1, llm_json),
+        ("require", 1, require),
     ];
     for (name, length, function) in functions {
         context.register_global_builtin_callable(
@@ -169,6 +171,7 @@ pub fn execute(
             output_used: 0,
             output_cut: false,
             tool_calls: 0,
+            list_prototypes: std::collections::HashMap::new(),
         });
     });
     let code = normalize_newlines(&request.code);
@@ -298,6 +301,8 @@ struct EngineState {
     output_used: usize,
     output_cut: bool,
     tool_calls: u32,
+    /// Prototypes that let a result with one list field be used as that list, by field name.
+    list_prototypes: std::collections::HashMap<String, JsObject>,
 }
 
 thread_local! {
@@ -330,10 +335,8 @@ fn explain_missing_modules(error: &mut ScriptError, tools: &[ToolBinding]) {
         .message
         .strip_prefix("ReferenceError: ")
         .and_then(|rest| {
-            rest.strip_suffix(" is not defined").or_else(|| {
-                rest.starts_with("require is not defined for ")
-                    .then_some("require")
-            })
+            rest.strip_suffix(" is not defined")
+                .or_else(|| rest.starts_with(NO_MODULE).then_some("require"))
         })
         .is_some_and(|name| HOST_GLOBALS.contains(&name));
     let imports = error.kind == ScriptErrorKind::Syntax
@@ -361,10 +364,10 @@ fn explain_missing_modules(error: &mut ScriptError, tools: &[ToolBinding]) {
         .cloned()
         .unwrap_or_else(|| "toolName".to_owned());
     let mut hint = format!(
-        "There are no modules here: require, import and the Node.js or browser APIs (fs \
-         functions, process, fetch, Buffer, window) do not exist. Every tool is already a \
-         function; call it directly with an object, e.g. `const result = {example}({{ field: \
-         value }});`."
+        "There are no modules here: import and the Node.js or browser APIs (fs.readFileSync, \
+         process, fetch, Buffer, window) do not exist, and require() only returns a tool \
+         namespace (require(\"fs\") is fs). Every tool is already a function; call it \
+         directly with an object, e.g. `const result = {example}({{ field: value }});`."
     );
     if !list.is_empty() {
         hint.push_str(&format!("\nTool functions: {list}."));
@@ -473,34 +476,13 @@ fn bind_and_run(
         bind_tools(context, &request.tools)
             .map_err(|error| runtime_error(&error, context, code, 0))?;
     }
-    // A plain script keeps JavaScript's own completion value (the last expression, even inside
-    // `if` or `try`). Code with top-level `await` or `return` is not a script; it runs as the
-    // body of an async function instead, with its trailing expression turned into a `return`.
-    let plain = Source::from_bytes(code.as_bytes()).with_path(Path::new("script"));
-    let (script, line_offset) = match Script::parse(plain, None, context) {
-        Ok(script) => (script, 0),
-        Err(script_error) => {
-            let body = with_last_expression_returned(code);
-            let wrapped = format!("(async () => {{\n{body}\n}})()");
-            let source = Source::from_bytes(wrapped.as_bytes()).with_path(Path::new("script"));
-            match Script::parse(source, None, context) {
-                Ok(script) => (script, 1),
-                Err(wrapped_error) => {
-                    // The parser that got further found the real mistake: a plain parse stops
-                    // at the first top-level `await`, which the wrapper allows, while the
-                    // wrapper's parse goes on to, say, an `await` in a callback lines later.
-                    let plain = runtime_error(&script_error, context, code, 0);
-                    let wrapped = runtime_error(&wrapped_error, context, code, 1);
-                    let reach = |error: &ScriptError| (error.line, error.column);
-                    let mut error = if reach(&wrapped) > reach(&plain) {
-                        wrapped
-                    } else {
-                        plain
-                    };
-                    error.kind = ScriptErrorKind::Syntax;
-                    return Err(error);
-                }
-            }
+    let fixed;
+    let (script, line_offset, code) = match parse_script(context, code) {
+        Ok((script, line_offset)) => (script, line_offset, code),
+        Err(error) => {
+            fixed = strip_pasted_parameters(code, &request.tools).ok_or_else(|| error.clone())?;
+            let (script, line_offset) = parse_script(context, &fixed).map_err(|_| error)?;
+            (script, line_offset, fixed.as_str())
         }
     };
     let fail =
@@ -531,6 +513,83 @@ fn bind_and_run(
     }
 }
 
+/// Parses the model's code. A plain script keeps JavaScript's own completion value (the last
+/// expression, even inside `if` or `try`). Code with top-level `await` or `return` is not a
+/// script; it runs as the body of an async function instead, with its trailing expression
+/// turned into a `return`. The second value is how many lines the wrapper adds before the code.
+fn parse_script(context: &mut Context, code: &str) -> Result<(Script, u32), ScriptError> {
+    let plain = Source::from_bytes(code.as_bytes()).with_path(Path::new("script"));
+    match Script::parse(plain, None, context) {
+        Ok(script) => Ok((script, 0)),
+        Err(script_error) => {
+            let body = with_last_expression_returned(code);
+            let wrapped = format!("(async () => {{\n{body}\n}})()");
+            let source = Source::from_bytes(wrapped.as_bytes()).with_path(Path::new("script"));
+            match Script::parse(source, None, context) {
+                Ok(script) => Ok((script, 1)),
+                Err(wrapped_error) => {
+                    // The parser that got further found the real mistake: a plain parse stops
+                    // at the first top-level `await`, which the wrapper allows, while the
+                    // wrapper's parse goes on to, say, an `await` in a callback lines later.
+                    let plain = runtime_error(&script_error, context, code, 0);
+                    let wrapped = runtime_error(&wrapped_error, context, code, 1);
+                    let reach = |error: &ScriptError| (error.line, error.column);
+                    let mut error = if reach(&wrapped) > reach(&plain) {
+                        wrapped
+                    } else {
+                        plain
+                    };
+                    error.kind = ScriptErrorKind::Syntax;
+                    Err(error)
+                }
+            }
+        }
+    }
+}
+
+/// `fs.write(input: {...})`: the declaration's parameter name pasted into a call. The call
+/// without it, when the code names a tool that way; `None` otherwise.
+fn strip_pasted_parameters(code: &str, tools: &[ToolBinding]) -> Option<String> {
+    let mut names: Vec<String> = tools
+        .iter()
+        .flat_map(|tool| {
+            tool.member
+                .iter()
+                .chain(&tool.function)
+                .chain(&tool.aliases)
+                .cloned()
+        })
+        .collect();
+    // Longer names first, so `fs.list` is not cut short by a `list` alias.
+    names.sort_by_key(|name| std::cmp::Reverse(name.len()));
+    let mut fixed = code.to_owned();
+    for name in names {
+        let mut from = 0;
+        while let Some(found) = fixed[from..].find(&format!("{name}(")) {
+            let call = from + found;
+            let open = call + name.len() + 1;
+            let preceded_by_word = fixed[..call]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$');
+            let rest = &fixed[open..];
+            let spaces = rest.len() - rest.trim_start().len();
+            let after = &rest[spaces..];
+            let parameter = ["input?:", "input:"]
+                .into_iter()
+                .find(|parameter| after.starts_with(parameter));
+            match parameter {
+                Some(parameter) if !preceded_by_word => {
+                    fixed.replace_range(open..open + spaces + parameter.len(), "");
+                }
+                _ => {}
+            }
+            from = open;
+        }
+    }
+    (fixed != code).then_some(fixed)
+}
+
 fn bind_input(context: &mut Context, input: Option<&Value>) -> JsResult<()> {
     let input = match input {
         Some(value) => from_json(value, context)?,
@@ -556,10 +615,17 @@ fn bind_tools(context: &mut Context, bindings: &[ToolBinding]) -> JsResult<()> {
                         _ => Value::Object(Map::new()),
                     };
                     count_tool_calls(1)?;
-                    reply_to_js(
-                        host_request(HostRequest::CallTool { tool, input })?,
-                        context,
-                    )
+                    let reply = host_request(HostRequest::CallTool { tool, input })?;
+                    let list_field = list_field_of(&reply);
+                    let value = reply_to_js(reply, context)?;
+                    match (list_field, value.as_object()) {
+                        (Some(field), Some(object)) => {
+                            let prototype = list_prototype(&field, context)?;
+                            object.set_prototype(Some(prototype));
+                            Ok(value)
+                        }
+                        _ => Ok(value),
+                    }
                 },
                 std::rc::Rc::<str>::from(binding.id.as_str()),
             ),
@@ -952,6 +1018,89 @@ fn llm_json(_this: &JsValue, arguments: &[JsValue], context: &mut Context) -> Js
         context,
     )
 }
+
+/// The field of a tool result that is its one list: `todos` of `{todos: [...]}`, `entries`
+/// of `{entries: [...], truncated: false}`. Models iterate such results as the list itself.
+fn list_field_of(reply: &HostReply) -> Option<String> {
+    let HostReply::Value {
+        value: Value::Object(map),
+    } = reply
+    else {
+        return None;
+    };
+    let mut lists = map.iter().filter(|(_, value)| value.is_array());
+    match (lists.next(), lists.next()) {
+        (Some((field, _)), None) => Some(field.clone()),
+        _ => None,
+    }
+}
+
+/// Array methods a result with one list field answers for that list.
+const LIST_METHODS: &str = "at, concat, entries, every, filter, find, findIndex, findLast, \
+    findLastIndex, flat, flatMap, forEach, includes, indexOf, join, keys, lastIndexOf, map, \
+    reduce, reduceRight, slice, some, toReversed, toSorted, values";
+
+/// The prototype that makes a result with the list field `field` iterable, with `length` and
+/// the array methods of that list. The result's own fields come first, so `entries` of
+/// `{entries: [...]}` is still the field. Built once per script and field.
+fn list_prototype(field: &str, context: &mut Context) -> JsResult<JsObject> {
+    if let Some(prototype) = with_engine(|state| state.list_prototypes.get(field).cloned())? {
+        return Ok(prototype);
+    }
+    let key = serde_json::to_string(field).unwrap_or_default();
+    let source = format!(
+        "(() => {{\n\
+           const key = {key};\n\
+           const prototype = {{}};\n\
+           for (const name of \"{LIST_METHODS}\".split(\", \")) {{\n\
+             const method = Array.prototype[name];\n\
+             if (typeof method !== \"function\") continue;\n\
+             Object.defineProperty(prototype, name, {{ value: function (...args) {{ return method.apply(this[key], args); }}, writable: true, configurable: true }});\n\
+           }}\n\
+           Object.defineProperty(prototype, \"length\", {{ get() {{ return this[key].length; }}, configurable: true }});\n\
+           Object.defineProperty(prototype, Symbol.iterator, {{ value: function () {{ return this[key][Symbol.iterator](); }}, writable: true, configurable: true }});\n\
+           return prototype;\n\
+         }})()"
+    );
+    let prototype = context
+        .eval(Source::from_bytes(source.as_bytes()))?
+        .as_object()
+        .ok_or_else(|| JsNativeError::error().with_message("the list prototype is no object"))?;
+    with_engine(|state| {
+        state
+            .list_prototypes
+            .insert(field.to_owned(), prototype.clone())
+    })?;
+    Ok(prototype)
+}
+
+/// `require("fs")` is the `fs` namespace: models write Node's `const fs = require("fs")`
+/// before calling `fs.list(...)`. `node:`, `./` and `.js` around the name are ignored. Any
+/// other module does not exist, and the error says what to use instead.
+fn require(_this: &JsValue, arguments: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
+    let requested = text_of(arguments.first(), context)?;
+    let name = requested.trim();
+    let name = name.strip_prefix("node:").unwrap_or(name);
+    let name = name.strip_prefix("./").unwrap_or(name);
+    let name = name.strip_suffix(".js").unwrap_or(name);
+    let is_namespace = with_engine(|state| {
+        state.tools.iter().any(|tool| {
+            tool.member
+                .as_deref()
+                .and_then(|member| member.split_once('.'))
+                .is_some_and(|(namespace, _)| namespace == name)
+        })
+    })?;
+    if is_namespace {
+        return context.global_object().get(JsString::from(name), context);
+    }
+    Err(JsNativeError::reference()
+        .with_message(format!("{NO_MODULE}{requested:?}"))
+        .into())
+}
+
+/// How the error of `require` for a module that does not exist starts.
+const NO_MODULE: &str = "there is no module ";
 
 /// JSON → JavaScript value. Objects start from the realm's shared root shape, so building the
 /// same kind of object again follows cached shape transitions; Boa's own `from_json` gives

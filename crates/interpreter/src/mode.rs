@@ -220,6 +220,28 @@ impl CodeExecutor {
                     "running",
                 )
                 .await?;
+            if let Some(earlier) = earlier
+                && self.count_errors_starting(crate::prompt::REPEATED) == 0
+                && let Some(error) = self.failed_iteration(earlier)
+            {
+                // The same program again, after it failed: told once what failed, as small
+                // models often copy their code back unchanged past a long error.
+                let first_line = error.lines().next().unwrap_or_default().to_owned();
+                self.recorder
+                    .finish_tool(
+                        &code_output_id,
+                        ToolResult::Error {
+                            error: format!(
+                                "{} {earlier}, which failed with: {first_line}\nChange the code \
+                                 that the error points at. If the task cannot be done, say so \
+                                 in plain text.",
+                                crate::prompt::REPEATED
+                            ),
+                        },
+                    )
+                    .await?;
+                continue;
+            }
             if let Some(earlier) = earlier {
                 // A model that sends the same code again is stuck (greedy decoding of a small
                 // model copies its last turn): running it would give the same result, and
@@ -466,6 +488,27 @@ impl CodeExecutor {
             (_, CodePath::Prose) => CodePath::Prose,
             (path, _) => path,
         };
+        if path == CodePath::Prose
+            && self.refusals() == 0
+            && self.previous_execution_failed(&active.code_output_id)
+        {
+            // "The error indicates that…": small models explain a failure to no one instead of
+            // fixing it. Told once; a second prose reply is the answer.
+            self.recorder
+                .finish_tool(
+                    &active.code_output_id,
+                    ToolResult::Error {
+                        error: format!(
+                            "{}: it is prose, and the last program failed. Reply with the \
+                             corrected program only. If the task cannot be done, end a program \
+                             with done(\"…\") saying what to tell the user.",
+                            crate::prompt::REFUSED
+                        ),
+                    },
+                )
+                .await?;
+            return Ok(false);
+        }
         if path == CodePath::Prose {
             let answer = self
                 .recorder
@@ -507,6 +550,34 @@ impl CodeExecutor {
                 .await?;
             return Ok(true);
         }
+        let response = outcome
+            .complete
+            .as_ref()
+            .and_then(|complete| complete.get("response"))
+            .and_then(response_text)
+            .filter(|response| !response.is_empty());
+        if outcome.result.is_ok()
+            && let Some(broken) = response.as_deref().and_then(crate::prompt::broken_answer)
+            && self.count_errors_starting(crate::prompt::UNSHOWN) == 0
+        {
+            // `done(`${count} todos`)` with a field the result does not have: the user would
+            // read "undefined todos". Told once; the model fixes the program or says why not.
+            let mut error = format!(
+                "{}: it contains `{broken}`, so a variable or field it uses has no value (check \
+                 the result types in the declarations). The program's tool calls did run; do \
+                 not repeat its writes. Fix the program. The answer was: {}",
+                crate::prompt::UNSHOWN,
+                response.as_deref().unwrap_or_default()
+            );
+            if !active.logs.is_empty() {
+                error.push_str("\nLogs:\n");
+                error.push_str(&active.logs.join("\n"));
+            }
+            self.recorder
+                .finish_tool(&active.code_output_id, ToolResult::Error { error })
+                .await?;
+            return Ok(false);
+        }
         match outcome.result {
             Ok(value) => {
                 let mut output = json!({ "path": path, "value": value, "logs": active.logs });
@@ -528,13 +599,7 @@ impl CodeExecutor {
                     .await?;
             }
         }
-        if let Some(response) = outcome
-            .complete
-            .as_ref()
-            .and_then(|complete| complete.get("response"))
-            .and_then(response_text)
-            .filter(|response| !response.is_empty())
-        {
+        if let Some(response) = response {
             self.recorder.push_unstreamed_text(&response).await?;
         }
         if outcome.done {
@@ -556,12 +621,18 @@ impl CodeExecutor {
         let prompt = self.recorder.prompt();
         let mut system = format!(
             "Reply to the user's last message with a short answer in plain text. Do not write \
-             code: code execution has stopped because {why}."
+             code: code execution has stopped because {why}. Say plainly what was done and what \
+             failed; claim nothing the results do not show."
         );
+        // The last program that ran: a reply that was not run has nothing to tell.
+        let not_run = format!("Execution error: {}", crate::prompt::NOT_RUN);
         if let Some(last) = iteration_messages(&prompt.output, limit)
             .into_iter()
             .rev()
-            .find(|message| message.role == agentic_core::ChatRole::User)
+            .find(|message| {
+                message.role == agentic_core::ChatRole::User
+                    && !message.content.starts_with(&not_run)
+            })
         {
             system.push_str("\nThe last code execution gave:\n");
             system.push_str(&last.content);
@@ -600,17 +671,57 @@ impl CodeExecutor {
             })
     }
 
+    /// Whether the execution before `current` in this turn failed.
+    fn previous_execution_failed(&self, current: &str) -> bool {
+        self.recorder
+            .prompt()
+            .output
+            .iter()
+            .filter_map(|output| match output {
+                PromptOutput::Tool(tool) if tool.function == CODE_EXECUTE && tool.id != current => {
+                    Some(tool)
+                }
+                _ => None,
+            })
+            .next_back()
+            .is_some_and(|tool| matches!(tool.result, ToolResult::Error { .. }))
+    }
+
     /// Replies of this turn that were refused (see [`crate::prompt::refusal`]).
     fn refusals(&self) -> usize {
+        self.count_errors_starting(crate::prompt::REFUSED)
+    }
+
+    /// Executions of this turn whose error starts with `prefix`.
+    fn count_errors_starting(&self, prefix: &str) -> usize {
         self.recorder
             .prompt()
             .output
             .iter()
             .filter(|output| {
                 matches!(output, PromptOutput::Tool(tool) if tool.function == CODE_EXECUTE
-                    && matches!(&tool.result, ToolResult::Error { error } if error.starts_with(crate::prompt::REFUSED)))
+                    && matches!(&tool.result, ToolResult::Error { error } if error.starts_with(prefix)))
             })
             .count()
+    }
+
+    /// The error of this turn's iteration `number` (from 1), when that iteration ran and failed.
+    fn failed_iteration(&self, number: usize) -> Option<String> {
+        self.recorder
+            .prompt()
+            .output
+            .iter()
+            .filter_map(|output| match output {
+                PromptOutput::Tool(tool) if tool.function == CODE_EXECUTE => Some(tool),
+                _ => None,
+            })
+            .nth(number.checked_sub(1)?)
+            .and_then(|tool| match &tool.result {
+                ToolResult::Error { error } if !error.starts_with(crate::prompt::NOT_RUN) => {
+                    Some(error.clone())
+                }
+                _ => None,
+            })
     }
 
     /// The number (from 1) of an earlier iteration of this turn whose code was `code`, comments

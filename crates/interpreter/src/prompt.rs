@@ -253,8 +253,29 @@ pub fn extract_code(reply: &str) -> (String, CodePath) {
     }
 }
 
+/// How the error of every reply that was not run starts.
+pub const NOT_RUN: &str = "not run:";
 /// How the error of a reply that was not run starts (the timeline's record of a refusal).
 pub const REFUSED: &str = "not run: this reply is not a JavaScript program";
+/// How the error of a program sent again after it failed starts.
+pub const REPEATED: &str = "not run: the same program as iteration";
+/// How the error of a program whose answer was held back starts (see [`broken_answer`]).
+pub const UNSHOWN: &str = "the answer of done() was not shown to the user";
+
+/// What in an answer from `done()` shows that the program built it from a value that is not
+/// there: `undefined`, `NaN` or `[object Object]` as a word of its own.
+pub fn broken_answer(answer: &str) -> Option<&'static str> {
+    if answer.contains("[object Object]") {
+        return Some("[object Object]");
+    }
+    answer
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$'))
+        .find_map(|word| match word {
+            "undefined" => Some("undefined"),
+            "NaN" => Some("NaN"),
+            _ => None,
+        })
+}
 
 /// Fence languages that are code, but not ours to run.
 const OTHER_LANGUAGES: &[&str] = &[
@@ -405,11 +426,18 @@ fn feedback(result: &ToolResult, shown: &[String], limit: usize) -> String {
     let mut text = match result {
         ToolResult::Success { output } => {
             let value = output.get("value").cloned().unwrap_or(Value::Null);
-            let rendered = match &value {
-                Value::Null => "undefined (no value)".to_owned(),
-                other => other.to_string(),
+            let logs = output
+                .get("logs")
+                .and_then(Value::as_array)
+                .is_some_and(|logs| !logs.is_empty());
+            let mut text = match &value {
+                Value::Null if shown.is_empty() && !logs => "Execution finished: the program \
+                    returned no value, logged nothing and showed the user nothing. Return or \
+                    log() what you need to see, or end with done(answer)."
+                    .to_owned(),
+                Value::Null => "Execution finished (no return value).".to_owned(),
+                other => format!("Execution result: {other}"),
             };
-            let mut text = format!("Execution result: {rendered}");
             append_logs(&mut text, output.get("logs"));
             text
         }
@@ -419,6 +447,12 @@ fn feedback(result: &ToolResult, shown: &[String], limit: usize) -> String {
     if !shown.is_empty() {
         text.push_str("\nShown to the user:\n");
         text.push_str(&shown.join("\n"));
+        if matches!(result, ToolResult::Success { .. }) {
+            text.push_str(
+                "\nIf that answers the user's message, reply with done() alone; otherwise \
+                 write the next program.",
+            );
+        }
     }
     cap_text(&text, limit)
 }

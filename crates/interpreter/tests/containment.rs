@@ -198,8 +198,12 @@ async fn the_global_object_holds_only_what_the_sandbox_exposes() {
         const global = (function () {}).constructor("return this")();
         ({
           sameGlobal: global === globalThis,
-          host: ["require", "process", "setTimeout", "setInterval", "fetch", "Deno", "Bun",
+          host: ["process", "setTimeout", "setInterval", "fetch", "Deno", "Bun",
                  "XMLHttpRequest", "WebSocket"].filter((name) => typeof global[name] !== "undefined"),
+          // The sandbox's own `require` gives a tool namespace and nothing of the host's.
+          required: ["fs", "node:fs", "child_process", "os"].map((name) => {
+            try { return typeof require(name); } catch (error) { return error.name; }
+          }),
           sandbox: ["output", "done", "kitAdd", "tools"].map((name) => typeof global[name]),
           // Not the host's console: the sandbox's `log` under the names models use.
           console: Object.keys(console),
@@ -212,6 +216,7 @@ async fn the_global_object_holds_only_what_the_sandbox_exposes() {
         json!({
             "sameGlobal": true,
             "host": [],
+            "required": ["ReferenceError", "ReferenceError", "ReferenceError", "ReferenceError"],
             "sandbox": ["function", "function", "function", "object"],
             "console": ["log", "info", "warn", "error", "debug"],
         })

@@ -2,13 +2,18 @@
 //! all confined to one root directory.
 //!
 //! Paths are relative to the root. Absolute paths, `..` components and symlinks that lead out
-//! of the root are refused. Config (`[fs]`): `root` (default: the current directory),
+//! of the root are refused: every file is opened beneath a handle on the root (cap-std's
+//! `Dir`), so nothing can race a check. Config (`[fs]`): `root` (default: the current directory),
 //! `perUser` (each user gets a directory of their own under the root, named by
 //! [`user_directory_name`]; what `agentic serve` uses), `maxReadBytes`.
 #![forbid(unsafe_code)]
 
+use std::io::{Read as _, Write as _};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, OnceLock};
+
+use cap_std::ambient_authority;
+use cap_std::fs::{Dir, OpenOptions};
 
 use agentic_core::{
     Plugin, PluginRegistration, PrepareContext, SetupContext, ToolError, define_tool,
@@ -289,9 +294,9 @@ impl Root {
         Ok(Self::new(base.join(user_directory_name(user_id))))
     }
 
-    /// The real path for `relative`, refusing anything that leaves the root. The deepest
-    /// existing ancestor is resolved (symlinks included) and must stay under the root.
-    pub fn resolve(&self, relative: &str) -> Result<PathBuf, ToolError> {
+    /// `relative` as a clean relative path, refusing absolute paths and `..` before anything
+    /// touches the disk. Symbolic links are the kernel's to judge, beneath the root's handle.
+    pub fn relative_path(relative: &str) -> Result<PathBuf, ToolError> {
         let relative = relative.trim();
         let path = Path::new(relative);
         if path.is_absolute() || relative.starts_with('~') {
@@ -316,51 +321,40 @@ impl Root {
                 }
             }
         }
-        std::fs::create_dir_all(&self.base)
-            .map_err(|error| ToolError::failed(format!("the root is not usable: {error}")))?;
-        let root = self
-            .base
-            .canonicalize()
-            .map_err(|error| ToolError::failed(format!("the root is not usable: {error}")))?;
-        let wanted = root.join(&clean);
-        // Resolve the deepest part that exists; what does not exist yet cannot be a link.
-        let mut existing = wanted.clone();
-        let mut rest = Vec::new();
-        while !existing.exists() {
-            match (existing.file_name(), existing.parent()) {
-                (Some(name), Some(parent)) => {
-                    rest.push(name.to_owned());
-                    existing = parent.to_path_buf();
-                }
-                _ => break,
-            }
-        }
-        let mut real = existing.canonicalize().map_err(|error| {
-            ToolError::failed(format!("cannot resolve \"{relative}\": {error}"))
-        })?;
-        if !real.starts_with(&root) {
-            return Err(ToolError::failed(format!(
-                "\"{relative}\" leads out of the root (through a symbolic link)"
-            )));
-        }
-        for part in rest.into_iter().rev() {
-            real.push(part);
-        }
-        Ok(real)
+        Ok(clean)
     }
 
-    fn display(&self, real: &Path) -> String {
-        let root = self
-            .base
-            .canonicalize()
-            .unwrap_or_else(|_| self.base.clone());
-        let shown = real.strip_prefix(&root).unwrap_or(real);
-        let text = shown.to_string_lossy().replace('\\', "/");
-        if text.is_empty() {
-            ".".to_owned()
+    /// A handle on the root directory, made if missing. Every path below is opened beneath
+    /// it (`openat2` with `RESOLVE_BENEATH` where the kernel has it): a symbolic link swapped
+    /// in at any moment cannot lead out, since there is no check-then-open to race.
+    fn open(&self) -> Result<Dir, ToolError> {
+        std::fs::create_dir_all(&self.base)
+            .map_err(|error| ToolError::failed(format!("the root is not usable: {error}")))?;
+        Dir::open_ambient_dir(&self.base, ambient_authority())
+            .map_err(|error| ToolError::failed(format!("the root is not usable: {error}")))
+    }
+
+    /// `what` failed on `relative`: an escape says so, anything else gives the system's words.
+    fn failure(what: &str, relative: &str, error: &std::io::Error) -> ToolError {
+        if is_escape(error) {
+            ToolError::failed(format!(
+                "\"{}\" leads out of the root (through a symbolic link)",
+                relative.trim()
+            ))
         } else {
-            text
+            ToolError::failed(format!("cannot {what} \"{}\": {error}", relative.trim()))
         }
+    }
+
+    /// Runs blocking file work off the async threads.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(Dir) -> Result<T, ToolError> + Send + 'static,
+    ) -> Result<T, ToolError> {
+        let root = self.clone();
+        tokio::task::spawn_blocking(move || work(root.open()?))
+            .await
+            .map_err(|error| ToolError::failed(format!("the file operation failed: {error}")))?
     }
 
     pub async fn read(
@@ -369,35 +363,46 @@ impl Root {
         offset: u64,
         limit: usize,
     ) -> Result<ReadOutput, ToolError> {
-        let real = self.resolve(relative)?;
-        let bytes = tokio::fs::read(&real)
-            .await
-            .map_err(|error| ToolError::failed(format!("cannot read \"{relative}\": {error}")))?;
-        let size = bytes.len() as u64;
-        let start = usize::try_from(offset.min(size)).unwrap_or(bytes.len());
-        let mut end = start.saturating_add(limit).min(bytes.len());
-        let mut slice = &bytes[start..end];
-        // Cut at a character boundary.
-        while end > start && std::str::from_utf8(slice).is_err() {
-            end -= 1;
-            slice = &bytes[start..end];
-        }
-        let content = std::str::from_utf8(slice)
-            .map_err(|_| ToolError::failed(format!("\"{relative}\" is not a text file")))?
-            .to_owned();
-        if content.contains('\0') {
-            return Err(ToolError::failed(format!(
-                "\"{relative}\" is not a text file"
-            )));
-        }
-        let truncated = (end as u64) < size;
-        Ok(ReadOutput {
-            path: self.display(&real),
-            content,
-            size,
-            truncated,
-            next_offset: truncated.then_some(end as u64),
+        let clean = Self::relative_path(relative)?;
+        let relative = relative.trim().to_owned();
+        self.blocking(move |dir| {
+            if clean.as_os_str().is_empty() {
+                return Err(ToolError::failed(format!("\"{relative}\" is a directory")));
+            }
+            let failed = |error: std::io::Error| Self::failure("read", &relative, &error);
+            let mut file = dir.open(&clean).map_err(failed)?;
+            if file.metadata().map_err(failed)?.is_dir() {
+                return Err(ToolError::failed(format!("\"{relative}\" is a directory")));
+            }
+            let mut bytes = Vec::new();
+            file.read_to_end(&mut bytes).map_err(failed)?;
+            let size = bytes.len() as u64;
+            let start = usize::try_from(offset.min(size)).unwrap_or(bytes.len());
+            let mut end = start.saturating_add(limit).min(bytes.len());
+            let mut slice = &bytes[start..end];
+            // Cut at a character boundary.
+            while end > start && std::str::from_utf8(slice).is_err() {
+                end -= 1;
+                slice = &bytes[start..end];
+            }
+            let content = std::str::from_utf8(slice)
+                .map_err(|_| ToolError::failed(format!("\"{relative}\" is not a text file")))?
+                .to_owned();
+            if content.contains('\0') {
+                return Err(ToolError::failed(format!(
+                    "\"{relative}\" is not a text file"
+                )));
+            }
+            let truncated = (end as u64) < size;
+            Ok(ReadOutput {
+                path: shown(&clean),
+                content,
+                size,
+                truncated,
+                next_offset: truncated.then_some(end as u64),
+            })
         })
+        .await
     }
 
     pub async fn write(
@@ -406,35 +411,45 @@ impl Root {
         content: &str,
         append: bool,
     ) -> Result<WriteOutput, ToolError> {
-        let real = self.resolve(relative)?;
-        if real.is_dir() {
-            return Err(ToolError::failed(format!("\"{relative}\" is a directory")));
-        }
-        if let Some(parent) = real.parent() {
-            tokio::fs::create_dir_all(parent).await.map_err(|error| {
-                ToolError::failed(format!("cannot create \"{relative}\"'s directory: {error}"))
-            })?;
-        }
-        let result = if append {
-            use tokio::io::AsyncWriteExt as _;
-            match tokio::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&real)
-                .await
+        let clean = Self::relative_path(relative)?;
+        let relative = relative.trim().to_owned();
+        let content = content.to_owned();
+        self.blocking(move |dir| {
+            let failed = |error: std::io::Error| Self::failure("write", &relative, &error);
+            if clean.as_os_str().is_empty()
+                || dir.metadata(&clean).is_ok_and(|metadata| metadata.is_dir())
             {
-                Ok(mut file) => file.write_all(content.as_bytes()).await,
-                Err(error) => Err(error),
+                return Err(ToolError::failed(format!("\"{relative}\" is a directory")));
             }
-        } else {
-            tokio::fs::write(&real, content).await
-        };
-        result
-            .map_err(|error| ToolError::failed(format!("cannot write \"{relative}\": {error}")))?;
-        Ok(WriteOutput {
-            path: self.display(&real),
-            bytes: content.len() as u64,
+            if let Some(parent) = clean
+                .parent()
+                .filter(|parent| !parent.as_os_str().is_empty())
+            {
+                dir.create_dir_all(parent).map_err(|error| {
+                    // A link out of the root where the directory should be fails as "exists";
+                    // following it says why.
+                    let error = match dir.metadata(parent) {
+                        Err(escape) if is_escape(&escape) => escape,
+                        _ => error,
+                    };
+                    Self::failure("create the directory of", &relative, &error)
+                })?;
+            }
+            let mut options = OpenOptions::new();
+            options.write(true).create(true);
+            if append {
+                options.append(true);
+            } else {
+                options.truncate(true);
+            }
+            let mut file = dir.open_with(&clean, &options).map_err(failed)?;
+            file.write_all(content.as_bytes()).map_err(failed)?;
+            Ok(WriteOutput {
+                path: shown(&clean),
+                bytes: content.len() as u64,
+            })
         })
+        .await
     }
 
     pub async fn list(
@@ -442,49 +457,10 @@ impl Root {
         relative: Option<&str>,
         recursive: bool,
     ) -> Result<ListOutput, ToolError> {
-        let real = self.resolve(relative.unwrap_or("."))?;
-        if !real.is_dir() {
-            return Err(ToolError::failed(format!(
-                "\"{}\" is not a directory",
-                relative.unwrap_or(".")
-            )));
-        }
-        let mut entries = Vec::new();
-        let mut truncated = false;
-        let mut pending = vec![real];
-        while let Some(directory) = pending.pop() {
-            let mut children: Vec<_> = std::fs::read_dir(&directory)
-                .map_err(|error| ToolError::failed(format!("cannot list: {error}")))?
-                .filter_map(Result::ok)
-                .collect();
-            children.sort_by_key(|child| child.file_name());
-            for child in children {
-                let Ok(kind) = child.file_type() else {
-                    continue;
-                };
-                // Links are listed but never followed.
-                let is_dir = kind.is_dir();
-                if entries.len() == MAX_ENTRIES {
-                    truncated = true;
-                    break;
-                }
-                let size = if is_dir {
-                    0
-                } else {
-                    child.metadata().map(|m| m.len()).unwrap_or(0)
-                };
-                entries.push(Entry {
-                    path: self.display(&child.path()),
-                    kind: if is_dir { "dir" } else { "file" }.to_owned(),
-                    size,
-                });
-                if recursive && is_dir {
-                    pending.push(child.path());
-                }
-            }
-        }
-        entries.sort_by(|a, b| a.path.cmp(&b.path));
-        Ok(ListOutput { entries, truncated })
+        let relative = relative.unwrap_or(".").trim().to_owned();
+        let clean = Self::relative_path(&relative)?;
+        self.blocking(move |dir| list_beneath(&dir, &clean, &relative, recursive))
+            .await
     }
 
     pub async fn search(&self, input: SearchInput) -> Result<SearchOutput, ToolError> {
@@ -501,52 +477,138 @@ impl Root {
                 "give a name, a content text, or both to search for",
             ));
         }
-        let listing = self.list(input.path.as_deref(), true).await?;
-        let mut matches = Vec::new();
-        let mut truncated = listing.truncated;
-        for entry in listing.entries.iter().filter(|entry| entry.kind == "file") {
-            let file_name = entry
-                .path
-                .rsplit('/')
-                .next()
-                .unwrap_or(&entry.path)
-                .to_lowercase();
-            if name.as_ref().is_some_and(|name| !file_name.contains(name)) {
-                continue;
-            }
-            let Some(content) = &content else {
-                matches.push(Match {
-                    path: entry.path.clone(),
-                    line: None,
-                    text: None,
-                });
-                continue;
-            };
-            if entry.size > MAX_SEARCH_FILE_BYTES {
-                continue;
-            }
-            let Ok(real) = self.resolve(&entry.path) else {
-                continue;
-            };
-            let Ok(text) = tokio::fs::read_to_string(&real).await else {
-                continue;
-            };
-            for (index, line) in text.lines().enumerate() {
-                if line.to_lowercase().contains(content) {
-                    if matches.len() == MAX_ENTRIES {
-                        truncated = true;
-                        break;
-                    }
+        let relative = input
+            .path
+            .unwrap_or_else(|| ".".to_owned())
+            .trim()
+            .to_owned();
+        let clean = Self::relative_path(&relative)?;
+        self.blocking(move |dir| {
+            let listing = list_beneath(&dir, &clean, &relative, true)?;
+            let mut matches = Vec::new();
+            let mut truncated = listing.truncated;
+            for entry in listing.entries.iter().filter(|entry| entry.kind == "file") {
+                let file_name = entry
+                    .path
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or(&entry.path)
+                    .to_lowercase();
+                if name.as_ref().is_some_and(|name| !file_name.contains(name)) {
+                    continue;
+                }
+                let Some(content) = &content else {
                     matches.push(Match {
                         path: entry.path.clone(),
-                        line: Some(index + 1),
-                        text: Some(line.chars().take(300).collect()),
+                        line: None,
+                        text: None,
                     });
+                    continue;
+                };
+                if entry.size > MAX_SEARCH_FILE_BYTES {
+                    continue;
+                }
+                let Ok(text) = dir.read_to_string(&entry.path) else {
+                    continue;
+                };
+                for (index, line) in text.lines().enumerate() {
+                    if line.to_lowercase().contains(content) {
+                        if matches.len() == MAX_ENTRIES {
+                            truncated = true;
+                            break;
+                        }
+                        matches.push(Match {
+                            path: entry.path.clone(),
+                            line: Some(index + 1),
+                            text: Some(line.chars().take(300).collect()),
+                        });
+                    }
                 }
             }
-        }
-        Ok(SearchOutput { matches, truncated })
+            Ok(SearchOutput { matches, truncated })
+        })
+        .await
     }
+}
+
+/// cap-std's refusal of a path that leads outside the directory it was opened beneath.
+fn is_escape(error: &std::io::Error) -> bool {
+    error.kind() == std::io::ErrorKind::PermissionDenied && error.to_string().contains("outside")
+}
+
+/// A clean relative path as tools show it: `/`-separated, `.` for the root.
+fn shown(clean: &Path) -> String {
+    let text = clean.to_string_lossy().replace('\\', "/");
+    if text.is_empty() {
+        ".".to_owned()
+    } else {
+        text
+    }
+}
+
+/// The entries under `clean`, each directory opened beneath its parent's handle. Links are
+/// listed but never followed.
+fn list_beneath(
+    root: &Dir,
+    clean: &Path,
+    relative: &str,
+    recursive: bool,
+) -> Result<ListOutput, ToolError> {
+    let start = if clean.as_os_str().is_empty() {
+        root.try_clone()
+    } else {
+        match root.metadata(clean) {
+            Ok(metadata) if metadata.is_dir() => {}
+            Ok(_) => {
+                return Err(ToolError::failed(format!(
+                    "\"{relative}\" is not a directory"
+                )));
+            }
+            Err(error) => return Err(Root::failure("list", relative, &error)),
+        }
+        root.open_dir(clean)
+    }
+    .map_err(|error| Root::failure("list", relative, &error))?;
+    let mut entries = Vec::new();
+    let mut truncated = false;
+    let mut pending = vec![(start, clean.to_path_buf())];
+    while let Some((directory, prefix)) = pending.pop() {
+        let mut children: Vec<_> = directory
+            .entries()
+            .map_err(|error| ToolError::failed(format!("cannot list: {error}")))?
+            .filter_map(Result::ok)
+            .collect();
+        children.sort_by_key(|child| child.file_name());
+        for child in children {
+            let Ok(kind) = child.file_type() else {
+                continue;
+            };
+            let is_dir = kind.is_dir();
+            if entries.len() == MAX_ENTRIES {
+                truncated = true;
+                break;
+            }
+            let size = if is_dir {
+                0
+            } else {
+                child.metadata().map(|m| m.len()).unwrap_or(0)
+            };
+            let path = prefix.join(child.file_name());
+            entries.push(Entry {
+                path: shown(&path),
+                kind: if is_dir { "dir" } else { "file" }.to_owned(),
+                size,
+            });
+            if recursive
+                && is_dir
+                && let Ok(opened) = child.open_dir()
+            {
+                pending.push((opened, path));
+            }
+        }
+    }
+    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(ListOutput { entries, truncated })
 }
 
 #[cfg(test)]
@@ -562,8 +624,8 @@ mod tests {
         (dir, root)
     }
 
-    #[test]
-    fn paths_that_leave_the_root_are_refused() {
+    #[tokio::test]
+    async fn paths_that_leave_the_root_are_refused() {
         let (dir, root) = root();
         for bad in [
             "../secret.txt",
@@ -571,7 +633,9 @@ mod tests {
             "/etc/passwd",
             "~/x",
         ] {
-            let error = root.resolve(bad).unwrap_err().to_string();
+            let error = Root::relative_path(bad).unwrap_err().to_string();
+            assert!(error.contains("root"), "{bad}: {error}");
+            let error = root.read(bad, 0, 100).await.unwrap_err().to_string();
             assert!(error.contains("root"), "{bad}: {error}");
         }
         #[cfg(unix)]
@@ -579,13 +643,80 @@ mod tests {
             std::os::unix::fs::symlink(dir.path().join("secret.txt"), dir.path().join("root/link"))
                 .unwrap();
             std::os::unix::fs::symlink(dir.path(), dir.path().join("root/up")).unwrap();
-            for bad in ["link", "up/secret.txt", "up/new.txt"] {
-                let error = root.resolve(bad).unwrap_err().to_string();
+            for bad in ["link", "up/secret.txt"] {
+                let error = root.read(bad, 0, 100).await.unwrap_err().to_string();
                 assert!(error.contains("leads out of the root"), "{bad}: {error}");
             }
+            for bad in ["link", "up/new.txt"] {
+                let error = root.write(bad, "x", false).await.unwrap_err().to_string();
+                assert!(error.contains("leads out of the root"), "{bad}: {error}");
+            }
+            let error = root.list(Some("up"), false).await.unwrap_err().to_string();
+            assert!(error.contains("root"), "{error}");
+            assert!(!dir.path().join("new.txt").exists());
+            assert_eq!(
+                std::fs::read_to_string(dir.path().join("secret.txt")).unwrap(),
+                "top secret"
+            );
         }
-        assert!(root.resolve("docs/a.txt").is_ok());
-        assert!(root.resolve("./docs/new/deeper.txt").is_ok());
+        assert!(root.read("docs/a.txt", 0, 100).await.is_ok());
+        assert!(
+            root.write("./docs/new/deeper.txt", "x", false)
+                .await
+                .is_ok()
+        );
+    }
+
+    /// A directory swapped for a link to outside the root, over and over, while files under
+    /// it are read and written: no read ever sees the outside file and no write lands there.
+    /// Checking a path and then opening it (as this plugin once did) loses this race.
+    #[cfg(unix)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_link_swapped_in_during_an_operation_never_leads_out() {
+        let (dir, root) = root();
+        std::fs::create_dir_all(dir.path().join("outside")).unwrap();
+        std::fs::write(dir.path().join("outside/file.txt"), "outside").unwrap();
+        let inside = dir.path().join("root/swap");
+        let outside = dir.path().join("outside");
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let swapper = {
+            let (stop, inside, outside) = (stop.clone(), inside.clone(), outside.clone());
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    // Only this thread makes `swap` a link, so it knows which it is.
+                    let _ = std::fs::create_dir(&inside);
+                    let _ = std::fs::write(inside.join("file.txt"), "inside");
+                    let _ = std::fs::remove_dir_all(&inside);
+                    let _ = std::os::unix::fs::symlink(&outside, &inside);
+                    if std::fs::symlink_metadata(&inside).is_ok_and(|m| m.is_symlink()) {
+                        let _ = std::fs::remove_file(&inside);
+                    }
+                }
+            })
+        };
+        let mut inside_reads = 0;
+        for _ in 0..3000 {
+            if let Ok(read) = root.read("swap/file.txt", 0, 100).await {
+                // Empty while the swapper writes it; never the outside file.
+                assert_ne!(read.content, "outside", "a read left the root");
+                if read.content == "inside" {
+                    inside_reads += 1;
+                }
+            }
+            let _ = root.write("swap/written.txt", "x", false).await;
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        swapper.join().unwrap();
+        assert!(
+            !dir.path().join("outside/written.txt").exists(),
+            "a write left the root"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("outside/file.txt")).unwrap(),
+            "outside"
+        );
+        // The race was run, not skipped: some reads found the real directory.
+        assert!(inside_reads > 0);
     }
 
     #[tokio::test]

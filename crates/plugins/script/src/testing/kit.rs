@@ -9,7 +9,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 /// The `kit` plugin: `kit.echo`, `kit.add`, `kit.fail`, `kit.panic`, `kit.delete` (needs
-/// approval), `kit.big` and `kit.sort` (an enum field).
+/// approval), `kit.big`, `kit.sort` (an enum field) and `kit.list` (a result with a list
+/// field, as list tools return).
 pub fn plugin() -> Arc<dyn Plugin> {
     Arc::new(Kit)
 }
@@ -46,6 +47,25 @@ struct Sort {
     items: Vec<String>,
     /// Which way to sort.
     order: Order,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Count {
+    count: usize,
+}
+
+/// What `kit.list` returns.
+#[derive(serde::Serialize, JsonSchema)]
+struct Listing {
+    items: Vec<Item>,
+    total: usize,
+}
+
+/// One numbered item.
+#[derive(serde::Serialize, JsonSchema)]
+struct Item {
+    n: usize,
+    even: bool,
 }
 
 /// A sort order.
@@ -122,6 +142,25 @@ impl Plugin for Kit {
                 }
                 Ok::<_, ToolError>(items)
             })
+            .into_arc(),
+        );
+        context.add_tool(
+            define_tool(
+                "kit.list",
+                "Lists numbered items",
+                |_cx, input: Count| async move {
+                    let items = (1..=input.count)
+                        .map(|n| Item {
+                            n,
+                            even: n % 2 == 0,
+                        })
+                        .collect();
+                    Ok::<_, ToolError>(Listing {
+                        items,
+                        total: input.count,
+                    })
+                },
+            )
             .into_arc(),
         );
         context.add_context("Test context", "The kit plugin is loaded.");

@@ -34,11 +34,12 @@ fn main() -> anyhow::Result<()> {
         Some("bench") => match arguments.get(1).map(String::as_str) {
             Some("sandbox") => bench_sandbox(&root),
             Some("tokens") => bench_tokens(&root),
+            Some("fairness") => bench_fairness(&root),
             Some("store") => bench_store(&root),
             Some("api") => bench_api(&root),
             Some("local") => bench_local(&root),
             _ => {
-                eprintln!("usage: cargo xtask bench <sandbox|tokens|store|api|local>");
+                eprintln!("usage: cargo xtask bench <sandbox|tokens|fairness|store|api|local>");
                 std::process::exit(2);
             }
         },
@@ -52,6 +53,7 @@ fn main() -> anyhow::Result<()> {
                  new-plugin <name>   a new tool plugin crate, wired into the workspace and the binary\n  \
                  bench sandbox   sandbox overhead, ours beside the seed's QuickJS (needs node, npm)\n  \
                  bench tokens    model calls and prompt tokens, classic against code mode\n  \
+                 bench fairness  one user's scripts beside another user's endless loops\n  \
                  bench store     conversation store on SQLite and PostgreSQL (AGENTIC_TEST_POSTGRES_URL)\n  \
                  bench api       1,000 concurrent prompts against `agentic serve` and a fake model\n  \
                  bench local     the embedded local model: prompt and generation tokens/s, memory"
@@ -211,6 +213,21 @@ fn bench_tokens(root: &Path) -> anyhow::Result<()> {
             "agentic-interpreter",
             "--bench",
             "tokens",
+        ],
+        &[],
+    )
+}
+
+fn bench_fairness(root: &Path) -> anyhow::Result<()> {
+    run(
+        root,
+        "cargo",
+        &[
+            "bench",
+            "--package",
+            "agentic-interpreter",
+            "--bench",
+            "fairness",
         ],
         &[],
     )

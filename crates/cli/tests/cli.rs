@@ -23,6 +23,17 @@ fn script(name: &str, turns: &str) -> Script {
 }
 
 fn agentic(arguments: &[&str], provider: Option<&Script>, stdin: Option<&str>) -> Output {
+    let mut child = command(arguments, provider).spawn().unwrap();
+    let mut input = child.stdin.take().unwrap();
+    if let Some(text) = stdin {
+        input.write_all(text.as_bytes()).unwrap();
+    }
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
+/// The `agentic` command with the tests' environment, its stdio piped.
+fn command(arguments: &[&str], provider: Option<&Script>) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_agentic"));
     command
         .args(arguments)
@@ -37,13 +48,7 @@ fn agentic(arguments: &[&str], provider: Option<&Script>, stdin: Option<&str>) -
     if let Some(Script(path)) = provider {
         command.env("AGENTIC_PROVIDER", format!("script:{}", path.display()));
     }
-    let mut child = command.spawn().unwrap();
-    let mut input = child.stdin.take().unwrap();
-    if let Some(text) = stdin {
-        input.write_all(text.as_bytes()).unwrap();
-    }
-    drop(input);
-    child.wait_with_output().unwrap()
+    command
 }
 
 fn database_url() -> String {
@@ -106,19 +111,37 @@ fn the_binary_as_its_own_worker_keeps_the_memory_limit() {
     assert!(stdout.contains("recovered"), "{stdout}");
 }
 
-/// A script that calls a tool a thousand times publishes thousands of events faster than
-/// stdout takes them; `--json` still prints every one, in order (it used to drop them).
+/// A script that calls a tool a thousand times publishes thousands of events, and the reader
+/// of `--json` takes none for a while (a full pipe, as behind a slow consumer); every event
+/// still comes out, in order (they used to be dropped once the CLI fell 1,024 behind).
 #[test]
-fn json_keeps_every_event_of_a_busy_script() {
+fn json_keeps_every_event_of_a_busy_script_for_a_slow_reader() {
     let turns = script(
         "busy",
         "- code: |\n    for (let i = 0; i < 1000; i++) { timeNow({ timezone: \"UTC\" }); output(\"n\" + i); }\n    done();\n",
     );
-    let output = agentic(
-        &["prompt", "Check the clock a lot", "-m", "code", "--json"],
+    // A debug build on a busy machine may need more than the default 30 s for 1,000 calls.
+    let config = std::env::temp_dir().join(format!("agentic-cli-{}-busy.toml", std::process::id()));
+    std::fs::write(&config, "[interpreter.sandbox]\nwallTimeMs = 600000\n").unwrap();
+    let mut child = command(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "prompt",
+            "Check the clock a lot",
+            "-m",
+            "code",
+            "--json",
+        ],
         Some(&turns),
-        None,
-    );
+    )
+    .spawn()
+    .unwrap();
+    drop(child.stdin.take());
+    // Read nothing for a while: the pipe fills and the CLI's writes wait.
+    std::thread::sleep(std::time::Duration::from_secs(10));
+    let output = child.wait_with_output().unwrap();
+    let _ = std::fs::remove_file(&config);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     assert!(
         !text(&output.stderr).contains("dropped"),

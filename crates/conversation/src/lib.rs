@@ -11,6 +11,7 @@
 //! Plugins add their own tables from `setup()` with [`register_migrations`], and hear about
 //! compressed history with [`register_compression_hook`]. Work that runs beside a server (e.g. a
 //! scheduler) registers with [`register_background_service`]; `agentic serve` starts it.
+#![forbid(unsafe_code)]
 
 pub mod background;
 pub mod compress;

@@ -66,9 +66,18 @@ pub const COMPACT_RESULT_CHARS: usize = 1_000;
 /// Characters of each tool input kept in a compact summary.
 pub const COMPACT_INPUT_CHARS: usize = 300;
 
+/// Whether a tool output is the working of the mode that ran the prompt rather than a tool it
+/// used: its id is in the mode's own namespace (`<mode>.…`, as a mode records its steps).
+pub fn is_mode_working(prompt: &Prompt, function: &str) -> bool {
+    function
+        .strip_prefix(prompt.mode.as_str())
+        .is_some_and(|rest| rest.starts_with('.'))
+}
+
 /// A prompt in two messages: the user's input, and one assistant message that lists the tools
 /// it used (results cut to `result_chars`) and what it told the user. Any mode's timeline reads
-/// the same way this way, so history crosses modes.
+/// the same way this way, so history crosses modes. The mode's own working (see
+/// [`is_mode_working`]) is left out: it is how the answer was found, not what was found.
 pub fn compact_prompt_messages(prompt: &Prompt, result_chars: usize) -> Vec<ChatMessage> {
     if let Some(message) = summary_message(prompt) {
         return vec![message];
@@ -81,8 +90,7 @@ pub fn compact_prompt_messages(prompt: &Prompt, result_chars: usize) -> Vec<Chat
     let mut texts = Vec::new();
     for output in &prompt.output {
         match output {
-            // The code itself is the mode's working, not part of what was found out.
-            PromptOutput::Tool(tool) if tool.function == "code.execute" => {}
+            PromptOutput::Tool(tool) if is_mode_working(prompt, &tool.function) => {}
             // Inputs are cut like results: a large input (data handed to artifact.store, a
             // file written) must not come back into the context on every later prompt.
             PromptOutput::Tool(tool) => tools.push(format!(

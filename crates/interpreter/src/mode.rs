@@ -276,15 +276,19 @@ impl CodeExecutor {
             let execution = self
                 .shared
                 .sandbox
-                .start(ExecuteRequest {
-                    code,
-                    tools: bindings.clone(),
-                    input: None,
-                    store: self.store.clone(),
-                    limits: self.shared.sandbox.config().script_limits(),
-                    allow_prose: path == CodePath::Plain,
-                    same_tools_as_before: false,
-                })
+                .start_with_wall_time(
+                    Some(&self.options.user_id),
+                    ExecuteRequest {
+                        code,
+                        tools: bindings.clone(),
+                        input: None,
+                        store: self.store.clone(),
+                        limits: self.shared.sandbox.config().script_limits(),
+                        allow_prose: path == CodePath::Plain,
+                        same_tools_as_before: false,
+                    },
+                    None,
+                )
                 .await;
             self.active = Some(ActiveExecution {
                 execution,
@@ -881,7 +885,7 @@ impl PromptExecutor for CodeExecutor {
         call.decision = Decision::Approved;
         self.recorder.resume().await?;
         if let Some(active) = self.active.as_mut() {
-            active.execution.resume_clock();
+            active.execution.resume_clock().await;
         }
         self.drive().await
     }
@@ -901,7 +905,7 @@ impl PromptExecutor for CodeExecutor {
             .finish_tool(tool_call_id, ToolResult::Error { error })
             .await?;
         if let Some(active) = self.active.as_mut() {
-            active.execution.resume_clock();
+            active.execution.resume_clock().await;
         }
         self.drive().await
     }

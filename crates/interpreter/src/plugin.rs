@@ -175,6 +175,7 @@ async fn run_code(
     let mut execution = shared
         .sandbox
         .start_with_wall_time(
+            Some(&context.user_id),
             ExecuteRequest {
                 code: input.code,
                 tools: bindings.clone(),

@@ -1,7 +1,7 @@
 //! The host side of the sandbox: a warm pool of workers, and one [`Execution`] per script
 //! with a wall-time clock that the host enforces by killing the worker.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin};
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
 use crate::engine::EngineOptions;
 use crate::protocol::{
@@ -47,6 +47,12 @@ pub struct SandboxConfig {
     pub recursion_limit: usize,
     /// Workers kept started and ready.
     pub pool_size: usize,
+    /// Scripts running at once, over all users (default: the machine's cores). More wait,
+    /// first come first served, without their wall time running.
+    pub max_running: usize,
+    /// Scripts one user may have running at once (default 1): a user's scripts queue behind
+    /// that user's own, so one user's busy loops cannot take the cores from everyone else.
+    pub max_running_per_user: usize,
     /// The worker program; found automatically when absent (see `docs/code-mode.md`).
     pub worker_program: Option<PathBuf>,
 }
@@ -62,6 +68,8 @@ impl Default for SandboxConfig {
             max_code_bytes: 100 * 1024,
             recursion_limit: 2_000,
             pool_size: 2,
+            max_running: std::thread::available_parallelism().map_or(2, std::num::NonZero::get),
+            max_running_per_user: 1,
             worker_program: None,
         }
     }
@@ -101,19 +109,64 @@ pub enum SandboxEvent {
     Finished(Box<ExecutionOutcome>),
 }
 
-/// Starts scripts on warm workers.
+/// Starts scripts on warm workers, a fair share of them per user.
 #[derive(Debug)]
 pub struct Sandbox {
     config: SandboxConfig,
     warm: Mutex<VecDeque<Worker>>,
+    /// Slots for running scripts, over all users.
+    running: Arc<Semaphore>,
+    /// Each user's own slots; an entry goes when no script of its user holds or waits for one.
+    users: Mutex<HashMap<String, Arc<Semaphore>>>,
+}
+
+/// The slots an execution holds while its script runs: its user's and the shared one. Given
+/// back while the script waits for a person, taken again before it goes on.
+#[derive(Debug)]
+struct Slots {
+    _user: Option<OwnedSemaphorePermit>,
+    _shared: OwnedSemaphorePermit,
 }
 
 impl Sandbox {
     pub fn new(config: SandboxConfig) -> Arc<Self> {
         Arc::new(Self {
+            running: Arc::new(Semaphore::new(config.max_running.max(1))),
+            users: Mutex::new(HashMap::new()),
             config,
             warm: Mutex::new(VecDeque::new()),
         })
+    }
+
+    /// Waits for a slot of `owner` (when given), then for a shared one.
+    async fn slots(&self, owner: Option<&str>) -> Slots {
+        let user = match owner {
+            Some(owner) => {
+                let semaphore = {
+                    let mut users = self.users.lock().unwrap_or_else(PoisonError::into_inner);
+                    // Forget users with nothing running or waiting, so ids do not pile up.
+                    users.retain(|_, semaphore| Arc::strong_count(semaphore) > 1);
+                    users
+                        .entry(owner.to_owned())
+                        .or_insert_with(|| {
+                            Arc::new(Semaphore::new(self.config.max_running_per_user.max(1)))
+                        })
+                        .clone()
+                };
+                semaphore.acquire_owned().await.ok()
+            }
+            None => None,
+        };
+        let shared = self
+            .running
+            .clone()
+            .acquire_owned()
+            .await
+            .unwrap_or_else(|_| unreachable!("the sandbox never closes its semaphore"));
+        Slots {
+            _user: user,
+            _shared: shared,
+        }
     }
 
     pub fn config(&self) -> &SandboxConfig {
@@ -129,15 +182,18 @@ impl Sandbox {
         Ok(())
     }
 
-    /// Runs a script with the configured wall time.
+    /// Runs a script with the configured wall time, as no user in particular (it takes only a
+    /// shared slot).
     pub async fn start(self: &Arc<Self>, request: ExecuteRequest) -> Execution {
-        self.start_with_wall_time(request, None).await
+        self.start_with_wall_time(None, request, None).await
     }
 
-    /// Runs a script, with a shorter wall time than configured if one is given. Code over the
-    /// size limit fails here, before any worker sees it.
+    /// Runs a script of `owner`, once one of that user's slots and a shared slot are free, with
+    /// a shorter wall time than configured if one is given. Time spent waiting for the slots
+    /// does not count. Code over the size limit fails here, before any worker sees it.
     pub async fn start_with_wall_time(
         self: &Arc<Self>,
+        owner: Option<&str>,
         request: ExecuteRequest,
         wall_time: Option<Duration>,
     ) -> Execution {
@@ -152,6 +208,7 @@ impl Sandbox {
             );
             return Execution::finished_with(self.clone(), store, limit_error(&message));
         }
+        let slots = self.slots(owner).await;
         let worker = match self.take_worker().await {
             Ok(worker) => worker,
             Err(error) => {
@@ -174,6 +231,8 @@ impl Sandbox {
             clock: Clock::new(wall_time),
             store,
             outcome: None,
+            owner: owner.map(str::to_owned),
+            slots: Some(slots),
         };
         if let Some(worker) = execution.worker.as_mut()
             && worker
@@ -250,6 +309,9 @@ pub struct Execution {
     clock: Clock,
     store: serde_json::Map<String, serde_json::Value>,
     outcome: Option<Box<ExecutionOutcome>>,
+    owner: Option<String>,
+    /// Held while the script runs; `None` once it finished or while it waits for a person.
+    slots: Option<Slots>,
 }
 
 impl Execution {
@@ -264,12 +326,15 @@ impl Execution {
             worker: None,
             store,
             outcome: None,
+            owner: None,
+            slots: None,
         };
         execution.finish_with(error);
         execution
     }
 
     fn finish_with(&mut self, error: ScriptError) {
+        self.slots = None;
         self.outcome = Some(Box::new(ExecutionOutcome {
             path: CodePath::Plain,
             result: Err(error),
@@ -310,6 +375,7 @@ impl Execution {
                 Ok(Some(ToHost::Log { text })) => return SandboxEvent::Log(text),
                 Ok(Some(ToHost::Finished(outcome))) => {
                     self.outcome = Some(outcome);
+                    self.slots = None;
                     if let Some(worker) = self.worker.take() {
                         recycle(self.sandbox.clone(), worker);
                     }
@@ -349,12 +415,19 @@ impl Execution {
         }
     }
 
-    /// Stops the wall-time clock, e.g. while a person decides on an approval.
+    /// Stops the wall-time clock while a person decides on an approval, and gives the slots
+    /// back meanwhile: a script waiting for a person uses no core, and its user's other
+    /// scripts may run.
     pub fn pause_clock(&mut self) {
         self.clock.pause();
+        self.slots = None;
     }
 
-    pub fn resume_clock(&mut self) {
+    /// Takes the slots again (waiting for them, clock stopped), then restarts the clock.
+    pub async fn resume_clock(&mut self) {
+        if self.outcome.is_none() && self.slots.is_none() {
+            self.slots = Some(self.sandbox.slots(self.owner.as_deref()).await);
+        }
         self.clock.resume();
     }
 }

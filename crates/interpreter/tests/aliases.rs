@@ -83,6 +83,7 @@ async fn aliases_call_the_same_tool_and_never_shadow() {
     .unwrap();
     let timeline = TimelineRunner::new()
         .plugin(Arc::new(Notes))
+        .keep_code_mode_system_prompt()
         .run(&case)
         .await
         .unwrap();

@@ -1,5 +1,7 @@
 //! Code mode, scenario by scenario: each `timelines/*.yaml` file is a case, and its whole
-//! timeline (prompt, events, model requests) is snapshotted.
+//! timeline (prompt, events, model requests) is snapshotted. The runner masks the system
+//! prompt in them, so rewording the rules or declaring another tool does not rewrite every
+//! snapshot; `the_code_mode_system_prompt` snapshots it once, whole.
 
 // Test helpers outside #[test] functions may unwrap too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -17,4 +19,24 @@ fn code_mode_timelines() {
             .unwrap_or_else(|error| panic!("{}: {error:#}", path.display()));
         insta::assert_yaml_snapshot!(timeline);
     });
+}
+
+/// The rules, the worked example and the kit's declarations, as the model reads them.
+#[test]
+fn the_code_mode_system_prompt() {
+    let runner = TimelineRunner::new()
+        .plugin(kit::plugin())
+        .keep_code_mode_system_prompt();
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/timelines/complete.yaml");
+    let timeline = runner.run_file_blocking(&path).unwrap();
+    let system = timeline.requests[0]["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        system.starts_with("You work by writing JavaScript."),
+        "{system}"
+    );
+    insta::assert_snapshot!(system);
 }

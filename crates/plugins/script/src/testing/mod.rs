@@ -156,16 +156,30 @@ impl Default for TimelineRunner {
 
 impl TimelineRunner {
     /// A runner over every linked plugin. Tool-call ids that code mode makes up for calls from
-    /// the sandbox (`call_` and 32 hex digits) are masked as `call_[random]`.
+    /// the sandbox (`call_` and 32 hex digits) are masked as `call_[random]`, and code mode's
+    /// system prompt (its rules, example and tool declarations, up to the context items) as
+    /// `[code-mode system prompt]`: rewording it or declaring another tool then leaves every
+    /// timeline alone. [`Self::keep_code_mode_system_prompt`] shows it.
     pub fn new() -> Self {
         Self {
             plugins: Vec::new(),
             registered: true,
-            masks: standard_masks(&[(r"call_[0-9a-f]{32}", "call_[random]")]),
+            masks: standard_masks(&[
+                (r"call_[0-9a-f]{32}", "call_[random]"),
+                (CODE_MODE_SYSTEM_PROMPT, "[code-mode system prompt]$1"),
+            ]),
             redacted_keys: Vec::new(),
             user_id: "alice".to_owned(),
             on_runtime: None,
         }
+    }
+
+    /// Shows code mode's system prompt whole instead of masking it, for the one snapshot that
+    /// is about it.
+    pub fn keep_code_mode_system_prompt(mut self) -> Self {
+        self.masks
+            .retain(|(regex, _)| regex.as_str() != CODE_MODE_SYSTEM_PROMPT);
+        self
     }
 
     /// Calls `hook` with each case's services once its runtime is built.
@@ -365,6 +379,9 @@ macro_rules! assert_timeline_snapshot {
         $crate::__insta::assert_yaml_snapshot!($($arguments)*)
     };
 }
+
+/// Code mode's system prompt up to its context items (`\n\n## title`) or its end.
+const CODE_MODE_SYSTEM_PROMPT: &str = r"(?s)You work by writing JavaScript\..*?(\n\n## |\z)";
 
 const ID_KEYS: &[&str] = &["id", "promptId", "toolCallId", "conversationId"];
 const TIME_KEYS: &[&str] = &["start", "end", "createdAt", "updatedAt"];

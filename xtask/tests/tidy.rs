@@ -1,0 +1,168 @@
+//! The invariants of docs/architecture.md that are facts about the source tree, checked the
+//! way rust-analyzer's tidy test does: by reading the files. `cargo xtask ci` runs it with the
+//! other tests.
+
+// Test helpers outside #[test] functions may unwrap too.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// Every file under `dir` whose name ends with `suffix`.
+fn files(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                if path.file_name().is_some_and(|name| name != "target") {
+                    pending.push(path);
+                }
+            } else if path.to_string_lossy().ends_with(suffix) {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// Every crate directory of the workspace (those with a Cargo.toml under `crates/`).
+fn crates() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = files(&workspace().join("crates"), "Cargo.toml")
+        .into_iter()
+        .filter_map(|manifest| manifest.parent().map(Path::to_path_buf))
+        .collect();
+    dirs.push(workspace().join("xtask"));
+    dirs
+}
+
+fn relative(path: &Path) -> String {
+    path.strip_prefix(workspace())
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+/// Invariant 9: every library forbids `unsafe` at its root, on top of the workspace lint.
+#[test]
+fn every_library_forbids_unsafe_code() {
+    let missing: Vec<String> = crates()
+        .iter()
+        .map(|dir| dir.join("src/lib.rs"))
+        .filter(|lib| lib.exists())
+        .filter(|lib| {
+            !std::fs::read_to_string(lib)
+                .unwrap()
+                .contains("#![forbid(unsafe_code)]")
+        })
+        .map(|lib| relative(&lib))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "no #![forbid(unsafe_code)] in {missing:?}"
+    );
+    let manifest = std::fs::read_to_string(workspace().join("Cargo.toml")).unwrap();
+    assert!(manifest.contains("unsafe_code = \"forbid\""));
+}
+
+/// Invariant 6: the contract crate knows no mode by name.
+#[test]
+fn core_knows_no_execution_mode() {
+    let mentions: Vec<String> = files(&workspace().join("crates/core/src"), ".rs")
+        .into_iter()
+        .filter(|file| {
+            let text = std::fs::read_to_string(file).unwrap();
+            text.contains("\"code.execute\"") || text.contains("boa_engine")
+        })
+        .map(|file| relative(&file))
+        .collect();
+    assert!(mentions.is_empty(), "core names code mode in {mentions:?}");
+}
+
+/// Invariant 10: only the writer (and the migration runner) opens database transactions.
+#[test]
+fn only_the_writer_opens_transactions() {
+    let openers: Vec<String> = files(&workspace().join("crates/conversation/src"), ".rs")
+        .into_iter()
+        .filter(|file| {
+            let text = std::fs::read_to_string(file).unwrap();
+            text.contains("begin_with_options") || text.contains(".begin()")
+        })
+        .map(|file| relative(&file))
+        .collect();
+    let allowed = [
+        "crates/conversation/src/writes.rs",
+        "crates/conversation/src/migration.rs",
+    ];
+    let others: Vec<&String> = openers
+        .iter()
+        .filter(|file| !allowed.contains(&file.as_str()))
+        .collect();
+    assert!(
+        others.is_empty(),
+        "transactions opened outside the writer: {others:?}"
+    );
+}
+
+/// Dependencies a crate lists only for a feature or a link, never by name in its code.
+const USED_WITHOUT_A_NAME: &[(&str, &str)] = &[];
+
+/// Every normal dependency of every crate is named in that crate's code: an unused one only
+/// costs build time and audit surface.
+#[test]
+fn every_dependency_is_used() {
+    let mut unused = Vec::new();
+    for dir in crates() {
+        let manifest: toml::Table = std::fs::read_to_string(dir.join("Cargo.toml"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        let package = manifest["package"]["name"].as_str().unwrap().to_owned();
+        let Some(dependencies) = manifest.get("dependencies").and_then(toml::Value::as_table)
+        else {
+            continue;
+        };
+        let mut code = String::new();
+        for file in files(&dir.join("src"), ".rs")
+            .into_iter()
+            .chain(files(&dir.join("benches"), ".rs"))
+            .chain(std::iter::once(dir.join("build.rs")).filter(|build| build.exists()))
+        {
+            code.push_str(&std::fs::read_to_string(file).unwrap());
+        }
+        for name in dependencies.keys() {
+            let crate_name = dependencies[name]
+                .get("package")
+                .and_then(toml::Value::as_str)
+                .unwrap_or(name)
+                .replace('-', "_");
+            let alias = name.replace('-', "_");
+            let named = [crate_name.as_str(), alias.as_str()].iter().any(|used| {
+                code.contains(&format!("{used}::"))
+                    || code.contains(&format!("use {used}"))
+                    || code.contains(&format!("{used} as _"))
+                    || code.contains(&format!("extern crate {used}"))
+                    || code.contains(&format!("#[{used}("))
+                    || code.contains(&format!("{used}!"))
+            });
+            let excused = USED_WITHOUT_A_NAME
+                .iter()
+                .any(|(owner, dependency)| *owner == package && dependency == name);
+            if !named && !excused {
+                unused.push(format!("{package}: {name}"));
+            }
+        }
+    }
+    assert!(unused.is_empty(), "unused dependencies: {unused:?}");
+}

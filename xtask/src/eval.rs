@@ -227,6 +227,16 @@ fn one_line(text: &str, max: usize) -> String {
     }
 }
 
+/// Sets `key` of the `[section]` table of a run's config, making the table if need be.
+fn set(config: &mut toml::Table, section: &str, key: &str, value: toml::Value) {
+    let table = config
+        .entry(section)
+        .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    if let toml::Value::Table(table) = table {
+        table.insert(key.into(), value);
+    }
+}
+
 fn run_one(
     task: &Task,
     mode: &str,
@@ -249,23 +259,20 @@ fn run_one(
         None
     };
     let mut config = task.config.clone();
-    let fs = config
-        .entry("fs")
-        .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-    if let toml::Value::Table(fs) = fs {
-        fs.insert(
-            "root".into(),
-            toml::Value::String(root.to_string_lossy().into_owned()),
-        );
-    }
+    set(
+        &mut config,
+        "fs",
+        "root",
+        toml::Value::String(root.to_string_lossy().into_owned()),
+    );
     if let Some(temperature) = options.temperature {
         for section in ["openai", "local"] {
-            let table = config
-                .entry(section)
-                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-            if let toml::Value::Table(table) = table {
-                table.insert("temperature".into(), toml::Value::Float(temperature));
-            }
+            set(
+                &mut config,
+                section,
+                "temperature",
+                toml::Value::Float(temperature),
+            );
         }
     }
     let config_path = dir.join("agentic.toml");

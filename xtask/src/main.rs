@@ -33,11 +33,11 @@ fn main() -> anyhow::Result<()> {
         Some("eval") => eval(&root, &arguments[1..]),
         Some("bench") => match arguments.get(1).map(String::as_str) {
             Some("sandbox") => bench_sandbox(&root),
-            Some("tokens") => bench_tokens(&root),
-            Some("fairness") => bench_fairness(&root),
-            Some("store") => bench_store(&root),
+            Some("tokens") => cargo_bench(&root, "agentic-interpreter", "tokens"),
+            Some("fairness") => cargo_bench(&root, "agentic-interpreter", "fairness"),
+            Some("store") => cargo_bench(&root, "agentic-conversation", "store"),
             Some("api") => bench_api(&root),
-            Some("local") => bench_local(&root),
+            Some("local") => cargo_bench(&root, "agentic-plugin-local", "local"),
             _ => {
                 eprintln!("usage: cargo xtask bench <sandbox|tokens|fairness|store|api|local>");
                 std::process::exit(2);
@@ -203,62 +203,12 @@ fn bench_sandbox(root: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn bench_tokens(root: &Path) -> anyhow::Result<()> {
+/// `cargo bench --package <package> --bench <bench>`: benches that print their own tables.
+fn cargo_bench(root: &Path, package: &str, bench: &str) -> anyhow::Result<()> {
     run(
         root,
         "cargo",
-        &[
-            "bench",
-            "--package",
-            "agentic-interpreter",
-            "--bench",
-            "tokens",
-        ],
-        &[],
-    )
-}
-
-fn bench_fairness(root: &Path) -> anyhow::Result<()> {
-    run(
-        root,
-        "cargo",
-        &[
-            "bench",
-            "--package",
-            "agentic-interpreter",
-            "--bench",
-            "fairness",
-        ],
-        &[],
-    )
-}
-
-fn bench_store(root: &Path) -> anyhow::Result<()> {
-    run(
-        root,
-        "cargo",
-        &[
-            "bench",
-            "--package",
-            "agentic-conversation",
-            "--bench",
-            "store",
-        ],
-        &[],
-    )
-}
-
-fn bench_local(root: &Path) -> anyhow::Result<()> {
-    run(
-        root,
-        "cargo",
-        &[
-            "bench",
-            "--package",
-            "agentic-plugin-local",
-            "--bench",
-            "local",
-        ],
+        &["bench", "--package", package, "--bench", bench],
         &[],
     )
 }

@@ -47,6 +47,18 @@ fn crates() -> Vec<PathBuf> {
     dirs
 }
 
+/// The `.rs` files under `dir` (relative to the workspace) that contain any of `needles`.
+fn files_mentioning(dir: &str, needles: &[&str]) -> Vec<String> {
+    files(&workspace().join(dir), ".rs")
+        .into_iter()
+        .filter(|file| {
+            let text = std::fs::read_to_string(file).unwrap();
+            needles.iter().any(|needle| text.contains(needle))
+        })
+        .map(|file| relative(&file))
+        .collect()
+}
+
 fn relative(path: &Path) -> String {
     path.strip_prefix(workspace())
         .unwrap_or(path)
@@ -79,28 +91,17 @@ fn every_library_forbids_unsafe_code() {
 /// Invariant 6: the contract crate knows no mode by name.
 #[test]
 fn core_knows_no_execution_mode() {
-    let mentions: Vec<String> = files(&workspace().join("crates/core/src"), ".rs")
-        .into_iter()
-        .filter(|file| {
-            let text = std::fs::read_to_string(file).unwrap();
-            text.contains("\"code.execute\"") || text.contains("boa_engine")
-        })
-        .map(|file| relative(&file))
-        .collect();
+    let mentions = files_mentioning("crates/core/src", &["\"code.execute\"", "boa_engine"]);
     assert!(mentions.is_empty(), "core names code mode in {mentions:?}");
 }
 
 /// Invariant 10: only the writer (and the migration runner) opens database transactions.
 #[test]
 fn only_the_writer_opens_transactions() {
-    let openers: Vec<String> = files(&workspace().join("crates/conversation/src"), ".rs")
-        .into_iter()
-        .filter(|file| {
-            let text = std::fs::read_to_string(file).unwrap();
-            text.contains("begin_with_options") || text.contains(".begin()")
-        })
-        .map(|file| relative(&file))
-        .collect();
+    let openers = files_mentioning(
+        "crates/conversation/src",
+        &["begin_with_options", ".begin()"],
+    );
     let allowed = [
         "crates/conversation/src/writes.rs",
         "crates/conversation/src/migration.rs",

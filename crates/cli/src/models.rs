@@ -59,13 +59,11 @@ impl std::error::Error for UnknownModel {}
 /// `agentic model pull [name]`: fetches a known model (the default without a name) unless it
 /// is already there, and prints its path.
 pub fn pull(name: Option<&str>) -> anyhow::Result<()> {
-    let path = match name {
-        None => pull::ensure_default(&Bar::new())?,
-        Some(name) => {
-            let model = pull::known(name).ok_or_else(|| UnknownModel(name.to_owned()))?;
-            pull::ensure(model, &Bar::new())?
-        }
+    let model = match name {
+        None => &pull::DEFAULT_MODEL,
+        Some(name) => pull::known(name).ok_or_else(|| UnknownModel(name.to_owned()))?,
     };
+    let path = pull::ensure(model, &Bar::new())?;
     outln!("{}", path.display());
     Ok(())
 }

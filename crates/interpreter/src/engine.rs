@@ -387,12 +387,11 @@ fn explain_unknown_member(error: &mut ScriptError, tools: &[ToolBinding]) {
     for (namespace, method) in member_calls(line) {
         let methods: Vec<&str> = tools
             .iter()
-            .filter_map(|tool| tool.member.as_deref())
-            .filter(|member| {
-                member
-                    .split_once('.')
+            .filter(|tool| {
+                tool.namespace_and_method()
                     .is_some_and(|(ns, _)| ns == namespace)
             })
+            .filter_map(|tool| tool.member.as_deref())
             .collect();
         if methods.is_empty() || methods.contains(&format!("{namespace}.{method}").as_str()) {
             continue;
@@ -409,7 +408,7 @@ fn explain_unknown_member(error: &mut ScriptError, tools: &[ToolBinding]) {
 
 /// `a.b(` pairs in a line of code.
 fn member_calls(line: &str) -> Vec<(String, String)> {
-    let is_word = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '$';
+    let is_word = crate::names::is_identifier_char;
     let chars: Vec<char> = line.chars().collect();
     let mut calls = Vec::new();
     let mut i = 0;
@@ -571,7 +570,7 @@ fn strip_pasted_parameters(code: &str, tools: &[ToolBinding]) -> Option<String> 
             let preceded_by_word = fixed[..call]
                 .chars()
                 .next_back()
-                .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$');
+                .is_some_and(crate::names::is_identifier_char);
             let rest = &fixed[open..];
             let spaces = rest.len() - rest.trim_start().len();
             let after = &rest[spaces..];
@@ -648,8 +647,7 @@ fn bind_tools(context: &mut Context, bindings: &[ToolBinding]) -> JsResult<()> {
                 Attribute::all(),
             )?;
         }
-        if let Some((namespace, method)) = binding.member.as_deref().and_then(|m| m.split_once('.'))
-        {
+        if let Some((namespace, method)) = binding.namespace_and_method() {
             namespaces
                 .entry(namespace.to_owned())
                 .or_default()
@@ -1085,10 +1083,8 @@ fn require(_this: &JsValue, arguments: &[JsValue], context: &mut Context) -> JsR
     let name = name.strip_suffix(".js").unwrap_or(name);
     let is_namespace = with_engine(|state| {
         state.tools.iter().any(|tool| {
-            tool.member
-                .as_deref()
-                .and_then(|member| member.split_once('.'))
-                .is_some_and(|(namespace, _)| namespace == name)
+            tool.namespace_and_method()
+                .is_some_and(|(ns, _)| ns == name)
         })
     })?;
     if is_namespace {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use agentic_core::{
     Approval, ChatMessage, ExecutionModeFactory, ExecutorCreateOptions, ExecutorError,
     ModelRequest, ModelResponse, Prepared, Prompt, PromptExecutor, PromptOutput, PromptRecorder,
-    PromptState, ProviderError, State, ToolContext, ToolResult,
+    PromptState, ProviderError, State, ToolContext, ToolOutput, ToolResult,
 };
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
@@ -566,17 +566,16 @@ impl CodeExecutor {
         {
             // `done(`${count} todos`)` with a field the result does not have: the user would
             // read "undefined todos". Told once; the model fixes the program or says why not.
-            let mut error = format!(
-                "{}: it contains `{broken}`, so a variable or field it uses has no value (check \
-                 the result types in the declarations). The program's tool calls did run; do \
-                 not repeat its writes. Fix the program. The answer was: {}",
-                crate::prompt::UNSHOWN,
-                response.as_deref().unwrap_or_default()
+            let error = with_logs(
+                format!(
+                    "{}: it contains `{broken}`, so a variable or field it uses has no value \
+                     (check the result types in the declarations). The program's tool calls \
+                     did run; do not repeat its writes. Fix the program. The answer was: {}",
+                    crate::prompt::UNSHOWN,
+                    response.as_deref().unwrap_or_default()
+                ),
+                &active.logs,
             );
-            if !active.logs.is_empty() {
-                error.push_str("\nLogs:\n");
-                error.push_str(&active.logs.join("\n"));
-            }
             self.recorder
                 .finish_tool(&active.code_output_id, ToolResult::Error { error })
                 .await?;
@@ -593,11 +592,7 @@ impl CodeExecutor {
                     .await?;
             }
             Err(error) => {
-                let mut text = error.describe();
-                if !active.logs.is_empty() {
-                    text.push_str("\nLogs:\n");
-                    text.push_str(&active.logs.join("\n"));
-                }
+                let text = with_logs(error.describe(), &active.logs);
                 self.recorder
                     .finish_tool(&active.code_output_id, ToolResult::Error { error: text })
                     .await?;
@@ -660,34 +655,30 @@ impl CodeExecutor {
 
     /// The error of this turn's last execution, when it failed.
     fn last_execution_error(&self) -> Option<String> {
-        self.recorder
-            .prompt()
-            .output
-            .iter()
-            .rev()
-            .find_map(|output| match output {
-                PromptOutput::Tool(tool) if tool.function == CODE_EXECUTE => Some(tool),
-                _ => None,
-            })
+        self.executions()
+            .next_back()
             .and_then(|tool| match &tool.result {
                 ToolResult::Error { error } => Some(error.clone()),
                 _ => None,
             })
     }
 
-    /// Whether the execution before `current` in this turn failed.
-    fn previous_execution_failed(&self, current: &str) -> bool {
+    /// This turn's executions (`code.execute` outputs), oldest first.
+    fn executions(&self) -> impl DoubleEndedIterator<Item = &ToolOutput> {
         self.recorder
             .prompt()
             .output
             .iter()
             .filter_map(|output| match output {
-                PromptOutput::Tool(tool) if tool.function == CODE_EXECUTE && tool.id != current => {
-                    Some(tool)
-                }
+                PromptOutput::Tool(tool) if tool.function == CODE_EXECUTE => Some(tool),
                 _ => None,
             })
-            .next_back()
+    }
+
+    /// Whether the execution before `current` in this turn failed.
+    fn previous_execution_failed(&self, current: &str) -> bool {
+        self.executions()
+            .rfind(|tool| tool.id != current)
             .is_some_and(|tool| matches!(tool.result, ToolResult::Error { .. }))
     }
 
@@ -698,27 +689,16 @@ impl CodeExecutor {
 
     /// Executions of this turn whose error starts with `prefix`.
     fn count_errors_starting(&self, prefix: &str) -> usize {
-        self.recorder
-            .prompt()
-            .output
-            .iter()
-            .filter(|output| {
-                matches!(output, PromptOutput::Tool(tool) if tool.function == CODE_EXECUTE
-                    && matches!(&tool.result, ToolResult::Error { error } if error.starts_with(prefix)))
+        self.executions()
+            .filter(|tool| {
+                matches!(&tool.result, ToolResult::Error { error } if error.starts_with(prefix))
             })
             .count()
     }
 
     /// The error of this turn's iteration `number` (from 1), when that iteration ran and failed.
     fn failed_iteration(&self, number: usize) -> Option<String> {
-        self.recorder
-            .prompt()
-            .output
-            .iter()
-            .filter_map(|output| match output {
-                PromptOutput::Tool(tool) if tool.function == CODE_EXECUTE => Some(tool),
-                _ => None,
-            })
+        self.executions()
             .nth(number.checked_sub(1)?)
             .and_then(|tool| match &tool.result {
                 ToolResult::Error { error } if !error.starts_with(crate::prompt::NOT_RUN) => {
@@ -733,14 +713,7 @@ impl CodeExecutor {
     /// comment).
     fn earlier_iteration_with(&self, code: &str) -> Option<usize> {
         let shape = code_shape(code);
-        self.recorder
-            .prompt()
-            .output
-            .iter()
-            .filter_map(|output| match output {
-                PromptOutput::Tool(tool) if tool.function == CODE_EXECUTE => Some(tool),
-                _ => None,
-            })
+        self.executions()
             .position(|tool| {
                 tool.input
                     .get("code")
@@ -909,6 +882,15 @@ impl PromptExecutor for CodeExecutor {
         }
         self.drive().await
     }
+}
+
+/// An error with the logs of the program that failed, for the model's next try.
+fn with_logs(mut error: String, logs: &[String]) -> String {
+    if !logs.is_empty() {
+        error.push_str("\nLogs:\n");
+        error.push_str(&logs.join("\n"));
+    }
+    error
 }
 
 /// The answer a `response` value shows: a string as written, a number or flag as text, and

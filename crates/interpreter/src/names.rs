@@ -241,7 +241,12 @@ fn is_identifier(name: &str) -> bool {
     characters
         .next()
         .is_some_and(|first| first.is_ascii_alphabetic() || first == '_' || first == '$')
-        && characters.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
+        && characters.all(is_identifier_char)
+}
+
+/// A character that may continue a JavaScript identifier (ASCII letters, digits, `_`, `$`).
+pub(crate) fn is_identifier_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == '$'
 }
 
 /// Words of a text, lower case, split at anything that is not a letter or digit (so

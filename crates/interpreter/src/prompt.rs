@@ -269,7 +269,7 @@ pub fn broken_answer(answer: &str) -> Option<&'static str> {
         return Some("[object Object]");
     }
     answer
-        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$'))
+        .split(|c: char| !crate::names::is_identifier_char(c))
         .find_map(|word| match word {
             "undefined" => Some("undefined"),
             "NaN" => Some("NaN"),

@@ -87,6 +87,11 @@ impl ToolBinding {
             .or_else(|| self.function.clone())
             .unwrap_or_else(|| format!("tools[{}]", Value::String(self.id.clone())))
     }
+
+    /// The plugin object and method it is bound as (`fs.list` → `fs`, `list`), if any.
+    pub fn namespace_and_method(&self) -> Option<(&str, &str)> {
+        self.member.as_deref()?.split_once('.')
+    }
 }
 
 /// Limits the worker enforces itself; wall time and memory are enforced around it.

@@ -73,6 +73,11 @@ async fn start(turns: &str, api: ApiConfig, files: bool) -> Server {
     }
 }
 
+/// Sends `request` and reads the answer as JSON, whatever its status.
+async fn json_of(request: reqwest::RequestBuilder) -> Value {
+    request.send().await.unwrap().json().await.unwrap()
+}
+
 impl Server {
     pub fn get(&self, user: &str, path: &str) -> reqwest::RequestBuilder {
         self.client
@@ -82,23 +87,12 @@ impl Server {
 
     /// `GET path` as `user`, read as JSON.
     pub async fn get_json(&self, user: &str, path: &str) -> Value {
-        self.get(user, path)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
+        json_of(self.get(user, path)).await
     }
 
+    /// `POST path` with `body` as `user`, read as JSON.
     pub async fn post_json(&self, user: &str, path: &str, body: Value) -> Value {
-        self.post(user, path, body)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
+        json_of(self.post(user, path, body)).await
     }
 
     pub fn post(&self, user: &str, path: &str, body: Value) -> reqwest::RequestBuilder {

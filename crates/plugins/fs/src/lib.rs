@@ -334,15 +334,15 @@ impl Root {
             .map_err(|error| ToolError::failed(format!("the root is not usable: {error}")))
     }
 
-    /// `what` failed on `relative`: an escape says so, anything else gives the system's words.
+    /// `what` failed on `relative` (as trimmed): an escape says so, anything else gives the
+    /// system's words.
     fn failure(what: &str, relative: &str, error: &std::io::Error) -> ToolError {
         if is_escape(error) {
             ToolError::failed(format!(
-                "\"{}\" leads out of the root (through a symbolic link)",
-                relative.trim()
+                "\"{relative}\" leads out of the root (through a symbolic link)"
             ))
         } else {
-            ToolError::failed(format!("cannot {what} \"{}\": {error}", relative.trim()))
+            ToolError::failed(format!("cannot {what} \"{relative}\": {error}"))
         }
     }
 

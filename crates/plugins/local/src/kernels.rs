@@ -25,6 +25,9 @@ pub const BLOCK: usize = 32;
 /// Rows of a product handed to one rayon task.
 const ROWS_PER_TASK: usize = 64;
 
+/// Inputs that one call of the k-quant loops takes, unpacking each weight once for them.
+const TILE: usize = 4;
+
 /// Tokens of a batched product whose inputs a task keeps close while it walks its rows.
 const TOKENS_PER_PASS: usize = 16;
 
@@ -380,10 +383,10 @@ impl simd::Kernel for Rows<'_> {
                 let row = first + index;
                 let out = &mut out[index * width..(index + 1) * width];
                 let mut token = pass;
-                while token + 4 <= end {
-                    let xs = [0, 1, 2, 3].map(|offset| &inputs[token + offset]);
-                    out[token..token + 4].copy_from_slice(&row_dots(isa, matrix, row, xs));
-                    token += 4;
+                while token + TILE <= end {
+                    let xs: [&QuantVector; TILE] = std::array::from_fn(|offset| &inputs[token + offset]);
+                    out[token..token + TILE].copy_from_slice(&row_dots(isa, matrix, row, xs));
+                    token += TILE;
                 }
                 for token in token..end {
                     [out[token]] = row_dots(isa, matrix, row, [&inputs[token]]);
@@ -410,7 +413,14 @@ fn row_dots<I: Isa, const N: usize>(
             let per_row = matrix.cols / SUPER;
             isa.dot_q6_k(&blocks[row * per_row..(row + 1) * per_row], xs.map(|x| &x.k))
         }
-        Format::Q8_0 { .. } | Format::Q4_1 { .. } => xs.map(|x| row_dot(isa, matrix, row, x)),
+        Format::Q8_0 { .. } | Format::Q4_1 { .. } => {
+            // A loop, not `map`: a closure would be compiled without the SIMD features.
+            let mut out = [0.0; N];
+            for (out, x) in out.iter_mut().zip(xs) {
+                *out = row_dot(isa, matrix, row, x);
+            }
+            out
+        }
     }
 }
 
@@ -665,6 +675,31 @@ impl Isa for pulp::x86::V3 {
     }
 }
 
+/// AVX-512 where it pays (the k-quant products), the AVX2 loops elsewhere.
+#[cfg(target_arch = "x86_64")]
+impl Isa for pulp::x86::V4 {
+    #[inline(always)]
+    fn dot(self, a: &[f32], b: &[f32]) -> f32 {
+        simd::avx2::dot_f32(*self, a, b)
+    }
+    #[inline(always)]
+    fn dot_q8_0(self, quants: &[i8], scales: &[f32], x: &QuantVector) -> f32 {
+        simd::avx2::dot_q8_0(*self, quants, scales, x)
+    }
+    #[inline(always)]
+    fn dot_q4_1(self, nibbles: &[u8], scales: &[f32], mins: &[f32], x: &QuantVector) -> f32 {
+        simd::avx2::dot_q4_1(*self, nibbles, scales, mins, x)
+    }
+    #[inline(always)]
+    fn dot_q4_k<const N: usize>(self, blocks: &[Q4K], xs: [&Q8K; N]) -> [f32; N] {
+        kquants::avx512::dot_q4_k(self, blocks, xs)
+    }
+    #[inline(always)]
+    fn dot_q6_k<const N: usize>(self, blocks: &[Q6K], xs: [&Q8K; N]) -> [f32; N] {
+        kquants::avx512::dot_q6_k(self, blocks, xs)
+    }
+}
+
 /// `out[i] += weight × x[i]`.
 #[inline(always)]
 pub fn add_scaled(out: &mut [f32], weight: f32, x: &[f32]) {
@@ -709,6 +744,19 @@ mod simd {
     struct Avx2<K>(K, pulp::x86::V3);
 
     #[cfg(target_arch = "x86_64")]
+    struct Avx512<K>(K, pulp::x86::V4);
+
+    #[cfg(target_arch = "x86_64")]
+    impl<K: Kernel> pulp::NullaryFnOnce for Avx512<K> {
+        type Output = K::Output;
+
+        #[inline(always)]
+        fn call(self) -> K::Output {
+            self.0.run(self.1)
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
     impl<K: Kernel> pulp::NullaryFnOnce for Avx2<K> {
         type Output = K::Output;
 
@@ -718,14 +766,30 @@ mod simd {
         }
     }
 
-    /// Runs `kernel` with AVX2 and FMA when the CPU has them (checked once, then cached by
-    /// `pulp`), portably otherwise.
+    /// Runs `kernel` with AVX-512 (BW) when the CPU has it, else with AVX2 and FMA (checked
+    /// once, then cached by `pulp`), portably otherwise.
     #[inline(always)]
     pub fn run<K: Kernel>(kernel: K) -> K::Output {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(simd) = pulp::x86::V4::try_new() {
+            return simd.vectorize(Avx512(kernel, simd));
+        }
+        run_below_avx512(kernel)
+    }
+
+    /// [`run`] without AVX-512 (tests compare every loop the CPU can run).
+    #[inline(always)]
+    pub fn run_below_avx512<K: Kernel>(kernel: K) -> K::Output {
         #[cfg(target_arch = "x86_64")]
         if let Some(simd) = pulp::x86::V3::try_new() {
             return simd.vectorize(Avx2(kernel, simd));
         }
+        kernel.run(Portable)
+    }
+
+    /// [`run`] on the portable loops.
+    #[cfg(test)]
+    pub fn run_portable<K: Kernel>(kernel: K) -> K::Output {
         kernel.run(Portable)
     }
 
@@ -1098,22 +1162,23 @@ mod simd {
             matrix.matvec(&x, &mut out);
             let expected = reference_k(&matrix, &x);
             assert_close(&out, &expected);
-            // The portable loop agrees with whichever one ran.
-            let scalar: Vec<f32> = (0..rows)
-                .map(|row| {
-                    let range = row * cols / 256..(row + 1) * cols / 256;
-                    match &matrix.format {
-                        super::super::Format::Q4K(blocks) => {
-                            crate::kquants::scalar_dot_q4_k(&blocks[range], &x.k)
-                        }
-                        super::super::Format::Q6K(blocks) => {
-                            crate::kquants::scalar_dot_q6_k(&blocks[range], &x.k)
-                        }
-                        _ => unreachable!(),
-                    }
-                })
-                .collect();
-            assert_close(&scalar, &expected);
+            // Every loop this CPU can run agrees: AVX-512, AVX2, portable.
+            for name in ["best", "below AVX-512", "portable"] {
+                let mut out = vec![0.0; rows];
+                let rows = super::super::Rows {
+                    matrix: &matrix,
+                    first: 0,
+                    inputs: std::slice::from_ref(&x),
+                    out: &mut out,
+                };
+                match name {
+                    "best" => super::run(rows),
+                    "below AVX-512" => super::run_below_avx512(rows),
+                    _ => super::run_portable(rows),
+                }
+                eprintln!("{name}: {}", out[0]);
+                assert_close(&out, &expected);
+            }
         }
 
         #[test]

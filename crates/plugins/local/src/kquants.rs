@@ -6,6 +6,10 @@
 //! per block, so a block's product is integer arithmetic down to one multiply-add: the
 //! sub-block scales multiply integer partial sums, and the `Q4_K` minimums and the `Q6_K`
 //! offset of 32 come out of the input's per-16 sums.
+//!
+//! The numbers are the file's; only the order of the bits changes at load, so that one
+//! 64-byte load holds 64 consecutive weights' low bits in its low nibbles and the next 64's in
+//! its high nibbles (and, for `Q6_K`, one load holds every weight's top two bits).
 
 /// Weights per k-quant block.
 pub const SUPER: usize = 256;
@@ -15,9 +19,9 @@ fn f16(bytes: [u8; 2]) -> f32 {
 }
 
 /// 256 weights of `Q4_K`: `d × scale[s] × q − dmin × min[s]` for sub-block `s` (32 weights),
-/// `q` in 0..16. Byte `l` of `qs[32j..32j + 32]` holds weight `64j + l` in its low nibble and
-/// weight `64j + 32 + l` in its high one. The file's 6-bit scales and minimums are unpacked
-/// into `scales`: the eight scales, then the eight minimums (one 16-byte load).
+/// `q` in 0..16. Byte `64g + i` of `qs` holds weight `128g + i` in its low nibble and weight
+/// `128g + 64 + i` in its high one. The file's 6-bit scales and minimums are unpacked into
+/// `scales`: the eight scales, then the eight minimums (one 16-byte load).
 #[derive(Debug, Clone)]
 pub struct Q4K {
     pub d: f32,
@@ -27,7 +31,8 @@ pub struct Q4K {
 }
 
 /// 256 weights of `Q6_K`: `d × scales[s] × (q − 32)` for sub-block `s` (16 weights), `q` in
-/// 0..64, its low four bits in `ql` and its high two in `qh` (see [`Q6K::quant`]).
+/// 0..64. Weight `w`'s low four bits are in byte `64(w / 128) + w % 64` of `ql` (the low nibble
+/// when `w % 128 < 64`), its top two bits are bits `2(w / 64)` and up of byte `w % 64` of `qh`.
 #[derive(Debug, Clone)]
 pub struct Q6K {
     pub d: f32,
@@ -40,9 +45,14 @@ pub struct Q6K {
 pub const Q4K_BYTES: usize = 144;
 pub const Q6K_BYTES: usize = 210;
 
+/// Where weight `w`'s nibble lives in a 128-byte run: (byte, high nibble).
+fn nibble_of(w: usize) -> (usize, bool) {
+    (64 * (w / 128) + w % 64, w % 128 >= 64)
+}
+
 impl Q4K {
     /// One GGUF block: `f16 d`, `f16 dmin`, 12 bytes of packed 6-bit scales and minimums,
-    /// 128 bytes of nibbles.
+    /// 128 bytes of nibbles (byte `32j + l`: weight `64j + l` low, weight `64j + 32 + l` high).
     pub fn read(block: &[u8]) -> Self {
         let packed = &block[4..16];
         let mut scales = [0u8; 16];
@@ -56,8 +66,14 @@ impl Q4K {
                 )
             };
         }
+        let file = &block[16..144];
         let mut qs = [0u8; 128];
-        qs.copy_from_slice(&block[16..144]);
+        for w in 0..SUPER {
+            let byte = file[32 * (w / 64) + w % 32];
+            let quant = if w % 64 < 32 { byte & 0x0f } else { byte >> 4 };
+            let (at, high) = nibble_of(w);
+            qs[at] |= if high { quant << 4 } else { quant };
+        }
         Self {
             d: f16([block[0], block[1]]),
             dmin: f16([block[2], block[3]]),
@@ -66,27 +82,41 @@ impl Q4K {
         }
     }
 
+    /// Weight `w`'s quant, 0..16.
+    pub fn quant(&self, w: usize) -> u8 {
+        let (at, high) = nibble_of(w);
+        if high {
+            self.qs[at] >> 4
+        } else {
+            self.qs[at] & 0x0f
+        }
+    }
+
     /// The block's 256 weights.
     pub fn dequantize(&self, out: &mut [f32]) {
-        for (index, out) in out.iter_mut().enumerate().take(SUPER) {
-            let (chunk, lane) = (index / 64, index % 64);
-            let byte = self.qs[chunk * 32 + lane % 32];
-            let quant = if lane < 32 { byte & 0x0f } else { byte >> 4 };
-            let sub = index / 32;
-            *out = self.d * f32::from(self.scales[sub]) * f32::from(quant)
+        for (w, out) in out.iter_mut().enumerate().take(SUPER) {
+            let sub = w / 32;
+            *out = self.d * f32::from(self.scales[sub]) * f32::from(self.quant(w))
                 - self.dmin * f32::from(self.scales[8 + sub]);
         }
     }
 }
 
 impl Q6K {
-    /// One GGUF block: 128 bytes of low bits, 64 of high bits, 16 signed scales, `f16 d`.
+    /// One GGUF block: 128 bytes of low bits, 64 of high bits, 16 signed scales, `f16 d`. In
+    /// the file, each half of 128 weights has 32 bytes of `qh`; bits `2r` and up of byte `l`
+    /// belong to weight `32r + l` of the half.
     pub fn read(block: &[u8]) -> Self {
         let mut ql = [0u8; 128];
         let mut qh = [0u8; 64];
         let mut scales = [0i8; 16];
         ql.copy_from_slice(&block[..128]);
-        qh.copy_from_slice(&block[128..192]);
+        let file = &block[128..192];
+        for w in 0..SUPER {
+            let (half, rest) = (w / 128, w % 128);
+            let bits = (file[32 * half + rest % 32] >> (2 * (rest / 32))) & 3;
+            qh[w % 64] |= bits << (2 * (w / 64));
+        }
         for (scale, byte) in scales.iter_mut().zip(&block[192..208]) {
             *scale = i8::from_le_bytes([*byte]);
         }
@@ -98,24 +128,22 @@ impl Q6K {
         }
     }
 
-    /// Weight `index`'s quant, 0..64. Each half of 128 weights uses 64 bytes of `ql` and 32 of
-    /// `qh`; its four runs of 32 take the low or high nibble of the first or second 32 `ql`
-    /// bytes and the next two bits of `qh`.
-    pub fn quant(&self, index: usize) -> u8 {
-        let (half, rest) = (index / 128, index % 128);
-        let (run, lane) = (rest / 32, rest % 32);
-        let low = self.ql[half * 64 + (run % 2) * 32 + lane];
-        let low = if run < 2 { low & 0x0f } else { low >> 4 };
-        let high = (self.qh[half * 32 + lane] >> (2 * run)) & 3;
-        low | (high << 4)
+    /// Weight `w`'s quant, 0..64.
+    pub fn quant(&self, w: usize) -> u8 {
+        let (at, high) = nibble_of(w);
+        let low = if high {
+            self.ql[at] >> 4
+        } else {
+            self.ql[at] & 0x0f
+        };
+        low | (((self.qh[w % 64] >> (2 * (w / 64))) & 3) << 4)
     }
 
     /// The block's 256 weights.
     pub fn dequantize(&self, out: &mut [f32]) {
-        for (index, out) in out.iter_mut().enumerate().take(SUPER) {
-            *out = self.d
-                * f32::from(self.scales[index / 16])
-                * (f32::from(self.quant(index)) - 32.0);
+        for (w, out) in out.iter_mut().enumerate().take(SUPER) {
+            *out =
+                self.d * f32::from(self.scales[w / 16]) * (f32::from(self.quant(w)) - 32.0);
         }
     }
 }
@@ -185,16 +213,8 @@ pub fn scalar_dot_q4_k(blocks: &[Q4K], x: &Q8K) -> f32 {
         let sums = &x.sums[index * 16..(index + 1) * 16];
         let (mut scaled, mut offsets) = (0i32, 0i32);
         for sub in 0..8 {
-            let (chunk, high) = (sub / 2, sub % 2 == 1);
-            let bytes = &block.qs[chunk * 32..chunk * 32 + 32];
-            let inputs = &quants[sub * 32..sub * 32 + 32];
-            let dot: i32 = bytes
-                .iter()
-                .zip(inputs)
-                .map(|(byte, input)| {
-                    let quant = if high { byte >> 4 } else { byte & 0x0f };
-                    i32::from(quant) * i32::from(*input)
-                })
+            let dot: i32 = (sub * 32..sub * 32 + 32)
+                .map(|w| i32::from(block.quant(w)) * i32::from(quants[w]))
                 .sum();
             scaled += i32::from(block.scales[sub]) * dot;
             offsets += i32::from(block.scales[8 + sub])
@@ -212,13 +232,27 @@ pub fn scalar_dot_q6_k(blocks: &[Q6K], x: &Q8K) -> f32 {
         let mut scaled = 0i32;
         for sub in 0..16 {
             let dot: i32 = (sub * 16..sub * 16 + 16)
-                .map(|at| (i32::from(block.quant(at)) - 32) * i32::from(quants[at]))
+                .map(|w| (i32::from(block.quant(w)) - 32) * i32::from(quants[w]))
                 .sum();
             scaled += i32::from(block.scales[sub]) * dot;
         }
         total += x.scales[index] * block.d * scaled as f32;
     }
     total
+}
+
+/// The top two bits of run `k` of the weights, from a `qh` vector, moved to bits 4 and 5 of
+/// each byte once masked with `0x30`: `qh` shifted by `4 − 2k`, written per shift because
+/// shifts take constants.
+macro_rules! top_bits {
+    ($shifts:expr, $srli:ident, $slli:ident, $qh:expr, $k:expr) => {{
+        match $k {
+            0 => $shifts.$slli::<4>($qh),
+            1 => $shifts.$slli::<2>($qh),
+            2 => $qh,
+            _ => $shifts.$srli::<2>($qh),
+        }
+    }};
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -243,21 +277,42 @@ pub mod avx2 {
     }
 
     #[inline(always)]
-    fn sum8(simd: V3, acc: __m256) -> f32 {
+    pub(super) fn load16(bytes: &[u8]) -> __m128i {
+        let mut array = [0u8; 16];
+        array.copy_from_slice(&bytes[..16]);
+        pulp::cast(array)
+    }
+
+    #[inline(always)]
+    pub(super) fn load_sums(sums: &[i16]) -> __m256i {
+        let mut array = [0i16; 16];
+        array.copy_from_slice(&sums[..16]);
+        pulp::cast(array)
+    }
+
+    #[inline(always)]
+    pub(super) fn sum8(simd: V3, acc: __m256) -> f32 {
         let high = simd.avx._mm256_extractf128_ps::<1>(acc);
         let low = simd.avx._mm256_castps256_ps128(acc);
         let four: [f32; 4] = pulp::cast(simd.sse._mm_add_ps(low, high));
         (four[0] + four[1]) + (four[2] + four[3])
     }
 
+    /// Bytes 8..16 of a block's `scales` (the minimums), each twice: one i16 per input sum of
+    /// 16, as sixteen i16 lanes.
     #[inline(always)]
-    fn and(simd: V3, a: __m256i, b: __m256i) -> __m256i {
-        simd.avx2._mm256_and_si256(a, b)
+    pub(super) fn minimums(simd: V3, block: &Q4K) -> __m256i {
+        let twice: __m128i =
+            pulp::cast([8u8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15]);
+        simd.avx2
+            ._mm256_cvtepu8_epi16(simd.ssse3._mm_shuffle_epi8(load16(&block.scales), twice))
     }
 
+    /// A block's sixteen `Q6_K` scales as i16 lanes.
     #[inline(always)]
-    fn or(simd: V3, a: __m256i, b: __m256i) -> __m256i {
-        simd.avx2._mm256_or_si256(a, b)
+    pub(super) fn scales16(simd: V3, block: &Q6K) -> __m256i {
+        let bytes: [u8; 16] = pulp::cast(block.scales);
+        simd.avx2._mm256_cvtepi8_epi16(load16(&bytes))
     }
 
     /// Eight i32 sums of `scale × (a × b)` over 32 unsigned `a` (below 64) and signed `b`.
@@ -268,53 +323,41 @@ pub mod avx2 {
         simd.avx2._mm256_madd_epi16(pairs, scales)
     }
 
-    #[inline(always)]
-    fn load16(bytes: &[u8]) -> __m128i {
-        let mut array = [0u8; 16];
-        array.copy_from_slice(&bytes[..16]);
-        pulp::cast(array)
-    }
-
-    #[inline(always)]
-    fn load_sums(sums: &[i16]) -> __m256i {
-        let mut array = [0i16; 16];
-        array.copy_from_slice(&sums[..16]);
-        pulp::cast(array)
-    }
-
     /// Row `blocks` times each of `N` inputs. The weights are unpacked once for all of them;
     /// each input's sums run in the same order whatever `N` is, so a token's result does not
     /// depend on the batch it came in.
     #[inline(always)]
     pub fn dot_q4_k<const N: usize>(simd: V3, blocks: &[Q4K], xs: [&Q8K; N]) -> [f32; N] {
         let mask = simd.avx._mm256_set1_epi8(0x0f);
-        // Bytes 8..16 (the minimums), each twice: one i16 per input sum of 16.
-        let twice: __m128i = pulp::cast([8u8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15]);
         let mut acc = [simd.avx._mm256_setzero_ps(); N];
         let mut offsets = [simd.avx._mm256_setzero_ps(); N];
         for (index, block) in blocks.iter().enumerate() {
-            let mins = simd
-                .avx2
-                ._mm256_cvtepu8_epi16(simd.ssse3._mm_shuffle_epi8(load16(&block.scales), twice));
+            let mins = minimums(simd, block);
             let mut totals = [simd.avx._mm256_setzero_si256(); N];
-            for chunk in 0..4 {
-                let bits = load(&block.qs[chunk * 32..]);
-                let low = and(simd, bits, mask);
-                let high = and(simd, simd.avx2._mm256_srli_epi16::<4>(bits), mask);
-                let low_scale = simd
-                    .avx
-                    ._mm256_set1_epi16(i16::from(block.scales[2 * chunk]));
-                let high_scale = simd
-                    .avx
-                    ._mm256_set1_epi16(i16::from(block.scales[2 * chunk + 1]));
-                for (total, x) in totals.iter_mut().zip(xs) {
-                    let start = index * SUPER + chunk * 64;
-                    let low = scaled(simd, low, load_signed(&x.quants[start..]), low_scale);
-                    let high =
-                        scaled(simd, high, load_signed(&x.quants[start + 32..]), high_scale);
-                    *total = simd
+            for group in 0..2 {
+                for half in 0..2 {
+                    let bits = load(&block.qs[group * 64 + half * 32..]);
+                    let low = simd.avx2._mm256_and_si256(bits, mask);
+                    let high = simd
                         .avx2
-                        ._mm256_add_epi32(*total, simd.avx2._mm256_add_epi32(low, high));
+                        ._mm256_and_si256(simd.avx2._mm256_srli_epi16::<4>(bits), mask);
+                    let sub = group * 4 + half;
+                    let low_scale = simd.avx._mm256_set1_epi16(i16::from(block.scales[sub]));
+                    let high_scale =
+                        simd.avx._mm256_set1_epi16(i16::from(block.scales[sub + 2]));
+                    let start = index * SUPER + sub * 32;
+                    for (total, x) in totals.iter_mut().zip(xs) {
+                        let low = scaled(simd, low, load_signed(&x.quants[start..]), low_scale);
+                        let high = scaled(
+                            simd,
+                            high,
+                            load_signed(&x.quants[start + 64..]),
+                            high_scale,
+                        );
+                        *total = simd
+                            .avx2
+                            ._mm256_add_epi32(*total, simd.avx2._mm256_add_epi32(low, high));
+                    }
                 }
             }
             for (token, x) in xs.iter().enumerate() {
@@ -343,59 +386,42 @@ pub mod avx2 {
     #[inline(always)]
     pub fn dot_q6_k<const N: usize>(simd: V3, blocks: &[Q6K], xs: [&Q8K; N]) -> [f32; N] {
         let low_mask = simd.avx._mm256_set1_epi8(0x0f);
-        let two_bits = simd.avx._mm256_set1_epi8(0x03);
-        let bits_45 = simd.avx._mm256_set1_epi8(0x30);
-        let bits_23 = simd.avx._mm256_set1_epi8(0x0c);
+        let top_mask = simd.avx._mm256_set1_epi8(0x30);
         let mut acc = [simd.avx._mm256_setzero_ps(); N];
         for (index, block) in blocks.iter().enumerate() {
-            let signed: [u8; 16] = pulp::cast(block.scales);
-            let scales = simd.avx2._mm256_cvtepi8_epi16(load16(&signed));
+            let scales = scales16(simd, block);
             let mut totals = [simd.avx._mm256_setzero_si256(); N];
-            for half in 0..2 {
-                let first = load(&block.ql[half * 64..]);
-                let second = load(&block.ql[half * 64 + 32..]);
-                let high = load(&block.qh[half * 32..]);
-                let runs = [
-                    or(
-                        simd,
-                        and(simd, first, low_mask),
-                        simd.avx2
-                            ._mm256_slli_epi16::<4>(and(simd, high, two_bits)),
+            for run in 0..8 {
+                // Weights 32·run.. : their nibbles and their top bits.
+                let bits = load(&block.ql[64 * (run / 4) + 32 * (run % 2)..]);
+                let low = if run % 4 < 2 {
+                    simd.avx2._mm256_and_si256(bits, low_mask)
+                } else {
+                    simd.avx2
+                        ._mm256_and_si256(simd.avx2._mm256_srli_epi16::<4>(bits), low_mask)
+                };
+                let qh = load(&block.qh[32 * (run % 2)..]);
+                let top = simd.avx2._mm256_and_si256(
+                    top_bits!(
+                        simd.avx2,
+                        _mm256_srli_epi16,
+                        _mm256_slli_epi16,
+                        qh,
+                        run / 2
                     ),
-                    or(
-                        simd,
-                        and(simd, second, low_mask),
-                        simd.avx2
-                            ._mm256_slli_epi16::<2>(and(simd, high, bits_23)),
-                    ),
-                    or(
-                        simd,
-                        and(simd, simd.avx2._mm256_srli_epi16::<4>(first), low_mask),
-                        and(simd, high, bits_45),
-                    ),
-                    or(
-                        simd,
-                        and(simd, simd.avx2._mm256_srli_epi16::<4>(second), low_mask),
-                        and(simd, simd.avx2._mm256_srli_epi16::<2>(high), bits_45),
-                    ),
-                ];
-                for (run, unsigned) in runs.into_iter().enumerate() {
-                    let sub = half * 8 + run * 2;
-                    let run_scales = simd.avx._mm256_set_m128i(
-                        simd.sse2
-                            ._mm_set1_epi16(i16::from(block.scales[sub + 1])),
-                        simd.sse2._mm_set1_epi16(i16::from(block.scales[sub])),
-                    );
-                    let start = index * SUPER + half * 128 + run * 32;
-                    for (total, x) in totals.iter_mut().zip(xs) {
-                        let products = scaled(
-                            simd,
-                            unsigned,
-                            load_signed(&x.quants[start..]),
-                            run_scales,
-                        );
-                        *total = simd.avx2._mm256_add_epi32(*total, products);
-                    }
+                    top_mask,
+                );
+                let unsigned = simd.avx2._mm256_or_si256(low, top);
+                let run_scales = simd.avx._mm256_set_m128i(
+                    simd.sse2
+                        ._mm_set1_epi16(i16::from(block.scales[2 * run + 1])),
+                    simd.sse2._mm_set1_epi16(i16::from(block.scales[2 * run])),
+                );
+                let start = index * SUPER + run * 32;
+                for (total, x) in totals.iter_mut().zip(xs) {
+                    let products =
+                        scaled(simd, unsigned, load_signed(&x.quants[start..]), run_scales);
+                    *total = simd.avx2._mm256_add_epi32(*total, products);
                 }
             }
             for (token, x) in xs.iter().enumerate() {
@@ -416,6 +442,174 @@ pub mod avx2 {
         let mut out = [0.0; N];
         for (token, out) in out.iter_mut().enumerate() {
             *out = sum8(simd, acc[token]);
+        }
+        out
+    }
+}
+
+/// The same loops on 512-bit vectors (AVX-512 BW): 64 weights per instruction.
+#[cfg(target_arch = "x86_64")]
+pub mod avx512 {
+    use pulp::x86::V4;
+    use std::arch::x86_64::{__m256, __m512, __m512i};
+
+    use super::avx2::{load_sums, minimums, scales16, sum8};
+    use super::{Q4K, Q6K, Q8K, SUPER};
+
+    #[inline(always)]
+    fn load(bytes: &[u8]) -> __m512i {
+        let mut array = [0u8; 64];
+        array.copy_from_slice(&bytes[..64]);
+        pulp::cast(array)
+    }
+
+    #[inline(always)]
+    fn load_signed(bytes: &[i8]) -> __m512i {
+        let mut array = [0i8; 64];
+        array.copy_from_slice(&bytes[..64]);
+        pulp::cast(array)
+    }
+
+    /// Sixteen i16 lanes per entry of `lanes`: lane `i` of the result is `source[lanes[i / 16]]`
+    /// (`Q4_K`: a scale per 32 weights).
+    #[inline(always)]
+    fn spread<const WIDTH: usize>(simd: V4, source: __m512i, first: usize) -> __m512i {
+        let mut index = [0i16; 32];
+        for (lane, index) in index.iter_mut().enumerate() {
+            *index = (first + lane / WIDTH) as i16;
+        }
+        simd.avx512bw
+            ._mm512_permutexvar_epi16(pulp::cast(index), source)
+    }
+
+    #[inline(always)]
+    fn scaled(simd: V4, unsigned: __m512i, signed: __m512i, scales: __m512i) -> __m512i {
+        let pairs = simd.avx512bw._mm512_maddubs_epi16(unsigned, signed);
+        simd.avx512bw._mm512_madd_epi16(pairs, scales)
+    }
+
+    #[inline(always)]
+    fn widen(simd: V4, value: std::arch::x86_64::__m256i) -> __m512i {
+        simd.avx512f._mm512_castsi256_si512(value)
+    }
+
+    /// As [`super::avx2::dot_q4_k`], 128 weights per step.
+    #[inline(always)]
+    pub fn dot_q4_k<const N: usize>(simd: V4, blocks: &[Q4K], xs: [&Q8K; N]) -> [f32; N] {
+        let mask = simd.avx512f._mm512_set1_epi8(0x0f);
+        let mut acc: [__m512; N] = [simd.avx512f._mm512_setzero_ps(); N];
+        let mut offsets: [__m256; N] = [simd.avx._mm256_setzero_ps(); N];
+        for (index, block) in blocks.iter().enumerate() {
+            let mins = minimums(*simd, block);
+            let scales = widen(
+                simd,
+                simd.avx2
+                    ._mm256_cvtepu8_epi16(super::avx2::load16(&block.scales)),
+            );
+            let mut totals = [simd.avx512f._mm512_setzero_si512(); N];
+            for group in 0..2 {
+                let bits = load(&block.qs[group * 64..]);
+                let low = simd.avx512f._mm512_and_si512(bits, mask);
+                let high = simd
+                    .avx512f
+                    ._mm512_and_si512(simd.avx512bw._mm512_srli_epi16::<4>(bits), mask);
+                // Low nibbles: sub-blocks 4g and 4g + 1; high nibbles: 4g + 2 and 4g + 3.
+                let low_scales = spread::<16>(simd, scales, group * 4);
+                let high_scales = spread::<16>(simd, scales, group * 4 + 2);
+                let start = index * SUPER + group * 128;
+                for (total, x) in totals.iter_mut().zip(xs) {
+                    let low = scaled(simd, low, load_signed(&x.quants[start..]), low_scales);
+                    let high = scaled(
+                        simd,
+                        high,
+                        load_signed(&x.quants[start + 64..]),
+                        high_scales,
+                    );
+                    *total = simd
+                        .avx512f
+                        ._mm512_add_epi32(*total, simd.avx512f._mm512_add_epi32(low, high));
+                }
+            }
+            for (token, x) in xs.iter().enumerate() {
+                let minimums = simd
+                    .avx2
+                    ._mm256_madd_epi16(load_sums(&x.sums[index * 16..]), mins);
+                offsets[token] = simd.fma._mm256_fmadd_ps(
+                    simd.avx._mm256_set1_ps(x.scales[index] * block.dmin),
+                    simd.avx._mm256_cvtepi32_ps(minimums),
+                    offsets[token],
+                );
+                acc[token] = simd.avx512f._mm512_fmadd_ps(
+                    simd.avx512f._mm512_set1_ps(x.scales[index] * block.d),
+                    simd.avx512f._mm512_cvtepi32_ps(totals[token]),
+                    acc[token],
+                );
+            }
+        }
+        let mut out = [0.0; N];
+        for (token, out) in out.iter_mut().enumerate() {
+            *out = simd.avx512f._mm512_reduce_add_ps(acc[token]) - sum8(*simd, offsets[token]);
+        }
+        out
+    }
+
+    /// As [`super::avx2::dot_q6_k`], 64 weights per step.
+    #[inline(always)]
+    pub fn dot_q6_k<const N: usize>(simd: V4, blocks: &[Q6K], xs: [&Q8K; N]) -> [f32; N] {
+        let low_mask = simd.avx512f._mm512_set1_epi8(0x0f);
+        let top_mask = simd.avx512f._mm512_set1_epi8(0x30);
+        let mut acc: [__m512; N] = [simd.avx512f._mm512_setzero_ps(); N];
+        let mut offsets: [__m256; N] = [simd.avx._mm256_setzero_ps(); N];
+        for (index, block) in blocks.iter().enumerate() {
+            let scales = scales16(*simd, block);
+            let wide_scales = widen(simd, scales);
+            let qh = load(&block.qh);
+            let mut totals = [simd.avx512f._mm512_setzero_si512(); N];
+            for run in 0..4 {
+                // Weights 64·run.. : their nibbles and their top bits.
+                let bits = load(&block.ql[64 * (run / 2)..]);
+                let low = if run % 2 == 0 {
+                    simd.avx512f._mm512_and_si512(bits, low_mask)
+                } else {
+                    simd.avx512f._mm512_and_si512(
+                        simd.avx512bw._mm512_srli_epi16::<4>(bits),
+                        low_mask,
+                    )
+                };
+                let top = simd.avx512f._mm512_and_si512(
+                    top_bits!(simd.avx512bw, _mm512_srli_epi16, _mm512_slli_epi16, qh, run),
+                    top_mask,
+                );
+                let unsigned = simd.avx512f._mm512_or_si512(low, top);
+                let run_scales = spread::<8>(simd, wide_scales, run * 4);
+                let start = index * SUPER + run * 64;
+                for (total, x) in totals.iter_mut().zip(xs) {
+                    let products =
+                        scaled(simd, unsigned, load_signed(&x.quants[start..]), run_scales);
+                    *total = simd.avx512f._mm512_add_epi32(*total, products);
+                }
+            }
+            for (token, x) in xs.iter().enumerate() {
+                // Every quant carries an offset of 32: take 32 × Σ scale × (its inputs' sum).
+                let shift = simd
+                    .avx2
+                    ._mm256_madd_epi16(load_sums(&x.sums[index * 16..]), scales);
+                let scale = x.scales[index] * block.d;
+                offsets[token] = simd.fma._mm256_fmadd_ps(
+                    simd.avx._mm256_set1_ps(scale),
+                    simd.avx._mm256_cvtepi32_ps(simd.avx2._mm256_slli_epi32::<5>(shift)),
+                    offsets[token],
+                );
+                acc[token] = simd.avx512f._mm512_fmadd_ps(
+                    simd.avx512f._mm512_set1_ps(scale),
+                    simd.avx512f._mm512_cvtepi32_ps(totals[token]),
+                    acc[token],
+                );
+            }
+        }
+        let mut out = [0.0; N];
+        for (token, out) in out.iter_mut().enumerate() {
+            *out = simd.avx512f._mm512_reduce_add_ps(acc[token]) - sum8(*simd, offsets[token]);
         }
         out
     }

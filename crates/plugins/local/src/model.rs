@@ -15,7 +15,7 @@
 //! the previous one (the same system prompt, the next code-mode iteration) only processes what
 //! is new.
 
-use std::io::{Read, Seek};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
@@ -24,6 +24,9 @@ use candle_core::{Device, Module, Tensor};
 use rayon::prelude::*;
 
 use crate::kernels::{self, QuantMatrix, QuantVector};
+
+/// The first bytes of a file written by [`Model::save_prefix`] (format version 1).
+const PREFIX_MAGIC: &[u8; 8] = b"AGKVv1\0\0";
 
 /// Prompt tokens processed per forward pass (bounds the attention matrices).
 const CHUNK: usize = 256;
@@ -172,20 +175,19 @@ impl Weight {
         Ok(())
     }
 
-    /// A prompt's tokens (`[1, L, cols]`) times the weights. Our formats run the batched
-    /// product of the quantised loops, so each token gets the numbers it would get as a
-    /// generated token; candle's formats go through its own quantised product.
-    fn forward_prompt(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+    /// `out = x × selfᵀ` for many tokens: `x` is `tokens × cols`, `out` is `tokens × rows`.
+    /// Our formats give each token exactly the numbers [`Self::matvec`] gives it alone.
+    fn matmul(&self, x: &[f32], out: &mut [f32]) -> anyhow::Result<()> {
         match self {
-            Self::Kernel(matrix) => {
-                let (batch, length, _) = x.dims3()?;
-                let inputs: Vec<f32> = x.flatten_all()?.to_vec1()?;
-                let mut out = vec![0.0; batch * length * matrix.rows()];
-                matrix.matmul(&inputs, &mut out);
-                Tensor::from_vec(out, (batch, length, matrix.rows()), &Device::Cpu)
+            Self::Kernel(matrix) => matrix.matmul(x, out),
+            Self::Candle { matmul, .. } => {
+                let tokens = x.len() / self.cols().max(1);
+                let input = Tensor::from_slice(x, (tokens, self.cols()), &Device::Cpu)?;
+                let product: Vec<f32> = matmul.forward(&input)?.flatten_all()?.to_vec1()?;
+                out.copy_from_slice(&product);
             }
-            Self::Candle { matmul, .. } => matmul.forward(x),
         }
+        Ok(())
     }
 
     /// `out = self × x` for one token (`x` is quantised into `scratch` when it is needed).
@@ -239,24 +241,25 @@ impl Projection {
         self.sizes.iter().sum()
     }
 
-    fn forward_prompt(&self, x: &Tensor) -> candle_core::Result<Vec<Tensor>> {
-        let outputs = self
-            .weights
-            .iter()
-            .map(|weight| weight.forward_prompt(x))
-            .collect::<candle_core::Result<Vec<_>>>()?;
-        if outputs.len() == self.sizes.len() {
-            return Ok(outputs);
+    /// Every part's products for many tokens: `out` is `tokens × rows()`, each token's row
+    /// holding the parts one after the other (as [`Self::matvec`] writes them).
+    fn matmul(&self, x: &[f32], out: &mut [f32]) -> anyhow::Result<()> {
+        if let [weight] = self.weights.as_slice() {
+            return weight.matmul(x, out);
         }
-        let all = Tensor::cat(&outputs, x.rank() - 1)?;
-        let last = all.rank() - 1;
+        let rows = self.rows();
+        let tokens = out.len() / rows.max(1);
         let mut start = 0;
-        let mut parts = Vec::with_capacity(self.sizes.len());
-        for size in &self.sizes {
-            parts.push(all.narrow(last, start, *size)?);
-            start += size;
+        for weight in &self.weights {
+            let part_rows = weight.rows();
+            let mut part = vec![0.0; tokens * part_rows];
+            weight.matmul(x, &mut part)?;
+            for (row, values) in out.chunks_exact_mut(rows).zip(part.chunks_exact(part_rows)) {
+                row[start..start + part_rows].copy_from_slice(values);
+            }
+            start += part_rows;
         }
-        Ok(parts)
+        Ok(())
     }
 
     /// All parts' outputs, one after the other, in `out`.
@@ -513,6 +516,100 @@ impl Model {
         &self.cached
     }
 
+    /// Writes the first `length` cached positions (tokens, keys and values) for
+    /// [`Self::load_prefix`] in another process.
+    pub fn save_prefix(&self, out: &mut impl Write, length: usize) -> anyhow::Result<()> {
+        let length = length.min(self.cached.len());
+        let width = self.hyper.kv_heads * self.hyper.head_dim;
+        out.write_all(PREFIX_MAGIC)?;
+        for number in [self.hyper.layers, width, length] {
+            out.write_all(&(number as u64).to_le_bytes())?;
+        }
+        let mut bytes = Vec::with_capacity(length * width * 4);
+        bytes.extend(self.cached[..length].iter().flat_map(|token| token.to_le_bytes()));
+        out.write_all(&bytes)?;
+        for layer in &self.layers {
+            for cache in [&layer.keys, &layer.values] {
+                bytes.clear();
+                bytes.extend(
+                    cache[..length * width]
+                        .iter()
+                        .flat_map(|value| value.to_le_bytes()),
+                );
+                out.write_all(&bytes)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Replaces the cache with the longest prefix of `tokens` that a file written by
+    /// [`Self::save_prefix`] holds, and returns its length (0 when the file is for another
+    /// shape of network or shares nothing). At least one token of `tokens` is left to run.
+    pub fn load_prefix(
+        &mut self,
+        file: &mut (impl Read + Seek),
+        tokens: &[u32],
+    ) -> anyhow::Result<usize> {
+        let loaded = self.read_prefix(file, tokens);
+        if loaded.is_err() {
+            // Nothing half-read stays behind.
+            self.truncate(0);
+        }
+        loaded
+    }
+
+    fn read_prefix(
+        &mut self,
+        file: &mut (impl Read + Seek),
+        tokens: &[u32],
+    ) -> anyhow::Result<usize> {
+        let mut magic = [0u8; 8];
+        file.read_exact(&mut magic)?;
+        let mut number = || -> anyhow::Result<usize> {
+            let mut bytes = [0u8; 8];
+            file.read_exact(&mut bytes)?;
+            Ok(usize::try_from(u64::from_le_bytes(bytes))?)
+        };
+        let (layers, width, length) = (number()?, number()?, number()?);
+        let expected_width = self.hyper.kv_heads * self.hyper.head_dim;
+        if magic != *PREFIX_MAGIC
+            || layers != self.hyper.layers
+            || width != expected_width
+            || length >= self.hyper.context
+        {
+            return Ok(0);
+        }
+        let mut bytes = vec![0u8; length * 4];
+        file.read_exact(&mut bytes)?;
+        let common = bytes
+            .chunks_exact(4)
+            .map(|token| u32::from_le_bytes([token[0], token[1], token[2], token[3]]))
+            .zip(tokens)
+            .take_while(|(saved, token)| saved == *token)
+            .count()
+            .min(tokens.len().saturating_sub(1));
+        self.truncate(0);
+        if common == 0 {
+            return Ok(0);
+        }
+        let start = 8 + 3 * 8 + length as u64 * 4;
+        let block = (length * width * 4) as u64;
+        let mut values = vec![0u8; common * width * 4];
+        for (index, layer) in self.layers.iter_mut().enumerate() {
+            for (part, cache) in [&mut layer.keys, &mut layer.values].into_iter().enumerate() {
+                file.seek(SeekFrom::Start(start + (2 * index as u64 + part as u64) * block))?;
+                file.read_exact(&mut values)?;
+                cache.extend(
+                    values
+                        .chunks_exact(4)
+                        .map(|value| f32::from_le_bytes([value[0], value[1], value[2], value[3]])),
+                );
+            }
+        }
+        self.cached.extend_from_slice(&tokens[..common]);
+        Ok(common)
+    }
+
     fn truncate(&mut self, length: usize) {
         let width = self.hyper.kv_heads * self.hyper.head_dim;
         for layer in &mut self.layers {
@@ -546,47 +643,73 @@ impl Model {
         Ok(scratch.logits.clone())
     }
 
-    /// Runs prompt tokens as one batch and returns the last token's hidden state.
+    /// Runs prompt tokens as one batch and returns the last token's hidden state. The weight
+    /// products run for all the tokens at once; everything else is the per-token code of
+    /// [`Self::forward_step`], so each token gets exactly the numbers it would get as a
+    /// generated token, and an answer does not depend on what was cached.
     fn forward_prompt(&mut self, tokens: &[u32]) -> anyhow::Result<Vec<f32>> {
+        let hyper = self.hyper.clone();
         let position = self.cached.len();
-        let length = tokens.len();
-        let width = self.hyper.embedding;
-        let mut rows = vec![0.0; length * width];
-        for (token, row) in tokens.iter().zip(rows.chunks_exact_mut(width)) {
+        let count = tokens.len();
+        let width = hyper.embedding;
+        let dim = hyper.head_dim;
+        let half = dim / 2;
+        let mut x = vec![0.0; count * width];
+        for (token, row) in tokens.iter().zip(x.chunks_exact_mut(width)) {
             self.embed(*token, row)?;
         }
-        let mut x = Tensor::from_vec(rows, (1, length, width), &Device::Cpu)?;
-        let half = self.hyper.head_dim / 2;
-        let table = |values: &[f32]| {
-            Tensor::from_slice(
-                &values[position * half..(position + length) * half],
-                (length, half),
-                &Device::Cpu,
-            )
-        };
-        let (cos, sin) = (table(&self.cos)?, table(&self.sin)?);
-        let mask = if length > 1 {
-            Some(causal_mask(length, position)?)
-        } else {
-            None
-        };
-        let hyper = &self.hyper;
+        let mut normed = vec![0.0; count * width];
+        let mut attended = vec![0.0; count * hyper.heads * dim];
+        let mut projected = vec![0.0; count * width];
         for layer in &mut self.layers {
-            let norm = Tensor::from_slice(&layer.attention_norm, width, &Device::Cpu)?;
-            let normed = candle_nn::ops::rms_norm(&x, &norm, hyper.eps as f32)?;
-            let attended = layer.attention_prompt(&normed, &cos, &sin, mask.as_ref(), hyper)?;
-            let x1 = (attended + &x)?;
-            let norm = Tensor::from_slice(&layer.ffn_norm, width, &Device::Cpu)?;
-            let normed = candle_nn::ops::rms_norm(&x1, &norm, hyper.eps as f32)?;
-            let [gate, up] = <[Tensor; 2]>::try_from(layer.gate_up.forward_prompt(&normed)?)
-                .map_err(|_| anyhow::anyhow!("the feed-forward projection has the wrong parts"))?;
-            let mixed = layer
-                .down
-                .forward_prompt(&(candle_nn::ops::silu(&gate)? * up)?)?;
-            x = (mixed + x1)?;
+            for (x, normed) in x.chunks_exact(width).zip(normed.chunks_exact_mut(width)) {
+                rms_norm(x, &layer.attention_norm, hyper.eps, normed);
+            }
+            let qkv_width = layer.qkv.rows();
+            let mut qkv = vec![0.0; count * qkv_width];
+            layer.qkv.matmul(&normed, &mut qkv)?;
+            for (index, qkv) in qkv.chunks_exact_mut(qkv_width).enumerate() {
+                let at = position + index;
+                let (cos, sin) = (
+                    &self.cos[at * half..(at + 1) * half],
+                    &self.sin[at * half..(at + 1) * half],
+                );
+                layer.append_key_value(qkv, cos, sin, &hyper)?;
+            }
+            // Each token attends to the cache up to and including itself.
+            attended
+                .par_chunks_mut(hyper.heads * dim)
+                .zip(qkv.par_chunks(qkv_width))
+                .enumerate()
+                .for_each(|(index, (out, qkv))| {
+                    layer.attend(&qkv[..hyper.heads * dim], position + index + 1, &hyper, out);
+                });
+            layer.o.matmul(&attended, &mut projected)?;
+            for (x, projected) in x.iter_mut().zip(&projected) {
+                *x += projected;
+            }
+            for (x, normed) in x.chunks_exact(width).zip(normed.chunks_exact_mut(width)) {
+                rms_norm(x, &layer.ffn_norm, hyper.eps, normed);
+            }
+            let gate_up_width = layer.gate_up.rows();
+            let mut gate_up = vec![0.0; count * gate_up_width];
+            layer.gate_up.matmul(&normed, &mut gate_up)?;
+            let ffn = gate_up_width / 2;
+            let mut activated = vec![0.0; count * ffn];
+            for (gate_up, activated) in gate_up
+                .chunks_exact(gate_up_width)
+                .zip(activated.chunks_exact_mut(ffn))
+            {
+                let (gate, up) = gate_up.split_at(ffn);
+                swiglu(gate, up, activated);
+            }
+            layer.down.matmul(&activated, &mut projected)?;
+            for (x, projected) in x.iter_mut().zip(&projected) {
+                *x += projected;
+            }
         }
         self.cached.extend_from_slice(tokens);
-        Ok(x.narrow(1, length - 1, 1)?.flatten_all()?.to_vec1()?)
+        Ok(x[(count - 1) * width..].to_vec())
     }
 
     /// Runs one token through the network on plain vectors and returns its hidden state.
@@ -619,12 +742,9 @@ impl Model {
                 rms_norm(x, &layer.attention_norm, hyper.eps, normed);
                 qkv.resize(layer.qkv.rows(), 0.0);
                 layer.qkv.matvec(normed, quantized, qkv)?;
-                if let Some(bias) = &layer.qkv_bias {
-                    for (value, bias) in qkv.iter_mut().zip(bias) {
-                        *value += bias;
-                    }
-                }
-                layer.attention_step(qkv, cos, sin, &hyper, attended)?;
+                layer.append_key_value(qkv, cos, sin, &hyper)?;
+                let total = layer.keys.len() / (hyper.kv_heads * hyper.head_dim);
+                layer.attend(&qkv[..hyper.heads * hyper.head_dim], total, &hyper, attended);
                 layer.o.matvec(attended, quantized, projected)?;
                 for (x, projected) in x.iter_mut().zip(projected.iter()) {
                     *x += projected;
@@ -633,12 +753,8 @@ impl Model {
                 gate_up.resize(layer.gate_up.rows(), 0.0);
                 layer.gate_up.matvec(normed, quantized, gate_up)?;
                 let (gate, up) = gate_up.split_at(gate_up.len() / 2);
-                activated.clear();
-                activated.extend(
-                    gate.iter()
-                        .zip(up)
-                        .map(|(gate, up)| gate / (1.0 + (-gate).exp()) * up),
-                );
+                activated.resize(gate.len(), 0.0);
+                swiglu(gate, up, activated);
                 layer.down.matvec(activated, quantized, projected)?;
                 for (x, projected) in x.iter_mut().zip(projected.iter()) {
                     *x += projected;
@@ -655,95 +771,20 @@ impl Model {
 }
 
 impl Layer {
-    fn attention_prompt(
-        &mut self,
-        x: &Tensor,
-        cos: &Tensor,
-        sin: &Tensor,
-        mask: Option<&Tensor>,
-        hyper: &Hyper,
-    ) -> anyhow::Result<Tensor> {
-        let (batch, length, _) = x.dims3()?;
-        let [q, k, v] = <[Tensor; 3]>::try_from(self.qkv.forward_prompt(x)?)
-            .map_err(|_| anyhow::anyhow!("the attention projection has the wrong parts"))?;
-        let (q, k, v) = match &self.qkv_bias {
-            Some(bias) => {
-                let queries = hyper.heads * hyper.head_dim;
-                let keys = hyper.kv_heads * hyper.head_dim;
-                let part = |start: usize, len: usize| {
-                    Tensor::from_slice(&bias[start..start + len], len, &Device::Cpu)
-                };
-                (
-                    q.broadcast_add(&part(0, queries)?)?,
-                    k.broadcast_add(&part(queries, keys)?)?,
-                    v.broadcast_add(&part(queries + keys, keys)?)?,
-                )
-            }
-            None => (q, k, v),
-        };
-        let heads = |projected: Tensor, count: usize| -> candle_core::Result<Tensor> {
-            projected
-                .reshape((batch, length, count, hyper.head_dim))?
-                .transpose(1, 2)?
-                .contiguous()
-        };
-        let rotate = |tensor: &Tensor| {
-            if hyper.neox_rope {
-                candle_nn::rotary_emb::rope(tensor, cos, sin)
-            } else {
-                candle_nn::rotary_emb::rope_i(tensor, cos, sin)
-            }
-        };
-        let q = rotate(&heads(q, hyper.heads)?)?;
-        let k = rotate(&heads(k, hyper.kv_heads)?)?;
-        // The cache is position-major: [1, kv, L, d] → [L, kv, d].
-        let rows = |tensor: Tensor| -> candle_core::Result<Vec<f32>> {
-            tensor.transpose(1, 2)?.flatten_all()?.to_vec1()
-        };
-        self.keys.extend(rows(k)?);
-        // `v` is still `[1, L, kv × d]`, already position-major.
-        self.values.extend(v.flatten_all()?.to_vec1::<f32>()?);
-        let total = self.keys.len() / (hyper.kv_heads * hyper.head_dim);
-        let all = |cache: &[f32]| -> candle_core::Result<Tensor> {
-            Tensor::from_slice(
-                cache,
-                (batch, total, hyper.kv_heads, hyper.head_dim),
-                &Device::Cpu,
-            )?
-            .transpose(1, 2)?
-            .contiguous()
-        };
-        let (k, v) = (all(&self.keys)?, all(&self.values)?);
-        // Grouped-query attention without copying keys and values for every query head: the
-        // `repeat` query heads that share a key/value head are stacked along the sequence
-        // (`[b, kv, repeat * L, d]`, a free reshape of `[b, heads, L, d]`).
-        let repeat = hyper.heads / hyper.kv_heads;
-        let q = q.reshape((batch, hyper.kv_heads, repeat * length, hyper.head_dim))?;
-        let scale = 1.0 / (hyper.head_dim as f64).sqrt();
-        let scores = (q.matmul(&k.t()?)? * scale)?;
-        let scores = match mask {
-            Some(mask) => scores.broadcast_add(&Tensor::cat(&vec![mask; repeat], 0)?)?,
-            None => scores,
-        };
-        let weights = candle_nn::ops::softmax_last_dim(&scores)?;
-        let out = weights
-            .matmul(&v)?
-            .reshape((batch, hyper.heads, length, hyper.head_dim))?
-            .transpose(1, 2)?
-            .reshape((batch, length, hyper.heads * hyper.head_dim))?;
-        Ok(self.o.forward_prompt(&out)?)
-    }
-
-    /// Attention of one new token: rotates its query and key, appends its key and value to the
-    /// cache and writes the heads' outputs into `out`.
-    fn attention_step(
+    /// Rotates a token's query and key (in `qkv`, after its bias) and appends its key and
+    /// value to the cache.
+    fn append_key_value(
         &mut self,
         qkv: &mut [f32],
         cos: &[f32],
         sin: &[f32],
         hyper: &Hyper,
-        out: &mut [f32],
     ) -> anyhow::Result<()> {
+        if let Some(bias) = &self.qkv_bias {
+            for (value, bias) in qkv.iter_mut().zip(bias) {
+                *value += bias;
+            }
+        }
         let dim = hyper.head_dim;
         let (q, rest) = qkv.split_at_mut(hyper.heads * dim);
         let (k, v) = rest.split_at_mut(hyper.kv_heads * dim);
@@ -759,8 +800,14 @@ impl Layer {
         }
         self.keys.extend_from_slice(k);
         self.values.extend_from_slice(v);
+        Ok(())
+    }
+
+    /// Attention of one query (all heads, rotated) over the first `total` cached positions;
+    /// writes the heads' outputs into `out`.
+    fn attend(&self, q: &[f32], total: usize, hyper: &Hyper, out: &mut [f32]) {
+        let dim = hyper.head_dim;
         let width = hyper.kv_heads * dim;
-        let total = self.keys.len() / width;
         let repeat = hyper.heads / hyper.kv_heads;
         let scale = 1.0 / (dim as f32).sqrt();
         // One task per key/value head and range of positions, so both cores share the work
@@ -770,7 +817,7 @@ impl Layer {
         } else {
             std::iter::once(0..total).collect()
         };
-        let (keys, values, q) = (&self.keys, &self.values, &*q);
+        let (keys, values) = (&self.keys, &self.values);
         let tasks: Vec<(usize, std::ops::Range<usize>)> = (0..hyper.kv_heads)
             .flat_map(|group| ranges.iter().map(move |range| (group, range.clone())))
             .collect();
@@ -795,7 +842,13 @@ impl Layer {
             }
             merged.finish(&mut out[group * repeat * dim..(group + 1) * repeat * dim]);
         }
-        Ok(())
+    }
+}
+
+/// `out = silu(gate) × up`, the feed-forward activation.
+fn swiglu(gate: &[f32], up: &[f32], out: &mut [f32]) {
+    for ((out, gate), up) in out.iter_mut().zip(gate).zip(up) {
+        *out = gate / (1.0 + (-gate).exp()) * up;
     }
 }
 
@@ -836,23 +889,6 @@ fn rope_halves(heads: &mut [f32], dim: usize, cos: &[f32], sin: &[f32]) {
             *b = x * sin + y * cos;
         }
     }
-}
-
-/// New tokens `i` see cached positions and themselves up to `position + i`.
-fn causal_mask(length: usize, position: usize) -> candle_core::Result<Tensor> {
-    let total = position + length;
-    let values: Vec<f32> = (0..length)
-        .flat_map(|row| {
-            (0..total).map(move |column| {
-                if column > position + row {
-                    f32::NEG_INFINITY
-                } else {
-                    0.0
-                }
-            })
-        })
-        .collect();
-    Tensor::from_vec(values, (length, total), &Device::Cpu)
 }
 
 /// Cosines and sines of the rotary angles, `[position][head_dim / 2]`.

@@ -27,11 +27,20 @@ pub struct Sampling {
     pub repeat_last_n: usize,
 }
 
+/// A prompt whose beginning was not in the cache is saved when at least this many of its
+/// tokens had to be processed.
+const SAVE_FROM: usize = 256;
+
+/// At most this many positions are saved (about 230 MB for a 1.5B Qwen).
+const SAVE_AT_MOST: usize = 4096;
+
 /// A loaded model and tokenizer.
 pub struct Engine {
     pub model: Model,
     pub tokenizer: ChatTokenizer,
     name: String,
+    /// Where the prompt cache is kept between processes, if it is.
+    prompt_cache: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -69,7 +78,91 @@ impl Engine {
             model,
             tokenizer,
             name,
+            prompt_cache: None,
         })
+    }
+
+    /// Keeps the beginning of long prompts in `file` between processes: a fresh engine starts
+    /// from what the file shares with its first prompt, and a prompt that had to process many
+    /// tokens writes its beginning there.
+    pub fn with_prompt_cache(mut self, file: PathBuf) -> Self {
+        self.prompt_cache = Some(file);
+        self
+    }
+
+    /// The prompt cache's file for the model at `model`: in the models directory's `cache`
+    /// folder, named after the model file and its size and modification time, so a changed
+    /// file never meets an old cache.
+    pub fn prompt_cache_file(model: &std::path::Path) -> anyhow::Result<PathBuf> {
+        use sha2::Digest;
+        let metadata = std::fs::metadata(model)?;
+        let modified = metadata
+            .modified()?
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let canonical = std::fs::canonicalize(model)?;
+        let identity = format!(
+            "{}\n{}\n{}.{}",
+            canonical.display(),
+            metadata.len(),
+            modified.as_secs(),
+            modified.subsec_nanos()
+        );
+        let digest = sha2::Sha256::digest(identity.as_bytes());
+        let hex: String = digest[..8].iter().map(|byte| format!("{byte:02x}")).collect();
+        let stem = model
+            .file_stem()
+            .map(|stem| stem.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "model".into());
+        Ok(crate::pull::models_dir()?
+            .join("cache")
+            .join(format!("{stem}-{hex}.kv")))
+    }
+
+    /// Starts a fresh cache from the prompt cache file, if it shares a beginning with
+    /// `prompt`. A missing, foreign or broken file only means starting from nothing.
+    fn load_prompt_cache(&mut self, prompt: &[u32]) -> usize {
+        let Some(path) = &self.prompt_cache else {
+            return 0;
+        };
+        if !self.model.cached().is_empty() {
+            return 0;
+        }
+        let Ok(mut file) = std::fs::File::open(path) else {
+            return 0;
+        };
+        let mut reader = std::io::BufReader::with_capacity(1 << 20, &mut file);
+        match self.model.load_prefix(&mut reader, prompt) {
+            Ok(loaded) => loaded,
+            Err(error) => {
+                tracing::warn!(file = %path.display(), %error, "the local model's prompt cache could not be read; starting without it");
+                0
+            }
+        }
+    }
+
+    /// Writes the cache's first positions (at most [`SAVE_AT_MOST`]) to the prompt cache file,
+    /// through a temporary file, so a reader never sees half a file.
+    fn save_prompt_cache(&self, length: usize) {
+        let Some(path) = &self.prompt_cache else {
+            return;
+        };
+        let written = (|| -> anyhow::Result<()> {
+            let dir = path.parent().context("the prompt cache has no folder")?;
+            std::fs::create_dir_all(dir)?;
+            let mut file = tempfile::NamedTempFile::new_in(dir)?;
+            {
+                let mut writer = std::io::BufWriter::with_capacity(1 << 20, file.as_file_mut());
+                self.model
+                    .save_prefix(&mut writer, length.min(SAVE_AT_MOST))?;
+                std::io::Write::flush(&mut writer)?;
+            }
+            file.persist(path)?;
+            Ok(())
+        })();
+        if let Err(error) = written {
+            tracing::warn!(file = %path.display(), %error, "the local model's prompt cache could not be written");
+        }
     }
 
     /// Forgets the prompt cache (answers are then exactly those of a fresh start).
@@ -93,6 +186,7 @@ impl Engine {
     ) -> anyhow::Result<Generated> {
         let rendered = self.tokenizer.render(&request.messages, &request.tools)?;
         let prompt = self.tokenizer.encode(&rendered)?;
+        let from_file = self.load_prompt_cache(&prompt);
         let reused = self
             .model
             .cached()
@@ -103,6 +197,13 @@ impl Engine {
             .min(prompt.len().saturating_sub(1));
         let mut keep_going = || !cancelled();
         let logits = self.model.prefill(&prompt, &mut keep_going)?;
+        // Worth keeping for the next process: many tokens read, more than the file had.
+        if logits.is_some()
+            && prompt.len() - reused >= SAVE_FROM
+            && from_file < prompt.len().min(SAVE_AT_MOST)
+        {
+            self.save_prompt_cache(prompt.len());
+        }
         let mut generated = Generated {
             text: String::new(),
             tokens: Vec::new(),
@@ -287,6 +388,7 @@ impl ModelProvider for LocalProvider {
         let engine = self.engine.clone();
         let path = self.path.clone();
         let sampling = self.config.sampling();
+        let prompt_cache = self.config.prompt_cache;
         let max_tokens = request
             .max_tokens
             .map(|tokens| tokens as usize)
@@ -298,7 +400,20 @@ impl ModelProvider for LocalProvider {
             let mut slot = engine.lock().unwrap_or_else(PoisonError::into_inner);
             if slot.is_none() {
                 match Engine::load(&path) {
-                    Ok(loaded) => *slot = Some(loaded),
+                    Ok(loaded) => {
+                        let cache = prompt_cache
+                            .then(|| Engine::prompt_cache_file(&path))
+                            .and_then(|file| {
+                                file.map_err(|error| {
+                                    tracing::warn!(%error, "the local model's prompt cache has no place");
+                                })
+                                .ok()
+                            });
+                        *slot = Some(match cache {
+                            Some(file) => loaded.with_prompt_cache(file),
+                            None => loaded,
+                        });
+                    }
                     Err(error) => {
                         let _ = sender.blocking_send(Err(ProviderError::Config(format!(
                             "the local model could not be loaded: {error:#}"

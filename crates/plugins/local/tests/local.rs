@@ -135,13 +135,19 @@ fn stop_sequences_and_token_limits_end_the_answer() {
     let request = ask("Count from 1 to 20, separated by commas.");
     engine.clear_cache().unwrap();
     let full = generate(&mut engine, &request, 40);
-    assert!(full.text.contains('5'), "{}", full.text);
+    // A stop sequence from the middle of the full answer (whatever the model says).
+    let words: Vec<&str> = full.text.split_whitespace().collect();
+    assert!(words.len() >= 4, "{}", full.text);
+    let stop = words[words.len() / 2];
+    let at = full.text.find(stop).unwrap();
+    assert!(at > 0, "{}", full.text);
     let mut stopped = request.clone();
-    stopped.stop = vec!["5".into()];
+    stopped.stop = vec![stop.into()];
     engine.clear_cache().unwrap();
     let cut = generate(&mut engine, &stopped, 40);
     assert!(cut.stopped);
-    assert!(!cut.text.contains('5'), "{}", cut.text);
+    assert!(!cut.text.contains(stop), "{stop:?} in {}", cut.text);
+    assert_eq!(cut.text, full.text[..at]);
     assert!(
         full.text.starts_with(&cut.text),
         "{:?} then {:?}",
@@ -179,4 +185,58 @@ fn a_listener_that_goes_away_stops_generation() {
         .generate(&ask("Hello"), &greedy(), 50, &mut |_| true, &|| true)
         .unwrap();
     assert!(generated.tokens.is_empty());
+}
+
+#[test]
+fn a_new_process_starts_from_the_prompt_cache_on_disk() {
+    let path = ensure_default(&Quiet).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("prompt.kv");
+    let system = ChatMessage::system(
+        "You answer questions about tools. Tools are plain functions; filter and join their \
+         results in code, and show the user only what they need. "
+            .repeat(12),
+    );
+    let request = |question: &str| {
+        ModelRequest::new(
+            ModelKind::Normal,
+            vec![system.clone(), ChatMessage::user(question)],
+        )
+    };
+    // The first engine reads the whole prompt and leaves its beginning on disk.
+    let mut first = Engine::load(&path)
+        .unwrap()
+        .with_prompt_cache(file.clone());
+    let cold = generate(&mut first, &request("What is a tool?"), 16);
+    assert_eq!(cold.processed_tokens, cold.prompt_tokens);
+    assert!(cold.prompt_tokens > 256, "{}", cold.prompt_tokens);
+    assert!(file.is_file());
+    drop(first);
+
+    // A new engine (as in a new process) reads the prompt cache and only runs the last token,
+    // with the same answer.
+    let mut second = Engine::load(&path)
+        .unwrap()
+        .with_prompt_cache(file.clone());
+    let warm = generate(&mut second, &request("What is a tool?"), 16);
+    assert_eq!(warm.processed_tokens, 1);
+    assert_eq!(warm.tokens, cold.tokens);
+
+    // Another question shares the system prompt: only the new turn runs, and the answer is
+    // that of a fresh start.
+    let mut third = Engine::load(&path)
+        .unwrap()
+        .with_prompt_cache(file.clone());
+    let shared = generate(&mut third, &request("Why write code?"), 16);
+    assert!(shared.processed_tokens < 20, "{}", shared.processed_tokens);
+    let mut fresh = Engine::load(&path).unwrap();
+    let expected = generate(&mut fresh, &request("Why write code?"), 16);
+    assert_eq!(shared.tokens, expected.tokens);
+
+    // A broken or foreign file is no cache, and no failure.
+    std::fs::write(&file, b"not a prompt cache").unwrap();
+    let mut fourth = Engine::load(&path).unwrap().with_prompt_cache(file);
+    let broken = generate(&mut fourth, &request("Why write code?"), 16);
+    assert_eq!(broken.processed_tokens, broken.prompt_tokens);
+    assert_eq!(broken.tokens, expected.tokens);
 }

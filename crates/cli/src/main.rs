@@ -156,7 +156,7 @@ enum Command {
 
 #[derive(Debug, Subcommand)]
 enum ModelAction {
-    /// Fetch a known model (the default, SmolLM2-135M-Instruct, when no name is given) unless
+    /// Fetch a known model (the default, Qwen2.5-Coder-1.5B-Instruct, when no name is given) unless
     /// it is already there; `agentic model list` names them
     Pull {
         /// A known model's name, e.g. qwen2.5-coder-1.5b

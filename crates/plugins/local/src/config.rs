@@ -13,7 +13,7 @@ use crate::provider::Sampling;
 #[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct LocalConfig {
-    /// A GGUF model file to run instead of the default SmolLM2-135M-Instruct
+    /// A GGUF model file to run instead of the default Qwen2.5-Coder-1.5B-Instruct
     /// (`AGENTIC_LOCAL_MODEL` overrides it).
     pub model: Option<PathBuf>,
     /// 0 (the default) decodes greedily: the same prompt always gives the same answer.

@@ -42,7 +42,10 @@ pub struct QuantMatrix {
 #[derive(Debug, Clone)]
 enum Format {
     /// `scales[b] × quants[b·32 + i]`.
-    Q8_0 { quants: Vec<i8>, scales: Vec<f32> },
+    Q8_0 {
+        quants: Vec<i8>,
+        scales: Vec<f32>,
+    },
     /// `scales[b] × q + mins[b]`, `q` in 0..16: byte `j` of a block holds value `j` in its low
     /// nibble and value `j + 16` in its high one (the GGUF layout).
     Q4_1 {
@@ -346,11 +349,18 @@ impl QuantMatrix {
                     out,
                 });
             });
-        for (row, values) in by_row.chunks_exact(tokens).enumerate() {
-            for (token, value) in values.iter().enumerate() {
-                out[token * self.rows + row] = *value;
-            }
-        }
+        // Each task turns around a band of tokens, reading runs of them per row.
+        out.par_chunks_mut(TOKENS_PER_PASS * self.rows)
+            .enumerate()
+            .for_each(|(band, out)| {
+                let first = band * TOKENS_PER_PASS;
+                let count = out.len() / self.rows;
+                for (row, values) in by_row.chunks_exact(tokens).enumerate() {
+                    for (offset, value) in values[first..first + count].iter().enumerate() {
+                        out[offset * self.rows + row] = *value;
+                    }
+                }
+            });
     }
 }
 
@@ -384,7 +394,8 @@ impl simd::Kernel for Rows<'_> {
                 let out = &mut out[index * width..(index + 1) * width];
                 let mut token = pass;
                 while token + TILE <= end {
-                    let xs: [&QuantVector; TILE] = std::array::from_fn(|offset| &inputs[token + offset]);
+                    let xs: [&QuantVector; TILE] =
+                        std::array::from_fn(|offset| &inputs[token + offset]);
                     out[token..token + TILE].copy_from_slice(&row_dots(isa, matrix, row, xs));
                     token += TILE;
                 }
@@ -407,11 +418,17 @@ fn row_dots<I: Isa, const N: usize>(
     match &matrix.format {
         Format::Q4K(blocks) => {
             let per_row = matrix.cols / SUPER;
-            isa.dot_q4_k(&blocks[row * per_row..(row + 1) * per_row], xs.map(|x| &x.k))
+            isa.dot_q4_k(
+                &blocks[row * per_row..(row + 1) * per_row],
+                xs.map(|x| &x.k),
+            )
         }
         Format::Q6K(blocks) => {
             let per_row = matrix.cols / SUPER;
-            isa.dot_q6_k(&blocks[row * per_row..(row + 1) * per_row], xs.map(|x| &x.k))
+            isa.dot_q6_k(
+                &blocks[row * per_row..(row + 1) * per_row],
+                xs.map(|x| &x.k),
+            )
         }
         Format::Q8_0 { .. } | Format::Q4_1 { .. } => {
             // A loop, not `map`: a closure would be compiled without the SIMD features.
@@ -1106,8 +1123,8 @@ mod simd {
             seed: u64,
         ) -> (Vec<u8>, Vec<f32>) {
             use candle_core::{Device, Tensor, quantized::QTensor};
-            let weights = Tensor::from_vec(values(seed, rows * cols), (rows, cols), &Device::Cpu)
-                .unwrap();
+            let weights =
+                Tensor::from_vec(values(seed, rows * cols), (rows, cols), &Device::Cpu).unwrap();
             let quantized = QTensor::quantize(&weights, dtype).unwrap();
             let dequantized = quantized
                 .dequantize(&Device::Cpu)
@@ -1121,13 +1138,12 @@ mod simd {
 
         /// The product of the dequantised matrix with the `Q8_K` input, in f64.
         fn reference_k(matrix: &QuantMatrix, x: &QuantVector) -> Vec<f64> {
-            let input: Vec<f64> = x
-                .k
-                .quants
-                .iter()
-                .enumerate()
-                .map(|(index, quant)| f64::from(*quant) * f64::from(x.k.scales[index / 256]))
-                .collect();
+            let input: Vec<f64> =
+                x.k.quants
+                    .iter()
+                    .enumerate()
+                    .map(|(index, quant)| f64::from(*quant) * f64::from(x.k.scales[index / 256]))
+                    .collect();
             let mut row = vec![0.0; matrix.cols()];
             (0..matrix.rows())
                 .map(|index| {
@@ -1194,7 +1210,8 @@ mod simd {
         #[test]
         fn a_batched_product_gives_each_token_what_it_gets_alone() {
             let (rows, cols, tokens) = (150, 512, 37);
-            let (bytes, _) = candle_quantized(rows, cols, candle_core::quantized::GgmlDType::Q4K, 13);
+            let (bytes, _) =
+                candle_quantized(rows, cols, candle_core::quantized::GgmlDType::Q4K, 13);
             let k = QuantMatrix::from_q4_k(rows, cols, &bytes).unwrap();
             let q4_1 = QuantMatrix::from_q4_1(rows, cols, &q4_1_bytes(rows, cols, 14)).unwrap();
             let inputs = values(15, tokens * cols);

@@ -66,13 +66,17 @@ impl Q4K {
                 )
             };
         }
+        // Byte `64g + 32h + l` takes weight `128g + 32h + l` (file byte `64g + l`) low and
+        // weight `128g + 64 + 32h + l` (file byte `64g + 32 + l`) high; `h` picks the nibble.
         let file = &block[16..144];
         let mut qs = [0u8; 128];
-        for w in 0..SUPER {
-            let byte = file[32 * (w / 64) + w % 32];
-            let quant = if w % 64 < 32 { byte & 0x0f } else { byte >> 4 };
-            let (at, high) = nibble_of(w);
-            qs[at] |= if high { quant << 4 } else { quant };
+        for group in 0..2 {
+            let (first, second) = file[64 * group..64 * group + 64].split_at(32);
+            let out = &mut qs[64 * group..64 * group + 64];
+            for (l, (a, b)) in first.iter().zip(second).enumerate() {
+                out[l] = (a & 0x0f) | ((b & 0x0f) << 4);
+                out[32 + l] = (a >> 4) | (b & 0xf0);
+            }
         }
         Self {
             d: f16([block[0], block[1]]),
@@ -111,11 +115,14 @@ impl Q6K {
         let mut qh = [0u8; 64];
         let mut scales = [0i8; 16];
         ql.copy_from_slice(&block[..128]);
+        // Byte `j` takes the top bits of weights `j`, `64 + j`, `128 + j` and `192 + j`.
         let file = &block[128..192];
-        for w in 0..SUPER {
-            let (half, rest) = (w / 128, w % 128);
-            let bits = (file[32 * half + rest % 32] >> (2 * (rest / 32))) & 3;
-            qh[w % 64] |= bits << (2 * (w / 64));
+        for (j, out) in qh.iter_mut().enumerate() {
+            let (lane, run) = (j % 32, j / 32);
+            for k in 0..4 {
+                let bits = (file[32 * (k / 2) + lane] >> (2 * (2 * (k % 2) + run))) & 3;
+                *out |= bits << (2 * k);
+            }
         }
         for (scale, byte) in scales.iter_mut().zip(&block[192..208]) {
             *scale = i8::from_le_bytes([*byte]);
@@ -142,25 +149,26 @@ impl Q6K {
     /// The block's 256 weights.
     pub fn dequantize(&self, out: &mut [f32]) {
         for (w, out) in out.iter_mut().enumerate().take(SUPER) {
-            *out =
-                self.d * f32::from(self.scales[w / 16]) * (f32::from(self.quant(w)) - 32.0);
+            *out = self.d * f32::from(self.scales[w / 16]) * (f32::from(self.quant(w)) - 32.0);
         }
     }
 }
 
 /// Reads `rows × cols` weights of GGUF blocks; `None` when the sizes disagree.
-pub fn read_blocks<T>(
+pub fn read_blocks<T: Send>(
     rows: usize,
     cols: usize,
     data: &[u8],
     block_bytes: usize,
-    read: impl Fn(&[u8]) -> T,
+    read: impl Fn(&[u8]) -> T + Sync + Send,
 ) -> Option<Vec<T>> {
+    use rayon::prelude::*;
     let blocks = rows.checked_mul(cols)? / SUPER;
     if !cols.is_multiple_of(SUPER) || data.len() != blocks.checked_mul(block_bytes)? {
         return None;
     }
-    Some(data.chunks_exact(block_bytes).map(read).collect())
+    // Both cores: reordering a 1.5B model's bits is a few seconds of work for one.
+    Some(data.par_chunks_exact(block_bytes).map(read).collect())
 }
 
 /// An input vector as `Q8_K`: per block of 256 a scale, 256 signed bytes, and the sum of each
@@ -343,17 +351,12 @@ pub mod avx2 {
                         ._mm256_and_si256(simd.avx2._mm256_srli_epi16::<4>(bits), mask);
                     let sub = group * 4 + half;
                     let low_scale = simd.avx._mm256_set1_epi16(i16::from(block.scales[sub]));
-                    let high_scale =
-                        simd.avx._mm256_set1_epi16(i16::from(block.scales[sub + 2]));
+                    let high_scale = simd.avx._mm256_set1_epi16(i16::from(block.scales[sub + 2]));
                     let start = index * SUPER + sub * 32;
                     for (total, x) in totals.iter_mut().zip(xs) {
                         let low = scaled(simd, low, load_signed(&x.quants[start..]), low_scale);
-                        let high = scaled(
-                            simd,
-                            high,
-                            load_signed(&x.quants[start + 64..]),
-                            high_scale,
-                        );
+                        let high =
+                            scaled(simd, high, load_signed(&x.quants[start + 64..]), high_scale);
                         *total = simd
                             .avx2
                             ._mm256_add_epi32(*total, simd.avx2._mm256_add_epi32(low, high));
@@ -402,13 +405,7 @@ pub mod avx2 {
                 };
                 let qh = load(&block.qh[32 * (run % 2)..]);
                 let top = simd.avx2._mm256_and_si256(
-                    top_bits!(
-                        simd.avx2,
-                        _mm256_srli_epi16,
-                        _mm256_slli_epi16,
-                        qh,
-                        run / 2
-                    ),
+                    top_bits!(simd.avx2, _mm256_srli_epi16, _mm256_slli_epi16, qh, run / 2),
                     top_mask,
                 );
                 let unsigned = simd.avx2._mm256_or_si256(low, top);
@@ -571,10 +568,8 @@ pub mod avx512 {
                 let low = if run % 2 == 0 {
                     simd.avx512f._mm512_and_si512(bits, low_mask)
                 } else {
-                    simd.avx512f._mm512_and_si512(
-                        simd.avx512bw._mm512_srli_epi16::<4>(bits),
-                        low_mask,
-                    )
+                    simd.avx512f
+                        ._mm512_and_si512(simd.avx512bw._mm512_srli_epi16::<4>(bits), low_mask)
                 };
                 let top = simd.avx512f._mm512_and_si512(
                     top_bits!(simd.avx512bw, _mm512_srli_epi16, _mm512_slli_epi16, qh, run),
@@ -597,7 +592,8 @@ pub mod avx512 {
                 let scale = x.scales[index] * block.d;
                 offsets[token] = simd.fma._mm256_fmadd_ps(
                     simd.avx._mm256_set1_ps(scale),
-                    simd.avx._mm256_cvtepi32_ps(simd.avx2._mm256_slli_epi32::<5>(shift)),
+                    simd.avx
+                        ._mm256_cvtepi32_ps(simd.avx2._mm256_slli_epi32::<5>(shift)),
                     offsets[token],
                 );
                 acc[token] = simd.avx512f._mm512_fmadd_ps(

@@ -1,6 +1,6 @@
 //! The embedded local model: a GGUF chat model run in process on the CPU with candle, so
 //! agentic answers on a fresh machine with no API key and no server. The default model is
-//! SmolLM2-135M-Instruct, fetched by [`pull::ensure_default`] (`agentic model pull`).
+//! Qwen2.5-Coder-1.5B-Instruct, fetched by [`pull::ensure_default`] (`agentic model pull`).
 //!
 //! The provider `local` is a fallback: it is used when no other provider is configured.
 #![forbid(unsafe_code)]

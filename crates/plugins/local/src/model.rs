@@ -526,7 +526,11 @@ impl Model {
             out.write_all(&(number as u64).to_le_bytes())?;
         }
         let mut bytes = Vec::with_capacity(length * width * 4);
-        bytes.extend(self.cached[..length].iter().flat_map(|token| token.to_le_bytes()));
+        bytes.extend(
+            self.cached[..length]
+                .iter()
+                .flat_map(|token| token.to_le_bytes()),
+        );
         out.write_all(&bytes)?;
         for layer in &self.layers {
             for cache in [&layer.keys, &layer.values] {
@@ -597,7 +601,9 @@ impl Model {
         let mut values = vec![0u8; common * width * 4];
         for (index, layer) in self.layers.iter_mut().enumerate() {
             for (part, cache) in [&mut layer.keys, &mut layer.values].into_iter().enumerate() {
-                file.seek(SeekFrom::Start(start + (2 * index as u64 + part as u64) * block))?;
+                file.seek(SeekFrom::Start(
+                    start + (2 * index as u64 + part as u64) * block,
+                ))?;
                 file.read_exact(&mut values)?;
                 cache.extend(
                     values
@@ -744,7 +750,12 @@ impl Model {
                 layer.qkv.matvec(normed, quantized, qkv)?;
                 layer.append_key_value(qkv, cos, sin, &hyper)?;
                 let total = layer.keys.len() / (hyper.kv_heads * hyper.head_dim);
-                layer.attend(&qkv[..hyper.heads * hyper.head_dim], total, &hyper, attended);
+                layer.attend(
+                    &qkv[..hyper.heads * hyper.head_dim],
+                    total,
+                    &hyper,
+                    attended,
+                );
                 layer.o.matvec(attended, quantized, projected)?;
                 for (x, projected) in x.iter_mut().zip(projected.iter()) {
                     *x += projected;

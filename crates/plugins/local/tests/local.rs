@@ -194,46 +194,54 @@ fn a_listener_that_goes_away_stops_generation() {
 fn a_new_process_starts_from_the_prompt_cache_on_disk() {
     let path = ensure(&SMOLLM2, &Quiet).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("prompt.kv");
-    let system = ChatMessage::system(
-        "You answer questions about tools. Tools are plain functions; filter and join their \
-         results in code, and show the user only what they need. "
-            .repeat(12),
-    );
-    let request = |question: &str| {
+    let cached = |engine: Engine| engine.with_prompt_cache(dir.path().into(), "model".into());
+    let system =
+        |topic: &str| {
+            ChatMessage::system(format!(
+            "You answer questions about {topic}. Tools are plain functions; filter and join \
+             their results in code, and show the user only what they need. "
+        ).repeat(12))
+        };
+    let request = |topic: &str, question: &str| {
         ModelRequest::new(
             ModelKind::Normal,
-            vec![system.clone(), ChatMessage::user(question)],
+            vec![system(topic), ChatMessage::user(question)],
         )
     };
+    let files = || std::fs::read_dir(dir.path()).unwrap().count();
     // The first engine reads the whole prompt and leaves its beginning on disk.
-    let mut first = Engine::load(&path).unwrap().with_prompt_cache(file.clone());
-    let cold = generate(&mut first, &request("What is a tool?"), 16);
+    let mut first = cached(Engine::load(&path).unwrap());
+    let cold = generate(&mut first, &request("tools", "What is a tool?"), 16);
     assert_eq!(cold.processed_tokens, cold.prompt_tokens);
     assert!(cold.prompt_tokens > 256, "{}", cold.prompt_tokens);
-    assert!(file.is_file());
+    assert_eq!(files(), 1);
+    // A prompt that begins differently (another mode, other tools) gets a file of its own.
+    generate(&mut first, &request("files", "What is a file?"), 4);
+    assert_eq!(files(), 2);
     drop(first);
 
     // A new engine (as in a new process) reads the prompt cache and only runs the last token,
     // with the same answer.
-    let mut second = Engine::load(&path).unwrap().with_prompt_cache(file.clone());
-    let warm = generate(&mut second, &request("What is a tool?"), 16);
+    let mut second = cached(Engine::load(&path).unwrap());
+    let warm = generate(&mut second, &request("tools", "What is a tool?"), 16);
     assert_eq!(warm.processed_tokens, 1);
     assert_eq!(warm.tokens, cold.tokens);
 
     // Another question shares the system prompt: only the new turn runs, and the answer is
     // that of a fresh start.
-    let mut third = Engine::load(&path).unwrap().with_prompt_cache(file.clone());
-    let shared = generate(&mut third, &request("Why write code?"), 16);
+    let mut third = cached(Engine::load(&path).unwrap());
+    let shared = generate(&mut third, &request("tools", "Why write code?"), 16);
     assert!(shared.processed_tokens < 20, "{}", shared.processed_tokens);
     let mut fresh = Engine::load(&path).unwrap();
-    let expected = generate(&mut fresh, &request("Why write code?"), 16);
+    let expected = generate(&mut fresh, &request("tools", "Why write code?"), 16);
     assert_eq!(shared.tokens, expected.tokens);
 
-    // A broken or foreign file is no cache, and no failure.
-    std::fs::write(&file, b"not a prompt cache").unwrap();
-    let mut fourth = Engine::load(&path).unwrap().with_prompt_cache(file);
-    let broken = generate(&mut fourth, &request("Why write code?"), 16);
+    // Broken or foreign files are no cache, and no failure.
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        std::fs::write(entry.unwrap().path(), b"not a prompt cache").unwrap();
+    }
+    let mut fourth = cached(Engine::load(&path).unwrap());
+    let broken = generate(&mut fourth, &request("tools", "Why write code?"), 16);
     assert_eq!(broken.processed_tokens, broken.prompt_tokens);
     assert_eq!(broken.tokens, expected.tokens);
 }

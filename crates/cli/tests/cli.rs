@@ -333,6 +333,34 @@ fn usage_errors_exit_with_2() {
     );
 }
 
+/// Every tool agentic ships declares the shape of its result, so code mode can give the model
+/// a result type (and the model reads fields that exist).
+#[test]
+fn every_shipped_tool_declares_its_output() {
+    let tools = agentic(&["tools"], None, None);
+    assert_eq!(tools.status.code(), Some(0));
+    let ids: Vec<String> = text(&tools.stdout)
+        .lines()
+        .map(|line| line.split_whitespace().next().unwrap().to_owned())
+        .collect();
+    assert!(ids.len() >= 20, "{ids:?}");
+    for id in ids {
+        let shown = agentic(&["tool-schema", &id], None, None);
+        assert_eq!(shown.status.code(), Some(0), "{id}");
+        let schema: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+        let output = &schema["output"];
+        let shaped = output["properties"]
+            .as_object()
+            .is_some_and(|properties| !properties.is_empty())
+            || ["oneOf", "anyOf"].iter().any(|key| {
+                output[key]
+                    .as_array()
+                    .is_some_and(|cases| !cases.is_empty())
+            });
+        assert!(shaped, "{id} declares no output shape: {output}");
+    }
+}
+
 #[test]
 fn tools_can_be_listed_described_and_invoked() {
     let tools = agentic(&["tools"], None, None);

@@ -25,9 +25,6 @@ pub const BLOCK: usize = 32;
 /// Rows of a product handed to one rayon task.
 const ROWS_PER_TASK: usize = 64;
 
-/// Inputs that one call of the k-quant loops takes, unpacking each weight once for them.
-const TILE: usize = 4;
-
 /// Tokens of a batched product whose inputs a task keeps close while it walks its rows.
 const TOKENS_PER_PASS: usize = 16;
 
@@ -383,25 +380,41 @@ impl simd::Kernel for Rows<'_> {
             inputs,
             out,
         } = self;
-        let width = inputs.len();
-        let count = out.len() / width;
-        // A pass takes a few inputs across all the task's rows, so the rows stay in cache;
-        // the k-quant loops take four inputs per call and unpack each weight once for them.
-        for pass in (0..width).step_by(TOKENS_PER_PASS) {
-            let end = (pass + TOKENS_PER_PASS).min(width);
-            for index in 0..count {
-                let row = first + index;
-                let out = &mut out[index * width..(index + 1) * width];
-                let mut token = pass;
-                while token + TILE <= end {
-                    let xs: [&QuantVector; TILE] =
-                        std::array::from_fn(|offset| &inputs[token + offset]);
-                    out[token..token + TILE].copy_from_slice(&row_dots(isa, matrix, row, xs));
-                    token += TILE;
-                }
-                for token in token..end {
-                    [out[token]] = row_dots(isa, matrix, row, [&inputs[token]]);
-                }
+        // `Q6_K` unpacks more per weight, so it shares each unpacking among more inputs.
+        match matrix.format {
+            Format::Q6K(_) => rows_in_tiles::<I, 8>(isa, matrix, first, inputs, out),
+            _ => rows_in_tiles::<I, 4>(isa, matrix, first, inputs, out),
+        }
+    }
+}
+
+/// [`Rows`] with `TILE` inputs per call of the row loops.
+#[inline(always)]
+fn rows_in_tiles<I: Isa, const TILE: usize>(
+    isa: I,
+    matrix: &QuantMatrix,
+    first: usize,
+    inputs: &[QuantVector],
+    out: &mut [f32],
+) {
+    let width = inputs.len();
+    let count = out.len() / width;
+    // A pass takes a few inputs across all the task's rows, so the rows stay in cache; the
+    // k-quant loops take `TILE` inputs per call and unpack each weight once for them.
+    for pass in (0..width).step_by(TOKENS_PER_PASS) {
+        let end = (pass + TOKENS_PER_PASS).min(width);
+        for index in 0..count {
+            let row = first + index;
+            let out = &mut out[index * width..(index + 1) * width];
+            let mut token = pass;
+            while token + TILE <= end {
+                let xs: [&QuantVector; TILE] =
+                    std::array::from_fn(|offset| &inputs[token + offset]);
+                out[token..token + TILE].copy_from_slice(&row_dots(isa, matrix, row, xs));
+                token += TILE;
+            }
+            for token in token..end {
+                [out[token]] = row_dots(isa, matrix, row, [&inputs[token]]);
             }
         }
     }

@@ -178,6 +178,8 @@ pub struct Q8K {
     pub quants: Vec<i8>,
     pub scales: Vec<f32>,
     pub sums: Vec<i16>,
+    /// `scale × (sum of 32 quants)` per run of 32: the input side of `Q4_K`'s minimum term.
+    pub pair_sums: Vec<f32>,
 }
 
 impl Q8K {
@@ -188,6 +190,7 @@ impl Q8K {
         self.quants.resize(values.len(), 0);
         self.scales.resize(blocks, 0.0);
         self.sums.resize(blocks * 16, 0);
+        self.pair_sums.resize(blocks * 8, 0.0);
         for (block, (values, quants)) in values
             .chunks_exact(SUPER)
             .zip(self.quants.chunks_exact_mut(SUPER))
@@ -210,6 +213,13 @@ impl Q8K {
                 *sum = run.iter().map(|quant| i16::from(*quant)).sum();
             }
             self.scales[block] = scale;
+            let sums = &self.sums[block * 16..(block + 1) * 16];
+            for (run, pair) in self.pair_sums[block * 8..(block + 1) * 8]
+                .iter_mut()
+                .enumerate()
+            {
+                *pair = scale * f32::from(sums[2 * run] + sums[2 * run + 1]);
+            }
         }
     }
 }
@@ -306,14 +316,22 @@ pub mod avx2 {
         (four[0] + four[1]) + (four[2] + four[3])
     }
 
-    /// Bytes 8..16 of a block's `scales` (the minimums), each twice: one i16 per input sum of
-    /// 16, as sixteen i16 lanes.
+    /// A block's eight minimums times its `dmin`, as floats.
     #[inline(always)]
-    pub(super) fn minimums(simd: V3, block: &Q4K) -> __m256i {
-        let twice: __m128i =
-            pulp::cast([8u8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15]);
-        simd.avx2
-            ._mm256_cvtepu8_epi16(simd.ssse3._mm_shuffle_epi8(load16(&block.scales), twice))
+    pub(super) fn minimums(simd: V3, block: &Q4K) -> __m256 {
+        let bytes = simd.sse2._mm_srli_si128::<8>(load16(&block.scales));
+        let mins = simd
+            .avx
+            ._mm256_cvtepi32_ps(simd.avx2._mm256_cvtepu8_epi32(bytes));
+        simd.avx
+            ._mm256_mul_ps(mins, simd.avx._mm256_set1_ps(block.dmin))
+    }
+
+    #[inline(always)]
+    pub(super) fn load8(values: &[f32]) -> __m256 {
+        let mut array = [0f32; 8];
+        array.copy_from_slice(&values[..8]);
+        pulp::cast(array)
     }
 
     /// A block's sixteen `Q6_K` scales as i16 lanes.
@@ -364,12 +382,9 @@ pub mod avx2 {
                 }
             }
             for (token, x) in xs.iter().enumerate() {
-                let minimums = simd
-                    .avx2
-                    ._mm256_madd_epi16(load_sums(&x.sums[index * 16..]), mins);
                 offsets[token] = simd.fma._mm256_fmadd_ps(
-                    simd.avx._mm256_set1_ps(x.scales[index] * block.dmin),
-                    simd.avx._mm256_cvtepi32_ps(minimums),
+                    mins,
+                    load8(&x.pair_sums[index * 8..]),
                     offsets[token],
                 );
                 acc[token] = simd.fma._mm256_fmadd_ps(
@@ -450,7 +465,7 @@ pub mod avx512 {
     use pulp::x86::V4;
     use std::arch::x86_64::{__m256, __m512, __m512i};
 
-    use super::avx2::{load_sums, minimums, scales16, sum8};
+    use super::avx2::{load_sums, load8, minimums, scales16, sum8};
     use super::{Q4K, Q6K, Q8K, SUPER};
 
     #[inline(always)]
@@ -528,12 +543,9 @@ pub mod avx512 {
                 }
             }
             for (token, x) in xs.iter().enumerate() {
-                let minimums = simd
-                    .avx2
-                    ._mm256_madd_epi16(load_sums(&x.sums[index * 16..]), mins);
                 offsets[token] = simd.fma._mm256_fmadd_ps(
-                    simd.avx._mm256_set1_ps(x.scales[index] * block.dmin),
-                    simd.avx._mm256_cvtepi32_ps(minimums),
+                    mins,
+                    load8(&x.pair_sums[index * 8..]),
                     offsets[token],
                 );
                 acc[token] = simd.avx512f._mm512_fmadd_ps(

@@ -333,16 +333,21 @@ fn usage_errors_exit_with_2() {
     );
 }
 
+/// The tool ids `agentic tools` lists, in its order.
+fn tool_ids() -> Vec<String> {
+    let tools = agentic(&["tools"], None, None);
+    assert_eq!(tools.status.code(), Some(0));
+    text(&tools.stdout)
+        .lines()
+        .map(|line| line.split_whitespace().next().unwrap().to_owned())
+        .collect()
+}
+
 /// Every tool agentic ships declares the shape of its result, so code mode can give the model
 /// a result type (and the model reads fields that exist).
 #[test]
 fn every_shipped_tool_declares_its_output() {
-    let tools = agentic(&["tools"], None, None);
-    assert_eq!(tools.status.code(), Some(0));
-    let ids: Vec<String> = text(&tools.stdout)
-        .lines()
-        .map(|line| line.split_whitespace().next().unwrap().to_owned())
-        .collect();
+    let ids = tool_ids();
     assert!(ids.len() >= 20, "{ids:?}");
     for id in ids {
         let shown = agentic(&["tool-schema", &id], None, None);
@@ -363,12 +368,7 @@ fn every_shipped_tool_declares_its_output() {
 
 #[test]
 fn tools_can_be_listed_described_and_invoked() {
-    let tools = agentic(&["tools"], None, None);
-    assert_eq!(tools.status.code(), Some(0));
-    let ids: Vec<String> = text(&tools.stdout)
-        .lines()
-        .map(|line| line.split_whitespace().next().unwrap().to_owned())
-        .collect();
+    let ids = tool_ids();
     for expected in [
         "fs.list",
         "fs.read",

@@ -19,6 +19,10 @@ use rayon::prelude::*;
 
 use crate::kquants::{self, Q4K, Q6K, Q8K, SUPER};
 
+/// The vector loads and sums the k-quant loops share with ours.
+#[cfg(target_arch = "x86_64")]
+pub(crate) use simd::avx2::{load8, load16, load32, sum8};
+
 /// Values per quantisation block.
 pub const BLOCK: usize = 32;
 
@@ -239,26 +243,8 @@ impl QuantMatrix {
     /// Row `row` as `f32` values, written into `out` (`cols` long).
     pub fn row_into(&self, row: usize, out: &mut [f32]) {
         match &self.format {
-            Format::Q4K(blocks) => {
-                let per_row = self.cols / SUPER;
-                for (block, out) in blocks[row * per_row..(row + 1) * per_row]
-                    .iter()
-                    .zip(out.chunks_exact_mut(SUPER))
-                {
-                    block.dequantize(out);
-                }
-                return;
-            }
-            Format::Q6K(blocks) => {
-                let per_row = self.cols / SUPER;
-                for (block, out) in blocks[row * per_row..(row + 1) * per_row]
-                    .iter()
-                    .zip(out.chunks_exact_mut(SUPER))
-                {
-                    block.dequantize(out);
-                }
-                return;
-            }
+            Format::Q4K(blocks) => return dequantize_row(row_blocks(blocks, self.cols, row), out),
+            Format::Q6K(blocks) => return dequantize_row(row_blocks(blocks, self.cols, row), out),
             Format::Q8_0 { .. } | Format::Q4_1 { .. } => {}
         }
         let blocks = self.cols / BLOCK;
@@ -420,6 +406,20 @@ fn rows_in_tiles<I: Isa, const TILE: usize>(
     }
 }
 
+/// The k-quant blocks of row `row` of a matrix `cols` wide.
+#[inline(always)]
+fn row_blocks<B>(blocks: &[B], cols: usize, row: usize) -> &[B] {
+    let per_row = cols / SUPER;
+    &blocks[row * per_row..(row + 1) * per_row]
+}
+
+/// A row's k-quant blocks as `f32` values.
+fn dequantize_row<B: kquants::Block>(blocks: &[B], out: &mut [f32]) {
+    for (block, out) in blocks.iter().zip(out.chunks_exact_mut(SUPER)) {
+        block.dequantize(out);
+    }
+}
+
 /// Row `row` of `matrix` times each of `xs`.
 #[inline(always)]
 fn row_dots<I: Isa, const N: usize>(
@@ -429,20 +429,8 @@ fn row_dots<I: Isa, const N: usize>(
     xs: [&QuantVector; N],
 ) -> [f32; N] {
     match &matrix.format {
-        Format::Q4K(blocks) => {
-            let per_row = matrix.cols / SUPER;
-            isa.dot_q4_k(
-                &blocks[row * per_row..(row + 1) * per_row],
-                xs.map(|x| &x.k),
-            )
-        }
-        Format::Q6K(blocks) => {
-            let per_row = matrix.cols / SUPER;
-            isa.dot_q6_k(
-                &blocks[row * per_row..(row + 1) * per_row],
-                xs.map(|x| &x.k),
-            )
-        }
+        Format::Q4K(blocks) => isa.dot_q4_k(row_blocks(blocks, matrix.cols, row), xs.map(|x| &x.k)),
+        Format::Q6K(blocks) => isa.dot_q6_k(row_blocks(blocks, matrix.cols, row), xs.map(|x| &x.k)),
         Format::Q8_0 { .. } | Format::Q4_1 { .. } => {
             // A loop, not `map`: a closure would be compiled without the SIMD features.
             let mut out = [0.0; N];
@@ -869,21 +857,21 @@ mod simd {
         use super::super::{BLOCK, QuantVector};
 
         #[inline(always)]
-        fn load32(bytes: &[i8]) -> __m256i {
+        pub(crate) fn load32(bytes: &[i8]) -> __m256i {
             let mut array = [0i8; 32];
             array.copy_from_slice(&bytes[..32]);
             pulp::cast(array)
         }
 
         #[inline(always)]
-        fn load16(bytes: &[u8]) -> __m128i {
+        pub(crate) fn load16(bytes: &[u8]) -> __m128i {
             let mut array = [0u8; 16];
             array.copy_from_slice(&bytes[..16]);
             pulp::cast(array)
         }
 
         #[inline(always)]
-        fn load8(values: &[f32]) -> __m256 {
+        pub(crate) fn load8(values: &[f32]) -> __m256 {
             let mut array = [0f32; 8];
             array.copy_from_slice(&values[..8]);
             pulp::cast(array)
@@ -907,7 +895,7 @@ mod simd {
         }
 
         #[inline(always)]
-        fn sum8(simd: V3, acc: __m256) -> f32 {
+        pub(crate) fn sum8(simd: V3, acc: __m256) -> f32 {
             let high = simd.avx._mm256_extractf128_ps::<1>(acc);
             let low = simd.avx._mm256_castps256_ps128(acc);
             let four: [f32; 4] = pulp::cast(simd.sse._mm_add_ps(low, high));

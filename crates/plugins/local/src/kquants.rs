@@ -50,6 +50,11 @@ fn nibble_of(w: usize) -> (usize, bool) {
     (64 * (w / 128) + w % 64, w % 128 >= 64)
 }
 
+/// A block of 256 weights that reads back as `f32` values.
+pub trait Block {
+    fn dequantize(&self, out: &mut [f32]);
+}
+
 impl Q4K {
     /// One GGUF block: `f16 d`, `f16 dmin`, 12 bytes of packed 6-bit scales and minimums,
     /// 128 bytes of nibbles (byte `32j + l`: weight `64j + l` low, weight `64j + 32 + l` high).
@@ -95,9 +100,11 @@ impl Q4K {
             self.qs[at] & 0x0f
         }
     }
+}
 
+impl Block for Q4K {
     /// The block's 256 weights.
-    pub fn dequantize(&self, out: &mut [f32]) {
+    fn dequantize(&self, out: &mut [f32]) {
         for (w, out) in out.iter_mut().enumerate().take(SUPER) {
             let sub = w / 32;
             *out = self.d * f32::from(self.scales[sub]) * f32::from(self.quant(w))
@@ -145,9 +152,11 @@ impl Q6K {
         };
         low | (((self.qh[w % 64] >> (2 * (w / 64))) & 3) << 4)
     }
+}
 
+impl Block for Q6K {
     /// The block's 256 weights.
-    pub fn dequantize(&self, out: &mut [f32]) {
+    fn dequantize(&self, out: &mut [f32]) {
         for (w, out) in out.iter_mut().enumerate().take(SUPER) {
             *out = self.d * f32::from(self.scales[w / 16]) * (f32::from(self.quant(w)) - 32.0);
         }
@@ -276,9 +285,10 @@ macro_rules! top_bits {
 #[cfg(target_arch = "x86_64")]
 pub mod avx2 {
     use pulp::x86::V3;
-    use std::arch::x86_64::{__m128i, __m256, __m256i};
+    use std::arch::x86_64::{__m256, __m256i};
 
     use super::{Q4K, Q6K, Q8K, SUPER};
+    pub(super) use crate::kernels::{load8, load16, load32 as load_signed, sum8};
 
     #[inline(always)]
     fn load(bytes: &[u8]) -> __m256i {
@@ -288,32 +298,10 @@ pub mod avx2 {
     }
 
     #[inline(always)]
-    fn load_signed(bytes: &[i8]) -> __m256i {
-        let mut array = [0i8; 32];
-        array.copy_from_slice(&bytes[..32]);
-        pulp::cast(array)
-    }
-
-    #[inline(always)]
-    pub(super) fn load16(bytes: &[u8]) -> __m128i {
-        let mut array = [0u8; 16];
-        array.copy_from_slice(&bytes[..16]);
-        pulp::cast(array)
-    }
-
-    #[inline(always)]
     pub(super) fn load_sums(sums: &[i16]) -> __m256i {
         let mut array = [0i16; 16];
         array.copy_from_slice(&sums[..16]);
         pulp::cast(array)
-    }
-
-    #[inline(always)]
-    pub(super) fn sum8(simd: V3, acc: __m256) -> f32 {
-        let high = simd.avx._mm256_extractf128_ps::<1>(acc);
-        let low = simd.avx._mm256_castps256_ps128(acc);
-        let four: [f32; 4] = pulp::cast(simd.sse._mm_add_ps(low, high));
-        (four[0] + four[1]) + (four[2] + four[3])
     }
 
     /// A block's eight minimums times its `dmin`, as floats.
@@ -325,13 +313,6 @@ pub mod avx2 {
             ._mm256_cvtepi32_ps(simd.avx2._mm256_cvtepu8_epi32(bytes));
         simd.avx
             ._mm256_mul_ps(mins, simd.avx._mm256_set1_ps(block.dmin))
-    }
-
-    #[inline(always)]
-    pub(super) fn load8(values: &[f32]) -> __m256 {
-        let mut array = [0f32; 8];
-        array.copy_from_slice(&values[..8]);
-        pulp::cast(array)
     }
 
     /// A block's sixteen `Q6_K` scales as i16 lanes.
@@ -465,7 +446,7 @@ pub mod avx512 {
     use pulp::x86::V4;
     use std::arch::x86_64::{__m256, __m512, __m512i};
 
-    use super::avx2::{load_sums, load8, minimums, scales16, sum8};
+    use super::avx2::{load_sums, load8, load16, minimums, scales16, sum8};
     use super::{Q4K, Q6K, Q8K, SUPER};
 
     #[inline(always)]
@@ -513,11 +494,7 @@ pub mod avx512 {
         let mut offsets: [__m256; N] = [simd.avx._mm256_setzero_ps(); N];
         for (index, block) in blocks.iter().enumerate() {
             let mins = minimums(*simd, block);
-            let scales = widen(
-                simd,
-                simd.avx2
-                    ._mm256_cvtepu8_epi16(super::avx2::load16(&block.scales)),
-            );
+            let scales = widen(simd, simd.avx2._mm256_cvtepu8_epi16(load16(&block.scales)));
             let mut totals = [simd.avx512f._mm512_setzero_si512(); N];
             for group in 0..2 {
                 let bits = load(&block.qs[group * 64..]);

@@ -667,12 +667,14 @@ impl Model {
         let mut normed = vec![0.0; count * width];
         let mut attended = vec![0.0; count * hyper.heads * dim];
         let mut projected = vec![0.0; count * width];
+        // Every layer has the same widths: one set of buffers for all of them.
+        let (mut qkv, mut gate_up, mut activated) = (Vec::new(), Vec::new(), Vec::new());
         for layer in &mut self.layers {
             for (x, normed) in x.chunks_exact(width).zip(normed.chunks_exact_mut(width)) {
                 rms_norm(x, &layer.attention_norm, hyper.eps, normed);
             }
             let qkv_width = layer.qkv.rows();
-            let mut qkv = vec![0.0; count * qkv_width];
+            qkv.resize(count * qkv_width, 0.0);
             layer.qkv.matmul(&normed, &mut qkv)?;
             for (index, qkv) in qkv.chunks_exact_mut(qkv_width).enumerate() {
                 let at = position + index;
@@ -691,17 +693,15 @@ impl Model {
                     layer.attend(&qkv[..hyper.heads * dim], position + index + 1, &hyper, out);
                 });
             layer.o.matmul(&attended, &mut projected)?;
-            for (x, projected) in x.iter_mut().zip(&projected) {
-                *x += projected;
-            }
+            add_into(&mut x, &projected);
             for (x, normed) in x.chunks_exact(width).zip(normed.chunks_exact_mut(width)) {
                 rms_norm(x, &layer.ffn_norm, hyper.eps, normed);
             }
             let gate_up_width = layer.gate_up.rows();
-            let mut gate_up = vec![0.0; count * gate_up_width];
+            gate_up.resize(count * gate_up_width, 0.0);
             layer.gate_up.matmul(&normed, &mut gate_up)?;
             let ffn = gate_up_width / 2;
-            let mut activated = vec![0.0; count * ffn];
+            activated.resize(count * ffn, 0.0);
             for (gate_up, activated) in gate_up
                 .chunks_exact(gate_up_width)
                 .zip(activated.chunks_exact_mut(ffn))
@@ -710,9 +710,7 @@ impl Model {
                 swiglu(gate, up, activated);
             }
             layer.down.matmul(&activated, &mut projected)?;
-            for (x, projected) in x.iter_mut().zip(&projected) {
-                *x += projected;
-            }
+            add_into(&mut x, &projected);
         }
         self.cached.extend_from_slice(tokens);
         Ok(x[(count - 1) * width..].to_vec())
@@ -757,9 +755,7 @@ impl Model {
                     attended,
                 );
                 layer.o.matvec(attended, quantized, projected)?;
-                for (x, projected) in x.iter_mut().zip(projected.iter()) {
-                    *x += projected;
-                }
+                add_into(x, projected);
                 rms_norm(x, &layer.ffn_norm, hyper.eps, normed);
                 gate_up.resize(layer.gate_up.rows(), 0.0);
                 layer.gate_up.matvec(normed, quantized, gate_up)?;
@@ -767,9 +763,7 @@ impl Model {
                 activated.resize(gate.len(), 0.0);
                 swiglu(gate, up, activated);
                 layer.down.matvec(activated, quantized, projected)?;
-                for (x, projected) in x.iter_mut().zip(projected.iter()) {
-                    *x += projected;
-                }
+                add_into(x, projected);
             }
             Ok(())
         })();
@@ -853,6 +847,13 @@ impl Layer {
             }
             merged.finish(&mut out[group * repeat * dim..(group + 1) * repeat * dim]);
         }
+    }
+}
+
+/// `x += y`, the residual connection.
+fn add_into(x: &mut [f32], y: &[f32]) {
+    for (x, y) in x.iter_mut().zip(y) {
+        *x += y;
     }
 }
 

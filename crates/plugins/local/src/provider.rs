@@ -117,11 +117,7 @@ impl Engine {
             modified.as_secs(),
             modified.subsec_nanos()
         );
-        let digest = sha2::Sha256::digest(identity.as_bytes());
-        let hex: String = digest[..8]
-            .iter()
-            .map(|byte| format!("{byte:02x}"))
-            .collect();
+        let hex = crate::pull::hex(&sha2::Sha256::digest(identity.as_bytes())[..8]);
         let stem = model
             .file_stem()
             .map(|stem| stem.to_string_lossy().into_owned())
@@ -141,23 +137,19 @@ impl Engine {
         for token in key {
             hasher.update(token.to_le_bytes());
         }
-        let digest = hasher.finalize();
-        let hex: String = digest[..8]
-            .iter()
-            .map(|byte| format!("{byte:02x}"))
-            .collect();
+        let hex = crate::pull::hex(&hasher.finalize()[..8]);
         Some(dir.join(format!("{name}-{hex}.kv")))
     }
 
     /// Starts a fresh cache from the prompt cache file, if it shares a beginning with
     /// `prompt`. A missing, foreign or broken file only means starting from nothing.
     fn load_prompt_cache(&mut self, prompt: &[u32]) -> usize {
-        let Some(path) = self.prompt_cache_file(prompt) else {
-            return 0;
-        };
         if !self.model.cached().is_empty() {
             return 0;
         }
+        let Some(path) = self.prompt_cache_file(prompt) else {
+            return 0;
+        };
         let Ok(mut file) = std::fs::File::open(&path) else {
             return 0;
         };

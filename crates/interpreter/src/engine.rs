@@ -1265,13 +1265,24 @@ fn runtime_error(
     if let Some(index) = message.rfind(" at line ") {
         message.truncate(index);
     }
+    // A SyntaxError while running comes from parsing data, not the program: say so, or the
+    // model rewrites a line of its code that is fine.
+    let hint = (message.starts_with("SyntaxError")
+        && source_line
+            .as_deref()
+            .is_some_and(|line| line.contains("JSON.parse")))
+    .then(|| {
+        "JSON.parse was given text that is not JSON. Return the start of that text to see what \
+         it is, then parse it the way it is written."
+            .to_owned()
+    });
     ScriptError {
         kind: ScriptErrorKind::Runtime,
         message,
         line,
         column,
         source_line,
-        hint: None,
+        hint,
     }
 }
 

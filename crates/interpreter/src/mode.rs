@@ -14,8 +14,7 @@ use serde_json::{Map, Value, json};
 
 use crate::plugin::Shared;
 use crate::prompt::{
-    CODE_EXECUTE, context_sections, extract_code, history_messages, iteration_messages,
-    system_prompt,
+    CODE_EXECUTE, extract_code, history_messages, iteration_messages, system_prompt,
 };
 use crate::protocol::{
     CodePath, ExecuteRequest, ExecutionOutcome, HostReply, HostRequest, ParallelCall,
@@ -65,6 +64,9 @@ struct ActiveExecution {
     code_output_id: String,
     path: CodePath,
     logs: Vec<String>,
+    /// Tool inputs that hold `NaN`, `undefined` or `[object Object]` (see
+    /// [`crate::prompt::broken_input`]), one line each.
+    broken_inputs: Vec<String>,
     /// The tool calls of the request the script is blocked on.
     batch: Option<Batch>,
 }
@@ -157,6 +159,7 @@ impl CodeExecutor {
                 // The user still gets the model's best answer, then the reason it is not more.
                 self.answer_without_code(
                     &prepared,
+                    &bindings,
                     &format!(
                         "the code did not finish within {} iterations",
                         self.max_iterations
@@ -199,7 +202,7 @@ impl CodeExecutor {
                     continue;
                 }
                 let answered = self
-                    .answer_without_code(&prepared, "the model kept replying without code")
+                    .answer_without_code(&prepared, &bindings, "you kept replying without code")
                     .await?;
                 if !answered {
                     self.recorder
@@ -260,7 +263,8 @@ impl CodeExecutor {
                 let answered = self
                     .answer_without_code(
                         &prepared,
-                        &format!("the model sent the code of iteration {earlier} again"),
+                        &bindings,
+                        &format!("you sent the program of iteration {earlier} again"),
                     )
                     .await?;
                 if !answered {
@@ -295,6 +299,7 @@ impl CodeExecutor {
                 code_output_id,
                 path,
                 logs: Vec::new(),
+                broken_inputs: Vec::new(),
                 batch: None,
             });
         }
@@ -330,10 +335,18 @@ impl CodeExecutor {
             match active.execution.next().await {
                 SandboxEvent::Request { id, request } => match request {
                     HostRequest::CallTool { tool, input } => {
+                        active
+                            .broken_inputs
+                            .extend(crate::prompt::broken_input(&tool, &input));
                         let calls = vec![ParallelCall { tool, input }];
                         active.batch = Some(self.open_batch(id, false, calls, prepared).await?);
                     }
                     HostRequest::Parallel { calls } => {
+                        for call in &calls {
+                            active
+                                .broken_inputs
+                                .extend(crate::prompt::broken_input(&call.tool, &call.input));
+                        }
                         active.batch = Some(self.open_batch(id, true, calls, prepared).await?);
                     }
                     HostRequest::Llm { prompt, json } => {
@@ -581,6 +594,34 @@ impl CodeExecutor {
                 .await?;
             return Ok(false);
         }
+        if outcome.result.is_ok()
+            && !active.broken_inputs.is_empty()
+            && self.count_errors_starting(crate::prompt::BROKEN_INPUT) == 0
+        {
+            // `fs.write({ content: `${total}` })` with a total that is NaN: the tool ran and the
+            // program "succeeded", but what it wrote is wrong. Told once, before any answer.
+            let mut error = format!(
+                "{}: {}. A variable or field the program used has no value: look at the data \
+                 (return a sample of it) or at the result types in the declarations. The tool \
+                 calls did run; fix the program and run it again.",
+                crate::prompt::BROKEN_INPUT,
+                active.broken_inputs.join("; ")
+            );
+            if let Some(response) = &response {
+                error.push_str(&format!(
+                    " Its answer was not shown to the user: {response}"
+                ));
+            }
+            self.recorder
+                .finish_tool(
+                    &active.code_output_id,
+                    ToolResult::Error {
+                        error: with_logs(error, &active.logs),
+                    },
+                )
+                .await?;
+            return Ok(false);
+        }
         match outcome.result {
             Ok(value) => {
                 let mut output = json!({ "path": path, "value": value, "logs": active.logs });
@@ -609,35 +650,31 @@ impl CodeExecutor {
     }
 
     /// Asks the model for a plain-text answer to the user's message, without code, and records
-    /// it as a text output. `why` says why code mode gave up; the last execution's result goes
-    /// along. False when no answer came (the call failed or the reply was empty).
+    /// it as a text output. `why` says why code mode gave up; the model sees every program and
+    /// result so far. False when no answer came (the call failed or the reply was empty).
     async fn answer_without_code(
         &mut self,
         prepared: &Prepared,
+        bindings: &[ToolBinding],
         why: &str,
     ) -> Result<bool, ExecutorError> {
-        let limit = self.options.services.limits().tool_result_limit;
-        let prompt = self.recorder.prompt();
-        let mut system = format!(
-            "Reply to the user's last message with a short answer in plain text. Do not write \
-             code: code execution has stopped because {why}. Say plainly what was done and what \
-             failed; claim nothing the results do not show."
+        // The conversation so far, programs and results included, then the request: the model
+        // answers from everything it has seen, and a local model reuses its cached prefix.
+        let mut request = self.request(prepared, bindings);
+        let instruction = format!(
+            "Stop writing code: {why}. Reply to my message with a short answer in plain text, \
+             from the results above. Say plainly what was done and what failed; claim nothing \
+             the results do not show."
         );
-        // The last program that ran: a reply that was not run has nothing to tell.
-        let not_run = format!("Execution error: {}", crate::prompt::NOT_RUN);
-        if let Some(last) = iteration_messages(&prompt.output, limit)
-            .into_iter()
-            .rev()
-            .find(|message| {
-                message.role == agentic_core::ChatRole::User
-                    && !message.content.starts_with(&not_run)
-            })
-        {
-            system.push_str("\nThe last code execution gave:\n");
-            system.push_str(&last.content);
+        // Appended to the last feedback rather than sent as a second user message in a row,
+        // which some chat templates refuse.
+        match request.messages.last_mut() {
+            Some(last) if last.role == agentic_core::ChatRole::User => {
+                last.content.push_str("\n\n");
+                last.content.push_str(&instruction);
+            }
+            _ => request.messages.push(ChatMessage::user(instruction)),
         }
-        system.push_str(&context_sections(&prepared.context));
-        let request = ModelRequest::new(prompt.model, self.conversation(system));
         let reply = match self.ask(request).await {
             Ok(reply) => reply,
             Err(error) => {

@@ -37,6 +37,12 @@ comes back as {error}.
 - There are no modules: no require, import, process, fetch or Node.js fs functions; only the \
 tools below. No timers and no network except through tools.
 
+Look before you compute: you see a file or a tool result only when a program returns or logs \
+it. When the answer depends on data whose layout you have not seen yet (a CSV's columns, a JSON \
+file's fields, a config file's sections), your first program only returns a sample of it (the \
+first file's content, say) and neither writes nor calls done(); the program after it, written \
+once you have seen the sample, does the work.
+
 Filter, join and aggregate tool results in code, and output only what the user needs.";
 
 /// A short worked example, on the tools the prompt has when it has them.
@@ -49,13 +55,22 @@ fn example(tools: &[ToolBinding]) -> String {
     };
     match (call("fs.list"), call("fs.read")) {
         (Some(list), Some(read)) => format!(
-            "\n\nExample. User: \"How many files in logs/ mention ERROR?\" You:\n\
-             const files = {list}({{ path: \"logs\" }}).entries.filter(e => e.kind === \"file\");\n\
-             let count = 0;\n\
-             for (const file of files) {{\n  \
-               if ({read}({{ path: file.path }}).content.includes(\"ERROR\")) count++;\n\
+            "\n\nExample. User: \"books/ has a JSON file per book. Who wrote the most pages?\" You:\n\
+             const files = {list}({{ path: \"books\" }}).entries.filter(e => e.kind === \"file\");\n\
+             log(`${{files.length}} files`);\n\
+             {read}({{ path: files[0].path }}).content\n\
+             Execution result (a string):\n\
+             {{\"title\": \"Dune\", \"author\": \"Frank Herbert\", \"pages\": 412}}\n\
+             Logs:\n\
+             12 files\n\
+             You:\n\
+             const pages = {{}};\n\
+             for (const file of {list}({{ path: \"books\" }}).entries.filter(e => e.kind === \"file\")) {{\n  \
+               const book = JSON.parse({read}({{ path: file.path }}).content);\n  \
+               pages[book.author] = (pages[book.author] || 0) + book.pages;\n\
              }}\n\
-             done(`${{count}} of ${{files.length}} files in logs/ mention ERROR.`);"
+             const top = Object.keys(pages).sort((a, b) => pages[b] - pages[a])[0];\n\
+             done(`${{top}} wrote the most pages: ${{pages[top]}}.`);"
         ),
         _ => "\n\nExample. User: \"What is 17% of 2,340?\" You:\n\
               done(`17% of 2,340 is ${(2340 * 0.17).toFixed(1)}.`);"
@@ -241,6 +256,7 @@ pub(crate) fn segments(reply: &str) -> Vec<Segment<'_>> {
 
 /// The code in a model's reply: fenced blocks when there are any, else the reply itself.
 pub fn extract_code(reply: &str) -> (String, CodePath) {
+    let reply = without_speaker(reply);
     let blocks: Vec<String> = segments(reply)
         .into_iter()
         .filter(Segment::is_javascript_fence)
@@ -251,6 +267,31 @@ pub fn extract_code(reply: &str) -> (String, CodePath) {
     } else {
         (blocks.join("\n"), CodePath::Fenced)
     }
+}
+
+/// The reply without what small models copy from the worked example around their program: a
+/// first line that only names the speaker (`You:`), and the sandbox's answer they go on to
+/// imagine (from a line `Execution result…`, `Execution error…` or `Logs:` on).
+fn without_speaker(reply: &str) -> &str {
+    let trimmed = reply.trim_start();
+    let (first, rest) = trimmed.split_once('\n').unwrap_or((trimmed, ""));
+    let reply = match first.trim().to_ascii_lowercase().as_str() {
+        "you:" | "assistant:" | "me:" => rest,
+        _ => reply,
+    };
+    let mut offset = 0;
+    for line in reply.split_inclusive('\n') {
+        let text = line.trim();
+        if offset > 0
+            && (text == "Logs:"
+                || text.starts_with("Execution result")
+                || text.starts_with("Execution error"))
+        {
+            return &reply[..offset];
+        }
+        offset += line.len();
+    }
+    reply
 }
 
 /// How the error of every reply that was not run starts.
@@ -275,6 +316,45 @@ pub fn broken_answer(answer: &str) -> Option<&'static str> {
             "NaN" => Some("NaN"),
             _ => None,
         })
+}
+
+/// How the error of a program that gave a tool `NaN`, `undefined` or `[object Object]` starts.
+pub const BROKEN_INPUT: &str = "the program ran, but";
+
+/// `fs.write was given \`NaN\` in content` when a string in a tool's input holds a value
+/// that is not there (see [`broken_answer`]).
+pub fn broken_input(tool: &str, input: &Value) -> Option<String> {
+    fn find(value: &Value, path: &str) -> Option<(String, String)> {
+        match value {
+            // `emails.join("\n")` of emails that are all undefined.
+            Value::String(text) if text.matches('\n').count() > 1 && text.trim().is_empty() => {
+                Some((path.to_owned(), "only blank lines".to_owned()))
+            }
+            Value::String(text) => {
+                broken_answer(text).map(|broken| (path.to_owned(), format!("`{broken}`")))
+            }
+            Value::Array(items) => items
+                .iter()
+                .enumerate()
+                .find_map(|(index, item)| find(item, &format!("{path}[{index}]"))),
+            Value::Object(fields) => fields.iter().find_map(|(name, field)| {
+                let path = if path.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{path}.{name}")
+                };
+                find(field, &path)
+            }),
+            _ => None,
+        }
+    }
+    let (field, broken) = find(input, "")?;
+    let field = if field.is_empty() {
+        "its input".to_owned()
+    } else {
+        format!("`{field}`")
+    };
+    Some(format!("{tool} was given {broken} in {field}"))
 }
 
 /// Fence languages that are code, but not ours to run.
@@ -387,38 +467,122 @@ pub fn history_messages(history: &[Prompt]) -> Vec<ChatMessage> {
 
 /// The iterations of the running prompt: each execution's code as the assistant's message,
 /// then its feedback. Tool calls made inside the code stay out: their results live in the
-/// code's variables, which is the point of code mode.
+/// code's variables, which is the point of code mode. A program that failed is the exception:
+/// the start of what its first calls returned goes along, as small models guess at a file's
+/// layout and cannot fix the guess without seeing it.
 pub fn iteration_messages(outputs: &[PromptOutput], limit: usize) -> Vec<ChatMessage> {
+    struct Current<'a> {
+        code: String,
+        result: &'a ToolResult,
+        calls: Vec<&'a agentic_core::ToolOutput>,
+        shown: Vec<String>,
+    }
     let mut messages = Vec::new();
-    let mut shown: Vec<String> = Vec::new();
-    let mut current: Option<(String, ToolResult)> = None;
-    let flush = |current: &mut Option<(String, ToolResult)>,
-                 shown: &mut Vec<String>,
-                 messages: &mut Vec<ChatMessage>| {
-        if let Some((code, result)) = current.take() {
-            messages.push(ChatMessage::assistant(code));
-            messages.push(ChatMessage::user(feedback(&result, shown, limit)));
+    let mut current: Option<Current> = None;
+    let flush = |current: &mut Option<Current>, messages: &mut Vec<ChatMessage>| {
+        if let Some(current) = current.take() {
+            let mut text = feedback(current.result, &current.shown, limit);
+            if let ToolResult::Error { error } = current.result
+                && !error.starts_with(NOT_RUN)
+            {
+                text.push_str(&returned_preview(&current.calls));
+            }
+            messages.push(ChatMessage::assistant(current.code));
+            messages.push(ChatMessage::user(text));
         }
-        shown.clear();
     };
     for output in outputs {
         match output {
             PromptOutput::Tool(tool) if tool.function == CODE_EXECUTE => {
-                flush(&mut current, &mut shown, &mut messages);
+                flush(&mut current, &mut messages);
                 let code = tool
                     .input
                     .get("code")
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_owned();
-                current = Some((code, tool.result.clone()));
+                current = Some(Current {
+                    code,
+                    result: &tool.result,
+                    calls: Vec::new(),
+                    shown: Vec::new(),
+                });
             }
-            PromptOutput::Text(text) => shown.push(text.content.clone()),
+            PromptOutput::Tool(tool) => {
+                if let Some(current) = &mut current {
+                    current.calls.push(tool);
+                }
+            }
+            PromptOutput::Text(text) => {
+                if let Some(current) = &mut current {
+                    current.shown.push(text.content.clone());
+                }
+            }
             _ => {}
         }
     }
-    flush(&mut current, &mut shown, &mut messages);
+    flush(&mut current, &mut messages);
     messages
+}
+
+/// Calls of a failed program whose results are previewed, and how much of each.
+const PREVIEW_CALLS: usize = 3;
+const PREVIEW_CHARS: usize = 400;
+
+/// `\nWhat its tool calls returned …` for the first few distinct calls that succeeded, as
+/// JSON with long strings cut.
+fn returned_preview(calls: &[&agentic_core::ToolOutput]) -> String {
+    let mut seen: Vec<(&str, &Value)> = Vec::new();
+    let mut lines = Vec::new();
+    for call in calls {
+        let ToolResult::Success { output } = &call.result else {
+            continue;
+        };
+        if seen.contains(&(call.function.as_str(), &call.input)) {
+            continue;
+        }
+        seen.push((call.function.as_str(), &call.input));
+        if lines.len() == PREVIEW_CALLS {
+            lines.push("(more calls not shown)".to_owned());
+            break;
+        }
+        let result = preview_value(output);
+        let input = preview_value(&call.input);
+        lines.push(format!("{}({input}) returned {result}", call.function));
+    }
+    if lines.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\nWhat its tool calls returned (the start of each result):\n{}",
+        lines.join("\n")
+    )
+}
+
+/// A result with each long string cut, then the whole cut, at [`PREVIEW_CHARS`].
+fn preview_value(value: &Value) -> String {
+    fn cut(value: &Value) -> Value {
+        match value {
+            Value::String(text) if text.chars().count() > PREVIEW_CHARS => {
+                let start: String = text.chars().take(PREVIEW_CHARS).collect();
+                Value::String(format!("{start}…"))
+            }
+            Value::Array(items) => Value::Array(items.iter().take(10).map(cut).collect()),
+            Value::Object(fields) => Value::Object(
+                fields
+                    .iter()
+                    .map(|(name, field)| (name.clone(), cut(field)))
+                    .collect(),
+            ),
+            other => other.clone(),
+        }
+    }
+    let text = cut(value).to_string();
+    if text.chars().count() <= 2 * PREVIEW_CHARS {
+        return text;
+    }
+    let start: String = text.chars().take(2 * PREVIEW_CHARS).collect();
+    format!("{start}…")
 }
 
 /// `Execution result: …` or `Execution error: …`, with logs and what the user was shown.
@@ -436,6 +600,7 @@ fn feedback(result: &ToolResult, shown: &[String], limit: usize) -> String {
                     log() what you need to see, or end with done(answer)."
                     .to_owned(),
                 Value::Null => "Execution finished (no return value).".to_owned(),
+                Value::String(text) => format!("Execution result (a string):\n{text}"),
                 other => format!("Execution result: {other}"),
             };
             append_logs(&mut text, output.get("logs"));
@@ -474,6 +639,52 @@ fn append_logs(text: &mut String, logs: Option<&Value>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_speaker_line_copied_from_the_example_is_not_code() {
+        let (code, path) = extract_code("You:\nconst x = 1;\nx");
+        assert_eq!((code.as_str(), path), ("const x = 1;\nx", CodePath::Plain));
+        let (code, _) = extract_code("assistant:\n```js\nlog(1)\n```");
+        assert_eq!(code, "log(1)");
+        // The sandbox's answer the model went on to imagine is not code.
+        let (code, _) = extract_code("log(emails);\ndone(\"ok\");\n\nLogs:\nFrank Herbert\n");
+        assert_eq!(code, "log(emails);\ndone(\"ok\");");
+        let (code, _) = extract_code("You:\nx\nExecution result (a string):\nhi");
+        assert_eq!(code, "x");
+        // A first line that says more than a speaker stays.
+        let (code, _) = extract_code("You: x\nlog(1)");
+        assert_eq!(code, "You: x\nlog(1)");
+    }
+
+    #[test]
+    fn values_that_are_not_there_are_found_in_tool_inputs() {
+        let input = serde_json::json!({ "path": "total.txt", "content": "NaN" });
+        assert_eq!(
+            broken_input("fs.write", &input).as_deref(),
+            Some("fs.write was given `NaN` in `content`")
+        );
+        let input = serde_json::json!({ "rows": [{ "name": "a" }, { "name": "undefined x" }] });
+        assert_eq!(
+            broken_input("artifact.store", &input).as_deref(),
+            Some("artifact.store was given `undefined` in `rows[1].name`")
+        );
+        assert_eq!(
+            broken_input("todo.create", &serde_json::json!("[object Object]")).as_deref(),
+            Some("todo.create was given `[object Object]` in its input")
+        );
+        let input = serde_json::json!({ "content": "\n\n\n" });
+        assert_eq!(
+            broken_input("fs.write", &input).as_deref(),
+            Some("fs.write was given only blank lines in `content`")
+        );
+        // Words that only contain the markers are fine, and so is one line break.
+        assert_eq!(
+            broken_input("fs.write", &serde_json::json!({ "content": "\n" })),
+            None
+        );
+        let input = serde_json::json!({ "content": "NaNa undefinedness 12" });
+        assert_eq!(broken_input("fs.write", &input), None);
+    }
 
     #[test]
     fn json_other_languages_and_repeated_errors_are_refused() {

@@ -683,7 +683,19 @@ impl Connection {
                         Ok(Ok(status)) => status.to_string(),
                         _ => "no exit status".to_owned(),
                     };
-                    let last = tail.lines().last().unwrap_or_default().to_owned();
+                    // A panic reads `thread '…' panicked at file:line:col:`, its message, then
+                    // a note on backtraces: the message is what says what went wrong.
+                    let lines: Vec<&str> = tail
+                        .lines()
+                        .filter(|line| !line.starts_with("note: "))
+                        .collect();
+                    let last = match lines
+                        .iter()
+                        .rposition(|line| line.contains(" panicked at "))
+                    {
+                        Some(at) => lines[at..].join(" "),
+                        None => lines.last().copied().unwrap_or_default().to_owned(),
+                    };
                     format!("the sandbox worker crashed ({status}) {last}")
                         .trim_end()
                         .to_owned()

@@ -103,13 +103,65 @@ pub fn serve<T: Transport + 'static>(transport: T, options: EngineOptions, execu
             request.tools = last_tools.clone().unwrap_or_default();
         }
         last_tools = Some(request.tools.clone());
-        let outcome = execute(prepared, request, link);
+        let store = request.store.clone();
+        // Boa panics on a few scripts instead of throwing (an async function that recurses
+        // without end hits the recursion limit inside `await`, which Boa holds cannot fail).
+        // The script gets an error it can act on; the worker, whose engine state is now
+        // unknown, stops and is replaced.
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            execute(prepared, request, link)
+        }));
+        let panicked = outcome.is_err();
+        let outcome = outcome.unwrap_or_else(|panic| engine_fault(&*panic, store));
         if !transport
             .borrow_mut()
             .send(ToHost::Finished(Box::new(outcome)))
+            || panicked
         {
             return;
         }
+    }
+}
+
+/// The outcome of a script during which the engine panicked.
+fn engine_fault(
+    panic: &(dyn std::any::Any + Send),
+    store: serde_json::Map<String, serde_json::Value>,
+) -> crate::protocol::ExecutionOutcome {
+    use crate::protocol::{ExecutionOutcome, ScriptError, ScriptErrorKind};
+    let text = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or_default();
+    let (kind, message) = if text.contains("RuntimeLimit") {
+        (
+            ScriptErrorKind::Limit,
+            "RangeError: the script recursed too deeply (a function, perhaps an async one, \
+             that calls itself without end)"
+                .to_owned(),
+        )
+    } else {
+        (
+            ScriptErrorKind::Runtime,
+            "InternalError: the JavaScript engine could not run this script; write it \
+             differently"
+                .to_owned(),
+        )
+    };
+    ExecutionOutcome {
+        path: crate::protocol::CodePath::Plain,
+        result: Err(ScriptError {
+            kind,
+            message,
+            line: None,
+            column: None,
+            source_line: None,
+            hint: None,
+        }),
+        done: false,
+        complete: None,
+        store,
     }
 }
 

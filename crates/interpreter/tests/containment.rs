@@ -113,6 +113,19 @@ async fn unbounded_recursion_is_stopped_in_every_shape() {
             "after {code:?}"
         );
     }
+    // An async function that calls itself before its first `await` makes Boa panic inside
+    // `await` (it holds that step cannot fail): the script gets an error, in both backends.
+    for backend in [Backend::Isolated, Backend::InProcess] {
+        let sandbox = self::sandbox(backend);
+        let code = "const f = async (n) => { const r = await f(n + 1); return r; };\nawait f(0);";
+        let error = run(&sandbox, code).await.result.expect_err(code);
+        assert!(
+            error.describe().contains("recursed too deeply"),
+            "{backend:?}: {}",
+            error.describe()
+        );
+        assert_eq!(value_of(&sandbox, "1 + 1").await, json!(2), "{backend:?}");
+    }
     // Recursion through `valueOf` and sort comparators re-enters the engine from native code;
     // whatever Boa makes of it (an error, a value, or a crashed worker), the host carries on.
     for code in [

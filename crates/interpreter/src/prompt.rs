@@ -80,12 +80,22 @@ fn example(tools: &[ToolBinding]) -> String {
 
 /// The declaration of one bound tool (`None` when the set does not have it).
 pub fn declaration(tools: &ToolSet, binding: &ToolBinding) -> Option<String> {
+    declaration_using(tools, binding, &[])
+}
+
+/// [`declaration`], with the result types in `shared` by name.
+fn declaration_using(
+    tools: &ToolSet,
+    binding: &ToolBinding,
+    shared: &[typescript::SharedType],
+) -> Option<String> {
     let tool = tools.get(&binding.id)?;
-    let mut text = typescript::declaration(
+    let mut text = typescript::declaration_using(
         &binding.call_name(),
         tool.description(),
         tool.input_schema(),
         tool.output_schema(),
+        shared,
     );
     // The id is how parallel() and tools["id"] name it; aliases are more names for it.
     let mut extras = Vec::new();
@@ -157,16 +167,24 @@ pub fn system_prompt(
             .or_default()
             .push(binding);
     }
-    let declared: String = groups
+    // Result types that several tools share (a todo, a memory tier) are declared once, by
+    // name, instead of spelled out in every result.
+    let outputs: Vec<&Value> = bindings
         .iter()
-        .map(|(plugin, group)| {
-            let declarations: Vec<String> = group
-                .iter()
-                .filter_map(|binding| declaration(tools, binding))
-                .collect();
-            format!("\n## {plugin}\n{}", declarations.join("\n"))
-        })
+        .filter_map(|binding| tools.get(&binding.id)?.output_schema())
         .collect();
+    let shared = typescript::shared_types(&outputs);
+    let mut declared: String = shared
+        .iter()
+        .map(|shared_type| format!("\n{}", shared_type.declaration(&shared)))
+        .collect();
+    declared.extend(groups.iter().map(|(plugin, group)| {
+        let declarations: Vec<String> = group
+            .iter()
+            .filter_map(|binding| declaration_using(tools, binding, &shared))
+            .collect();
+        format!("\n## {plugin}\n{}", declarations.join("\n"))
+    }));
     if groups.is_empty() {
         text.push_str("\n\nTools: none.");
     } else if estimate_tokens(&declared) <= budget_tokens {

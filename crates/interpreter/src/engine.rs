@@ -470,10 +470,10 @@ fn bind_and_run(
         });
     }
     bind_input(context, request.input.as_ref())
-        .map_err(|error| runtime_error(&error, context, code, 0))?;
+        .map_err(|error| runtime_error(&error, context, code, 0, false))?;
     if !tools_bound {
         bind_tools(context, &request.tools)
-            .map_err(|error| runtime_error(&error, context, code, 0))?;
+            .map_err(|error| runtime_error(&error, context, code, 0, false))?;
     }
     let fixed;
     let (script, line_offset, code) = match parse_script(context, code) {
@@ -484,8 +484,9 @@ fn bind_and_run(
             (script, line_offset, fixed.as_str())
         }
     };
-    let fail =
-        |error: &JsError, context: &mut Context| runtime_error(error, context, code, line_offset);
+    let fail = |error: &JsError, context: &mut Context| {
+        runtime_error(error, context, code, line_offset, false)
+    };
     let value = script
         .evaluate(context)
         .map_err(|error| fail(&error, context))?;
@@ -530,8 +531,8 @@ fn parse_script(context: &mut Context, code: &str) -> Result<(Script, u32), Scri
                     // The parser that got further found the real mistake: a plain parse stops
                     // at the first top-level `await`, which the wrapper allows, while the
                     // wrapper's parse goes on to, say, an `await` in a callback lines later.
-                    let plain = runtime_error(&script_error, context, code, 0);
-                    let wrapped = runtime_error(&wrapped_error, context, code, 1);
+                    let plain = runtime_error(&script_error, context, code, 0, true);
+                    let wrapped = runtime_error(&wrapped_error, context, code, 1, true);
                     let reach = |error: &ScriptError| (error.line, error.column);
                     let mut error = if reach(&wrapped) > reach(&plain) {
                         wrapped
@@ -1227,11 +1228,14 @@ fn to_json_at(value: &JsValue, context: &mut Context, depth: usize) -> JsResult<
 }
 
 /// A Boa error as the model should read it, with line and column in the model's own code.
+/// `parsing`: the error is the parser's, whose message ends in the position; otherwise only
+/// the backtrace says where, as a message's `line 6` may be a position in data (`JSON.parse`).
 fn runtime_error(
     error: &JsError,
     context: &mut Context,
     code: &str,
     line_offset: u32,
+    parsing: bool,
 ) -> ScriptError {
     let rendered = error.to_string();
     let message = match error.try_native(context) {
@@ -1253,12 +1257,30 @@ fn runtime_error(
             }
         }
     };
-    let position = find_position(&rendered);
+    let position = find_position(&rendered, parsing);
     // A wrapper puts `line_offset` lines before the model's code.
-    let (line, column) = match position {
+    let (mut line, mut column) = match position {
         Some((line, column)) if line > line_offset => (Some(line - line_offset), Some(column)),
         _ => (None, None),
     };
+    // A SyntaxError while running comes from parsing data (`JSON.parse`), and Boa's backtrace
+    // can name the next call in a loop instead: the one line that parses JSON is the place.
+    if !parsing && message.starts_with("SyntaxError") {
+        let parses: Vec<(usize, usize)> = code
+            .lines()
+            .enumerate()
+            .filter_map(|(index, text)| text.find("JSON.parse").map(|at| (index, at)))
+            .collect();
+        let named = line
+            .and_then(|line| code.lines().nth(line as usize - 1))
+            .is_some_and(|text| text.contains("JSON.parse"));
+        if let [(index, at)] = parses.as_slice()
+            && !named
+        {
+            line = Some(*index as u32 + 1);
+            column = Some(*at as u32 + 1);
+        }
+    }
     let source_line = line.and_then(|line| code.lines().nth(line as usize - 1).map(str::to_owned));
     let mut message = message.lines().next().unwrap_or_default().to_owned();
     // Parse errors end in Boa's own ` at line L, col C`; the position is reported separately.
@@ -1267,10 +1289,12 @@ fn runtime_error(
     }
     // A SyntaxError while running comes from parsing data, not the program: say so, or the
     // model rewrites a line of its code that is fine.
-    let hint = (message.starts_with("SyntaxError")
+    let hint = (!parsing
+        && message.starts_with("SyntaxError")
         && source_line
             .as_deref()
-            .is_some_and(|line| line.contains("JSON.parse")))
+            .unwrap_or(code)
+            .contains("JSON.parse"))
     .then(|| {
         "JSON.parse was given text that is not JSON. Return the start of that text to see what \
          it is, then parse it the way it is written."
@@ -1286,9 +1310,9 @@ fn runtime_error(
     }
 }
 
-/// The first `line:column` Boa reports, from `script:L:C` in a backtrace or `line L, col C`
-/// in a parse error.
-fn find_position(rendered: &str) -> Option<(u32, u32)> {
+/// The first `line:column` Boa reports, from `script:L:C` in a backtrace or, when `parsing`,
+/// `line L, col C` in a parse error.
+fn find_position(rendered: &str, parsing: bool) -> Option<(u32, u32)> {
     if let Some(index) = rendered.find("script:") {
         let rest = &rendered[index + "script:".len()..];
         let mut numbers = rest
@@ -1299,6 +1323,9 @@ fn find_position(rendered: &str) -> Option<(u32, u32)> {
         if let (Some(Ok(line)), Some(Ok(column))) = (numbers.next(), numbers.next()) {
             return Some((line, column));
         }
+    }
+    if !parsing {
+        return None;
     }
     let index = rendered.find("line ")?;
     let mut numbers = rendered[index..]

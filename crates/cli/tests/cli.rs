@@ -302,13 +302,23 @@ fn the_local_model_answers_in_both_modes_when_no_provider_is_set() {
                 .iter()
                 .find(|output| output["function"] == "time.now")
                 .unwrap_or_else(|| panic!("time.now was not called: {completed}"));
+            // The tool's time of day, as a 24-hour `01:04` or a 12-hour `1:04`: the answer
+            // shows the time the tool gave, in whatever format the model chose.
             let iso = now["result"]["output"]["iso"].as_str().unwrap();
+            let (hour, minute): (u32, &str) = (iso[11..13].parse().unwrap(), &iso[14..16]);
+            let forms = [
+                format!("{hour:02}:{minute}"),
+                format!("{}:{minute}", (hour + 11) % 12 + 1),
+            ];
             let shown = outputs.iter().any(|output| {
+                let content = output["content"].as_str().unwrap_or_default();
+                // Not inside a longer number: `1:04` is not in `11:04`.
                 output["type"] == "text"
-                    && output["content"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .contains(&iso[..10])
+                    && forms.iter().any(|form| {
+                        content
+                            .match_indices(form.as_str())
+                            .any(|(at, _)| !content[..at].ends_with(|c: char| c.is_ascii_digit()))
+                    })
             });
             assert!(shown, "the answer does not show the time: {completed}");
         }

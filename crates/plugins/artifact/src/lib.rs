@@ -369,6 +369,17 @@ async fn list_artifacts(context: ToolContext, input: ListInput) -> Result<ListOu
     })
 }
 
+/// A path or a name with an extension (`data.json`, `orders/1.json`), which artifact ids (UUIDs)
+/// never are.
+fn looks_like_a_file(id: &str) -> bool {
+    id.contains('/')
+        || id.rsplit_once('.').is_some_and(|(stem, extension)| {
+            !stem.is_empty()
+                && (1..=5).contains(&extension.len())
+                && extension.chars().all(|c| c.is_ascii_alphanumeric())
+        })
+}
+
 async fn get_artifact(context: ToolContext, input: GetInput) -> Result<Artifact, ToolError> {
     let store = store(&context)?;
     let id = input.id.trim();
@@ -378,9 +389,17 @@ async fn get_artifact(context: ToolContext, input: GetInput) -> Result<Artifact,
         .await
         .map_err(internal)?
         .ok_or_else(|| {
-            ToolError::failed(format!(
+            let mut message = format!(
                 "no artifact with id \"{id}\"; artifact.list shows your artifacts and their ids"
-            ))
+            );
+            // Small models take `artifact.get({id: "orders/1.json"})` for reading a file.
+            if looks_like_a_file(id) {
+                message.push_str(&format!(
+                    ". \"{id}\" looks like a file: artifacts are data that artifact.store kept, \
+                     and files are read with the file tools, e.g. fs.read({{ path: \"{id}\" }})"
+                ));
+            }
+            ToolError::failed(message)
         })?;
     let data: Value = serde_json::from_str(&model.data).map_err(internal)?;
     Ok(Artifact {

@@ -258,6 +258,20 @@ async fn bad_input_gets_errors_the_model_can_act_on() {
         failed(unknown),
         "no artifact with id \"no-such-id\"; artifact.list shows your artifacts and their ids"
     );
+    let file = tools
+        .call(
+            "alice",
+            "artifact.get",
+            json!({ "id": "orders/order-1.json" }),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        failed(file).ends_with(
+            "\"orders/order-1.json\" looks like a file: artifacts are data that artifact.store \
+             kept, and files are read with the file tools, e.g. fs.read({ path: \"orders/order-1.json\" })"
+        )
+    );
 }
 
 #[tokio::test]

@@ -590,7 +590,8 @@ pub fn cap_text(text: &str, limit: usize) -> String {
     )
 }
 
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+/// What a caught panic said (its `&str` or `String` payload).
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     if let Some(message) = panic.downcast_ref::<&str>() {
         (*message).to_owned()
     } else if let Some(message) = panic.downcast_ref::<String>() {

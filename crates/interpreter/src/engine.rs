@@ -1263,22 +1263,31 @@ fn runtime_error(
         Some((line, column)) if line > line_offset => (Some(line - line_offset), Some(column)),
         _ => (None, None),
     };
-    // A SyntaxError while running comes from parsing data (`JSON.parse`), and Boa's backtrace
-    // can name the next call in a loop instead: the one line that parses JSON is the place.
-    if !parsing && message.starts_with("SyntaxError") {
+    // A SyntaxError while running comes from parsing data (`JSON.parse`), not from the
+    // program: say so, or the model rewrites a line of its code that is fine. Boa's backtrace
+    // can name the next call in a loop instead, so the one line that parses JSON is the place.
+    let mut hint = None;
+    if !parsing && message.starts_with("SyntaxError") && code.contains("JSON.parse") {
+        let named = line
+            .and_then(|line| code.lines().nth(line as usize - 1))
+            .is_some_and(|text| text.contains("JSON.parse"));
         let parses: Vec<(usize, usize)> = code
             .lines()
             .enumerate()
             .filter_map(|(index, text)| text.find("JSON.parse").map(|at| (index, at)))
             .collect();
-        let named = line
-            .and_then(|line| code.lines().nth(line as usize - 1))
-            .is_some_and(|text| text.contains("JSON.parse"));
         if let [(index, at)] = parses.as_slice()
             && !named
         {
             line = Some(*index as u32 + 1);
             column = Some(*at as u32 + 1);
+        }
+        if named || parses.len() == 1 || line.is_none() {
+            hint = Some(
+                "JSON.parse was given text that is not JSON. Return the start of that text to \
+                 see what it is, then parse it the way it is written."
+                    .to_owned(),
+            );
         }
     }
     let source_line = line.and_then(|line| code.lines().nth(line as usize - 1).map(str::to_owned));
@@ -1287,19 +1296,6 @@ fn runtime_error(
     if let Some(index) = message.rfind(" at line ") {
         message.truncate(index);
     }
-    // A SyntaxError while running comes from parsing data, not the program: say so, or the
-    // model rewrites a line of its code that is fine.
-    let hint = (!parsing
-        && message.starts_with("SyntaxError")
-        && source_line
-            .as_deref()
-            .unwrap_or(code)
-            .contains("JSON.parse"))
-    .then(|| {
-        "JSON.parse was given text that is not JSON. Return the start of that text to see what \
-         it is, then parse it the way it is written."
-            .to_owned()
-    });
     ScriptError {
         kind: ScriptErrorKind::Runtime,
         message,

@@ -51,6 +51,9 @@ pub struct CodeExecutor {
     shared: Arc<Shared>,
     recorder: PromptRecorder,
     prepared: Option<(Prepared, Vec<ToolBinding>)>,
+    /// The system prompt, built from `prepared` on the first request and the same for every
+    /// request of the prompt after it.
+    system: std::sync::OnceLock<String>,
     iterations: u32,
     max_iterations: u32,
     /// `store()`/`recall()` values, carried from one iteration to the next.
@@ -64,9 +67,6 @@ struct ActiveExecution {
     code_output_id: String,
     path: CodePath,
     logs: Vec<String>,
-    /// Tool inputs that hold `NaN`, `undefined` or `[object Object]` (see
-    /// [`crate::prompt::broken_input`]), one line each.
-    broken_inputs: Vec<String>,
     /// The tool calls of the request the script is blocked on.
     batch: Option<Batch>,
 }
@@ -121,6 +121,7 @@ impl CodeExecutor {
             shared,
             recorder,
             prepared: None,
+            system: std::sync::OnceLock::new(),
             iterations: 0,
             max_iterations,
             store: Map::new(),
@@ -299,7 +300,6 @@ impl CodeExecutor {
                 code_output_id,
                 path,
                 logs: Vec::new(),
-                broken_inputs: Vec::new(),
                 batch: None,
             });
         }
@@ -335,18 +335,10 @@ impl CodeExecutor {
             match active.execution.next().await {
                 SandboxEvent::Request { id, request } => match request {
                     HostRequest::CallTool { tool, input } => {
-                        active
-                            .broken_inputs
-                            .extend(crate::prompt::broken_input(&tool, &input));
                         let calls = vec![ParallelCall { tool, input }];
                         active.batch = Some(self.open_batch(id, false, calls, prepared).await?);
                     }
                     HostRequest::Parallel { calls } => {
-                        for call in &calls {
-                            active
-                                .broken_inputs
-                                .extend(crate::prompt::broken_input(&call.tool, &call.input));
-                        }
                         active.batch = Some(self.open_batch(id, true, calls, prepared).await?);
                     }
                     HostRequest::Llm { prompt, json } => {
@@ -594,8 +586,13 @@ impl CodeExecutor {
                 .await?;
             return Ok(false);
         }
+        // Tool inputs that hold `NaN`, `undefined`, `[object Object]` or only blank lines.
+        let broken_inputs: Vec<String> = self
+            .calls_of(&active.code_output_id)
+            .filter_map(|call| crate::prompt::broken_input(&call.function, &call.input))
+            .collect();
         if outcome.result.is_ok()
-            && !active.broken_inputs.is_empty()
+            && !broken_inputs.is_empty()
             && self.count_errors_starting(crate::prompt::BROKEN_INPUT) == 0
         {
             // `fs.write({ content: `${total}` })` with a total that is NaN: the tool ran and the
@@ -605,7 +602,7 @@ impl CodeExecutor {
                  (return a sample of it) or at the result types in the declarations. The tool \
                  calls did run; fix the program and run it again.",
                 crate::prompt::BROKEN_INPUT,
-                active.broken_inputs.join("; ")
+                broken_inputs.join("; ")
             );
             if let Some(response) = &response {
                 error.push_str(&format!(
@@ -690,6 +687,23 @@ impl CodeExecutor {
         Ok(true)
     }
 
+    /// The tool calls made by the program recorded as `code_output_id`, as recorded.
+    fn calls_of<'a>(&'a self, code_output_id: &'a str) -> impl Iterator<Item = &'a ToolOutput> {
+        self.recorder
+            .prompt()
+            .output
+            .iter()
+            .skip_while(move |output| {
+                !matches!(output, PromptOutput::Tool(tool) if tool.id == code_output_id)
+            })
+            .skip(1)
+            .filter_map(|output| match output {
+                PromptOutput::Tool(tool) => Some(tool),
+                _ => None,
+            })
+            .take_while(|tool| tool.function != CODE_EXECUTE)
+    }
+
     /// The error of this turn's last execution, when it failed.
     fn last_execution_error(&self) -> Option<String> {
         self.executions()
@@ -762,23 +776,26 @@ impl CodeExecutor {
 
     fn request(&self, prepared: &Prepared, bindings: &[ToolBinding]) -> ModelRequest {
         let limit = self.options.services.limits().tool_result_limit;
-        let plugin_of = |id: &str| {
-            prepared
-                .tool_plugins
-                .get(id)
-                .cloned()
-                .unwrap_or_else(|| id.split('.').next().unwrap_or(id).to_owned())
-        };
-        let config = &self.shared.config;
-        let budget_tokens =
-            (config.context_window as f64 * config.declarations_share.clamp(0.0, 1.0)) as u64;
-        let mut messages = self.conversation(system_prompt(
-            bindings,
-            &prepared.tools,
-            &plugin_of,
-            &prepared.context,
-            budget_tokens,
-        ));
+        let system = self.system.get_or_init(|| {
+            let plugin_of = |id: &str| {
+                prepared
+                    .tool_plugins
+                    .get(id)
+                    .cloned()
+                    .unwrap_or_else(|| id.split('.').next().unwrap_or(id).to_owned())
+            };
+            let config = &self.shared.config;
+            let budget_tokens =
+                (config.context_window as f64 * config.declarations_share.clamp(0.0, 1.0)) as u64;
+            system_prompt(
+                bindings,
+                &prepared.tools,
+                &plugin_of,
+                &prepared.context,
+                budget_tokens,
+            )
+        });
+        let mut messages = self.conversation(system.clone());
         let prompt = self.recorder.prompt();
         messages.extend(iteration_messages(&prompt.output, limit));
         ModelRequest::new(prompt.model, messages)

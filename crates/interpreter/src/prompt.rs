@@ -543,12 +543,14 @@ pub fn iteration_messages(outputs: &[PromptOutput], limit: usize) -> Vec<ChatMes
     messages
 }
 
-/// Calls of a failed program whose results are previewed, and how much of each.
+/// Calls of a failed program whose results are previewed, and the characters kept of each
+/// call's input and result.
 const PREVIEW_CALLS: usize = 3;
-const PREVIEW_CHARS: usize = 400;
+const PREVIEW_INPUT_CHARS: usize = 400;
+const PREVIEW_RESULT_CHARS: usize = 800;
 
 /// `\nWhat its tool calls returned …` for the first few distinct calls that succeeded, as
-/// JSON with long strings cut.
+/// JSON cut as results are cut for the model elsewhere.
 fn returned_preview(calls: &[&agentic_core::ToolOutput]) -> String {
     let mut seen: Vec<(&str, &Value)> = Vec::new();
     let mut lines = Vec::new();
@@ -564,8 +566,8 @@ fn returned_preview(calls: &[&agentic_core::ToolOutput]) -> String {
             lines.push("(more calls not shown)".to_owned());
             break;
         }
-        let result = preview_value(output);
-        let input = preview_value(&call.input);
+        let input = cap_text(&call.input.to_string(), PREVIEW_INPUT_CHARS).replace('\n', " ");
+        let result = cap_text(&output.to_string(), PREVIEW_RESULT_CHARS);
         lines.push(format!("{}({input}) returned {result}", call.function));
     }
     if lines.is_empty() {
@@ -575,32 +577,6 @@ fn returned_preview(calls: &[&agentic_core::ToolOutput]) -> String {
         "\nWhat its tool calls returned (the start of each result):\n{}",
         lines.join("\n")
     )
-}
-
-/// A result with each long string cut, then the whole cut, at [`PREVIEW_CHARS`].
-fn preview_value(value: &Value) -> String {
-    fn cut(value: &Value) -> Value {
-        match value {
-            Value::String(text) if text.chars().count() > PREVIEW_CHARS => {
-                let start: String = text.chars().take(PREVIEW_CHARS).collect();
-                Value::String(format!("{start}…"))
-            }
-            Value::Array(items) => Value::Array(items.iter().take(10).map(cut).collect()),
-            Value::Object(fields) => Value::Object(
-                fields
-                    .iter()
-                    .map(|(name, field)| (name.clone(), cut(field)))
-                    .collect(),
-            ),
-            other => other.clone(),
-        }
-    }
-    let text = cut(value).to_string();
-    if text.chars().count() <= 2 * PREVIEW_CHARS {
-        return text;
-    }
-    let start: String = text.chars().take(2 * PREVIEW_CHARS).collect();
-    format!("{start}…")
 }
 
 /// `Execution result: …` or `Execution error: …`, with logs and what the user was shown.

@@ -8,7 +8,10 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::engine::{EngineOptions, HostLink, execute, prepare_context};
-use crate::protocol::{HostReply, HostRequest, ToHost, ToWorker};
+use crate::protocol::{
+    CodePath, ExecutionOutcome, HostReply, HostRequest, ScriptError, ScriptErrorKind, ToHost,
+    ToWorker,
+};
 
 /// Set (to `1`) in the environment of a process started as a sandbox worker.
 pub const WORKER_ENV: &str = "AGENTIC_SANDBOX_WORKER";
@@ -127,14 +130,8 @@ pub fn serve<T: Transport + 'static>(transport: T, options: EngineOptions, execu
 fn engine_fault(
     panic: &(dyn std::any::Any + Send),
     store: serde_json::Map<String, serde_json::Value>,
-) -> crate::protocol::ExecutionOutcome {
-    use crate::protocol::{ExecutionOutcome, ScriptError, ScriptErrorKind};
-    let text = panic
-        .downcast_ref::<String>()
-        .map(String::as_str)
-        .or_else(|| panic.downcast_ref::<&str>().copied())
-        .unwrap_or_default();
-    let (kind, message) = if text.contains("RuntimeLimit") {
+) -> ExecutionOutcome {
+    let (kind, message) = if agentic_core::tool::panic_message(panic).contains("RuntimeLimit") {
         (
             ScriptErrorKind::Limit,
             "RangeError: the script recursed too deeply (a function, perhaps an async one, \
@@ -150,7 +147,7 @@ fn engine_fault(
         )
     };
     ExecutionOutcome {
-        path: crate::protocol::CodePath::Plain,
+        path: CodePath::Plain,
         result: Err(ScriptError {
             kind,
             message,

@@ -21,7 +21,7 @@ use crate::kquants::{self, Q4K, Q6K, Q8K, SUPER};
 
 /// The vector loads and sums the k-quant loops share with ours.
 #[cfg(target_arch = "x86_64")]
-pub(crate) use simd::avx2::{load8, load16, load32, sum8};
+pub(crate) use simd::avx2::{load, sum8};
 
 /// Values per quantisation block.
 pub const BLOCK: usize = 32;
@@ -115,7 +115,7 @@ pub struct QuantVector {
     k: Q8K,
 }
 
-fn f16(bytes: [u8; 2]) -> f32 {
+pub(crate) fn f16(bytes: [u8; 2]) -> f32 {
     half::f16::from_le_bytes(bytes).to_f32()
 }
 
@@ -242,26 +242,24 @@ impl QuantMatrix {
 
     /// Row `row` as `f32` values, written into `out` (`cols` long).
     pub fn row_into(&self, row: usize, out: &mut [f32]) {
+        let first = row * (self.cols / BLOCK);
         match &self.format {
-            Format::Q4K(blocks) => return dequantize_row(row_blocks(blocks, self.cols, row), out),
-            Format::Q6K(blocks) => return dequantize_row(row_blocks(blocks, self.cols, row), out),
-            Format::Q8_0 { .. } | Format::Q4_1 { .. } => {}
-        }
-        let blocks = self.cols / BLOCK;
-        for (block, values) in out.chunks_exact_mut(BLOCK).enumerate() {
-            let index = row * blocks + block;
-            match &self.format {
-                Format::Q8_0 { quants, scales } => {
+            Format::Q4K(blocks) => dequantize_row(row_blocks(blocks, self.cols, row), out),
+            Format::Q6K(blocks) => dequantize_row(row_blocks(blocks, self.cols, row), out),
+            Format::Q8_0 { quants, scales } => {
+                for (index, values) in (first..).zip(out.chunks_exact_mut(BLOCK)) {
                     let quants = &quants[index * BLOCK..(index + 1) * BLOCK];
                     for (value, quant) in values.iter_mut().zip(quants) {
                         *value = scales[index] * f32::from(*quant);
                     }
                 }
-                Format::Q4_1 {
-                    nibbles,
-                    scales,
-                    mins,
-                } => {
+            }
+            Format::Q4_1 {
+                nibbles,
+                scales,
+                mins,
+            } => {
+                for (index, values) in (first..).zip(out.chunks_exact_mut(BLOCK)) {
                     let bytes = &nibbles[index * BLOCK / 2..(index + 1) * BLOCK / 2];
                     let (low, high) = values.split_at_mut(BLOCK / 2);
                     for ((low, high), byte) in low.iter_mut().zip(high).zip(bytes) {
@@ -269,7 +267,6 @@ impl QuantMatrix {
                         *high = scales[index] * f32::from(byte >> 4) + mins[index];
                     }
                 }
-                Format::Q4K(_) | Format::Q6K(_) => unreachable!("handled above"),
             }
         }
     }
@@ -445,30 +442,24 @@ fn row_dots<I: Isa, const N: usize>(
 /// Row `row` of a `Q8_0` or `Q4_1` matrix times `x`.
 #[inline(always)]
 fn row_dot<I: Isa>(isa: I, matrix: &QuantMatrix, row: usize, x: &QuantVector) -> f32 {
+    let blocks = matrix.cols / BLOCK;
+    let range = row * blocks..(row + 1) * blocks;
     match &matrix.format {
-        Format::Q8_0 { quants, scales } => {
-            let blocks = matrix.cols / BLOCK;
-            let range = row * blocks..(row + 1) * blocks;
-            isa.dot_q8_0(
-                &quants[range.start * BLOCK..range.end * BLOCK],
-                &scales[range],
-                x,
-            )
-        }
+        Format::Q8_0 { quants, scales } => isa.dot_q8_0(
+            &quants[range.start * BLOCK..range.end * BLOCK],
+            &scales[range],
+            x,
+        ),
         Format::Q4_1 {
             nibbles,
             scales,
             mins,
-        } => {
-            let blocks = matrix.cols / BLOCK;
-            let range = row * blocks..(row + 1) * blocks;
-            isa.dot_q4_1(
-                &nibbles[range.start * BLOCK / 2..range.end * BLOCK / 2],
-                &scales[range.clone()],
-                &mins[range],
-                x,
-            )
-        }
+        } => isa.dot_q4_1(
+            &nibbles[range.start * BLOCK / 2..range.end * BLOCK / 2],
+            &scales[range.clone()],
+            &mins[range],
+            x,
+        ),
         Format::Q4K(_) | Format::Q6K(_) => row_dots(isa, matrix, row, [x])[0],
     }
 }
@@ -491,21 +482,27 @@ impl QuantVector {
             .zip(self.quants.chunks_exact_mut(BLOCK))
             .enumerate()
         {
-            let largest = values
-                .iter()
-                .fold(0.0f32, |max, value| max.max(value.abs()));
-            let scale = largest / 127.0;
-            let inverse = if scale == 0.0 { 0.0 } else { 1.0 / scale };
-            let mut sum = 0i32;
-            for (quant, value) in quants.iter_mut().zip(values) {
-                // In range by construction: |value × inverse| ≤ 127.
-                *quant = (value * inverse).round() as i8;
-                sum += i32::from(*quant);
-            }
+            let scale = quantize_block(values, quants);
+            let sum: i32 = quants.iter().map(|quant| i32::from(*quant)).sum();
             self.scales[block] = scale;
             self.sums[block] = scale * sum as f32;
         }
     }
+}
+
+/// `values` as signed bytes in `quants`, scaled so the largest magnitude is 127; returns the
+/// scale (0 for a block of zeros).
+pub(crate) fn quantize_block(values: &[f32], quants: &mut [i8]) -> f32 {
+    let largest = values
+        .iter()
+        .fold(0.0f32, |max, value| max.max(value.abs()));
+    let scale = largest / 127.0;
+    let inverse = if scale == 0.0 { 0.0 } else { 1.0 / scale };
+    for (quant, value) in quants.iter_mut().zip(values) {
+        // In range by construction: |value × inverse| ≤ 127.
+        *quant = (value * inverse).round() as i8;
+    }
+    scale
 }
 
 /// The query heads that share one key/value head, over a range of cached positions. Keys and
@@ -856,25 +853,11 @@ mod simd {
 
         use super::super::{BLOCK, QuantVector};
 
+        /// A vector from the start of `values` (as many as it holds), wherever they lie.
         #[inline(always)]
-        pub(crate) fn load32(bytes: &[i8]) -> __m256i {
-            let mut array = [0i8; 32];
-            array.copy_from_slice(&bytes[..32]);
-            pulp::cast(array)
-        }
-
-        #[inline(always)]
-        pub(crate) fn load16(bytes: &[u8]) -> __m128i {
-            let mut array = [0u8; 16];
-            array.copy_from_slice(&bytes[..16]);
-            pulp::cast(array)
-        }
-
-        #[inline(always)]
-        pub(crate) fn load8(values: &[f32]) -> __m256 {
-            let mut array = [0f32; 8];
-            array.copy_from_slice(&values[..8]);
-            pulp::cast(array)
+        pub(crate) fn load<V: pulp::bytemuck::Pod, T: pulp::bytemuck::Pod>(values: &[T]) -> V {
+            let count = std::mem::size_of::<V>() / std::mem::size_of::<T>();
+            pulp::bytemuck::pod_read_unaligned(pulp::bytemuck::cast_slice(&values[..count]))
         }
 
         /// `Σ a[i] × b[i]` with 8-wide fused multiply-adds.
@@ -889,7 +872,7 @@ mod simd {
                 .map(|(a, b)| a * b)
                 .sum();
             for (a, b) in a_chunks.zip(b_chunks) {
-                acc = simd.fma._mm256_fmadd_ps(load8(a), load8(b), acc);
+                acc = simd.fma._mm256_fmadd_ps(load(a), load(b), acc);
             }
             sum8(simd, acc) + tail
         }
@@ -920,8 +903,8 @@ mod simd {
                 .zip(x.quants.chunks_exact(BLOCK))
                 .enumerate()
             {
-                let w = load32(weights);
-                let y = load32(inputs);
+                let w: __m256i = load(weights);
+                let y: __m256i = load(inputs);
                 // maddubs wants one unsigned side: |w| and y with w's sign.
                 let sums = products(
                     simd,
@@ -950,13 +933,13 @@ mod simd {
                 .zip(x.quants.chunks_exact(BLOCK))
                 .enumerate()
             {
-                let packed = load16(bytes);
+                let packed: __m128i = load(bytes);
                 let shifted = simd.sse2._mm_srli_epi16::<4>(packed);
                 // Low nibbles are values 0..16 of the block, high nibbles values 16..32.
                 let w = simd
                     .avx2
                     ._mm256_and_si256(simd.avx._mm256_set_m128i(shifted, packed), mask);
-                let sums = products(simd, w, load32(inputs));
+                let sums = products(simd, w, load(inputs));
                 let scale = simd.avx._mm256_set1_ps(scales[block] * x.scales[block]);
                 acc = simd.fma._mm256_fmadd_ps(scale, sums, acc);
                 offsets += mins[block] * x.sums[block];
@@ -987,11 +970,21 @@ mod simd {
 
         /// The product of the dequantised matrix with the dequantised input, in f64.
         fn reference(matrix: &QuantMatrix, x: &QuantVector) -> Vec<f64> {
-            let input: Vec<f64> = x
-                .quants
+            reference_of(matrix, &x.quants, &x.scales, 32)
+        }
+
+        /// Each dequantised row of `matrix` times `quants` scaled by one of `scales` per
+        /// `block` of them, in f64.
+        fn reference_of(
+            matrix: &QuantMatrix,
+            quants: &[i8],
+            scales: &[f32],
+            block: usize,
+        ) -> Vec<f64> {
+            let input: Vec<f64> = quants
                 .iter()
                 .enumerate()
-                .map(|(index, quant)| f64::from(*quant) * f64::from(x.scales[index / 32]))
+                .map(|(index, quant)| f64::from(*quant) * f64::from(scales[index / block]))
                 .collect();
             let mut row = vec![0.0; matrix.cols()];
             (0..matrix.rows())
@@ -1139,19 +1132,7 @@ mod simd {
 
         /// The product of the dequantised matrix with the `Q8_K` input, in f64.
         fn reference_k(matrix: &QuantMatrix, x: &QuantVector) -> Vec<f64> {
-            let input: Vec<f64> =
-                x.k.quants
-                    .iter()
-                    .enumerate()
-                    .map(|(index, quant)| f64::from(*quant) * f64::from(x.k.scales[index / 256]))
-                    .collect();
-            let mut row = vec![0.0; matrix.cols()];
-            (0..matrix.rows())
-                .map(|index| {
-                    matrix.row_into(index, &mut row);
-                    row.iter().zip(&input).map(|(w, x)| f64::from(*w) * x).sum()
-                })
-                .collect()
+            reference_of(matrix, &x.k.quants, &x.k.scales, crate::kquants::SUPER)
         }
 
         fn check_k_quant(dtype: candle_core::quantized::GgmlDType) {

@@ -11,12 +11,10 @@
 //! 64-byte load holds 64 consecutive weights' low bits in its low nibbles and the next 64's in
 //! its high nibbles (and, for `Q6_K`, one load holds every weight's top two bits).
 
+use crate::kernels::{f16, quantize_block};
+
 /// Weights per k-quant block.
 pub const SUPER: usize = 256;
-
-fn f16(bytes: [u8; 2]) -> f32 {
-    half::f16::from_le_bytes(bytes).to_f32()
-}
 
 /// 256 weights of `Q4_K`: `d × scale[s] × q − dmin × min[s]` for sub-block `s` (32 weights),
 /// `q` in 0..16. Byte `64g + i` of `qs` holds weight `128g + i` in its low nibble and weight
@@ -205,15 +203,7 @@ impl Q8K {
             .zip(self.quants.chunks_exact_mut(SUPER))
             .enumerate()
         {
-            let largest = values
-                .iter()
-                .fold(0.0f32, |max, value| max.max(value.abs()));
-            let scale = largest / 127.0;
-            let inverse = if scale == 0.0 { 0.0 } else { 1.0 / scale };
-            for (quant, value) in quants.iter_mut().zip(values) {
-                // In range by construction: |value × inverse| ≤ 127.
-                *quant = (value * inverse).round() as i8;
-            }
+            let scale = quantize_block(values, quants);
             for (run, sum) in quants
                 .chunks_exact(16)
                 .zip(&mut self.sums[block * 16..(block + 1) * 16])
@@ -288,26 +278,12 @@ pub mod avx2 {
     use std::arch::x86_64::{__m256, __m256i};
 
     use super::{Q4K, Q6K, Q8K, SUPER};
-    pub(super) use crate::kernels::{load8, load16, load32 as load_signed, sum8};
-
-    #[inline(always)]
-    fn load(bytes: &[u8]) -> __m256i {
-        let mut array = [0u8; 32];
-        array.copy_from_slice(&bytes[..32]);
-        pulp::cast(array)
-    }
-
-    #[inline(always)]
-    pub(super) fn load_sums(sums: &[i16]) -> __m256i {
-        let mut array = [0i16; 16];
-        array.copy_from_slice(&sums[..16]);
-        pulp::cast(array)
-    }
+    pub(super) use crate::kernels::{load, sum8};
 
     /// A block's eight minimums times its `dmin`, as floats.
     #[inline(always)]
     pub(super) fn minimums(simd: V3, block: &Q4K) -> __m256 {
-        let bytes = simd.sse2._mm_srli_si128::<8>(load16(&block.scales));
+        let bytes = simd.sse2._mm_srli_si128::<8>(load(&block.scales));
         let mins = simd
             .avx
             ._mm256_cvtepi32_ps(simd.avx2._mm256_cvtepu8_epi32(bytes));
@@ -315,11 +291,25 @@ pub mod avx2 {
             ._mm256_mul_ps(mins, simd.avx._mm256_set1_ps(block.dmin))
     }
 
+    /// `offset` plus block `index`'s minimums times the input's sums per 32: the minimum term
+    /// of a `Q4_K` block product, still to be subtracted.
+    #[inline(always)]
+    pub(super) fn add_minimums(
+        simd: V3,
+        mins: __m256,
+        x: &Q8K,
+        index: usize,
+        offset: __m256,
+    ) -> __m256 {
+        simd.fma
+            ._mm256_fmadd_ps(mins, load(&x.pair_sums[index * 8..]), offset)
+    }
+
     /// A block's sixteen `Q6_K` scales as i16 lanes.
     #[inline(always)]
     pub(super) fn scales16(simd: V3, block: &Q6K) -> __m256i {
         let bytes: [u8; 16] = pulp::cast(block.scales);
-        simd.avx2._mm256_cvtepi8_epi16(load16(&bytes))
+        simd.avx2._mm256_cvtepi8_epi16(load(&bytes))
     }
 
     /// Eight i32 sums of `scale × (a × b)` over 32 unsigned `a` (below 64) and signed `b`.
@@ -353,9 +343,8 @@ pub mod avx2 {
                     let high_scale = simd.avx._mm256_set1_epi16(i16::from(block.scales[sub + 2]));
                     let start = index * SUPER + sub * 32;
                     for (total, x) in totals.iter_mut().zip(xs) {
-                        let low = scaled(simd, low, load_signed(&x.quants[start..]), low_scale);
-                        let high =
-                            scaled(simd, high, load_signed(&x.quants[start + 64..]), high_scale);
+                        let low = scaled(simd, low, load(&x.quants[start..]), low_scale);
+                        let high = scaled(simd, high, load(&x.quants[start + 64..]), high_scale);
                         *total = simd
                             .avx2
                             ._mm256_add_epi32(*total, simd.avx2._mm256_add_epi32(low, high));
@@ -363,11 +352,7 @@ pub mod avx2 {
                 }
             }
             for (token, x) in xs.iter().enumerate() {
-                offsets[token] = simd.fma._mm256_fmadd_ps(
-                    mins,
-                    load8(&x.pair_sums[index * 8..]),
-                    offsets[token],
-                );
+                offsets[token] = add_minimums(simd, mins, x, index, offsets[token]);
                 acc[token] = simd.fma._mm256_fmadd_ps(
                     simd.avx._mm256_set1_ps(x.scales[index] * block.d),
                     simd.avx._mm256_cvtepi32_ps(totals[token]),
@@ -412,8 +397,7 @@ pub mod avx2 {
                 );
                 let start = index * SUPER + run * 32;
                 for (total, x) in totals.iter_mut().zip(xs) {
-                    let products =
-                        scaled(simd, unsigned, load_signed(&x.quants[start..]), run_scales);
+                    let products = scaled(simd, unsigned, load(&x.quants[start..]), run_scales);
                     *total = simd.avx2._mm256_add_epi32(*total, products);
                 }
             }
@@ -421,7 +405,7 @@ pub mod avx2 {
                 // Every quant carries an offset of 32: take 32 × Σ scale × (its inputs' sum).
                 let shift = simd
                     .avx2
-                    ._mm256_madd_epi16(load_sums(&x.sums[index * 16..]), scales);
+                    ._mm256_madd_epi16(load(&x.sums[index * 16..]), scales);
                 let total = simd
                     .avx2
                     ._mm256_sub_epi32(totals[token], simd.avx2._mm256_slli_epi32::<5>(shift));
@@ -446,22 +430,8 @@ pub mod avx512 {
     use pulp::x86::V4;
     use std::arch::x86_64::{__m256, __m512, __m512i};
 
-    use super::avx2::{load_sums, load8, load16, minimums, scales16, sum8};
+    use super::avx2::{add_minimums, load, minimums, scales16, sum8};
     use super::{Q4K, Q6K, Q8K, SUPER};
-
-    #[inline(always)]
-    fn load(bytes: &[u8]) -> __m512i {
-        let mut array = [0u8; 64];
-        array.copy_from_slice(&bytes[..64]);
-        pulp::cast(array)
-    }
-
-    #[inline(always)]
-    fn load_signed(bytes: &[i8]) -> __m512i {
-        let mut array = [0i8; 64];
-        array.copy_from_slice(&bytes[..64]);
-        pulp::cast(array)
-    }
 
     /// Sixteen i16 lanes per entry of `lanes`: lane `i` of the result is `source[lanes[i / 16]]`
     /// (`Q4_K`: a scale per 32 weights).
@@ -494,7 +464,7 @@ pub mod avx512 {
         let mut offsets: [__m256; N] = [simd.avx._mm256_setzero_ps(); N];
         for (index, block) in blocks.iter().enumerate() {
             let mins = minimums(*simd, block);
-            let scales = widen(simd, simd.avx2._mm256_cvtepu8_epi16(load16(&block.scales)));
+            let scales = widen(simd, simd.avx2._mm256_cvtepu8_epi16(load(&block.scales)));
             let mut totals = [simd.avx512f._mm512_setzero_si512(); N];
             for group in 0..2 {
                 let bits = load(&block.qs[group * 64..]);
@@ -507,24 +477,15 @@ pub mod avx512 {
                 let high_scales = spread::<16>(simd, scales, group * 4 + 2);
                 let start = index * SUPER + group * 128;
                 for (total, x) in totals.iter_mut().zip(xs) {
-                    let low = scaled(simd, low, load_signed(&x.quants[start..]), low_scales);
-                    let high = scaled(
-                        simd,
-                        high,
-                        load_signed(&x.quants[start + 64..]),
-                        high_scales,
-                    );
+                    let low = scaled(simd, low, load(&x.quants[start..]), low_scales);
+                    let high = scaled(simd, high, load(&x.quants[start + 64..]), high_scales);
                     *total = simd
                         .avx512f
                         ._mm512_add_epi32(*total, simd.avx512f._mm512_add_epi32(low, high));
                 }
             }
             for (token, x) in xs.iter().enumerate() {
-                offsets[token] = simd.fma._mm256_fmadd_ps(
-                    mins,
-                    load8(&x.pair_sums[index * 8..]),
-                    offsets[token],
-                );
+                offsets[token] = add_minimums(*simd, mins, x, index, offsets[token]);
                 acc[token] = simd.avx512f._mm512_fmadd_ps(
                     simd.avx512f._mm512_set1_ps(x.scales[index] * block.d),
                     simd.avx512f._mm512_cvtepi32_ps(totals[token]),
@@ -568,8 +529,7 @@ pub mod avx512 {
                 let run_scales = spread::<8>(simd, wide_scales, run * 4);
                 let start = index * SUPER + run * 64;
                 for (total, x) in totals.iter_mut().zip(xs) {
-                    let products =
-                        scaled(simd, unsigned, load_signed(&x.quants[start..]), run_scales);
+                    let products = scaled(simd, unsigned, load(&x.quants[start..]), run_scales);
                     *total = simd.avx512f._mm512_add_epi32(*total, products);
                 }
             }
@@ -577,7 +537,7 @@ pub mod avx512 {
                 // Every quant carries an offset of 32: take 32 × Σ scale × (its inputs' sum).
                 let shift = simd
                     .avx2
-                    ._mm256_madd_epi16(load_sums(&x.sums[index * 16..]), scales);
+                    ._mm256_madd_epi16(load(&x.sums[index * 16..]), scales);
                 let scale = x.scales[index] * block.d;
                 offsets[token] = simd.fma._mm256_fmadd_ps(
                     simd.avx._mm256_set1_ps(scale),

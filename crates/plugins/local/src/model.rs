@@ -6,8 +6,9 @@
 //!   grows in place. Every weight is read once per token, so these loops and the bytes per
 //!   weight set the speed.
 //! - Prompt tokens go as batches through the same loops, four tokens per pass over a row, so a
-//!   weight is unpacked once for several tokens. A token's numbers are the same whether it came
-//!   in a batch, alone, or from the cache. Attention over a prompt batch runs on candle.
+//!   weight is unpacked once for several tokens. Everything else (norms, rotation, attention
+//!   over the cache) is the per-token code of a generated token, so a token's numbers are the
+//!   same whether it came in a batch, alone, or from the cache.
 //!
 //! Formats without a loop of ours (f16, other k-quants, …) use candle's kernels.
 //!
@@ -28,7 +29,7 @@ use crate::kernels::{self, QuantMatrix, QuantVector};
 /// The first bytes of a file written by [`Model::save_prefix`] (format version 1).
 const PREFIX_MAGIC: &[u8; 8] = b"AGKVv1\0\0";
 
-/// Prompt tokens processed per forward pass (bounds the attention matrices).
+/// Prompt tokens processed per forward pass (bounds the batch's buffers).
 const CHUNK: usize = 256;
 
 /// From this many cached positions, a generated token's attention is split in two ranges per

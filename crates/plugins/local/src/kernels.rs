@@ -18,6 +18,7 @@
 use rayon::prelude::*;
 
 use crate::kquants::{self, Q4K, Q6K, Q8K, SUPER};
+use crate::tiles::{self, Q4KTile, Q6KTile};
 
 /// The vector loads and sums the k-quant loops share with ours.
 #[cfg(target_arch = "x86_64")]
@@ -57,6 +58,10 @@ enum Format {
     /// The k-quants as shipped, blocks of 256 (see [`crate::kquants`]).
     Q4K(Vec<Q4K>),
     Q6K(Vec<Q6K>),
+    /// The k-quants in tiles of 16 rows (see [`crate::tiles`]), where the CPU has AVX-512
+    /// VNNI: tile `t × (cols / 256) + b` is rows `16t..16t + 16` of block column `b`.
+    Q4KTiles(Vec<Q4KTile>),
+    Q6KTiles(Vec<Q6KTile>),
 }
 
 impl Format {
@@ -97,6 +102,15 @@ impl Format {
             }
             (Self::Q6K(blocks), Self::Q6K(other)) => {
                 blocks.extend_from_slice(other);
+                true
+            }
+            // Whole tiles: every tiled matrix has a multiple of 16 rows.
+            (Self::Q4KTiles(tiles), Self::Q4KTiles(other)) => {
+                tiles.extend_from_slice(other);
+                true
+            }
+            (Self::Q6KTiles(tiles), Self::Q6KTiles(other)) => {
+                tiles.extend_from_slice(other);
                 true
             }
             _ => false,
@@ -182,24 +196,42 @@ impl QuantMatrix {
         })
     }
 
-    /// Reads GGUF blocks of `Q4_K` (144 bytes per 256 weights).
+    /// Reads GGUF blocks of `Q4_K` (144 bytes per 256 weights), in tiles where
+    /// [`Self::tiled`] says so.
     pub fn from_q4_k(rows: usize, cols: usize, data: &[u8]) -> Option<Self> {
-        let blocks = kquants::read_blocks(rows, cols, data, kquants::Q4K_BYTES, Q4K::read)?;
-        Some(Self {
-            rows,
-            cols,
-            format: Format::Q4K(blocks),
-        })
+        Self::read_q4_k(rows, cols, data, Self::tiled(rows))
     }
 
-    /// Reads GGUF blocks of `Q6_K` (210 bytes per 256 weights).
+    fn read_q4_k(rows: usize, cols: usize, data: &[u8], tiled: bool) -> Option<Self> {
+        let blocks = kquants::read_blocks(rows, cols, data, kquants::Q4K_BYTES, Q4K::read)?;
+        let format = if tiled {
+            Format::Q4KTiles(tiles::tile(&blocks, cols / SUPER, Q4KTile::new))
+        } else {
+            Format::Q4K(blocks)
+        };
+        Some(Self { rows, cols, format })
+    }
+
+    /// Reads GGUF blocks of `Q6_K` (210 bytes per 256 weights), in tiles where
+    /// [`Self::tiled`] says so.
     pub fn from_q6_k(rows: usize, cols: usize, data: &[u8]) -> Option<Self> {
+        Self::read_q6_k(rows, cols, data, Self::tiled(rows))
+    }
+
+    fn read_q6_k(rows: usize, cols: usize, data: &[u8], tiled: bool) -> Option<Self> {
         let blocks = kquants::read_blocks(rows, cols, data, kquants::Q6K_BYTES, Q6K::read)?;
-        Some(Self {
-            rows,
-            cols,
-            format: Format::Q6K(blocks),
-        })
+        let format = if tiled {
+            Format::Q6KTiles(tiles::tile(&blocks, cols / SUPER, Q6KTile::new))
+        } else {
+            Format::Q6K(blocks)
+        };
+        Some(Self { rows, cols, format })
+    }
+
+    /// Whether a k-quant matrix of `rows` rows goes in tiles: on CPUs with AVX-512 VNNI
+    /// (`AGENTIC_LOCAL_TILES=0` says no, to compare), for whole tiles of 16 rows.
+    fn tiled(rows: usize) -> bool {
+        rows.is_multiple_of(tiles::ROWS) && tiles::available()
     }
 
     /// Quantises `values` (`rows × cols`, row-major) to `Q8_0`.
@@ -246,6 +278,22 @@ impl QuantMatrix {
         match &self.format {
             Format::Q4K(blocks) => dequantize_row(row_blocks(blocks, self.cols, row), out),
             Format::Q6K(blocks) => dequantize_row(row_blocks(blocks, self.cols, row), out),
+            Format::Q4KTiles(tiles) => {
+                for (tile, out) in band(tiles, self.cols, row)
+                    .iter()
+                    .zip(out.chunks_exact_mut(SUPER))
+                {
+                    tile.dequantize(row % tiles::ROWS, out);
+                }
+            }
+            Format::Q6KTiles(tiles) => {
+                for (tile, out) in band(tiles, self.cols, row)
+                    .iter()
+                    .zip(out.chunks_exact_mut(SUPER))
+                {
+                    tile.dequantize(row % tiles::ROWS, out);
+                }
+            }
             Format::Q8_0 { quants, scales } => {
                 for (index, values) in (first..).zip(out.chunks_exact_mut(BLOCK)) {
                     let quants = &quants[index * BLOCK..(index + 1) * BLOCK];
@@ -273,7 +321,10 @@ impl QuantMatrix {
 
     /// How inputs to this matrix are quantised.
     fn wants_k(&self) -> bool {
-        matches!(self.format, Format::Q4K(_) | Format::Q6K(_))
+        matches!(
+            self.format,
+            Format::Q4K(_) | Format::Q6K(_) | Format::Q4KTiles(_) | Format::Q6KTiles(_)
+        )
     }
 
     /// Quantises `values` (`cols` long) into `x` the way this matrix's loops read it.
@@ -364,8 +415,26 @@ impl simd::Kernel for Rows<'_> {
             out,
         } = self;
         // `Q6_K` unpacks more per weight, so it shares each unpacking among more inputs.
-        match matrix.format {
+        match &matrix.format {
             Format::Q6K(_) => rows_in_tiles::<I, 8>(isa, matrix, first, inputs, out),
+            Format::Q4KTiles(tiles) => bands(
+                tiles,
+                matrix.cols,
+                first,
+                inputs,
+                out,
+                tiles::q4_k,
+                tiles::q4_k,
+            ),
+            Format::Q6KTiles(tiles) => bands(
+                tiles,
+                matrix.cols,
+                first,
+                inputs,
+                out,
+                tiles::q6_k,
+                tiles::q6_k,
+            ),
             _ => rows_in_tiles::<I, 4>(isa, matrix, first, inputs, out),
         }
     }
@@ -403,6 +472,54 @@ fn rows_in_tiles<I: Isa, const TILE: usize>(
     }
 }
 
+/// Inputs per call of the tile loops (each unpacked weight serves them all).
+const TOKENS_PER_TILE: usize = 4;
+
+/// The tiles holding row `row` of a tiled matrix `cols` wide: one per block column.
+fn band<T>(tiles: &[T], cols: usize, row: usize) -> &[T] {
+    let per_row = cols / SUPER;
+    let first = row / tiles::ROWS * per_row;
+    &tiles[first..first + per_row]
+}
+
+/// [`Rows`] of a tiled matrix: `first` and the number of rows are multiples of 16. As in
+/// [`rows_in_tiles`], a pass takes a few inputs across all the task's rows.
+fn bands<T>(
+    tiles: &[T],
+    cols: usize,
+    first: usize,
+    inputs: &[QuantVector],
+    out: &mut [f32],
+    product: impl Fn(&[T], [&Q8K; TOKENS_PER_TILE]) -> [[f32; tiles::ROWS]; TOKENS_PER_TILE] + Copy,
+    single: impl Fn(&[T], [&Q8K; 1]) -> [[f32; tiles::ROWS]; 1],
+) {
+    let width = inputs.len();
+    let count = out.len() / width;
+    let mut store = |row: usize, token: usize, values: [f32; tiles::ROWS]| {
+        for (offset, value) in values.into_iter().enumerate() {
+            out[(row + offset) * width + token] = value;
+        }
+    };
+    for pass in (0..width).step_by(TOKENS_PER_PASS) {
+        let end = (pass + TOKENS_PER_PASS).min(width);
+        for row in (0..count).step_by(tiles::ROWS) {
+            let tiles = band(tiles, cols, first + row);
+            let mut token = pass;
+            while token + TOKENS_PER_TILE <= end {
+                let xs = std::array::from_fn(|offset| &inputs[token + offset].k);
+                for (offset, values) in product(tiles, xs).into_iter().enumerate() {
+                    store(row, token + offset, values);
+                }
+                token += TOKENS_PER_TILE;
+            }
+            for (token, input) in inputs.iter().enumerate().take(end).skip(token) {
+                let [values] = single(tiles, [&input.k]);
+                store(row, token, values);
+            }
+        }
+    }
+}
+
 /// The k-quant blocks of row `row` of a matrix `cols` wide.
 #[inline(always)]
 fn row_blocks<B>(blocks: &[B], cols: usize, row: usize) -> &[B] {
@@ -428,6 +545,11 @@ fn row_dots<I: Isa, const N: usize>(
     match &matrix.format {
         Format::Q4K(blocks) => isa.dot_q4_k(row_blocks(blocks, matrix.cols, row), xs.map(|x| &x.k)),
         Format::Q6K(blocks) => isa.dot_q6_k(row_blocks(blocks, matrix.cols, row), xs.map(|x| &x.k)),
+        // Tiled matrices go through `bands`; one row of a band, should anything ask.
+        Format::Q4KTiles(tiles) => tiles::q4_k(band(tiles, matrix.cols, row), xs.map(|x| &x.k))
+            .map(|values| values[row % tiles::ROWS]),
+        Format::Q6KTiles(tiles) => tiles::q6_k(band(tiles, matrix.cols, row), xs.map(|x| &x.k))
+            .map(|values| values[row % tiles::ROWS]),
         Format::Q8_0 { .. } | Format::Q4_1 { .. } => {
             // A loop, not `map`: a closure would be compiled without the SIMD features.
             let mut out = [0.0; N];
@@ -460,7 +582,9 @@ fn row_dot<I: Isa>(isa: I, matrix: &QuantMatrix, row: usize, x: &QuantVector) ->
             &mins[range],
             x,
         ),
-        Format::Q4K(_) | Format::Q6K(_) => row_dots(isa, matrix, row, [x])[0],
+        Format::Q4K(_) | Format::Q6K(_) | Format::Q4KTiles(_) | Format::Q6KTiles(_) => {
+            row_dots(isa, matrix, row, [x])[0]
+        }
     }
 }
 
@@ -1208,6 +1332,83 @@ mod simd {
                     assert_eq!(alone, batched[token * rows..(token + 1) * rows]);
                 }
             }
+        }
+
+        /// A k-quant matrix read both ways: in rows and in tiles of 16.
+        fn both_layouts(
+            rows: usize,
+            cols: usize,
+            dtype: candle_core::quantized::GgmlDType,
+            seed: u64,
+        ) -> (QuantMatrix, QuantMatrix) {
+            let (bytes, _) = candle_quantized(rows, cols, dtype, seed);
+            let read = match dtype {
+                candle_core::quantized::GgmlDType::Q4K => QuantMatrix::read_q4_k,
+                _ => QuantMatrix::read_q6_k,
+            };
+            (
+                read(rows, cols, &bytes, false).unwrap(),
+                read(rows, cols, &bytes, true).unwrap(),
+            )
+        }
+
+        fn check_tiles(dtype: candle_core::quantized::GgmlDType) {
+            use super::super::{Format, band};
+            let (rows, cols, tokens) = (96, 768, 23);
+            let (by_rows, tiled) = both_layouts(rows, cols, dtype, 21);
+            assert!(matches!(
+                tiled.format,
+                Format::Q4KTiles(_) | Format::Q6KTiles(_)
+            ));
+            // The same numbers, in another order.
+            let (mut left, mut right) = (vec![0.0; cols], vec![0.0; cols]);
+            for row in 0..rows {
+                by_rows.row_into(row, &mut left);
+                tiled.row_into(row, &mut right);
+                assert_eq!(left, right, "row {row}");
+            }
+            let inputs = values(22, tokens * cols);
+            let mut batched = vec![0.0; tokens * rows];
+            tiled.matmul(&inputs, &mut batched);
+            for (token, input) in inputs.chunks_exact(cols).enumerate() {
+                let mut x = QuantVector::default();
+                tiled.quantize_input(input, &mut x);
+                let expected = reference_k(&by_rows, &x);
+                // The loops this CPU runs (VNNI where it has it), one token and in a batch.
+                let mut alone = vec![0.0; rows];
+                tiled.matvec(&x, &mut alone);
+                assert_close(&alone, &expected);
+                assert_eq!(alone, batched[token * rows..(token + 1) * rows]);
+                // The portable tile loops.
+                let portable: Vec<f32> = (0..rows)
+                    .step_by(crate::tiles::ROWS)
+                    .flat_map(|row| match &tiled.format {
+                        Format::Q4KTiles(tiles) => {
+                            crate::tiles::scalar_q4_k(band(tiles, cols, row), &x.k)
+                        }
+                        Format::Q6KTiles(tiles) => {
+                            crate::tiles::scalar_q6_k(band(tiles, cols, row), &x.k)
+                        }
+                        _ => unreachable!(),
+                    })
+                    .collect();
+                assert_close(&portable, &expected);
+            }
+            // Stacked tiles keep their rows.
+            let stacked = QuantMatrix::stack(&[tiled.clone(), tiled.clone()]).unwrap();
+            stacked.row_into(rows + 17, &mut left);
+            by_rows.row_into(17, &mut right);
+            assert_eq!(left, right);
+        }
+
+        #[test]
+        fn q4_k_tiles_hold_and_multiply_the_same_weights() {
+            check_tiles(candle_core::quantized::GgmlDType::Q4K);
+        }
+
+        #[test]
+        fn q6_k_tiles_hold_and_multiply_the_same_weights() {
+            check_tiles(candle_core::quantized::GgmlDType::Q6K);
         }
 
         #[test]

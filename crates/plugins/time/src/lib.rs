@@ -36,6 +36,10 @@ pub struct NowInput {
 pub struct NowOutput {
     /// RFC 3339 time with the timezone's offset.
     pub iso: String,
+    /// The date in the timezone, `YYYY-MM-DD`.
+    pub date: String,
+    /// The time of day in the timezone, 24-hour `HH:MM:SS`.
+    pub time: String,
     pub timezone: String,
     pub weekday: String,
     /// Milliseconds since the Unix epoch.
@@ -75,6 +79,8 @@ pub fn now_in(now: DateTime<Utc>, timezone: Option<&str>) -> Result<NowOutput, T
     let local = now.with_timezone(&zone);
     Ok(NowOutput {
         iso: local.to_rfc3339_opts(SecondsFormat::Millis, true),
+        date: local.format("%Y-%m-%d").to_string(),
+        time: local.format("%H:%M:%S").to_string(),
         timezone: zone.name().to_owned(),
         weekday: local.format("%A").to_string(),
         unix_ms: now.timestamp_millis(),
@@ -95,6 +101,7 @@ mod tests {
     fn utc_is_the_default() {
         let now = now_in(fixed(), None).unwrap();
         assert_eq!(now.iso, "2026-11-21T22:30:00.000Z");
+        assert_eq!((now.date.as_str(), now.time.as_str()), ("2026-11-21", "22:30:00"));
         assert_eq!(now.timezone, "UTC");
         assert_eq!(now.weekday, "Saturday");
         assert_eq!(now.unix_ms, 1_795_300_200_000);
@@ -104,6 +111,7 @@ mod tests {
     fn a_timezone_shifts_the_reading_not_the_instant() {
         let now = now_in(fixed(), Some("Asia/Tokyo")).unwrap();
         assert_eq!(now.iso, "2026-11-22T07:30:00.000+09:00");
+        assert_eq!((now.date.as_str(), now.time.as_str()), ("2026-11-22", "07:30:00"));
         assert_eq!(now.weekday, "Sunday");
         assert_eq!(now.unix_ms, 1_795_300_200_000);
     }

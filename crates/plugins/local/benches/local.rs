@@ -1,7 +1,10 @@
 //! `cargo xtask bench local`: the embedded model on this machine's CPU.
 //!
 //! - load time (reading the GGUF file and re-quantising to Q8_0);
-//! - prompt processing (tokens per second) for a short and a long prompt, from an empty cache;
+//! - prompt processing (tokens per second) for a short and a long prompt, from an empty cache,
+//!   and for the code-mode prompt of the README's main job (`benches/code-mode-prompt.txt`: the
+//!   system prompt `agentic prompt "What time is it?" -m code` sent to a loopback server, with
+//!   every shipped tool's declaration);
 //! - generation (tokens per second) of 128 greedy tokens after a short and after a long prompt;
 //! - a follow-up whose prompt shares a long prefix with the previous one (the prompt cache);
 //! - peak resident memory of the process.
@@ -87,6 +90,14 @@ fn main() {
         ],
     );
 
+    let code_mode = tokens_of(
+        &engine,
+        vec![
+            ChatMessage::system(include_str!("code-mode-prompt.txt")),
+            ChatMessage::user("What time is it?"),
+        ],
+    );
+
     let mut prompt_rate = |tokens: &[u32]| {
         let rates: Vec<f64> = (0..runs)
             .map(|_| {
@@ -101,10 +112,14 @@ fn main() {
     // `AGENTIC_BENCH_ONLY=generation` (or `prompt`, `load`) measures only that (for profiling).
     let only_generation =
         std::env::var("AGENTIC_BENCH_ONLY").is_ok_and(|only| only == "generation");
-    let (short_rate, long_rate) = if only_generation {
-        (f64::NAN, f64::NAN)
+    let (short_rate, long_rate, code_mode_rate) = if only_generation {
+        (f64::NAN, f64::NAN, f64::NAN)
     } else {
-        (prompt_rate(&short), prompt_rate(&long))
+        (
+            prompt_rate(&short),
+            prompt_rate(&long),
+            prompt_rate(&code_mode),
+        )
     };
 
     let sampling = agentic_plugin_local::Sampling {
@@ -135,9 +150,10 @@ fn main() {
     };
     if std::env::var("AGENTIC_BENCH_ONLY").is_ok_and(|only| only == "prompt") {
         println!(
-            "| prompt processing, {} / {} tokens | {short_rate:.0} / {long_rate:.0} tokens/s |",
+            "| prompt processing, {} / {} / {} (code mode) tokens | {short_rate:.0} / {long_rate:.0} / {code_mode_rate:.0} tokens/s |",
             short.len(),
-            long.len()
+            long.len(),
+            code_mode.len()
         );
         return;
     }
@@ -192,6 +208,10 @@ fn main() {
     println!(
         "| prompt processing, {} tokens | {long_rate:.0} tokens/s |",
         long.len()
+    );
+    println!(
+        "| prompt processing, the {}-token code-mode prompt | {code_mode_rate:.0} tokens/s |",
+        code_mode.len()
     );
     println!("| generation, {generated} tokens (greedy) | {generation:.1} tokens/s |");
     println!(

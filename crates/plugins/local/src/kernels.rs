@@ -624,9 +624,18 @@ pub(crate) fn quantize_block(values: &[f32], quants: &mut [i8]) -> f32 {
     let inverse = if scale == 0.0 { 0.0 } else { 1.0 / scale };
     for (quant, value) in quants.iter_mut().zip(values) {
         // In range by construction: |value × inverse| ≤ 127.
-        *quant = (value * inverse).round() as i8;
+        *quant = nearest(value * inverse) as i8;
     }
     scale
+}
+
+/// `x` rounded to the nearest integer (ties to even) for `|x| < 2^22`, in plain arithmetic
+/// that vectorises (`f32::round` is a libm call on baseline x86-64): adding 1.5 × 2^23 leaves
+/// the integer in the low bits of the mantissa.
+#[inline(always)]
+fn nearest(x: f32) -> i32 {
+    const MAGIC: f32 = 12_582_912.0;
+    (x + MAGIC).to_bits() as i32 - MAGIC.to_bits() as i32
 }
 
 /// The query heads that share one key/value head, over a range of cached positions. Keys and
@@ -698,7 +707,7 @@ impl simd::Kernel for Attend<'_> {
 
     #[inline(always)]
     fn run<I: Isa>(self, isa: I) -> Partial {
-        attend_loops(self, isa)
+        isa.attend(self)
     }
 }
 
@@ -762,6 +771,10 @@ trait Isa: Copy {
     fn dot_q4_1(self, nibbles: &[u8], scales: &[f32], mins: &[f32], x: &QuantVector) -> f32;
     fn dot_q4_k<const N: usize>(self, blocks: &[Q4K], xs: [&Q8K; N]) -> [f32; N];
     fn dot_q6_k<const N: usize>(self, blocks: &[Q6K], xs: [&Q8K; N]) -> [f32; N];
+    #[inline(always)]
+    fn attend(self, group: Attend<'_>) -> Partial {
+        attend_loops(group, self)
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -836,6 +849,14 @@ impl Isa for pulp::x86::V4 {
     #[inline(always)]
     fn dot_q6_k<const N: usize>(self, blocks: &[Q6K], xs: [&Q8K; N]) -> [f32; N] {
         kquants::avx512::dot_q6_k(self, blocks, xs)
+    }
+    #[inline(always)]
+    fn attend(self, group: Attend<'_>) -> Partial {
+        match group.dim {
+            128 => crate::attention::attend::<8>(self, group),
+            64 => crate::attention::attend::<4>(self, group),
+            _ => attend_loops(group, self),
+        }
     }
 }
 
@@ -1409,6 +1430,15 @@ mod simd {
         #[test]
         fn q6_k_tiles_hold_and_multiply_the_same_weights() {
             check_tiles(candle_core::quantized::GgmlDType::Q6K);
+        }
+
+        #[test]
+        fn nearest_rounds_like_round_but_ties_to_even() {
+            for x in [
+                0.0f32, 0.4, 0.5, 1.5, 2.5, -0.5, -1.5, -126.6, 127.0, 126.49, -3.7,
+            ] {
+                assert_eq!(super::super::nearest(x) as f32, x.round_ties_even(), "{x}");
+            }
         }
 
         #[test]

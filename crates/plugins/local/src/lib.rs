@@ -7,6 +7,7 @@
 // CPU is known to have those instructions.
 #![deny(unsafe_code)]
 
+mod attention;
 pub mod config;
 pub mod kernels;
 mod kquants;

@@ -101,7 +101,10 @@ mod tests {
     fn utc_is_the_default() {
         let now = now_in(fixed(), None).unwrap();
         assert_eq!(now.iso, "2026-11-21T22:30:00.000Z");
-        assert_eq!((now.date.as_str(), now.time.as_str()), ("2026-11-21", "22:30:00"));
+        assert_eq!(
+            (now.date.as_str(), now.time.as_str()),
+            ("2026-11-21", "22:30:00")
+        );
         assert_eq!(now.timezone, "UTC");
         assert_eq!(now.weekday, "Saturday");
         assert_eq!(now.unix_ms, 1_795_300_200_000);
@@ -111,7 +114,10 @@ mod tests {
     fn a_timezone_shifts_the_reading_not_the_instant() {
         let now = now_in(fixed(), Some("Asia/Tokyo")).unwrap();
         assert_eq!(now.iso, "2026-11-22T07:30:00.000+09:00");
-        assert_eq!((now.date.as_str(), now.time.as_str()), ("2026-11-22", "07:30:00"));
+        assert_eq!(
+            (now.date.as_str(), now.time.as_str()),
+            ("2026-11-22", "07:30:00")
+        );
         assert_eq!(now.weekday, "Sunday");
         assert_eq!(now.unix_ms, 1_795_300_200_000);
     }

@@ -185,7 +185,9 @@ pub fn execute(
             (CodePath::Prose, Ok(Value::Null))
         }
         Err(mut error) => {
-            explain_missing_modules(&mut error, &request.tools);
+            if !explain_shadowed_namespace(&mut error, &code, &request.tools) {
+                explain_missing_modules(&mut error, &request.tools);
+            }
             (CodePath::Plain, Err(error))
         }
     };
@@ -373,6 +375,53 @@ fn explain_missing_modules(error: &mut ScriptError, tools: &[ToolBinding]) {
         hint.push_str(&format!("\nTool functions: {list}."));
     }
     error.hint = Some(hint);
+}
+
+/// `const time = time.now()`: a script that declares a variable named like a plugin's
+/// namespace hides the namespace in the whole block, and Boa says only "time is not defined".
+/// The error then says why and how to name the variable. True when it did.
+fn explain_shadowed_namespace(error: &mut ScriptError, code: &str, tools: &[ToolBinding]) -> bool {
+    let Some(name) = error
+        .message
+        .strip_prefix("ReferenceError: ")
+        .and_then(|rest| rest.strip_suffix(" is not defined"))
+    else {
+        return false;
+    };
+    let members: Vec<&str> = tools
+        .iter()
+        .filter(|tool| {
+            tool.namespace_and_method()
+                .is_some_and(|(ns, _)| ns == name)
+        })
+        .filter_map(|tool| tool.member.as_deref())
+        .collect();
+    let declared = ["const", "let", "var", "function", "class"]
+        .iter()
+        .any(|keyword| {
+            code.match_indices(keyword).any(|(at, _)| {
+                let before = code[..at].chars().next_back();
+                let rest = code[at + keyword.len()..].trim_start();
+                !before.is_some_and(crate::names::is_identifier_char)
+                    && code[at + keyword.len()..].starts_with(char::is_whitespace)
+                    && rest.starts_with(name)
+                    && !rest[name.len()..]
+                        .chars()
+                        .next()
+                        .is_some_and(crate::names::is_identifier_char)
+            })
+        });
+    if members.is_empty() || !declared {
+        return false;
+    }
+    error.hint = Some(format!(
+        "`{name}` is the namespace of the {name} tools ({}), and this script declares a \
+         variable also named `{name}`, which hides them everywhere in its block. Give the \
+         variable another name, e.g. `const result = {}({{ … }});`.",
+        members.join(", "),
+        members[0]
+    ));
+    true
 }
 
 /// `fs.readFileSync(…)` where `fs` is a plugin's namespace: the error names the functions the

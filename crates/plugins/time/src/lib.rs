@@ -39,7 +39,7 @@ pub struct NowOutput {
     /// The date in the timezone, `YYYY-MM-DD`.
     pub date: String,
     /// The time of day in the timezone, 24-hour `HH:MM:SS`.
-    pub time: String,
+    pub time_of_day: String,
     pub timezone: String,
     pub weekday: String,
     /// Milliseconds since the Unix epoch.
@@ -80,7 +80,7 @@ pub fn now_in(now: DateTime<Utc>, timezone: Option<&str>) -> Result<NowOutput, T
     Ok(NowOutput {
         iso: local.to_rfc3339_opts(SecondsFormat::Millis, true),
         date: local.format("%Y-%m-%d").to_string(),
-        time: local.format("%H:%M:%S").to_string(),
+        time_of_day: local.format("%H:%M:%S").to_string(),
         timezone: zone.name().to_owned(),
         weekday: local.format("%A").to_string(),
         unix_ms: now.timestamp_millis(),
@@ -102,7 +102,7 @@ mod tests {
         let now = now_in(fixed(), None).unwrap();
         assert_eq!(now.iso, "2026-11-21T22:30:00.000Z");
         assert_eq!(
-            (now.date.as_str(), now.time.as_str()),
+            (now.date.as_str(), now.time_of_day.as_str()),
             ("2026-11-21", "22:30:00")
         );
         assert_eq!(now.timezone, "UTC");
@@ -115,7 +115,7 @@ mod tests {
         let now = now_in(fixed(), Some("Asia/Tokyo")).unwrap();
         assert_eq!(now.iso, "2026-11-22T07:30:00.000+09:00");
         assert_eq!(
-            (now.date.as_str(), now.time.as_str()),
+            (now.date.as_str(), now.time_of_day.as_str()),
             ("2026-11-22", "07:30:00")
         );
         assert_eq!(now.weekday, "Sunday");

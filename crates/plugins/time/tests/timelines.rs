@@ -18,9 +18,9 @@ fn time_plugin_timelines() {
         .and_then(|runner| runner.mask(r#""unixMs":\d+"#, r#""unixMs":"[now]""#))
         .and_then(|runner| runner.mask(r#""weekday":"\w+""#, r#""weekday":"[day]""#))
         .and_then(|runner| runner.mask(r#""date":"[\d-]+""#, r#""date":"[date]""#))
-        .and_then(|runner| runner.mask(r#""time":"[\d:]+""#, r#""time":"[time]""#))
+        .and_then(|runner| runner.mask(r#""timeOfDay":"[\d:]+""#, r#""timeOfDay":"[time]""#))
         .unwrap()
-        .redact_keys(&["unixMs", "weekday", "date", "time"]);
+        .redact_keys(&["unixMs", "weekday", "date", "timeOfDay"]);
     insta::glob!("timelines/*.yaml", |path| {
         let timeline = runner
             .run_file_blocking(path)

@@ -87,6 +87,29 @@ fn ci(root: &Path) -> anyhow::Result<()> {
         &["test", "--workspace", "--locked"],
         &[("INSTA_UPDATE", "no"), ("CI", "true")],
     )?;
+    // The eval's smoke run: one task through the whole harness with the embedded model (the
+    // debug binary the tests built; its model loops are optimised in every profile).
+    if std::env::var_os("OPENAI_BASE_URL").is_none() && std::env::var_os("OPENAI_API_KEY").is_none()
+    {
+        let arguments: Vec<String> = [
+            "--binary",
+            "target/debug/agentic",
+            "--modes",
+            "code",
+            "--tasks",
+            "tokyo-weekday",
+            "--timeout",
+            "300",
+            "--out",
+            "target/eval/ci-smoke",
+            "--require-success",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        eval(root, &arguments)?;
+    } else {
+        println!("xtask ci: the eval's smoke run is for the embedded model; a provider is set");
+    }
     println!("xtask ci: all checks passed");
     Ok(())
 }
@@ -309,6 +332,7 @@ fn eval(root: &Path, arguments: &[String]) -> anyhow::Result<()> {
     let mut out: Option<PathBuf> = None;
     let mut binary: Option<PathBuf> = None;
     let mut temperature: Option<f64> = None;
+    let mut require_success = false;
     let mut rest = arguments.iter();
     while let Some(flag) = rest.next() {
         let mut value = || {
@@ -330,6 +354,7 @@ fn eval(root: &Path, arguments: &[String]) -> anyhow::Result<()> {
             "--timeout" => timeout = value()?.parse().context("--timeout takes seconds")?,
             "--out" => out = Some(PathBuf::from(value()?)),
             "--binary" => binary = Some(PathBuf::from(value()?)),
+            "--require-success" => require_success = true,
             "--temperature" => {
                 let value: f64 = value()?.parse().context("--temperature takes a number")?;
                 anyhow::ensure!(
@@ -341,7 +366,7 @@ fn eval(root: &Path, arguments: &[String]) -> anyhow::Result<()> {
             other => bail!(
                 "unknown option {other}; usage: cargo xtask eval [--modes classic,code] \
                  [--tasks ids-or-kinds] [--runs N] [--timeout SECONDS] [--temperature T] \
-                 [--out DIR] [--binary PATH]"
+                 [--out DIR] [--binary PATH] [--require-success]"
             ),
         }
     }
@@ -421,5 +446,13 @@ fn eval(root: &Path, arguments: &[String]) -> anyhow::Result<()> {
     let table = format!("{header}{}", eval::summary(&reports, &modes));
     std::fs::write(out.join("report.md"), &table)?;
     println!("\n{table}\nwritten to {}", out.join("report.md").display());
+    let failed: Vec<String> = reports
+        .iter()
+        .filter(|report| !report.success)
+        .map(|report| format!("{} ({}): {}", report.task, report.mode, report.failure))
+        .collect();
+    if require_success && !failed.is_empty() {
+        bail!("--require-success: failed {}", failed.join("; "));
+    }
     Ok(())
 }

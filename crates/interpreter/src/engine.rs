@@ -414,12 +414,21 @@ fn explain_shadowed_namespace(error: &mut ScriptError, code: &str, tools: &[Tool
     if members.is_empty() || !declared {
         return false;
     }
+    // The example calls what the failing line called, when it called one of the group.
+    let called = error
+        .source_line
+        .as_deref()
+        .map(member_calls)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(namespace, method)| format!("{namespace}.{method}"))
+        .find(|call| members.contains(&call.as_str()));
+    let example = called.as_deref().unwrap_or(members[0]);
     error.hint = Some(format!(
         "`{name}` is the namespace of the {name} tools ({}), and this script declares a \
          variable also named `{name}`, which hides them everywhere in its block. Give the \
-         variable another name, e.g. `const result = {}({{ … }});`.",
-        members.join(", "),
-        members[0]
+         variable another name, e.g. `const result = {example}({{ … }});`.",
+        members.join(", ")
     ));
     true
 }

@@ -29,7 +29,10 @@ only those fields.
 - output(text) shows text to the user. The user sees nothing else.
 - done(answer) shows the answer to the user and ends your turn; done() ends it after output().
 - log(...values) sends notes back to you, not to the user.
-- store(key, value) and recall(key) keep values between your programs in this turn.
+- Each program starts afresh: its variables are gone in the next one. store(key, value) and \
+recall(key) keep values between your programs in this turn.
+- Tool groups such as fs and todo are objects: never name a variable after one \
+(`const todo = todo.create(...)` fails); write `const created = todo.create(...)`.
 - parallel([{tool: \"id\", input: {...}}]) runs several tool calls at once; a failed call \
 comes back as {error}.
 - llm(prompt) asks a language model for text; llmJson(prompt) for JSON.

@@ -97,7 +97,7 @@ fn ci(root: &Path) -> anyhow::Result<()> {
             "--modes",
             "code",
             "--tasks",
-            "tokyo-weekday",
+            "count-photos",
             "--timeout",
             "300",
             "--out",

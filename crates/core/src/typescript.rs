@@ -23,108 +23,22 @@ const COMMENT_CHARS: usize = 90;
 /// The declaration of one tool: its description as a comment, then `call(input): output`,
 /// with the input's top-level fields one per line and commented.
 pub fn declaration(call: &str, description: &str, input: &Value, output: Option<&Value>) -> String {
-    declaration_using(call, description, input, output, &[])
-}
-
-/// [`declaration`], with the result's types that `shared` names (see [`shared_types`]) written
-/// as those names.
-pub fn declaration_using(
-    call: &str,
-    description: &str,
-    input: &Value,
-    output: Option<&Value>,
-    shared: &[SharedType],
-) -> String {
     let mut text = String::new();
     let summary = first_sentence(description);
     if !summary.is_empty() {
         text.push_str(&format!("// {summary}\n"));
     }
-    text.push_str(&signature_with(call, input, output, true, shared));
+    text.push_str(&signature_with(call, input, output, true));
     text
 }
 
 /// `call(input: {...}): output` on one line.
 pub fn signature(call: &str, input: &Value, output: Option<&Value>) -> String {
-    signature_with(call, input, output, false, &[])
+    signature_with(call, input, output, false)
 }
 
-/// A type that the results of several tools share, declared once as `type {name} = {body}`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SharedType {
-    pub name: String,
-    pub body: String,
-}
-
-impl SharedType {
-    /// `type Todo = { … };`, with the other shared types inside it by name.
-    pub fn declaration(&self, shared: &[SharedType]) -> String {
-        let body = use_names(self.body.clone(), shared, Some(&self.name));
-        format!("type {} = {body};", self.name)
-    }
-}
-
-/// Result types spelled out more than once across `outputs`, named after their schema's
-/// `$defs` key or title (`Todo`, `Tier`): objects and unions of 24 characters or more. A name
-/// that stands for two different types is left out, and so is a type with no name.
-pub fn shared_types(outputs: &[&Value]) -> Vec<SharedType> {
-    let mut named: Vec<(String, String)> = Vec::new();
-    let mut results = Vec::new();
-    for output in outputs {
-        let renderer = Renderer {
-            root: output,
-            named: Some(std::cell::RefCell::new(Vec::new())),
-        };
-        results.push(renderer.type_of(output, 0));
-        for pair in renderer
-            .named
-            .map(std::cell::RefCell::into_inner)
-            .unwrap_or_default()
-        {
-            if !named.contains(&pair) {
-                named.push(pair);
-            }
-        }
-    }
-    let mut shared: Vec<SharedType> = named
-        .iter()
-        .filter(|(name, body)| {
-            body.len() >= 24
-                && named.iter().filter(|(other, _)| other == name).count() == 1
-                && results
-                    .iter()
-                    .map(|result| result.matches(body.as_str()).count())
-                    .sum::<usize>()
-                    > 1
-        })
-        .map(|(name, body)| SharedType {
-            name: name.clone(),
-            body: body.clone(),
-        })
-        .collect();
-    // Outer types first, so a type inside another is replaced in what is left.
-    shared.sort_by(|a, b| b.body.len().cmp(&a.body.len()).then(a.name.cmp(&b.name)));
-    shared
-}
-
-/// `text` with each shared type's body replaced by its name (but `except`'s own).
-fn use_names(mut text: String, shared: &[SharedType], except: Option<&str>) -> String {
-    for shared in shared {
-        if Some(shared.name.as_str()) != except {
-            text = text.replace(&shared.body, &shared.name);
-        }
-    }
-    text
-}
-
-fn signature_with(
-    call: &str,
-    input: &Value,
-    output: Option<&Value>,
-    multiline: bool,
-    shared: &[SharedType],
-) -> String {
-    let renderer = Renderer::new(input);
+fn signature_with(call: &str, input: &Value, output: Option<&Value>, multiline: bool) -> String {
+    let renderer = Renderer { root: input };
     let resolved = renderer.resolve(input);
     let optional = required_of(resolved).is_empty();
     let properties = resolved.get("properties").and_then(Value::as_object);
@@ -143,7 +57,7 @@ fn signature_with(
         format!("input: {input_type}")
     };
     let result = match output {
-        Some(output) => use_names(Renderer::new(output).type_of(output, 0), shared, None),
+        Some(output) => Renderer { root: output }.type_of(output, 0),
         None => "any".to_owned(),
     };
     format!("{call}({parameter}): {result}")
@@ -152,7 +66,7 @@ fn signature_with(
 /// One correct call with placeholder values for the required fields, e.g.
 /// `todo.create({"title": "…"})`.
 pub fn example_call(call: &str, input: &Value) -> String {
-    let renderer = Renderer::new(input);
+    let renderer = Renderer { root: input };
     let example = renderer.example(input, 0);
     match example {
         Value::Object(object) if object.is_empty() => format!("{call}({{}})"),
@@ -163,7 +77,7 @@ pub fn example_call(call: &str, input: &Value) -> String {
 /// The values a field of `schema` at `path` (a JSON pointer into the input, e.g. `/tier`)
 /// may take, when the schema lists them (`enum`, `const`, a union of those).
 pub fn allowed_values(schema: &Value, path: &str) -> Vec<Value> {
-    let renderer = Renderer::new(schema);
+    let renderer = Renderer { root: schema };
     let mut current = renderer.resolve(schema);
     for segment in path.split('/').skip(1) {
         let segment = segment.replace("~1", "/").replace("~0", "~");
@@ -183,12 +97,6 @@ pub fn allowed_values(schema: &Value, path: &str) -> Vec<Value> {
         current = renderer.resolve(next);
     }
     renderer.literals(current).unwrap_or_default()
-}
-
-/// A name TypeScript would take for a type: a capital, then letters and digits.
-fn is_type_name(name: &str) -> bool {
-    name.starts_with(|c: char| c.is_ascii_uppercase())
-        && name.chars().all(|c| c.is_ascii_alphanumeric())
 }
 
 fn first_sentence(text: &str) -> String {
@@ -215,15 +123,9 @@ fn required_of(schema: &Value) -> Vec<&str> {
 
 struct Renderer<'a> {
     root: &'a Value,
-    /// When collecting: each named type met (`$ref` target or titled root) and its rendering.
-    named: Option<std::cell::RefCell<Vec<(String, String)>>>,
 }
 
 impl<'a> Renderer<'a> {
-    fn new(root: &'a Value) -> Self {
-        Self { root, named: None }
-    }
-
     /// Follows `$ref` (into `$defs` or `definitions`) and `allOf` of one schema.
     fn resolve(&self, mut schema: &'a Value) -> &'a Value {
         for _ in 0..16 {
@@ -273,30 +175,6 @@ impl<'a> Renderer<'a> {
     }
 
     fn type_of(&self, schema: &Value, depth: usize) -> String {
-        let text = self.type_of_resolved(schema, depth);
-        if let Some(named) = &self.named {
-            let name = schema
-                .get("$ref")
-                .and_then(Value::as_str)
-                .and_then(|reference| reference.rsplit('/').next())
-                .or_else(|| {
-                    (depth == 0)
-                        .then(|| schema.get("title").and_then(Value::as_str))
-                        .flatten()
-                });
-            if let Some(name) = name.filter(|name| is_type_name(name))
-                && (text.starts_with('{') || text.contains(" | "))
-            {
-                let pair = (name.to_owned(), text.clone());
-                if !named.borrow().contains(&pair) {
-                    named.borrow_mut().push(pair);
-                }
-            }
-        }
-        text
-    }
-
-    fn type_of_resolved(&self, schema: &Value, depth: usize) -> String {
         let schema = self.resolve(schema);
         if schema == &Value::Bool(true) || schema.as_object().is_some_and(Map::is_empty) {
             return "any".to_owned();
@@ -575,46 +453,6 @@ mod tests {
             ),
             "x.y(): number[]"
         );
-    }
-
-    #[test]
-    fn result_types_several_tools_share_are_declared_once_by_name() {
-        let todo = json!({
-            "type": "object", "title": "Todo",
-            "properties": {"id": {"type": "string"}, "title": {"type": "string"},
-                           "tier": {"$ref": "#/$defs/Tier"}},
-            "required": ["id", "title", "tier"],
-            "$defs": {"Tier": {"enum": ["core", "working", "archival"]}}
-        });
-        let list = json!({
-            "type": "object", "title": "ListOutput",
-            "properties": {"todos": {"type": "array", "items": {"$ref": "#/$defs/Todo"}}},
-            "required": ["todos"],
-            "$defs": {"Todo": todo.clone(), "Tier": todo["$defs"]["Tier"].clone()}
-        });
-        // Another `ListOutput`: a name that stands for two types is not shared.
-        let other = json!({
-            "type": "object", "title": "ListOutput",
-            "properties": {"count": {"type": "integer"}, "more": {"type": "boolean"}},
-            "required": ["count"]
-        });
-        let shared = shared_types(&[&todo, &list, &other, &other]);
-        let names: Vec<&str> = shared.iter().map(|shared| shared.name.as_str()).collect();
-        assert_eq!(names, ["Todo", "Tier"]);
-        assert_eq!(
-            shared[0].declaration(&shared),
-            "type Todo = { id: string; tier: Tier; title: string };"
-        );
-        assert_eq!(
-            shared[1].declaration(&shared),
-            "type Tier = \"core\" | \"working\" | \"archival\";"
-        );
-        let declared = declaration_using("todo.list", "", &json!({}), Some(&list), &shared);
-        assert_eq!(declared, "todo.list(input?: any): { todos: Todo[] }");
-        let declared = declaration_using("todo.get", "", &json!({}), Some(&todo), &shared);
-        assert_eq!(declared, "todo.get(input?: any): Todo");
-        // Without shared types the declaration spells everything out, as describeTool shows it.
-        assert!(declaration("todo.list", "", &json!({}), Some(&list)).contains("title: string"));
     }
 
     #[test]

@@ -29,10 +29,7 @@ only those fields.
 - output(text) shows text to the user. The user sees nothing else.
 - done(answer) shows the answer to the user and ends your turn; done() ends it after output().
 - log(...values) sends notes back to you, not to the user.
-- Each program starts afresh: its variables are gone in the next one. store(key, value) and \
-recall(key) keep values between your programs in this turn.
-- Tool groups such as fs and todo are objects: never name a variable after one \
-(`const todo = todo.create(...)` fails); write `const created = todo.create(...)`.
+- store(key, value) and recall(key) keep values between your programs in this turn.
 - parallel([{tool: \"id\", input: {...}}]) runs several tool calls at once; a failed call \
 comes back as {error}.
 - llm(prompt) asks a language model for text; llmJson(prompt) for JSON.
@@ -83,22 +80,12 @@ fn example(tools: &[ToolBinding]) -> String {
 
 /// The declaration of one bound tool (`None` when the set does not have it).
 pub fn declaration(tools: &ToolSet, binding: &ToolBinding) -> Option<String> {
-    declaration_using(tools, binding, &[])
-}
-
-/// [`declaration`], with the result types in `shared` by name.
-fn declaration_using(
-    tools: &ToolSet,
-    binding: &ToolBinding,
-    shared: &[typescript::SharedType],
-) -> Option<String> {
     let tool = tools.get(&binding.id)?;
-    let mut text = typescript::declaration_using(
+    let mut text = typescript::declaration(
         &binding.call_name(),
         tool.description(),
         tool.input_schema(),
         tool.output_schema(),
-        shared,
     );
     // The id is how parallel() and tools["id"] name it; aliases are more names for it.
     let mut extras = Vec::new();
@@ -170,24 +157,16 @@ pub fn system_prompt(
             .or_default()
             .push(binding);
     }
-    // Result types that several tools share (a todo, a memory tier) are declared once, by
-    // name, instead of spelled out in every result.
-    let outputs: Vec<&Value> = bindings
+    let declared: String = groups
         .iter()
-        .filter_map(|binding| tools.get(&binding.id)?.output_schema())
+        .map(|(plugin, group)| {
+            let declarations: Vec<String> = group
+                .iter()
+                .filter_map(|binding| declaration(tools, binding))
+                .collect();
+            format!("\n## {plugin}\n{}", declarations.join("\n"))
+        })
         .collect();
-    let shared = typescript::shared_types(&outputs);
-    let mut declared: String = shared
-        .iter()
-        .map(|shared_type| format!("\n{}", shared_type.declaration(&shared)))
-        .collect();
-    declared.extend(groups.iter().map(|(plugin, group)| {
-        let declarations: Vec<String> = group
-            .iter()
-            .filter_map(|binding| declaration_using(tools, binding, &shared))
-            .collect();
-        format!("\n## {plugin}\n{}", declarations.join("\n"))
-    }));
     if groups.is_empty() {
         text.push_str("\n\nTools: none.");
     } else if estimate_tokens(&declared) <= budget_tokens {

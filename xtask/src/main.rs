@@ -398,6 +398,12 @@ fn eval(root: &Path, arguments: &[String]) -> anyhow::Result<()> {
         .duration_since(std::time::UNIX_EPOCH)?
         .as_secs();
     let out = out.unwrap_or_else(|| root.join(format!("target/eval/{stamp}")));
+    // Each run's agentic starts in its own directory: the output directory must not be relative.
+    let out = if out.is_absolute() {
+        out
+    } else {
+        std::env::current_dir()?.join(out)
+    };
     let provider = std::env::var("OPENAI_BASE_URL")
         .ok()
         .filter(|url| !url.is_empty())

@@ -18,7 +18,7 @@
 use rayon::prelude::*;
 
 use crate::kquants::{self, Q4K, Q6K, Q8K, SUPER};
-use crate::tiles::{self, Q4KTile, Q6KTile};
+use crate::tiles::{self, Q4KTile, Q6KTile, Tile};
 
 /// The vector loads and sums the k-quant loops share with ours.
 #[cfg(target_arch = "x86_64")]
@@ -278,22 +278,8 @@ impl QuantMatrix {
         match &self.format {
             Format::Q4K(blocks) => dequantize_row(row_blocks(blocks, self.cols, row), out),
             Format::Q6K(blocks) => dequantize_row(row_blocks(blocks, self.cols, row), out),
-            Format::Q4KTiles(tiles) => {
-                for (tile, out) in band(tiles, self.cols, row)
-                    .iter()
-                    .zip(out.chunks_exact_mut(SUPER))
-                {
-                    tile.dequantize(row % tiles::ROWS, out);
-                }
-            }
-            Format::Q6KTiles(tiles) => {
-                for (tile, out) in band(tiles, self.cols, row)
-                    .iter()
-                    .zip(out.chunks_exact_mut(SUPER))
-                {
-                    tile.dequantize(row % tiles::ROWS, out);
-                }
-            }
+            Format::Q4KTiles(tiles) => dequantize_band_row(tiles, self.cols, row, out),
+            Format::Q6KTiles(tiles) => dequantize_band_row(tiles, self.cols, row, out),
             Format::Q8_0 { quants, scales } => {
                 for (index, values) in (first..).zip(out.chunks_exact_mut(BLOCK)) {
                     let quants = &quants[index * BLOCK..(index + 1) * BLOCK];
@@ -417,24 +403,8 @@ impl simd::Kernel for Rows<'_> {
         // `Q6_K` unpacks more per weight, so it shares each unpacking among more inputs.
         match &matrix.format {
             Format::Q6K(_) => rows_in_tiles::<I, 8>(isa, matrix, first, inputs, out),
-            Format::Q4KTiles(tiles) => bands(
-                tiles,
-                matrix.cols,
-                first,
-                inputs,
-                out,
-                tiles::q4_k,
-                tiles::q4_k,
-            ),
-            Format::Q6KTiles(tiles) => bands(
-                tiles,
-                matrix.cols,
-                first,
-                inputs,
-                out,
-                tiles::q6_k,
-                tiles::q6_k,
-            ),
+            Format::Q4KTiles(tiles) => bands(tiles, matrix.cols, first, inputs, out),
+            Format::Q6KTiles(tiles) => bands(tiles, matrix.cols, first, inputs, out),
             _ => rows_in_tiles::<I, 4>(isa, matrix, first, inputs, out),
         }
     }
@@ -484,15 +454,7 @@ fn band<T>(tiles: &[T], cols: usize, row: usize) -> &[T] {
 
 /// [`Rows`] of a tiled matrix: `first` and the number of rows are multiples of 16. As in
 /// [`rows_in_tiles`], a pass takes a few inputs across all the task's rows.
-fn bands<T>(
-    tiles: &[T],
-    cols: usize,
-    first: usize,
-    inputs: &[QuantVector],
-    out: &mut [f32],
-    product: impl Fn(&[T], [&Q8K; TOKENS_PER_TILE]) -> [[f32; tiles::ROWS]; TOKENS_PER_TILE] + Copy,
-    single: impl Fn(&[T], [&Q8K; 1]) -> [[f32; tiles::ROWS]; 1],
-) {
+fn bands<T: Tile>(tiles: &[T], cols: usize, first: usize, inputs: &[QuantVector], out: &mut [f32]) {
     let width = inputs.len();
     let count = out.len() / width;
     let mut store = |row: usize, token: usize, values: [f32; tiles::ROWS]| {
@@ -506,18 +468,40 @@ fn bands<T>(
             let tiles = band(tiles, cols, first + row);
             let mut token = pass;
             while token + TOKENS_PER_TILE <= end {
-                let xs = std::array::from_fn(|offset| &inputs[token + offset].k);
-                for (offset, values) in product(tiles, xs).into_iter().enumerate() {
+                let xs: [&Q8K; TOKENS_PER_TILE] =
+                    std::array::from_fn(|offset| &inputs[token + offset].k);
+                for (offset, values) in tiles::product(tiles, xs).into_iter().enumerate() {
                     store(row, token + offset, values);
                 }
                 token += TOKENS_PER_TILE;
             }
             for (token, input) in inputs.iter().enumerate().take(end).skip(token) {
-                let [values] = single(tiles, [&input.k]);
+                let [values] = tiles::product(tiles, [&input.k]);
                 store(row, token, values);
             }
         }
     }
+}
+
+/// Row `row` of a tiled matrix `cols` wide, as `f32` values.
+fn dequantize_band_row<T: Tile>(tiles: &[T], cols: usize, row: usize, out: &mut [f32]) {
+    for (tile, out) in band(tiles, cols, row)
+        .iter()
+        .zip(out.chunks_exact_mut(SUPER))
+    {
+        tile.dequantize(row % tiles::ROWS, out);
+    }
+}
+
+/// Row `row` of a tiled matrix times each of `xs` (tiled products go through [`bands`]; this
+/// is for anything that asks for one row).
+fn band_row_dots<T: Tile, const N: usize>(
+    tiles: &[T],
+    cols: usize,
+    row: usize,
+    xs: [&QuantVector; N],
+) -> [f32; N] {
+    tiles::product(band(tiles, cols, row), xs.map(|x| &x.k)).map(|values| values[row % tiles::ROWS])
 }
 
 /// The k-quant blocks of row `row` of a matrix `cols` wide.
@@ -545,11 +529,8 @@ fn row_dots<I: Isa, const N: usize>(
     match &matrix.format {
         Format::Q4K(blocks) => isa.dot_q4_k(row_blocks(blocks, matrix.cols, row), xs.map(|x| &x.k)),
         Format::Q6K(blocks) => isa.dot_q6_k(row_blocks(blocks, matrix.cols, row), xs.map(|x| &x.k)),
-        // Tiled matrices go through `bands`; one row of a band, should anything ask.
-        Format::Q4KTiles(tiles) => tiles::q4_k(band(tiles, matrix.cols, row), xs.map(|x| &x.k))
-            .map(|values| values[row % tiles::ROWS]),
-        Format::Q6KTiles(tiles) => tiles::q6_k(band(tiles, matrix.cols, row), xs.map(|x| &x.k))
-            .map(|values| values[row % tiles::ROWS]),
+        Format::Q4KTiles(tiles) => band_row_dots(tiles, matrix.cols, row, xs),
+        Format::Q6KTiles(tiles) => band_row_dots(tiles, matrix.cols, row, xs),
         Format::Q8_0 { .. } | Format::Q4_1 { .. } => {
             // A loop, not `map`: a closure would be compiled without the SIMD features.
             let mut out = [0.0; N];

@@ -210,28 +210,55 @@ pub fn available() -> bool {
     false
 }
 
-/// A band of tiles times `N` inputs: `N` results of 16 rows. The VNNI loops when
-/// [`available`], the portable ones otherwise.
-pub fn q4_k<const N: usize>(tiles: &[Q4KTile], xs: [&Q8K; N]) -> [[f32; ROWS]; N] {
+/// What the loops need of a tile format.
+pub trait Tile: Sized {
+    /// Row `r`'s 256 weights.
+    fn dequantize(&self, r: usize, out: &mut [f32]);
+    /// A band of tiles times `x`, portably.
+    fn scalar(tiles: &[Self], x: &Q8K) -> [f32; ROWS];
+    /// The AVX-512 VNNI loops for `N` inputs, which only a CPU with AVX-512 F, BW and VNNI
+    /// may run.
     #[cfg(target_arch = "x86_64")]
-    if available() {
-        // SAFETY: `available` checked that the CPU has every feature `vnni::q4_k` is compiled
-        // with (AVX-512 F, BW and VNNI); the function itself does nothing unsafe.
-        #[allow(unsafe_code)]
-        return unsafe { vnni::q4_k(tiles, xs) };
-    }
-    xs.map(|x| scalar_q4_k(tiles, x))
+    fn vnni<const N: usize>() -> unsafe fn(&[Self], [&Q8K; N]) -> [[f32; ROWS]; N];
 }
 
-/// As [`q4_k`], for `Q6_K`.
-pub fn q6_k<const N: usize>(tiles: &[Q6KTile], xs: [&Q8K; N]) -> [[f32; ROWS]; N] {
+impl Tile for Q4KTile {
+    fn dequantize(&self, r: usize, out: &mut [f32]) {
+        Q4KTile::dequantize(self, r, out);
+    }
+    fn scalar(tiles: &[Self], x: &Q8K) -> [f32; ROWS] {
+        scalar_q4_k(tiles, x)
+    }
+    #[cfg(target_arch = "x86_64")]
+    fn vnni<const N: usize>() -> unsafe fn(&[Self], [&Q8K; N]) -> [[f32; ROWS]; N] {
+        vnni::q4_k::<N>
+    }
+}
+
+impl Tile for Q6KTile {
+    fn dequantize(&self, r: usize, out: &mut [f32]) {
+        Q6KTile::dequantize(self, r, out);
+    }
+    fn scalar(tiles: &[Self], x: &Q8K) -> [f32; ROWS] {
+        scalar_q6_k(tiles, x)
+    }
+    #[cfg(target_arch = "x86_64")]
+    fn vnni<const N: usize>() -> unsafe fn(&[Self], [&Q8K; N]) -> [[f32; ROWS]; N] {
+        vnni::q6_k::<N>
+    }
+}
+
+/// A band of tiles times `N` inputs: `N` results of 16 rows. The VNNI loops when
+/// [`available`], the portable ones otherwise.
+pub fn product<T: Tile, const N: usize>(tiles: &[T], xs: [&Q8K; N]) -> [[f32; ROWS]; N] {
     #[cfg(target_arch = "x86_64")]
     if available() {
-        // SAFETY: as in `q4_k`.
+        // SAFETY: `available` checked that the CPU has every feature the VNNI loops are
+        // compiled with (AVX-512 F, BW and VNNI); the loops themselves do nothing unsafe.
         #[allow(unsafe_code)]
-        return unsafe { vnni::q6_k(tiles, xs) };
+        return unsafe { T::vnni::<N>()(tiles, xs) };
     }
-    xs.map(|x| scalar_q6_k(tiles, x))
+    xs.map(|x| T::scalar(tiles, x))
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -123,6 +123,7 @@ pub fn prepare_context(
         console.set(JsString::from(name), function, false, &mut context)?;
     }
     context.register_global_property(js_string!("console"), console, Attribute::all())?;
+    explain_json_parse_errors(&mut context)?;
     let bound_tools = match tools {
         Some(tools) => {
             bind_tools(&mut context, tools)?;
@@ -134,6 +135,71 @@ pub fn prepare_context(
         context,
         bound_tools,
     })
+}
+
+/// Characters of a text `JSON.parse` refused that its error quotes.
+const JSON_PARSE_QUOTED_CHARS: usize = 60;
+
+/// `JSON.parse` as the engine has it, except that its SyntaxError says what it was given, as
+/// V8's does (`Unexpected token 't', "temporari"... is not valid JSON`): the start of the
+/// text, or that the value was an object and so already data. Boa's own message (`expected
+/// value`) sends a model to rewrite the line instead of reading the data.
+fn explain_json_parse_errors(context: &mut Context) -> JsResult<()> {
+    let json = context
+        .global_object()
+        .get(js_string!("JSON"), context)?
+        .as_object()
+        .ok_or_else(|| JsNativeError::typ().with_message("JSON is missing"))?;
+    let Some(parse) = json.get(js_string!("parse"), context)?.as_callable() else {
+        return Ok(());
+    };
+    let function = FunctionObjectBuilder::new(
+        context.realm(),
+        NativeFunction::from_copy_closure_with_captures(
+            |this, arguments, parse: &JsObject, context| {
+                let error = match parse.call(this, arguments, context) {
+                    Ok(value) => return Ok(value),
+                    Err(error) => error,
+                };
+                let Ok(native) = error.try_native(context) else {
+                    return Err(error);
+                };
+                if !matches!(native.kind, boa_engine::JsNativeErrorKind::Syntax) {
+                    return Err(error);
+                }
+                let given = arguments.first().cloned().unwrap_or_default();
+                let what = match given.as_string() {
+                    Some(text) => {
+                        let text = text.to_std_string_escaped();
+                        let start: String = text.chars().take(JSON_PARSE_QUOTED_CHARS).collect();
+                        let more = if start.len() < text.len() { "…" } else { "" };
+                        format!(
+                            "the text is not JSON; it starts {}{more}",
+                            Value::String(start)
+                        )
+                    }
+                    None if given.is_object() => "it was given an object, which is data \
+                        already: use it as it is, or parse the field that holds text"
+                        .to_owned(),
+                    None => format!("it was given {}, not text", given.type_of()),
+                };
+                // Boa's position is in the data; the error's position is the program's line.
+                let message = native.message();
+                let message = message
+                    .rfind(" at line ")
+                    .map_or(message, |index| &message[..index]);
+                Err(JsNativeError::syntax()
+                    .with_message(format!("{message}; {what}"))
+                    .into())
+            },
+            parse.clone(),
+        ),
+    )
+    .name(js_string!("parse"))
+    .length(2)
+    .build();
+    json.set(js_string!("parse"), function, true, context)?;
+    Ok(())
 }
 
 type NativeFunctionPointer = fn(&JsValue, &[JsValue], &mut Context) -> JsResult<JsValue>;
@@ -192,6 +258,11 @@ pub fn execute(
         }
     };
     let state = ENGINE.with(|engine| engine.borrow_mut().take());
+    // With the engine state gone, nothing evaluated here can reach a tool.
+    let result = result.map_err(|mut error| {
+        explain_missing_field(&mut error, &mut context);
+        error
+    });
     let (done, complete, store) = state
         .map(|state| (state.done, state.complete, state.store))
         .unwrap_or((false, None, request.store));
@@ -388,29 +459,15 @@ fn explain_shadowed_namespace(error: &mut ScriptError, code: &str, tools: &[Tool
     else {
         return false;
     };
-    let members: Vec<&str> = tools
-        .iter()
-        .filter(|tool| {
-            tool.namespace_and_method()
-                .is_some_and(|(ns, _)| ns == name)
-        })
-        .filter_map(|tool| tool.member.as_deref())
+    let members = namespace_members(tools, name);
+    // A declaring keyword followed by the name, in the program's words.
+    let words: Vec<&str> = code
+        .split(|c: char| !crate::names::is_identifier_char(c))
+        .filter(|word| !word.is_empty())
         .collect();
-    let declared = ["const", "let", "var", "function", "class"]
-        .iter()
-        .any(|keyword| {
-            code.match_indices(keyword).any(|(at, _)| {
-                let before = code[..at].chars().next_back();
-                let rest = code[at + keyword.len()..].trim_start();
-                !before.is_some_and(crate::names::is_identifier_char)
-                    && code[at + keyword.len()..].starts_with(char::is_whitespace)
-                    && rest.starts_with(name)
-                    && !rest[name.len()..]
-                        .chars()
-                        .next()
-                        .is_some_and(crate::names::is_identifier_char)
-            })
-        });
+    let declared = words.windows(2).any(|pair| {
+        ["const", "let", "var", "function", "class"].contains(&pair[0]) && pair[1] == name
+    });
     if members.is_empty() || !declared {
         return false;
     }
@@ -433,6 +490,156 @@ fn explain_shadowed_namespace(error: &mut ScriptError, code: &str, tools: &[Tool
     true
 }
 
+/// Member chains tried when explaining a TypeError, and the characters of a string quoted.
+const MAX_CHAINS_EXPLAINED: usize = 8;
+const QUOTED_STRING_CHARS: usize = 80;
+const FIELDS_NAMED: usize = 12;
+
+/// `config.database.port` failing with "cannot convert 'null' or 'undefined' to object": Boa
+/// does not say which link was missing or why. The failing line's member chains are looked
+/// up in the script's global scope (top-level `const`s of a plain script live there) to find
+/// the first link that is `undefined` or `null`, and the error says what its parent is: a
+/// string (and how it starts), an array, or an object with other fields. Only identifiers and
+/// property reads are evaluated, after the script ended; a wrapped (async) script's locals
+/// are out of reach and explained by nothing.
+fn explain_missing_field(error: &mut ScriptError, context: &mut Context) {
+    if error.hint.is_some()
+        || !error.message.starts_with("TypeError")
+        || !(error.message.contains("undefined") || error.message.contains("null"))
+    {
+        return;
+    }
+    let Some(line) = error.source_line.clone() else {
+        return;
+    };
+    for chain in member_chains(&line).into_iter().take(MAX_CHAINS_EXPLAINED) {
+        let mut parent: Option<(String, JsValue)> = None;
+        for (end, _) in chain.match_indices('.').chain([(chain.len(), "")]) {
+            let prefix = &chain[..end];
+            let source = Source::from_bytes(prefix.as_bytes());
+            let Ok(value) = context.eval(source) else {
+                break;
+            };
+            if value.is_null_or_undefined() {
+                if let Some((parent_name, parent_value)) = &parent {
+                    let field = &prefix[parent_name.len() + 1..];
+                    let what = if value.is_null() { "null" } else { "undefined" };
+                    let about = describe_value(parent_name, field, parent_value, context);
+                    error.hint = Some(format!("`{prefix}` is {what}: {about}"));
+                    return;
+                }
+                break;
+            }
+            parent = Some((prefix.to_owned(), value));
+        }
+    }
+}
+
+/// `a.b.c` chains of plain identifiers in a line of code, longest first; calls and computed
+/// members end a chain.
+fn member_chains(line: &str) -> Vec<String> {
+    let mut chains = Vec::new();
+    let mut current = String::new();
+    // Inside a member that follows a call or a bracket (`x().y`): not the start of a chain.
+    let mut skipping = false;
+    let mut previous = ' ';
+    let mut flush = |current: &mut String| {
+        let chain = current.trim_end_matches('.');
+        if chain.contains('.') && !chain.starts_with(|c: char| c.is_ascii_digit()) {
+            chains.push(chain.to_owned());
+        }
+        current.clear();
+    };
+    for c in line.chars() {
+        let identifier = crate::names::is_identifier_char(c);
+        if identifier && current.is_empty() && (skipping || previous == '.') {
+            skipping = true;
+        } else if identifier || (c == '.' && !current.is_empty()) {
+            current.push(c);
+        } else {
+            skipping = false;
+            flush(&mut current);
+        }
+        previous = c;
+    }
+    flush(&mut current);
+    chains.sort();
+    chains.dedup();
+    chains.sort_by_key(|chain| std::cmp::Reverse(chain.len()));
+    chains
+}
+
+/// What `name` holds, said so that reading `field` of it was a mistake the model can fix.
+fn describe_value(name: &str, field: &str, value: &JsValue, context: &mut Context) -> String {
+    if let Some(text) = value.as_string() {
+        let text = text.to_std_string_escaped();
+        let start: String = text.chars().take(QUOTED_STRING_CHARS).collect();
+        let more = if start.len() < text.len() { "…" } else { "" };
+        return format!(
+            "`{name}` is a string of {} characters, not an object, so it has no field \
+             `{field}`. It starts {}{more}. If it is the text of a file, parse it the way \
+             it is written.",
+            text.chars().count(),
+            Value::String(start)
+        );
+    }
+    let Some(object) = value.as_object() else {
+        return format!(
+            "`{name}` is a {}, not an object, so it has no field `{field}`.",
+            value.type_of()
+        );
+    };
+    if object.is_array() {
+        let length = object
+            .get(js_string!("length"), context)
+            .ok()
+            .and_then(|length| length.as_number())
+            .unwrap_or_default();
+        return format!(
+            "`{name}` is an array of {length} items, which has no field `{field}`: take an \
+             item (`{name}[0].{field}`) or loop over them."
+        );
+    }
+    if object.is_callable() {
+        return format!("`{name}` is a function, which has no field `{field}`: call it.");
+    }
+    let keys: Vec<String> = object
+        .own_property_keys(context)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|key| match key {
+            PropertyKey::String(key) => Some(key.to_std_string_escaped()),
+            PropertyKey::Index(index) => Some(index.get().to_string()),
+            PropertyKey::Symbol(_) => None,
+        })
+        .collect();
+    if keys.is_empty() {
+        return format!("`{name}` is an empty object, with no field `{field}`.");
+    }
+    let more = if keys.len() > FIELDS_NAMED {
+        format!(" and {} more", keys.len() - FIELDS_NAMED)
+    } else {
+        String::new()
+    };
+    let named: Vec<&str> = keys.iter().take(FIELDS_NAMED).map(String::as_str).collect();
+    format!(
+        "`{name}` has no field `{field}`; its fields are {}{more}.",
+        named.join(", ")
+    )
+}
+
+/// The functions of namespace `name` (`time.now`, …), by their member names.
+fn namespace_members<'a>(tools: &'a [ToolBinding], name: &str) -> Vec<&'a str> {
+    tools
+        .iter()
+        .filter(|tool| {
+            tool.namespace_and_method()
+                .is_some_and(|(namespace, _)| namespace == name)
+        })
+        .filter_map(|tool| tool.member.as_deref())
+        .collect()
+}
+
 /// `fs.readFileSync(…)` where `fs` is a plugin's namespace: the error names the functions the
 /// namespace has.
 fn explain_unknown_member(error: &mut ScriptError, tools: &[ToolBinding]) {
@@ -443,14 +650,7 @@ fn explain_unknown_member(error: &mut ScriptError, tools: &[ToolBinding]) {
         return;
     };
     for (namespace, method) in member_calls(line) {
-        let methods: Vec<&str> = tools
-            .iter()
-            .filter(|tool| {
-                tool.namespace_and_method()
-                    .is_some_and(|(ns, _)| ns == namespace)
-            })
-            .filter_map(|tool| tool.member.as_deref())
-            .collect();
+        let methods = namespace_members(tools, &namespace);
         if methods.is_empty() || methods.contains(&format!("{namespace}.{method}").as_str()) {
             continue;
         }
@@ -1342,8 +1542,9 @@ fn runtime_error(
         }
         if named || parses.len() == 1 || line.is_none() {
             hint = Some(
-                "JSON.parse was given text that is not JSON. Return the start of that text to \
-                 see what it is, then parse it the way it is written."
+                "JSON.parse was given something that is not JSON text (the error says what). \
+                 Parse text the way it is written; if it reports a failure, deal with that \
+                 first."
                     .to_owned(),
             );
         }
@@ -1466,5 +1667,64 @@ mod tests {
             deep = serde_json::json!([deep]);
         }
         assert!(from_json(&deep, &mut context).is_err());
+    }
+}
+
+#[cfg(test)]
+mod explained_errors {
+    use super::*;
+
+    fn error_of(code: &str) -> String {
+        let prepared = prepare_context(
+            EngineOptions {
+                loop_iteration_limit: None,
+            },
+            Some(&[]),
+        )
+        .unwrap();
+        let mut context = prepared.context;
+        let script = Script::parse(Source::from_bytes(code.as_bytes()), None, &mut context);
+        let error = script.unwrap().evaluate(&mut context).unwrap_err();
+        error.try_native(&mut context).unwrap().message().to_owned()
+    }
+
+    #[test]
+    fn json_parse_says_what_it_was_given() {
+        assert_eq!(
+            error_of("JSON.parse('temporarily unavailable, try again')"),
+            "expected ident; the text is not JSON; it starts \"temporarily unavailable, try again\""
+        );
+        assert_eq!(
+            error_of("JSON.parse(`${'x'.repeat(70)}`)"),
+            format!(
+                "expected value; the text is not JSON; it starts \"{}\"…",
+                "x".repeat(60)
+            )
+        );
+        assert!(error_of("JSON.parse({ a: 1 })").contains("given an object, which is data"));
+        assert!(error_of("JSON.parse(undefined)").ends_with("given undefined, not text"));
+        // What parses still parses, reviver included.
+        let prepared = prepare_context(
+            EngineOptions {
+                loop_iteration_limit: None,
+            },
+            Some(&[]),
+        );
+        let mut context = prepared.unwrap().context;
+        let value = context
+            .eval(Source::from_bytes(
+                "JSON.parse('{\"a\":[1,2]}', (k, v) => k === 'a' ? v.length : v).a",
+            ))
+            .unwrap();
+        assert_eq!(value.as_number(), Some(2.0));
+    }
+
+    #[test]
+    fn member_chains_are_plain_identifier_paths() {
+        assert_eq!(
+            member_chains("const port = config.database.port + fs.read({ path }).content;"),
+            ["config.database.port", "fs.read"]
+        );
+        assert_eq!(member_chains("x().y.z; a[0].b; 1.5"), Vec::<String>::new());
     }
 }

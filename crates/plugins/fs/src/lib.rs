@@ -370,7 +370,17 @@ impl Root {
                 return Err(ToolError::failed(format!("\"{relative}\" is a directory")));
             }
             let failed = |error: std::io::Error| Self::failure("read", &relative, &error);
-            let mut file = dir.open(&clean).map_err(failed)?;
+            let mut file = match dir.open(&clean) {
+                Ok(file) => file,
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                    return Err(ToolError::failed(format!(
+                        "{}{}",
+                        failed(error),
+                        same_name_elsewhere(&dir, &clean)
+                    )));
+                }
+                Err(error) => return Err(failed(error)),
+            };
             if file.metadata().map_err(failed)?.is_dir() {
                 return Err(ToolError::failed(format!("\"{relative}\" is a directory")));
             }
@@ -528,6 +538,57 @@ impl Root {
             Ok(SearchOutput { matches, truncated })
         })
         .await
+    }
+}
+
+/// Most files named in a "no such file" error's suggestion.
+const MAX_SUGGESTED: usize = 3;
+
+/// For a read of a missing file: where files of the same name are under the root (`; a file
+/// of that name is at reports/2026/report.txt`), or how to look for one. Models and users
+/// often name a file without its directory; the error names the candidates and reads none.
+fn same_name_elsewhere(root: &Dir, missing: &Path) -> String {
+    let Some(name) = missing
+        .file_name()
+        .map(|name| name.to_string_lossy().to_lowercase())
+    else {
+        return String::new();
+    };
+    let Ok(listing) = list_beneath(root, Path::new(""), ".", true) else {
+        return String::new();
+    };
+    let found: Vec<&str> = listing
+        .entries
+        .iter()
+        .filter(|entry| entry.kind == "file")
+        .filter(|entry| {
+            entry
+                .path
+                .rsplit('/')
+                .next()
+                .is_some_and(|file| file.to_lowercase() == name)
+        })
+        .map(|entry| entry.path.as_str())
+        .collect();
+    match found.as_slice() {
+        [] => format!(
+            "; no file of that name is under the root. fs.list({{ path: \".\", recursive: true }}) \
+             shows what is there"
+        ),
+        [one] => format!("; a file of that name is at \"{one}\""),
+        many => {
+            let shown: Vec<String> = many
+                .iter()
+                .take(MAX_SUGGESTED)
+                .map(|path| format!("\"{path}\""))
+                .collect();
+            let more = if many.len() > MAX_SUGGESTED {
+                format!(" and {} more", many.len() - MAX_SUGGESTED)
+            } else {
+                String::new()
+            };
+            format!("; files of that name are at {}{more}", shown.join(", "))
+        }
     }
 }
 
@@ -736,6 +797,42 @@ mod tests {
             missing
                 .to_string()
                 .contains("cannot read \"docs/none.txt\"")
+        );
+        assert!(missing.to_string().contains("no file of that name"));
+    }
+
+    /// A file named without its directory: the error names where files of that name are.
+    #[tokio::test]
+    async fn a_missing_file_names_files_of_the_same_name() {
+        let (_dir, root) = root();
+        root.write("reports/2026/Report.txt", "net: 1\n", false)
+            .await
+            .unwrap();
+        let one = root
+            .read("report.txt", 0, 10)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            one.ends_with("; a file of that name is at \"reports/2026/Report.txt\""),
+            "{one}"
+        );
+        for year in ["2023", "2024", "2025"] {
+            root.write(&format!("reports/{year}/report.txt"), "", false)
+                .await
+                .unwrap();
+        }
+        let many = root
+            .read("report.txt", 0, 10)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            many.ends_with(
+                "; files of that name are at \"reports/2023/report.txt\", \
+                 \"reports/2024/report.txt\", \"reports/2025/report.txt\" and 1 more"
+            ),
+            "{many}"
         );
     }
 

@@ -460,15 +460,7 @@ fn explain_shadowed_namespace(error: &mut ScriptError, code: &str, tools: &[Tool
         return false;
     };
     let members = namespace_members(tools, name);
-    // A declaring keyword followed by the name, in the program's words.
-    let words: Vec<&str> = code
-        .split(|c: char| !crate::names::is_identifier_char(c))
-        .filter(|word| !word.is_empty())
-        .collect();
-    let declared = words.windows(2).any(|pair| {
-        ["const", "let", "var", "function", "class"].contains(&pair[0]) && pair[1] == name
-    });
-    if members.is_empty() || !declared {
+    if members.is_empty() || !crate::names::declares(code, name) {
         return false;
     }
     // The example calls what the failing line called, when it called one of the group.
@@ -1108,11 +1100,24 @@ fn done(_this: &JsValue, arguments: &[JsValue], context: &mut Context) -> JsResu
         Some(value) if !value.is_undefined() && !value.is_null() => {
             Some(completion_of(to_json(value, context)?, "done")?)
         }
-        _ => None,
+        // `done(latest)` with a `latest` that stayed null: the answer the program meant has
+        // no value. Given as the word, it is held back as any answer saying `undefined` is.
+        // `done()` alone ends the turn after what was shown.
+        Some(value) => Some(serde_json::json!({
+            "response": if value.is_null() { "null" } else { "undefined" }
+        })),
+        None => None,
     };
     with_engine(|state| {
         state.done = true;
-        if completion.is_some() {
+        // Not when the program showed its answer with output() and passed done() nothing
+        // useful, as in `done(output(text))`.
+        if completion.is_some()
+            && (state.output_used == 0
+                || arguments
+                    .first()
+                    .is_some_and(|value| !value.is_null_or_undefined()))
+        {
             state.complete = completion;
         }
     })?;

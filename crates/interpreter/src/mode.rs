@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use agentic_core::tool::cap_text;
 use agentic_core::{
     Approval, ChatMessage, ExecutionModeFactory, ExecutorCreateOptions, ExecutorError,
     ModelRequest, ModelResponse, Prepared, Prompt, PromptExecutor, PromptOutput, PromptRecorder,
@@ -150,7 +151,7 @@ impl CodeExecutor {
                         return Ok(self.recorder.prompt().clone());
                     }
                     Progress::Finished(outcome) => {
-                        if self.finish_iteration(active, *outcome).await? {
+                        if self.finish_iteration(active, *outcome, &bindings).await? {
                             return Ok(self.recorder.prompt().clone());
                         }
                     }
@@ -158,14 +159,10 @@ impl CodeExecutor {
             }
             if self.iterations >= self.max_iterations {
                 // The user still gets the model's best answer, then the reason it is not more.
-                self.answer_without_code(
-                    &prepared,
-                    &bindings,
-                    &format!(
-                        "the code did not finish within {} iterations",
-                        self.max_iterations
-                    ),
-                )
+                self.answer_without_code(&format!(
+                    "the code did not finish within {} iterations",
+                    self.max_iterations
+                ))
                 .await?;
                 let message = format!(
                     "Stopped: reached the maximum of {} code iterations without finishing.",
@@ -203,7 +200,7 @@ impl CodeExecutor {
                     continue;
                 }
                 let answered = self
-                    .answer_without_code(&prepared, &bindings, "you kept replying without code")
+                    .answer_without_code("you kept replying without code")
                     .await?;
                 if !answered {
                     self.recorder
@@ -262,11 +259,9 @@ impl CodeExecutor {
                     )
                     .await?;
                 let answered = self
-                    .answer_without_code(
-                        &prepared,
-                        &bindings,
-                        &format!("you sent the program of iteration {earlier} again"),
-                    )
+                    .answer_without_code(&format!(
+                        "you sent the program of iteration {earlier} again"
+                    ))
                     .await?;
                 if !answered {
                     self.recorder
@@ -491,6 +486,7 @@ impl CodeExecutor {
         &mut self,
         active: ActiveExecution,
         outcome: ExecutionOutcome,
+        bindings: &[ToolBinding],
     ) -> Result<bool, ExecutorError> {
         self.store = outcome.store;
         let path = match (active.path, outcome.path) {
@@ -619,6 +615,37 @@ impl CodeExecutor {
                 .await?;
             return Ok(false);
         }
+        // `const memory = { write(input) { … } }`: the program declared its own object under a
+        // tool group's name, so its "tool calls" went there and no tool ran. Told once.
+        let hidden = self
+            .recorder
+            .prompt()
+            .tool_output(&active.code_output_id)
+            .and_then(|tool| tool.input.get("code").and_then(Value::as_str))
+            .and_then(|code| hidden_namespace(code, bindings));
+        if outcome.result.is_ok()
+            && self.calls_of(&active.code_output_id).next().is_none()
+            && let Some((namespace, members)) = hidden
+            && self.count_errors_starting(crate::prompt::HIDDEN_NAMESPACE) == 0
+        {
+            let error = format!(
+                "{}`{namespace}`, the name of the {namespace} tools ({}), so its calls went to \
+                 the program's own `{namespace}` and no tool ran. Give the variable another \
+                 name and call the tools, e.g. `const result = {}({{ … }});`.",
+                crate::prompt::HIDDEN_NAMESPACE,
+                members.join(", "),
+                members[0],
+            );
+            self.recorder
+                .finish_tool(
+                    &active.code_output_id,
+                    ToolResult::Error {
+                        error: with_logs(error, &active.logs),
+                    },
+                )
+                .await?;
+            return Ok(false);
+        }
         match outcome.result {
             Ok(value) => {
                 let mut output = json!({ "path": path, "value": value, "logs": active.logs });
@@ -649,29 +676,41 @@ impl CodeExecutor {
     /// Asks the model for a plain-text answer to the user's message, without code, and records
     /// it as a text output. `why` says why code mode gave up; the model sees every program and
     /// result so far. False when no answer came (the call failed or the reply was empty).
-    async fn answer_without_code(
-        &mut self,
-        prepared: &Prepared,
-        bindings: &[ToolBinding],
-        why: &str,
-    ) -> Result<bool, ExecutorError> {
-        // The conversation so far, programs and results included, then the request: the model
-        // answers from everything it has seen, and a local model reuses its cached prefix.
-        let mut request = self.request(prepared, bindings);
-        let instruction = format!(
-            "Stop writing code: {why}. Reply to my message with a short answer in plain text, \
-             from the results above. Say plainly what was done and what failed; claim nothing \
-             the results do not show."
-        );
-        // Appended to the last feedback rather than sent as a second user message in a row,
-        // which some chat templates refuse.
-        match request.messages.last_mut() {
-            Some(last) if last.role == agentic_core::ChatRole::User => {
-                last.content.push_str("\n\n");
-                last.content.push_str(&instruction);
-            }
-            _ => request.messages.push(ChatMessage::user(instruction)),
+    async fn answer_without_code(&mut self, why: &str) -> Result<bool, ExecutorError> {
+        // A fresh request: the user's message and what the tools returned, without the
+        // programs and their errors. Shown the whole turn, small models paraphrased the last
+        // error instead of answering from the data they had fetched.
+        let prompt = self.recorder.prompt();
+        let digest = crate::prompt::results_digest(&prompt.output);
+        // The last error a program ran into, not a notice about a reply that was not run.
+        let last_error = self
+            .executions()
+            .rev()
+            .find_map(|tool| match &tool.result {
+                ToolResult::Error { error } if !error.starts_with(crate::prompt::NOT_RUN) => {
+                    Some(error)
+                }
+                _ => None,
+            })
+            .map(|error| cap_text(error.lines().next().unwrap_or_default(), 300));
+        let mut message = prompt.input.clone().unwrap_or_default();
+        if digest.is_empty() {
+            message.push_str("\n\n(No tool was called for this message.)");
+        } else {
+            message.push_str("\n\nWhat the programs and tool calls made for this message returned:\n");
+            message.push_str(&digest);
         }
+        if let Some(error) = last_error {
+            message.push_str(&format!("\n\nThe last program failed: {error}"));
+        }
+        message.push_str("\n\nAnswer the message above in plain text, from these results.");
+        tracing::debug!(why, "code mode answers without code");
+        let mut messages = vec![ChatMessage::system(
+            crate::prompt::ANSWER_FROM_RESULTS.to_owned(),
+        )];
+        messages.extend(history_messages(&self.options.history));
+        messages.push(ChatMessage::user(message));
+        let request = ModelRequest::new(prompt.model.clone(), messages);
         let reply = match self.ask(request).await {
             Ok(reply) => reply,
             Err(error) => {
@@ -939,6 +978,23 @@ impl PromptExecutor for CodeExecutor {
 }
 
 /// An error with the logs of the program that failed, for the model's next try.
+/// The tool group a program hides by declaring a variable of its name, with the group's
+/// functions (`memory.write`, …).
+fn hidden_namespace(code: &str, bindings: &[ToolBinding]) -> Option<(String, Vec<String>)> {
+    let mut groups: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+    for binding in bindings {
+        if let (Some((namespace, _)), Some(member)) =
+            (binding.namespace_and_method(), binding.member.as_deref())
+        {
+            groups.entry(namespace).or_default().push(member.to_owned());
+        }
+    }
+    groups
+        .into_iter()
+        .find(|(namespace, _)| crate::names::declares(code, namespace))
+        .map(|(namespace, members)| (namespace.to_owned(), members))
+}
+
 fn with_logs(mut error: String, logs: &[String]) -> String {
     if !logs.is_empty() {
         error.push_str("\nLogs:\n");

@@ -245,6 +245,18 @@ fn is_identifier(name: &str) -> bool {
 }
 
 /// A character that may continue a JavaScript identifier (ASCII letters, digits, `_`, `$`).
+/// Whether `code` declares `name` (`const name`, `let name`, `function name`, …), judged from
+/// its words: enough to tell that a declaration hides a tool namespace of that name.
+pub(crate) fn declares(code: &str, name: &str) -> bool {
+    let words: Vec<&str> = code
+        .split(|c: char| !is_identifier_char(c))
+        .filter(|word| !word.is_empty())
+        .collect();
+    words.windows(2).any(|pair| {
+        ["const", "let", "var", "function", "class"].contains(&pair[0]) && pair[1] == name
+    })
+}
+
 pub(crate) fn is_identifier_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_' || c == '$'
 }

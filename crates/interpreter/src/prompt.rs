@@ -309,6 +309,9 @@ pub fn broken_answer(answer: &str) -> Option<&'static str> {
     if answer.contains("[object Object]") {
         return Some("[object Object]");
     }
+    if answer.trim() == "null" {
+        return Some("null");
+    }
     answer
         .split(|c: char| !crate::names::is_identifier_char(c))
         .find_map(|word| match word {
@@ -317,6 +320,9 @@ pub fn broken_answer(answer: &str) -> Option<&'static str> {
             _ => None,
         })
 }
+
+/// How the error of a program that hid a tool group behind its own variable starts.
+pub const HIDDEN_NAMESPACE: &str = "no tool ran: the program declares ";
 
 /// How the error of a program that gave a tool `NaN`, `undefined` or `[object Object]` starts.
 pub const BROKEN_INPUT: &str = "the program ran, but";
@@ -559,6 +565,93 @@ fn returned_preview(calls: &[&agentic_core::ToolOutput]) -> String {
         "\nWhat its tool calls returned (the start of each result):\n{}",
         lines.join("\n")
     )
+}
+
+/// The system prompt of the plain-text answer code mode falls back to.
+pub const ANSWER_FROM_RESULTS: &str = "You answer the user's message in plain text, from the \
+    results of the tool calls made for it, which follow the message. Write no code. Say plainly \
+    what was done and what failed; claim nothing the results do not show.";
+
+/// Characters kept of each call's result, and of all of them, in [`results_digest`].
+const DIGEST_RESULT_CHARS: usize = 1_500;
+const DIGEST_CHARS: usize = 12_000;
+
+/// What this turn's tool calls (other than the programs themselves) returned or how they
+/// failed, each distinct call once, for the plain-text answer when code mode gives up: the
+/// model answers from the data, not from the last error it was shown. Empty when no tool ran.
+pub fn results_digest(outputs: &[PromptOutput]) -> String {
+    let mut seen: Vec<(&str, &Value)> = Vec::new();
+    let mut lines = Vec::new();
+    let mut used = 0;
+    let mut iteration = 0;
+    for output in outputs {
+        let call = match output {
+            PromptOutput::Tool(call) => call,
+            PromptOutput::Text(text) if iteration > 0 => {
+                lines.push(format!(
+                    "- the user was shown: {}",
+                    cap_text(&text.content, DIGEST_RESULT_CHARS)
+                ));
+                continue;
+            }
+            _ => continue,
+        };
+        if call.function == CODE_EXECUTE {
+            iteration += 1;
+            // What a program computed (a sum over thirty files) is a result too.
+            if let ToolResult::Success { output } = &call.result {
+                let value = output.get("value").filter(|value| !value.is_null());
+                let logs: Vec<&str> = output
+                    .get("logs")
+                    .and_then(Value::as_array)
+                    .map(|logs| logs.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                let mut line = format!("- program {iteration}");
+                if let Some(value) = value {
+                    line.push_str(&format!(
+                        " returned {}",
+                        cap_text(&value.to_string(), DIGEST_RESULT_CHARS)
+                    ));
+                }
+                if !logs.is_empty() {
+                    line.push_str(&format!(
+                        " logged {}",
+                        cap_text(&logs.join("\n"), DIGEST_RESULT_CHARS)
+                    ));
+                }
+                if value.is_some() || !logs.is_empty() {
+                    used += line.len();
+                    lines.push(line);
+                }
+            }
+            continue;
+        }
+        if seen.contains(&(call.function.as_str(), &call.input)) {
+            continue;
+        }
+        seen.push((call.function.as_str(), &call.input));
+        let input = cap_text(&call.input.to_string(), PREVIEW_INPUT_CHARS).replace('\n', " ");
+        let line = match &call.result {
+            ToolResult::Success { output } => format!(
+                "- {}({input}) returned {}",
+                call.function,
+                cap_text(&output.to_string(), DIGEST_RESULT_CHARS)
+            ),
+            ToolResult::Error { error } => format!(
+                "- {}({input}) failed: {}",
+                call.function,
+                cap_text(error, DIGEST_RESULT_CHARS)
+            ),
+            ToolResult::Pending { .. } => continue,
+        };
+        if used + line.len() > DIGEST_CHARS {
+            lines.push("- (more calls not shown)".to_owned());
+            break;
+        }
+        used += line.len();
+        lines.push(line);
+    }
+    lines.join("\n")
 }
 
 /// `Execution result: …` or `Execution error: …`, with logs and what the user was shown.

@@ -1554,6 +1554,34 @@ fn runtime_error(
             );
         }
     }
+    // `ReferenceError: lines is not defined`: Boa's backtrace can name an earlier line of a
+    // loop's head. The name is known, so a line that does not use it is not the place; the
+    // first line that does is.
+    if !parsing
+        && let Some(name) = message
+            .strip_prefix("ReferenceError: ")
+            .and_then(|rest| rest.strip_suffix(" is not defined"))
+    {
+        let uses = |text: &str| {
+            text.split(|c: char| !crate::names::is_identifier_char(c))
+                .any(|word| word == name)
+        };
+        let named = line.and_then(|line| code.lines().nth(line as usize - 1));
+        if !named.is_some_and(uses)
+            && let Some((index, text)) = code.lines().enumerate().find(|(_, text)| uses(text))
+        {
+            line = Some(index as u32 + 1);
+            column = text
+                .match_indices(name)
+                .find(|(at, _)| {
+                    let before = text[..*at].chars().next_back();
+                    let after = text[at + name.len()..].chars().next();
+                    !before.is_some_and(crate::names::is_identifier_char)
+                        && !after.is_some_and(crate::names::is_identifier_char)
+                })
+                .map(|(at, _)| text[..at].chars().count() as u32 + 1);
+        }
+    }
     let source_line = line.and_then(|line| code.lines().nth(line as usize - 1).map(str::to_owned));
     let mut message = message.lines().next().unwrap_or_default().to_owned();
     // Parse errors end in Boa's own ` at line L, col C`; the position is reported separately.
@@ -1722,6 +1750,31 @@ mod explained_errors {
             ))
             .unwrap();
         assert_eq!(value.as_number(), Some(2.0));
+    }
+
+    #[test]
+    fn an_undefined_name_is_placed_on_a_line_that_uses_it() {
+        let code = "const report = read().length;\nlet total = 0;\nfor (const line of lines) {\n  total += 1;\n}\ntotal";
+        let prepared = prepare_context(
+            EngineOptions {
+                loop_iteration_limit: None,
+            },
+            Some(&[]),
+        );
+        let mut context = prepared.unwrap().context;
+        context
+            .eval(Source::from_bytes("function read() { return 'x'; }"))
+            .unwrap();
+        let script = Script::parse(Source::from_bytes(code.as_bytes()), None, &mut context);
+        let error = script.unwrap().evaluate(&mut context).unwrap_err();
+        // Boa names line 1, column 23 (after `read()`); the fix names the loop's head.
+        let error = runtime_error(&error, &mut context, code, 0, false);
+        assert_eq!(error.message, "ReferenceError: lines is not defined");
+        assert_eq!((error.line, error.column), (Some(3), Some(20)));
+        assert_eq!(
+            error.source_line.as_deref(),
+            Some("for (const line of lines) {")
+        );
     }
 
     #[test]

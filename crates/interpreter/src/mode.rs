@@ -697,7 +697,8 @@ impl CodeExecutor {
         if digest.is_empty() {
             message.push_str("\n\n(No tool was called for this message.)");
         } else {
-            message.push_str("\n\nWhat the programs and tool calls made for this message returned:\n");
+            message
+                .push_str("\n\nWhat the programs and tool calls made for this message returned:\n");
             message.push_str(&digest);
         }
         if let Some(error) = last_error {

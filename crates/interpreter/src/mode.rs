@@ -711,7 +711,7 @@ impl CodeExecutor {
         )];
         messages.extend(history_messages(&self.options.history));
         messages.push(ChatMessage::user(message));
-        let request = ModelRequest::new(prompt.model.clone(), messages);
+        let request = ModelRequest::new(prompt.model, messages);
         let reply = match self.ask(request).await {
             Ok(reply) => reply,
             Err(error) => {

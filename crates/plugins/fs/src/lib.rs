@@ -571,10 +571,9 @@ fn same_name_elsewhere(root: &Dir, missing: &Path) -> String {
         .map(|entry| entry.path.as_str())
         .collect();
     match found.as_slice() {
-        [] => format!(
-            "; no file of that name is under the root. fs.list({{ path: \".\", recursive: true }}) \
-             shows what is there"
-        ),
+        [] => "; no file of that name is under the root. fs.list({ path: \".\", recursive: \
+               true }) shows what is there"
+            .to_owned(),
         [one] => format!("; a file of that name is at \"{one}\""),
         many => {
             let shown: Vec<String> = many

@@ -1566,8 +1566,9 @@ fn runtime_error(
             text.split(|c: char| !crate::names::is_identifier_char(c))
                 .any(|word| word == name)
         };
+        // Only a named line is corrected: with none, the message stands as Boa gave it.
         let named = line.and_then(|line| code.lines().nth(line as usize - 1));
-        if !named.is_some_and(uses)
+        if named.is_some_and(|text| !uses(text))
             && let Some((index, text)) = code.lines().enumerate().find(|(_, text)| uses(text))
         {
             line = Some(index as u32 + 1);
@@ -1765,7 +1766,11 @@ mod explained_errors {
         context
             .eval(Source::from_bytes("function read() { return 'x'; }"))
             .unwrap();
-        let script = Script::parse(Source::from_bytes(code.as_bytes()), None, &mut context);
+        let script = Script::parse(
+            Source::from_bytes(code.as_bytes()).with_path(Path::new("script")),
+            None,
+            &mut context,
+        );
         let error = script.unwrap().evaluate(&mut context).unwrap_err();
         // Boa names line 1, column 23 (after `read()`); the fix names the loop's head.
         let error = runtime_error(&error, &mut context, code, 0, false);

@@ -169,15 +169,10 @@ fn explain_json_parse_errors(context: &mut Context) -> JsResult<()> {
                 }
                 let given = arguments.first().cloned().unwrap_or_default();
                 let what = match given.as_string() {
-                    Some(text) => {
-                        let text = text.to_std_string_escaped();
-                        let start: String = text.chars().take(JSON_PARSE_QUOTED_CHARS).collect();
-                        let more = if start.len() < text.len() { "…" } else { "" };
-                        format!(
-                            "the text is not JSON; it starts {}{more}",
-                            Value::String(start)
-                        )
-                    }
+                    Some(text) => format!(
+                        "the text is not JSON; it starts {}",
+                        quoted_start(&text.to_std_string_escaped(), JSON_PARSE_QUOTED_CHARS)
+                    ),
                     None if given.is_object() => "it was given an object, which is data \
                         already: use it as it is, or parse the field that holds text"
                         .to_owned(),
@@ -459,7 +454,7 @@ fn explain_shadowed_namespace(error: &mut ScriptError, code: &str, tools: &[Tool
     else {
         return false;
     };
-    let members = namespace_members(tools, name);
+    let members = crate::names::namespace_members(tools, name);
     if members.is_empty() || !crate::names::declares(code, name) {
         return false;
     }
@@ -561,18 +556,35 @@ fn member_chains(line: &str) -> Vec<String> {
     chains
 }
 
+/// The first `chars` characters of `text` as a JSON string, then `…` when there is more.
+fn quoted_start(text: &str, chars: usize) -> String {
+    let start: String = text.chars().take(chars).collect();
+    let more = if start.len() < text.len() { "…" } else { "" };
+    format!("{}{more}", Value::String(start))
+}
+
+/// The 1-based character column where `name` stands as a whole word in `text`.
+fn word_column(text: &str, name: &str) -> Option<u32> {
+    text.match_indices(name)
+        .find(|(at, _)| {
+            let before = text[..*at].chars().next_back();
+            let after = text[at + name.len()..].chars().next();
+            !before.is_some_and(crate::names::is_identifier_char)
+                && !after.is_some_and(crate::names::is_identifier_char)
+        })
+        .map(|(at, _)| text[..at].chars().count() as u32 + 1)
+}
+
 /// What `name` holds, said so that reading `field` of it was a mistake the model can fix.
 fn describe_value(name: &str, field: &str, value: &JsValue, context: &mut Context) -> String {
     if let Some(text) = value.as_string() {
         let text = text.to_std_string_escaped();
-        let start: String = text.chars().take(QUOTED_STRING_CHARS).collect();
-        let more = if start.len() < text.len() { "…" } else { "" };
         return format!(
             "`{name}` is a string of {} characters, not an object, so it has no field \
-             `{field}`. It starts {}{more}. If it is the text of a file, parse it the way \
-             it is written.",
+             `{field}`. It starts {}. If it is the text of a file, parse it the way it is \
+             written.",
             text.chars().count(),
-            Value::String(start)
+            quoted_start(&text, QUOTED_STRING_CHARS)
         );
     }
     let Some(object) = value.as_object() else {
@@ -620,18 +632,6 @@ fn describe_value(name: &str, field: &str, value: &JsValue, context: &mut Contex
     )
 }
 
-/// The functions of namespace `name` (`time.now`, …), by their member names.
-fn namespace_members<'a>(tools: &'a [ToolBinding], name: &str) -> Vec<&'a str> {
-    tools
-        .iter()
-        .filter(|tool| {
-            tool.namespace_and_method()
-                .is_some_and(|(namespace, _)| namespace == name)
-        })
-        .filter_map(|tool| tool.member.as_deref())
-        .collect()
-}
-
 /// `fs.readFileSync(…)` where `fs` is a plugin's namespace: the error names the functions the
 /// namespace has.
 fn explain_unknown_member(error: &mut ScriptError, tools: &[ToolBinding]) {
@@ -642,7 +642,7 @@ fn explain_unknown_member(error: &mut ScriptError, tools: &[ToolBinding]) {
         return;
     };
     for (namespace, method) in member_calls(line) {
-        let methods = namespace_members(tools, &namespace);
+        let methods = crate::names::namespace_members(tools, &namespace);
         if methods.is_empty() || methods.contains(&format!("{namespace}.{method}").as_str()) {
             continue;
         }
@@ -1096,28 +1096,22 @@ fn log(_this: &JsValue, arguments: &[JsValue], context: &mut Context) -> JsResul
 /// `done()` ends the turn; `done(value)` ends it with `value` as the answer, as
 /// `complete(value)` does (models write both).
 fn done(_this: &JsValue, arguments: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
-    let completion = match arguments.first() {
-        Some(value) if !value.is_undefined() && !value.is_null() => {
-            Some(completion_of(to_json(value, context)?, "done")?)
-        }
+    let given = arguments.first();
+    let nothing = given.is_some_and(JsValue::is_null_or_undefined);
+    let completion = match given {
         // `done(latest)` with a `latest` that stayed null: the answer the program meant has
         // no value. Given as the word, it is held back as any answer saying `undefined` is.
-        // `done()` alone ends the turn after what was shown.
-        Some(value) => Some(serde_json::json!({
+        Some(value) if nothing => Some(serde_json::json!({
             "response": if value.is_null() { "null" } else { "undefined" }
         })),
+        Some(value) => Some(completion_of(to_json(value, context)?, "done")?),
+        // `done()` alone ends the turn after what was shown.
         None => None,
     };
     with_engine(|state| {
         state.done = true;
-        // Not when the program showed its answer with output() and passed done() nothing
-        // useful, as in `done(output(text))`.
-        if completion.is_some()
-            && (state.output_used == 0
-                || arguments
-                    .first()
-                    .is_some_and(|value| !value.is_null_or_undefined()))
-        {
+        // Not after the program showed its answer with output(), as in `done(output(text))`.
+        if completion.is_some() && !(nothing && state.output_used > 0) {
             state.complete = completion;
         }
     })?;
@@ -1562,25 +1556,16 @@ fn runtime_error(
             .strip_prefix("ReferenceError: ")
             .and_then(|rest| rest.strip_suffix(" is not defined"))
     {
-        let uses = |text: &str| {
-            text.split(|c: char| !crate::names::is_identifier_char(c))
-                .any(|word| word == name)
-        };
         // Only a named line is corrected: with none, the message stands as Boa gave it.
         let named = line.and_then(|line| code.lines().nth(line as usize - 1));
-        if named.is_some_and(|text| !uses(text))
-            && let Some((index, text)) = code.lines().enumerate().find(|(_, text)| uses(text))
+        if named.is_some_and(|text| word_column(text, name).is_none())
+            && let Some((index, at)) = code
+                .lines()
+                .enumerate()
+                .find_map(|(index, text)| Some((index, word_column(text, name)?)))
         {
             line = Some(index as u32 + 1);
-            column = text
-                .match_indices(name)
-                .find(|(at, _)| {
-                    let before = text[..*at].chars().next_back();
-                    let after = text[at + name.len()..].chars().next();
-                    !before.is_some_and(crate::names::is_identifier_char)
-                        && !after.is_some_and(crate::names::is_identifier_char)
-                })
-                .map(|(at, _)| text[..at].chars().count() as u32 + 1);
+            column = Some(at);
         }
     }
     let source_line = line.and_then(|line| code.lines().nth(line as usize - 1).map(str::to_owned));

@@ -499,20 +499,13 @@ impl CodeExecutor {
         {
             // "The error indicates that…": small models explain a failure to no one instead of
             // fixing it. Told once; a second prose reply is the answer.
-            self.recorder
-                .finish_tool(
-                    &active.code_output_id,
-                    ToolResult::Error {
-                        error: format!(
-                            "{}: it is prose, and the last program failed. Reply with the \
-                             corrected program only. If the task cannot be done, end a program \
-                             with done(\"…\") saying what to tell the user.",
-                            crate::prompt::REFUSED
-                        ),
-                    },
-                )
-                .await?;
-            return Ok(false);
+            let error = format!(
+                "{}: it is prose, and the last program failed. Reply with the corrected program \
+                 only. If the task cannot be done, end a program with done(\"…\") saying what \
+                 to tell the user.",
+                crate::prompt::REFUSED
+            );
+            return self.send_back(&active, error).await;
         }
         if path == CodePath::Prose {
             let answer = self
@@ -567,20 +560,14 @@ impl CodeExecutor {
         {
             // `done(`${count} todos`)` with a field the result does not have: the user would
             // read "undefined todos". Told once; the model fixes the program or says why not.
-            let error = with_logs(
-                format!(
-                    "{}: it contains `{broken}`, so a variable or field it uses has no value \
-                     (check the result types in the declarations). The program's tool calls \
-                     did run; do not repeat its writes. Fix the program. The answer was: {}",
-                    crate::prompt::UNSHOWN,
-                    response.as_deref().unwrap_or_default()
-                ),
-                &active.logs,
+            let error = format!(
+                "{}: it contains `{broken}`, so a variable or field it uses has no value (check \
+                 the result types in the declarations). The program's tool calls did run; do \
+                 not repeat its writes. Fix the program. The answer was: {}",
+                crate::prompt::UNSHOWN,
+                response.as_deref().unwrap_or_default()
             );
-            self.recorder
-                .finish_tool(&active.code_output_id, ToolResult::Error { error })
-                .await?;
-            return Ok(false);
+            return self.send_back(&active, error).await;
         }
         // Tool inputs that hold `NaN`, `undefined`, `[object Object]` or only blank lines.
         let broken_inputs: Vec<String> = self
@@ -605,28 +592,19 @@ impl CodeExecutor {
                     " Its answer was not shown to the user: {response}"
                 ));
             }
-            self.recorder
-                .finish_tool(
-                    &active.code_output_id,
-                    ToolResult::Error {
-                        error: with_logs(error, &active.logs),
-                    },
-                )
-                .await?;
-            return Ok(false);
+            return self.send_back(&active, error).await;
         }
         // `const memory = { write(input) { … } }`: the program declared its own object under a
         // tool group's name, so its "tool calls" went there and no tool ran. Told once.
-        let hidden = self
-            .recorder
-            .prompt()
-            .tool_output(&active.code_output_id)
-            .and_then(|tool| tool.input.get("code").and_then(Value::as_str))
-            .and_then(|code| hidden_namespace(code, bindings));
         if outcome.result.is_ok()
             && self.calls_of(&active.code_output_id).next().is_none()
-            && let Some((namespace, members)) = hidden
             && self.count_errors_starting(crate::prompt::HIDDEN_NAMESPACE) == 0
+            && let Some((namespace, members)) = self
+                .recorder
+                .prompt()
+                .tool_output(&active.code_output_id)
+                .and_then(|tool| tool.input.get("code").and_then(Value::as_str))
+                .and_then(|code| hidden_namespace(code, bindings))
         {
             let error = format!(
                 "{}`{namespace}`, the name of the {namespace} tools ({}), so its calls went to \
@@ -636,15 +614,7 @@ impl CodeExecutor {
                 members.join(", "),
                 members[0],
             );
-            self.recorder
-                .finish_tool(
-                    &active.code_output_id,
-                    ToolResult::Error {
-                        error: with_logs(error, &active.logs),
-                    },
-                )
-                .await?;
-            return Ok(false);
+            return self.send_back(&active, error).await;
         }
         match outcome.result {
             Ok(value) => {
@@ -670,6 +640,24 @@ impl CodeExecutor {
             self.recorder.complete().await?;
             return Ok(true);
         }
+        Ok(false)
+    }
+
+    /// Ends the iteration as failed with `error` (and the program's logs): the model is told
+    /// what was wrong and writes the next program. The turn goes on.
+    async fn send_back(
+        &mut self,
+        active: &ActiveExecution,
+        error: String,
+    ) -> Result<bool, ExecutorError> {
+        self.recorder
+            .finish_tool(
+                &active.code_output_id,
+                ToolResult::Error {
+                    error: with_logs(error, &active.logs),
+                },
+            )
+            .await?;
         Ok(false)
     }
 
@@ -981,19 +969,19 @@ impl PromptExecutor for CodeExecutor {
 /// An error with the logs of the program that failed, for the model's next try.
 /// The tool group a program hides by declaring a variable of its name, with the group's
 /// functions (`memory.write`, …).
-fn hidden_namespace(code: &str, bindings: &[ToolBinding]) -> Option<(String, Vec<String>)> {
-    let mut groups: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
-    for binding in bindings {
-        if let (Some((namespace, _)), Some(member)) =
-            (binding.namespace_and_method(), binding.member.as_deref())
-        {
-            groups.entry(namespace).or_default().push(member.to_owned());
-        }
-    }
-    groups
-        .into_iter()
-        .find(|(namespace, _)| crate::names::declares(code, namespace))
-        .map(|(namespace, members)| (namespace.to_owned(), members))
+fn hidden_namespace<'a>(
+    code: &str,
+    bindings: &'a [ToolBinding],
+) -> Option<(&'a str, Vec<&'a str>)> {
+    let namespace = bindings
+        .iter()
+        .filter_map(|binding| binding.namespace_and_method())
+        .map(|(namespace, _)| namespace)
+        .find(|namespace| crate::names::declares(code, namespace))?;
+    Some((
+        namespace,
+        crate::names::namespace_members(bindings, namespace),
+    ))
 }
 
 fn with_logs(mut error: String, logs: &[String]) -> String {

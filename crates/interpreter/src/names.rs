@@ -245,6 +245,18 @@ fn is_identifier(name: &str) -> bool {
 }
 
 /// A character that may continue a JavaScript identifier (ASCII letters, digits, `_`, `$`).
+/// The functions of namespace `name` (`time.now`, …), by their member names.
+pub(crate) fn namespace_members<'a>(tools: &'a [ToolBinding], name: &str) -> Vec<&'a str> {
+    tools
+        .iter()
+        .filter(|tool| {
+            tool.namespace_and_method()
+                .is_some_and(|(namespace, _)| namespace == name)
+        })
+        .filter_map(|tool| tool.member.as_deref())
+        .collect()
+}
+
 /// Whether `code` declares `name` (`const name`, `let name`, `function name`, …), judged from
 /// its words: enough to tell that a declaration hides a tool namespace of that name.
 pub(crate) fn declares(code: &str, name: &str) -> bool {

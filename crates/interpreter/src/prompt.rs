@@ -543,10 +543,9 @@ fn returned_preview(calls: &[&agentic_core::ToolOutput]) -> String {
     let mut seen: Vec<(&str, &Value)> = Vec::new();
     let mut lines = Vec::new();
     for call in calls {
-        let ToolResult::Success { output } = &call.result else {
-            continue;
-        };
-        if seen.contains(&(call.function.as_str(), &call.input)) {
+        if !matches!(call.result, ToolResult::Success { .. })
+            || seen.contains(&(call.function.as_str(), &call.input))
+        {
             continue;
         }
         seen.push((call.function.as_str(), &call.input));
@@ -554,9 +553,7 @@ fn returned_preview(calls: &[&agentic_core::ToolOutput]) -> String {
             lines.push("(more calls not shown)".to_owned());
             break;
         }
-        let input = cap_text(&call.input.to_string(), PREVIEW_INPUT_CHARS).replace('\n', " ");
-        let result = cap_text(&output.to_string(), PREVIEW_RESULT_CHARS);
-        lines.push(format!("{}({input}) returned {result}", call.function));
+        lines.extend(call_line(call, PREVIEW_RESULT_CHARS));
     }
     if lines.is_empty() {
         return String::new();
@@ -565,6 +562,24 @@ fn returned_preview(calls: &[&agentic_core::ToolOutput]) -> String {
         "\nWhat its tool calls returned (the start of each result):\n{}",
         lines.join("\n")
     )
+}
+
+/// `fs.read({"path":"a.txt"}) returned {…}` or `… failed: …`, input and result cut; `None`
+/// while the call is pending.
+fn call_line(call: &agentic_core::ToolOutput, result_chars: usize) -> Option<String> {
+    let input = cap_text(&call.input.to_string(), PREVIEW_INPUT_CHARS).replace('\n', " ");
+    let function = &call.function;
+    match &call.result {
+        ToolResult::Success { output } => Some(format!(
+            "{function}({input}) returned {}",
+            cap_text(&output.to_string(), result_chars)
+        )),
+        ToolResult::Error { error } => Some(format!(
+            "{function}({input}) failed: {}",
+            cap_text(error, result_chars)
+        )),
+        ToolResult::Pending { .. } => None,
+    }
 }
 
 /// The system prompt of the plain-text answer code mode falls back to.
@@ -630,20 +645,10 @@ pub fn results_digest(outputs: &[PromptOutput]) -> String {
             continue;
         }
         seen.push((call.function.as_str(), &call.input));
-        let input = cap_text(&call.input.to_string(), PREVIEW_INPUT_CHARS).replace('\n', " ");
-        let line = match &call.result {
-            ToolResult::Success { output } => format!(
-                "- {}({input}) returned {}",
-                call.function,
-                cap_text(&output.to_string(), DIGEST_RESULT_CHARS)
-            ),
-            ToolResult::Error { error } => format!(
-                "- {}({input}) failed: {}",
-                call.function,
-                cap_text(error, DIGEST_RESULT_CHARS)
-            ),
-            ToolResult::Pending { .. } => continue,
+        let Some(line) = call_line(call, DIGEST_RESULT_CHARS) else {
+            continue;
         };
+        let line = format!("- {line}");
         if used + line.len() > DIGEST_CHARS {
             lines.push("- (more calls not shown)".to_owned());
             break;

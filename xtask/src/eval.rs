@@ -18,7 +18,7 @@ use serde_json::Value;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Kind {
+pub(crate) enum Kind {
     Single,
     Aggregation,
     Multistep,
@@ -45,7 +45,7 @@ fn yes() -> bool {
 /// One `eval/tasks/<id>/task.toml`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Task {
+pub(crate) struct Task {
     #[serde(skip)]
     pub id: String,
     #[serde(skip)]
@@ -66,7 +66,7 @@ pub struct Task {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Invoke {
+pub(crate) struct Invoke {
     pub tool: String,
     #[serde(default = "empty_table")]
     pub input: toml::Value,
@@ -82,7 +82,7 @@ fn empty_table() -> toml::Value {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct Check {
+pub(crate) struct Check {
     pub answer_contains: Vec<String>,
     pub answer_any: Vec<String>,
     pub answer_numbers: Vec<f64>,
@@ -106,7 +106,7 @@ impl Check {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct FileCheck {
+pub(crate) struct FileCheck {
     pub path: String,
     #[serde(default)]
     pub contains: Vec<String>,
@@ -115,7 +115,7 @@ pub struct FileCheck {
 }
 
 /// Reads every task under `dir`, sorted by id.
-pub fn load_tasks(dir: &Path) -> anyhow::Result<Vec<Task>> {
+pub(crate) fn load_tasks(dir: &Path) -> anyhow::Result<Vec<Task>> {
     let mut tasks = Vec::new();
     let entries = std::fs::read_dir(dir).with_context(|| format!("no {}", dir.display()))?;
     for entry in entries {
@@ -147,7 +147,7 @@ pub fn load_tasks(dir: &Path) -> anyhow::Result<Vec<Task>> {
 /// What one run of one task in one mode came to.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RunReport {
+pub(crate) struct RunReport {
     pub task: String,
     pub description: String,
     pub kind: Kind,
@@ -171,7 +171,7 @@ pub struct RunReport {
     pub answer: String,
 }
 
-pub struct Options {
+pub(crate) struct Options {
     pub binary: PathBuf,
     pub modes: Vec<String>,
     pub runs: usize,
@@ -182,7 +182,7 @@ pub struct Options {
     pub out: PathBuf,
 }
 
-pub fn run_all(tasks: &[Task], options: &Options) -> anyhow::Result<Vec<RunReport>> {
+pub(crate) fn run_all(tasks: &[Task], options: &Options) -> anyhow::Result<Vec<RunReport>> {
     std::fs::create_dir_all(&options.out)?;
     let mut log = std::fs::File::create(options.out.join("runs.jsonl"))?;
     let mut reports = Vec::new();
@@ -558,7 +558,7 @@ impl Events {
 }
 
 /// The problems with the answer text (empty when it passes).
-pub fn check_answer(check: &Check, answer: &str) -> Vec<String> {
+pub(crate) fn check_answer(check: &Check, answer: &str) -> Vec<String> {
     let lower = answer.to_lowercase();
     let mut problems = Vec::new();
     for wanted in &check.answer_contains {
@@ -616,7 +616,7 @@ fn decimals_of(value: f64) -> usize {
 
 /// The numbers in a text with how many decimals each was written with: `1,234.50` is 1234.5
 /// (2 decimals); a `-` is a sign only where it does not follow a letter or digit.
-pub fn numbers_in(text: &str) -> Vec<(f64, usize)> {
+pub(crate) fn numbers_in(text: &str) -> Vec<(f64, usize)> {
     let chars: Vec<char> = text.chars().collect();
     let mut numbers = Vec::new();
     let mut i = 0;
@@ -810,7 +810,7 @@ fn serve(
 }
 
 /// Per task kind and mode: successes out of runs, and medians.
-pub fn summary(reports: &[RunReport], modes: &[String]) -> String {
+pub(crate) fn summary(reports: &[RunReport], modes: &[String]) -> String {
     let mut text = String::new();
     let median = |mut values: Vec<u64>| -> u64 {
         if values.is_empty() {

@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::{Context as _, bail, ensure};
 
 /// Creates `crates/plugins/<name>` under `root` and wires it in.
-pub fn new_plugin(root: &Path, name: &str) -> anyhow::Result<()> {
+pub(crate) fn new_plugin(root: &Path, name: &str) -> anyhow::Result<()> {
     ensure!(
         name.len() <= 32
             && name.starts_with(|c: char| c.is_ascii_lowercase())
@@ -51,7 +51,7 @@ schemars.workspace = true
 serde.workspace = true
 
 [dev-dependencies]
-agentic-plugin-script.workspace = true
+agentic-testing.workspace = true
 serde_json.workspace = true
 tokio.workspace = true
 
@@ -147,7 +147,7 @@ mod tests {{
 // Integration tests are a separate crate: name the plugin so the linker keeps it.
 use {crate_name} as _;
 
-use agentic_plugin_script::testing::{{TimelineCase, TimelineRunner}};
+use agentic_testing::{{TimelineCase, TimelineRunner}};
 
 #[tokio::test]
 async fn the_model_can_call_hello() {{
@@ -171,39 +171,29 @@ fn case() -> TimelineCase {{
         ),
     )?;
 
-    // The workspace: a member and a dependency entry.
+    // The workspace: `crates/plugins/*` makes it a member; it gets a dependency entry.
     let manifest_path = root.join("Cargo.toml");
-    let mut manifest = std::fs::read_to_string(&manifest_path)?;
-    let member = format!("\"crates/plugins/{name}\", \"xtask\"]");
-    ensure!(
-        manifest.contains("\"xtask\"]"),
-        "the workspace members list does not end with \"xtask\"; add crates/plugins/{name} by hand"
-    );
-    manifest = manifest.replacen("\"xtask\"]", &member, 1);
-    let marker = "agentic-plugin-time = { path = \"crates/plugins/time\" }\n";
-    ensure!(
-        manifest.contains(marker),
-        "no agentic-plugin-time entry in [workspace.dependencies]"
-    );
-    manifest = manifest.replacen(
-        marker,
-        &format!("{marker}{package} = {{ path = \"crates/plugins/{name}\" }}\n"),
-        1,
-    );
-    std::fs::write(&manifest_path, manifest)?;
+    edit_manifest(&manifest_path, |manifest| {
+        let dependencies = manifest["workspace"]["dependencies"]
+            .as_table_mut()
+            .context("the workspace manifest has no [workspace.dependencies]")?;
+        let mut entry = toml_edit::InlineTable::new();
+        entry.insert("path", format!("crates/plugins/{name}").into());
+        dependencies.insert(&package, toml_edit::value(entry));
+        Ok(())
+    })?;
 
     // The binary: a dependency and a `use` so the linker keeps the registration.
-    let cli_manifest_path = root.join("crates/cli/Cargo.toml");
-    let cli_manifest = std::fs::read_to_string(&cli_manifest_path)?;
-    let marker = "agentic-plugin-time.workspace = true\n";
-    ensure!(
-        cli_manifest.contains(marker),
-        "no agentic-plugin-time in crates/cli/Cargo.toml"
-    );
-    std::fs::write(
-        &cli_manifest_path,
-        cli_manifest.replacen(marker, &format!("{marker}{package}.workspace = true\n"), 1),
-    )?;
+    edit_manifest(&root.join("crates/cli/Cargo.toml"), |manifest| {
+        let dependencies = manifest["dependencies"]
+            .as_table_mut()
+            .context("crates/cli/Cargo.toml has no [dependencies]")?;
+        let mut entry = toml_edit::Table::new();
+        entry.set_dotted(true);
+        entry.insert("workspace", toml_edit::value(true));
+        dependencies.insert(&package, toml_edit::Item::Table(entry));
+        Ok(())
+    })?;
     let main_path = root.join("crates/cli/src/main.rs");
     let main = std::fs::read_to_string(&main_path)?;
     let marker = "use agentic_plugin_time as _;\n";
@@ -231,4 +221,19 @@ fn case() -> TimelineCase {{
          and `cargo test -p {package}`. docs/plugins.md walks through the rest."
     );
     Ok(())
+}
+
+/// Reads a manifest, lets `edit` change it, and writes it back with its comments and layout.
+fn edit_manifest(
+    path: &Path,
+    edit: impl FnOnce(&mut toml_edit::DocumentMut) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("could not read {}", path.display()))?;
+    let mut manifest: toml_edit::DocumentMut = text
+        .parse()
+        .with_context(|| format!("{} is not valid TOML", path.display()))?;
+    edit(&mut manifest)?;
+    std::fs::write(path, manifest.to_string())
+        .with_context(|| format!("could not write {}", path.display()))
 }

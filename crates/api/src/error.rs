@@ -16,12 +16,12 @@ pub struct ApiError {
     pub retry_after: Option<u64>,
 }
 
-#[derive(Serialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct ErrorBody {
     pub error: ErrorDetail,
 }
 
-#[derive(Serialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct ErrorDetail {
     /// A stable, machine-readable code, e.g. `busy` or `unknown_mode`.
     pub code: String,

@@ -23,7 +23,7 @@ use crate::error::ApiError;
 
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct EventsQuery {
+pub(crate) struct EventsQuery {
     /// Only events of this prompt.
     pub prompt_id: Option<String>,
     /// Only events of prompts of this conversation.
@@ -32,7 +32,7 @@ pub struct EventsQuery {
     pub last_event_id: Option<u64>,
 }
 
-pub async fn stream(
+pub(crate) async fn stream(
     State(state): State<AppState>,
     Extension(UserId(user)): Extension<UserId>,
     headers: HeaderMap,
@@ -65,7 +65,14 @@ pub async fn stream(
             last_event_id = None;
         } else {
             let (missed, complete) = events.replay_since(&user, after);
-            gap = !complete;
+            // Following one prompt, the window only has to reach back to its creation: a
+            // client that starts from 0 on a busy server has missed nothing of its prompt.
+            let has_start = |prompt: &str| {
+                missed.iter().any(|event| {
+                    matches!(&event.payload, EventPayload::PromptCreated { prompt_id, .. } if prompt_id == prompt)
+                })
+            };
+            gap = !complete && !query.prompt_id.as_deref().is_some_and(has_start);
             pending.extend(missed);
         }
     }

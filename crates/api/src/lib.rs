@@ -16,6 +16,7 @@ pub mod error;
 mod events;
 pub mod openapi;
 mod routes;
+pub mod types;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -102,6 +103,12 @@ impl ApiConfig {
 #[derive(Clone)]
 pub struct AppState {
     inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState").finish_non_exhaustive()
+    }
 }
 
 struct Inner {

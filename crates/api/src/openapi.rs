@@ -12,7 +12,7 @@ use utoipa_swagger_ui::SwaggerUi;
 
 use crate::AppState;
 use crate::error::ErrorBody;
-use crate::routes::{
+use crate::types::{
     ApproveBody, ConversationDetail, DecisionAccepted, Health, InvokeResult, PromptAccepted,
     PromptBody, RejectBody, ToolDetail, ToolSummary,
 };

@@ -3,25 +3,28 @@
 use agentic_conversation::{Conversation, PromptRequest, StoredPrompt};
 use agentic_core::prompt::DEFAULT_MODE;
 use agentic_core::{
-    Approval, Capabilities, ModelKind, PromptState, State as PromptStateMap, ToolContext, ToolError,
+    Approval, Capabilities, PromptState, State as PromptStateMap, ToolContext, ToolError,
 };
 use axum::extract::{FromRequest, Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::auth::UserId;
 use crate::error::ApiError;
+use crate::types::{
+    ApproveBody, ConversationDetail, DecisionAccepted, Health, InvokeResult, PromptAccepted,
+    PromptBody, RejectBody, ToolDetail, ToolSummary,
+};
 use crate::{AppState, events};
 
 /// `Json`, with our error shape for every way a body can be wrong. Every body is a JSON
 /// object: serde would take `["x"]` for `{"input": "x"}`, which no client means. The body must
 /// arrive within `api.bodyTimeoutSeconds`, so a client that sends less than its
 /// `Content-Length` gets a 408 instead of holding the connection.
-pub struct ApiJson<T>(pub T);
+pub(crate) struct ApiJson<T>(pub T);
 
 impl<T> FromRequest<AppState> for ApiJson<T>
 where
@@ -62,94 +65,7 @@ where
     }
 }
 
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PromptBody {
-    /// The user's message.
-    pub input: String,
-    /// `normal` (default) or `high`.
-    #[serde(default)]
-    pub model: ModelKind,
-    /// `classic` when absent; `code`, or a mode a plugin adds.
-    #[serde(default)]
-    pub mode: Option<String>,
-    /// Continue this conversation; a new one when absent.
-    #[serde(default)]
-    pub conversation_id: Option<String>,
-}
-
-#[derive(Debug, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct PromptAccepted {
-    pub prompt_id: String,
-    pub conversation_id: String,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ApproveBody {
-    pub tool_call_id: String,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RejectBody {
-    pub tool_call_id: String,
-    /// Told to the model: `Rejected by user: <reason>`.
-    #[serde(default)]
-    pub reason: Option<String>,
-}
-
-#[derive(Debug, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct DecisionAccepted {
-    pub prompt_id: String,
-    pub tool_call_id: String,
-    /// `approved` or `rejected`; the prompt runs on in the background.
-    pub decision: String,
-}
-
-#[derive(Debug, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ConversationDetail {
-    #[serde(flatten)]
-    pub conversation: Conversation,
-    pub prompts: Vec<StoredPrompt>,
-}
-
-#[derive(Debug, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ToolSummary {
-    pub id: String,
-    pub description: String,
-    /// The plugin that offers it.
-    pub plugin: Option<String>,
-}
-
-#[derive(Debug, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ToolDetail {
-    pub id: String,
-    pub description: String,
-    pub plugin: Option<String>,
-    /// JSON Schema of the input.
-    pub input_schema: Value,
-    /// JSON Schema of the output, when the tool declares one.
-    pub output_schema: Option<Value>,
-}
-
-#[derive(Debug, Serialize, schemars::JsonSchema)]
-pub struct InvokeResult {
-    pub output: Value,
-}
-
-#[derive(Debug, Serialize, schemars::JsonSchema)]
-pub struct Health {
-    pub status: String,
-    pub version: String,
-}
-
-pub fn routes() -> Router<AppState> {
+pub(crate) fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/prompt", post(create_prompt))
         .route("/api/prompts/{id}", get(get_prompt))

@@ -815,6 +815,55 @@ async fn an_event_id_from_before_a_restart_gets_a_gap_then_every_new_event() {
     server.shutdown().await;
 }
 
+/// A client that follows one prompt from the start (`Last-Event-ID: 0`, as `agentic prompt
+/// --server` does) on a server that has published more events than its replay window holds
+/// gets no gap when the window still reaches back to the prompt's creation; a client asking
+/// for a prompt whose start has left the window does.
+#[tokio::test]
+async fn a_prompt_followed_from_the_start_has_no_gap_while_its_start_is_kept() {
+    let turns = r#"
+- toolCalls:
+    - { name: kit.echo, input: { text: one } }
+    - { name: kit.echo, input: { text: two } }
+    - { name: kit.echo, input: { text: three } }
+- text: Echoed.
+- text: Second.
+"#;
+    let mut server = support::server_with_event_capacity(turns, 8).await;
+    let (first, _) = server.prompt("alice", json!({ "input": "echo" })).await;
+    server.wait_for("alice", &first, &["completed"]).await;
+    let (second, _) = server.prompt("alice", json!({ "input": "again" })).await;
+    server.wait_for("alice", &second, &["completed"]).await;
+    let is_end = |event: &support::Sse| event.event == "prompt.completed";
+    let path = format!("/api/events/stream?promptId={second}");
+    let events = read_events(
+        &server.client,
+        &server.base,
+        "alice",
+        &path,
+        Some("0"),
+        is_end,
+    )
+    .await;
+    let names: Vec<&str> = events.iter().map(|event| event.event.as_str()).collect();
+    assert_eq!(names.first(), Some(&"prompt.created"), "{names:?}");
+    assert_eq!(names.last(), Some(&"prompt.completed"), "{names:?}");
+    assert!(!names.contains(&"stream.gap"), "{names:?}");
+    // The first prompt's start is gone from the window: that client is told.
+    let path = format!("/api/events/stream?promptId={first}");
+    let events = read_events(
+        &server.client,
+        &server.base,
+        "alice",
+        &path,
+        Some("0"),
+        |_| true,
+    )
+    .await;
+    assert_eq!(events[0].event, "stream.gap", "{events:?}");
+    server.shutdown().await;
+}
+
 #[tokio::test]
 async fn an_event_stream_can_follow_one_conversation() {
     let mut server = server("- text: first\n- text: second\n- text: third\n").await;

@@ -7,9 +7,9 @@ use tokio::task::JoinHandle;
 
 use crate::ui::{PromptDriver, PromptSettings};
 
-pub const USER: &str = "cli";
+pub(crate) const USER: &str = "cli";
 
-pub struct LocalPrompt {
+pub(crate) struct LocalPrompt {
     service: ConversationService,
     prompt_id: String,
     conversation_id: String,
@@ -20,7 +20,7 @@ pub struct LocalPrompt {
 }
 
 /// Stores and starts a prompt in `conversation` (a new one when `None`).
-pub async fn start(
+pub(crate) async fn start(
     service: &ConversationService,
     conversation: Option<&str>,
     message: String,
@@ -55,6 +55,17 @@ impl LocalPrompt {
         event.payload.prompt_id() == Some(self.prompt_id.as_str())
     }
 
+    /// This prompt's event, if `received` is one.
+    fn take(&self, received: Received) -> anyhow::Result<Option<Event>> {
+        match received {
+            Received::Event(event) if self.ours(&event) => Ok(Some((*event).clone())),
+            Received::Event(_) => Ok(None),
+            // The subscription is lossless, so this does not happen; if it did, the output
+            // would be incomplete, which is an error rather than a note.
+            Received::Lagged(missed) => anyhow::bail!("{missed} events of the prompt were lost"),
+        }
+    }
+
     fn note(&mut self, result: Result<Result<Prompt, ConversationError>, tokio::task::JoinError>) {
         match result {
             Ok(Ok(_)) => {}
@@ -78,14 +89,8 @@ impl PromptDriver for LocalPrompt {
         loop {
             // Whatever already arrived comes first.
             while let Some(received) = self.subscription.try_next() {
-                match received {
-                    Received::Event(event) if self.ours(&event) => {
-                        return Ok(Some((*event).clone()));
-                    }
-                    Received::Event(_) => {}
-                    Received::Lagged(missed) => {
-                        eprintln!("agentic: {missed} events were dropped");
-                    }
+                if let Some(event) = self.take(received)? {
+                    return Ok(Some(event));
                 }
             }
             let Some(task) = self.task.as_mut() else {
@@ -93,13 +98,9 @@ impl PromptDriver for LocalPrompt {
             };
             tokio::select! {
                 received = self.subscription.next() => match received {
-                    Some(Received::Event(event)) if event.payload.prompt_id() == Some(self.prompt_id.as_str()) => {
-                        return Ok(Some((*event).clone()));
-                    }
-                    Some(Received::Event(_)) => {}
-                    Some(Received::Lagged(missed)) => {
-                        eprintln!("agentic: {missed} events were dropped");
-                    }
+                    Some(received) => if let Some(event) = self.take(received)? {
+                        return Ok(Some(event));
+                    },
                     None => return Ok(None),
                 },
                 result = task => {

@@ -20,6 +20,7 @@ macro_rules! outln {
     };
 }
 
+mod backend;
 mod local;
 mod models;
 mod remote;
@@ -31,8 +32,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use agentic_conversation::{ConversationError, ConversationService};
-use agentic_core::{ModelKind, Runtime, State, ToolContext};
+use agentic_conversation::ConversationService;
+use agentic_core::{ModelKind, Runtime};
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use serde_json::{Value, json};
@@ -51,10 +52,10 @@ use agentic_plugin_todo as _;
 use agentic_plugin_trigger as _;
 use agentic_plugin_web as _;
 
-use crate::local::USER;
-use crate::remote::{Remote, RemoteError};
+use crate::backend::{Backend, LocalBackend, StartError};
+use crate::remote::Remote;
 use crate::settings::Settings;
-use crate::ui::{PromptDriver, PromptSettings};
+use crate::ui::PromptSettings;
 
 // Under load the server allocates and frees many small buffers across threads, where glibc's
 // malloc cost a fifth of its CPU; why mimalloc, and why without huge pages, is in
@@ -185,15 +186,6 @@ fn main() -> ExitCode {
     }
 }
 
-/// Where commands run.
-enum Backend {
-    Local {
-        runtime: Arc<Runtime>,
-        service: Option<ConversationService>,
-    },
-    Remote(Remote),
-}
-
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let settings = Settings::load(cli.config.as_deref())?;
     match &cli.command {
@@ -217,8 +209,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         _ => {}
     }
-    let backend = match settings.server(cli.server.as_deref()) {
-        Some(server) => Backend::Remote(Remote::new(&server)?),
+    let backend: Box<dyn Backend> = match settings.server(cli.server.as_deref()) {
+        Some(server) => Box::new(Remote::new(&server)?),
         None => {
             let build = || {
                 Runtime::builder()
@@ -235,23 +227,18 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             // Every local command opens the database: prompts live in it, and so do the
             // tables of plugins such as todo, whose tools `invoke` may run.
             let service =
-                Some(ConversationService::open(runtime.clone(), &settings.database_url()?).await?);
-            Backend::Local { runtime, service }
+                ConversationService::open(runtime.clone(), &settings.database_url()?).await?;
+            Box::new(LocalBackend { runtime, service })
         }
     };
-    let code = dispatch(&backend, cli.command).await;
-    if let Backend::Local {
-        service: Some(service),
-        ..
-    } = &backend
-        && let Err(error) = service.shutdown().await
-    {
+    let code = dispatch(backend.as_ref(), cli.command).await;
+    if let Err(error) = backend.close().await {
         eprintln!("agentic: could not close the database cleanly: {error:#}");
     }
     code
 }
 
-async fn dispatch(backend: &Backend, command: Option<Command>) -> anyhow::Result<ExitCode> {
+async fn dispatch(backend: &dyn Backend, command: Option<Command>) -> anyhow::Result<ExitCode> {
     let Some(command) = command else {
         return repl(backend).await;
     };
@@ -286,127 +273,33 @@ async fn dispatch(backend: &Backend, command: Option<Command>) -> anyhow::Result
             Ok(code)
         }
         Command::Conversations => {
-            let conversations: Vec<Value> = match backend {
-                Backend::Local { service, .. } => {
-                    let service = service.as_ref().context("no conversation store")?;
-                    service
-                        .list(USER)
-                        .await?
-                        .into_iter()
-                        .map(|conversation| serde_json::to_value(conversation).unwrap_or_default())
-                        .collect()
-                }
-                Backend::Remote(remote) => {
-                    serde_json::from_value(remote.get("/api/conversations").await?)?
-                }
-            };
-            for conversation in conversations {
-                let updated = conversation["updatedAt"].as_str().unwrap_or_default();
-                outln!(
-                    "{}  {}  {}",
-                    conversation["id"].as_str().unwrap_or_default(),
-                    updated.get(..16).unwrap_or(updated).replace('T', " "),
-                    conversation["title"].as_str().unwrap_or_default()
-                );
+            for conversation in backend.conversations().await? {
+                let updated = conversation.updated_at.format("%Y-%m-%d %H:%M");
+                outln!("{}  {updated}  {}", conversation.id, conversation.title);
             }
             Ok(ExitCode::SUCCESS)
         }
         Command::Tools => {
-            let tools: Vec<(String, String)> = match backend {
-                Backend::Local { runtime, .. } => prepare(runtime)
-                    .await?
-                    .tools
-                    .iter()
-                    .map(|tool| (tool.id().to_owned(), tool.description().to_owned()))
-                    .collect(),
-                Backend::Remote(remote) => remote
-                    .get("/api/tools")
-                    .await?
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|tool| {
-                        (
-                            tool["id"].as_str().unwrap_or_default().to_owned(),
-                            tool["description"].as_str().unwrap_or_default().to_owned(),
-                        )
-                    })
-                    .collect(),
-            };
-            for (id, description) in tools {
-                outln!("{id:<28} {description}");
+            for tool in backend.tools().await? {
+                outln!("{:<28} {}", tool.id, tool.description);
             }
             Ok(ExitCode::SUCCESS)
         }
         Command::ToolSchema { id } => {
-            let schema = match backend {
-                Backend::Local { runtime, .. } => {
-                    let prepared = prepare(runtime).await?;
-                    let tool = prepared
-                        .tools
-                        .get(&id)
-                        .with_context(|| format!("unknown tool \"{id}\""))?;
-                    json!({
-                        "id": tool.id(),
-                        "description": tool.description(),
-                        "input": tool.input_schema(),
-                        "output": tool.output_schema(),
-                    })
-                }
-                Backend::Remote(remote) => {
-                    let tool = remote.get(&format!("/api/tools/{id}")).await?;
-                    json!({
-                        "id": tool["id"],
-                        "description": tool["description"],
-                        "input": tool["inputSchema"],
-                        "output": tool["outputSchema"],
-                    })
-                }
-            };
+            let tool = backend.tool(&id).await?;
+            let schema = json!({
+                "id": tool.id,
+                "description": tool.description,
+                "input": tool.input_schema,
+                "output": tool.output_schema,
+            });
             outln!("{}", serde_json::to_string_pretty(&schema)?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Invoke { id, input } => {
             let input: Value =
                 serde_json::from_str(&input).context("the input is not valid JSON")?;
-            let result = match backend {
-                Backend::Local { runtime, .. } => {
-                    let prepared = prepare(runtime).await?;
-                    // A tool that needs approval is asked about on the terminal, as in a prompt.
-                    let approval = match prepared.tools.approval(&id, &input) {
-                        agentic_core::Approval::Required { reason } => {
-                            ui::decide(&id, &reason, &input, false)
-                        }
-                        agentic_core::Approval::NotRequired => Ok(()),
-                    };
-                    match approval {
-                        Err(refusal) => Err(refusal),
-                        Ok(()) => {
-                            let context = ToolContext::new(
-                                USER,
-                                "cli",
-                                State::default(),
-                                runtime.services().clone(),
-                            );
-                            prepared
-                                .tools
-                                .invoke(context, &id, input)
-                                .await
-                                .map_err(|error| error.to_string())
-                        }
-                    }
-                }
-                Backend::Remote(remote) => {
-                    match remote.post(&format!("/api/tools/{id}/invoke"), input).await {
-                        Ok(result) => Ok(result["output"].clone()),
-                        Err(error) => match error.downcast::<RemoteError>() {
-                            Ok(remote) => Err(remote.message),
-                            Err(other) => return Err(other),
-                        },
-                    }
-                }
-            };
-            match result {
+            match backend.invoke(&id, input).await? {
                 Ok(output) => {
                     outln!("{}", serde_json::to_string_pretty(&output)?);
                     Ok(ExitCode::SUCCESS)
@@ -418,12 +311,7 @@ async fn dispatch(backend: &Backend, command: Option<Command>) -> anyhow::Result
             }
         }
         Command::Capabilities => {
-            let capabilities = match backend {
-                Backend::Local { runtime, .. } => {
-                    serde_json::to_value(runtime.services().capabilities())?
-                }
-                Backend::Remote(remote) => remote.get("/api/capabilities").await?,
-            };
+            let capabilities = backend.capabilities().await?;
             outln!("{}", serde_json::to_string_pretty(&capabilities)?);
             Ok(ExitCode::SUCCESS)
         }
@@ -435,68 +323,37 @@ fn unreachable_serve() -> anyhow::Result<ExitCode> {
     anyhow::bail!("`serve` is handled before any backend is chosen")
 }
 
-async fn prepare(runtime: &Runtime) -> anyhow::Result<agentic_core::Prepared> {
-    runtime
-        .services()
-        .prepare(USER, "cli", "classic", &State::default())
-        .await
-}
-
 /// Runs one prompt; returns the exit code and the conversation it ran in.
 async fn prompt_once(
-    backend: &Backend,
+    backend: &dyn Backend,
     conversation: Option<&str>,
     message: String,
     settings: &PromptSettings,
 ) -> anyhow::Result<(ExitCode, Option<String>)> {
-    let mut driver: Box<dyn PromptDriver> = match backend {
-        Backend::Local { service, .. } => {
-            let service = service.as_ref().context("no conversation store")?;
-            match local::start(service, conversation, message, settings).await {
-                Ok(driver) => Box::new(driver),
-                Err(ConversationError::NotFound(id)) => {
-                    eprintln!(
-                        "agentic: no conversation \"{id}\"; `agentic conversations` lists yours"
-                    );
-                    return Ok((ExitCode::from(2), None));
-                }
-                Err(error) => {
-                    eprintln!("agentic: {error}");
-                    return Ok((ExitCode::FAILURE, None));
-                }
-            }
+    let mut driver = match backend.start(conversation, message, settings).await {
+        Ok(driver) => driver,
+        Err(StartError::Usage(message)) => {
+            eprintln!("agentic: {message}");
+            return Ok((ExitCode::from(2), None));
         }
-        Backend::Remote(remote) => match remote.start(conversation, message, settings).await {
-            Ok(driver) => Box::new(driver),
-            Err(error) => {
-                let usage = error
-                    .downcast_ref::<RemoteError>()
-                    .is_some_and(|remote| matches!(remote.status, 400 | 404 | 422));
-                eprintln!("agentic: {error:#}");
-                let code = if usage {
-                    ExitCode::from(2)
-                } else {
-                    ExitCode::FAILURE
-                };
-                return Ok((code, None));
-            }
-        },
+        Err(StartError::Failed(error)) => {
+            eprintln!("agentic: {error:#}");
+            return Ok((ExitCode::FAILURE, None));
+        }
     };
     let code = ui::follow(driver.as_mut(), settings).await?;
     Ok((code, Some(driver.conversation_id().to_owned())))
 }
 
 /// `agentic` with no command: a prompt per line, in one stored conversation until `/new`.
-async fn repl(backend: &Backend) -> anyhow::Result<ExitCode> {
-    let modes: Vec<String> = match backend {
-        Backend::Local { runtime, .. } => runtime.services().modes.ids(),
-        Backend::Remote(remote) => remote.get("/api/capabilities").await?["modes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|mode| mode["id"].as_str().map(str::to_owned))
-            .collect(),
-    };
+async fn repl(backend: &dyn Backend) -> anyhow::Result<ExitCode> {
+    let modes: Vec<String> = backend
+        .capabilities()
+        .await?
+        .modes
+        .into_iter()
+        .map(|mode| mode.id)
+        .collect();
     let mut settings = PromptSettings {
         mode: "classic".to_owned(),
         model: ModelKind::Normal,

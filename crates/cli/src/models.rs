@@ -8,12 +8,12 @@ use agentic_plugin_local::pull::{self, Progress};
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// Progress on stderr: messages always, a bar only on a terminal.
-pub struct Bar {
+pub(crate) struct Bar {
     bar: ProgressBar,
 }
 
 impl Bar {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let bar = ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
         bar.set_style(
             ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec}")
@@ -40,7 +40,7 @@ impl Progress for Bar {
 
 /// A model name `agentic model pull` does not know.
 #[derive(Debug)]
-pub struct UnknownModel(String);
+pub(crate) struct UnknownModel(String);
 
 impl std::fmt::Display for UnknownModel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -58,7 +58,7 @@ impl std::error::Error for UnknownModel {}
 
 /// `agentic model pull [name]`: fetches a known model (the default without a name) unless it
 /// is already there, and prints its path.
-pub fn pull(name: Option<&str>) -> anyhow::Result<()> {
+pub(crate) fn pull(name: Option<&str>) -> anyhow::Result<()> {
     let model = match name {
         None => &pull::DEFAULT_MODEL,
         Some(name) => pull::known(name).ok_or_else(|| UnknownModel(name.to_owned()))?,
@@ -70,7 +70,7 @@ pub fn pull(name: Option<&str>) -> anyhow::Result<()> {
 
 /// `agentic model list`: the known models (pulled or not), then the model files in the models
 /// directory.
-pub fn list() -> anyhow::Result<()> {
+pub(crate) fn list() -> anyhow::Result<()> {
     let dir = pull::models_dir()?;
     for model in pull::KNOWN_MODELS {
         let pulled = dir.join(model.file).is_file();
@@ -113,7 +113,7 @@ fn has_provider(runtime: &Runtime) -> bool {
 /// Builds the runtime with `build`. When no provider is configured, the default local model
 /// is fetched (once) and the runtime built again, so that it answers; either way, a runtime
 /// that ends up on the local model says so once on stderr.
-pub async fn with_model_fallback<F, Fut>(build: F) -> anyhow::Result<Arc<Runtime>>
+pub(crate) async fn with_model_fallback<F, Fut>(build: F) -> anyhow::Result<Arc<Runtime>>
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<Runtime>>,

@@ -2,17 +2,25 @@
 
 use std::pin::Pin;
 
-use agentic_core::{Event, Prompt};
+use agentic_api::types::{
+    ApproveBody, DecisionAccepted, InvokeResult, PromptAccepted, PromptBody, RejectBody,
+    ToolDetail, ToolSummary,
+};
+use agentic_conversation::Conversation;
+use agentic_core::{Capabilities, Event, Prompt};
 use anyhow::{Context as _, bail};
 use async_trait::async_trait;
 use futures::{Stream, StreamExt};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
 
+use crate::backend::{Backend, StartError};
 use crate::ui::{PromptDriver, PromptSettings};
 
 /// A client of one server, as one user.
 #[derive(Clone)]
-pub struct Remote {
+pub(crate) struct Remote {
     base: String,
     user: String,
     token: Option<String>,
@@ -22,7 +30,7 @@ pub struct Remote {
 impl Remote {
     /// The user is `AGENTIC_USER_ID` (default `cli`); `AGENTIC_API_TOKEN` is sent as a bearer
     /// token when set.
-    pub fn new(base: &str) -> anyhow::Result<Self> {
+    pub(crate) fn new(base: &str) -> anyhow::Result<Self> {
         let base = base.trim_end_matches('/').to_owned();
         anyhow::ensure!(
             base.starts_with("http://") || base.starts_with("https://"),
@@ -53,7 +61,7 @@ impl Remote {
     }
 
     /// Sends a request and returns its JSON body, or the server's error as an error.
-    pub async fn call(
+    pub(crate) async fn call(
         &self,
         method: reqwest::Method,
         path: &str,
@@ -92,65 +100,58 @@ impl Remote {
         Ok(body)
     }
 
-    pub async fn get(&self, path: &str) -> anyhow::Result<Value> {
-        self.call(reqwest::Method::GET, path, None).await
+    pub(crate) async fn get<T: DeserializeOwned>(&self, path: &str) -> anyhow::Result<T> {
+        let body = self.call(reqwest::Method::GET, path, None).await?;
+        serde_json::from_value(body).with_context(|| format!("unreadable answer to GET {path}"))
     }
 
-    pub async fn post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
-        self.call(reqwest::Method::POST, path, Some(body)).await
+    pub(crate) async fn post<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: impl Serialize,
+    ) -> anyhow::Result<T> {
+        let body = serde_json::to_value(body)?;
+        let answer = self.call(reqwest::Method::POST, path, Some(body)).await?;
+        serde_json::from_value(answer).with_context(|| format!("unreadable answer to POST {path}"))
     }
 
     /// Starts a prompt and follows its events.
-    pub async fn start(
+    async fn start_prompt(
         &self,
         conversation: Option<&str>,
         message: String,
         settings: &PromptSettings,
     ) -> anyhow::Result<RemotePrompt> {
-        let mut body = json!({
-            "input": message,
-            "mode": settings.mode,
-            "model": settings.model.as_str(),
-        });
-        if let Some(conversation) = conversation {
-            body["conversationId"] = json!(conversation);
-        }
-        let accepted = self.post("/api/prompt", body).await?;
-        let prompt_id = accepted["promptId"]
-            .as_str()
-            .context("the server answered without a promptId")?
-            .to_owned();
-        let conversation_id = accepted["conversationId"]
-            .as_str()
-            .context("the server answered without a conversationId")?
-            .to_owned();
-        // From the start of the replay window, so the events published before this request
-        // connected (the prompt may already be running) come too.
-        let response = self
-            .request(
-                reqwest::Method::GET,
-                &format!("/api/events/stream?promptId={prompt_id}&lastEventId=0"),
-            )
-            .send()
-            .await
-            .context("could not open the event stream")?;
-        if !response.status().is_success() {
-            bail!("the event stream answered {}", response.status());
-        }
-        let events = eventsource_stream::EventStream::new(response.bytes_stream()).boxed();
-        Ok(RemotePrompt {
+        let body = PromptBody {
+            input: message,
+            model: settings.model,
+            mode: Some(settings.mode.clone()),
+            conversation_id: conversation.map(str::to_owned),
+        };
+        let PromptAccepted {
+            prompt_id,
+            conversation_id,
+        } = self.post("/api/prompt", body).await?;
+        let mut prompt = RemotePrompt {
             remote: self.clone(),
             prompt_id,
             conversation_id,
-            events,
-        })
+            events: futures::stream::empty().boxed(),
+            last_seq: 0,
+            complete: settings.json,
+            reconnects: 0,
+        };
+        // From the start of the replay window, so the events published before this request
+        // connected (the prompt may already be running) come too.
+        prompt.connect().await?;
+        Ok(prompt)
     }
 }
 
 /// An error answer from the server.
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
-pub struct RemoteError {
+pub(crate) struct RemoteError {
     pub status: u16,
     pub code: String,
     pub message: String,
@@ -167,11 +168,54 @@ type EventStream = Pin<
     >,
 >;
 
-pub struct RemotePrompt {
+pub(crate) struct RemotePrompt {
     remote: Remote,
     prompt_id: String,
     conversation_id: String,
     events: EventStream,
+    /// The `seq` of the last event received: where a reconnection resumes.
+    last_seq: u64,
+    /// Whether every event must arrive (`--json`), or the prompt read at the end is enough.
+    complete: bool,
+    /// Reconnections in a row that brought no event.
+    reconnects: u32,
+}
+
+/// Reconnections in a row, without an event between them, before the CLI gives up.
+const MAX_RECONNECTS: u32 = 5;
+
+impl RemotePrompt {
+    /// Opens the prompt's event stream after `last_seq`, as `Last-Event-ID`.
+    async fn connect(&mut self) -> anyhow::Result<()> {
+        let response = self
+            .remote
+            .request(
+                reqwest::Method::GET,
+                &format!("/api/events/stream?promptId={}", self.prompt_id),
+            )
+            .header("last-event-id", self.last_seq.to_string())
+            .send()
+            .await
+            .context("could not open the event stream")?;
+        if !response.status().is_success() {
+            bail!("the event stream answered {}", response.status());
+        }
+        self.events = eventsource_stream::EventStream::new(response.bytes_stream()).boxed();
+        Ok(())
+    }
+
+    /// Resumes after the last event received, once a lag or a broken connection cut the
+    /// stream; the server replays what was missed.
+    async fn reconnect(&mut self, why: &str) -> anyhow::Result<()> {
+        self.reconnects += 1;
+        if self.reconnects > MAX_RECONNECTS {
+            bail!("the event stream {why}, {MAX_RECONNECTS} times in a row");
+        }
+        if self.reconnects > 1 {
+            tokio::time::sleep(std::time::Duration::from_millis(200 << self.reconnects)).await;
+        }
+        self.connect().await
+    }
 }
 
 #[async_trait]
@@ -181,44 +225,125 @@ impl PromptDriver for RemotePrompt {
     }
 
     async fn next_event(&mut self) -> anyhow::Result<Option<Event>> {
-        while let Some(item) = self.events.next().await {
-            let item = item.context("the event stream broke")?;
-            if item.event.starts_with("stream.") {
-                // Gaps and lags: the prompt read at the end is the truth either way.
-                continue;
+        loop {
+            let item = match self.events.next().await {
+                None => return Ok(None),
+                Some(Err(error)) => {
+                    self.reconnect(&format!("broke ({error})")).await?;
+                    continue;
+                }
+                Some(Ok(item)) => item,
+            };
+            match item.event.as_str() {
+                // This client fell behind and the server skipped events: catch up from the
+                // replay window.
+                "stream.lagged" => self.reconnect("fell behind").await?,
+                "stream.gap" if self.complete => bail!(
+                    "the server no longer holds some events of prompt {} (they left its replay \
+                     window), so this output is incomplete; GET /api/prompts/{} has the whole \
+                     prompt",
+                    self.prompt_id,
+                    self.prompt_id
+                ),
+                "stream.gap" => {
+                    eprintln!("agentic: some of the prompt's live events were missed");
+                }
+                _ => {
+                    let event: Event = serde_json::from_str(&item.data).with_context(|| {
+                        format!("unreadable event from the server: {}", item.data)
+                    })?;
+                    // Replayed after a reconnection and already printed: skipped.
+                    if event.seq <= self.last_seq {
+                        continue;
+                    }
+                    self.last_seq = event.seq;
+                    self.reconnects = 0;
+                    return Ok(Some(event));
+                }
             }
-            let event: Event = serde_json::from_str(&item.data)
-                .with_context(|| format!("unreadable event from the server: {}", item.data))?;
-            return Ok(Some(event));
         }
-        Ok(None)
     }
 
     async fn approve(&mut self, tool_call_id: &str) -> anyhow::Result<()> {
-        self.remote
+        let _: DecisionAccepted = self
+            .remote
             .post(
                 &format!("/api/prompts/{}/approve", self.prompt_id),
-                json!({ "toolCallId": tool_call_id }),
+                ApproveBody {
+                    tool_call_id: tool_call_id.to_owned(),
+                },
             )
             .await?;
         Ok(())
     }
 
     async fn reject(&mut self, tool_call_id: &str, reason: &str) -> anyhow::Result<()> {
-        self.remote
+        let _: DecisionAccepted = self
+            .remote
             .post(
                 &format!("/api/prompts/{}/reject", self.prompt_id),
-                json!({ "toolCallId": tool_call_id, "reason": reason }),
+                RejectBody {
+                    tool_call_id: tool_call_id.to_owned(),
+                    reason: Some(reason.to_owned()),
+                },
             )
             .await?;
         Ok(())
     }
 
     async fn finish(&mut self) -> anyhow::Result<Prompt> {
-        let prompt = self
-            .remote
+        self.remote
             .get(&format!("/api/prompts/{}", self.prompt_id))
-            .await?;
-        serde_json::from_value(prompt).context("unreadable prompt from the server")
+            .await
+    }
+}
+
+#[async_trait]
+impl Backend for Remote {
+    async fn conversations(&self) -> anyhow::Result<Vec<Conversation>> {
+        self.get("/api/conversations").await
+    }
+
+    async fn tools(&self) -> anyhow::Result<Vec<ToolSummary>> {
+        self.get("/api/tools").await
+    }
+
+    async fn tool(&self, id: &str) -> anyhow::Result<ToolDetail> {
+        self.get(&format!("/api/tools/{id}")).await
+    }
+
+    async fn invoke(&self, id: &str, input: Value) -> anyhow::Result<Result<Value, String>> {
+        match self
+            .post::<InvokeResult>(&format!("/api/tools/{id}/invoke"), input)
+            .await
+        {
+            Ok(result) => Ok(Ok(result.output)),
+            // The server's refusals and the tool's failures are the tool's answer.
+            Err(error) => match error.downcast::<RemoteError>() {
+                Ok(remote) => Ok(Err(remote.message)),
+                Err(other) => Err(other),
+            },
+        }
+    }
+
+    async fn capabilities(&self) -> anyhow::Result<Capabilities> {
+        self.get("/api/capabilities").await
+    }
+
+    async fn start(
+        &self,
+        conversation: Option<&str>,
+        message: String,
+        settings: &PromptSettings,
+    ) -> Result<Box<dyn PromptDriver>, StartError> {
+        match self.start_prompt(conversation, message, settings).await {
+            Ok(prompt) => Ok(Box::new(prompt)),
+            Err(error) => match error.downcast_ref::<RemoteError>() {
+                Some(remote) if matches!(remote.status, 400 | 404 | 422) => {
+                    Err(StartError::Usage(format!("{error:#}")))
+                }
+                _ => Err(StartError::Failed(error)),
+            },
+        }
     }
 }

@@ -11,16 +11,16 @@ use agentic_core::Config;
 use anyhow::Context as _;
 
 /// The default address of `agentic serve`, the one the docs' curl examples use.
-pub const DEFAULT_ADDR: &str = "127.0.0.1:4000";
+pub(crate) const DEFAULT_ADDR: &str = "127.0.0.1:4000";
 
 #[derive(Debug, Default)]
-pub struct Settings {
+pub(crate) struct Settings {
     /// The whole file, as the runtime's config.
     pub config: Config,
 }
 
 impl Settings {
-    pub fn load(flag: Option<&Path>) -> anyhow::Result<Self> {
+    pub(crate) fn load(flag: Option<&Path>) -> anyhow::Result<Self> {
         let path = match flag {
             Some(path) => Some(path.to_path_buf()),
             None => match std::env::var_os("AGENTIC_CONFIG") {
@@ -50,14 +50,14 @@ impl Settings {
     }
 
     /// `--server`, else `AGENTIC_SERVER`, else `server` in the file.
-    pub fn server(&self, flag: Option<&str>) -> Option<String> {
+    pub(crate) fn server(&self, flag: Option<&str>) -> Option<String> {
         flag.map(str::to_owned)
             .or_else(|| env("AGENTIC_SERVER"))
             .or_else(|| self.key("server"))
     }
 
     /// `AGENTIC_DATABASE_URL`, else `database` in the file, else the default SQLite file.
-    pub fn database_url(&self) -> anyhow::Result<String> {
+    pub(crate) fn database_url(&self) -> anyhow::Result<String> {
         match env(agentic_conversation::DATABASE_URL_ENV).or_else(|| self.key("database")) {
             Some(url) => Ok(url),
             None => agentic_conversation::database_url_from_env(),
@@ -65,7 +65,7 @@ impl Settings {
     }
 
     /// `--addr`, else `AGENTIC_ADDR`, else `addr` in the file, else 127.0.0.1:4000.
-    pub fn addr(&self, flag: Option<&str>) -> String {
+    pub(crate) fn addr(&self, flag: Option<&str>) -> String {
         flag.map(str::to_owned)
             .or_else(|| env("AGENTIC_ADDR"))
             .or_else(|| self.key("addr"))

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 
 /// How prompts run, from flags or REPL commands.
 #[derive(Debug, Clone)]
-pub struct PromptSettings {
+pub(crate) struct PromptSettings {
     pub mode: String,
     pub model: agentic_core::ModelKind,
     pub json: bool,
@@ -20,7 +20,7 @@ pub struct PromptSettings {
 
 /// One running prompt, wherever it runs.
 #[async_trait]
-pub trait PromptDriver: Send {
+pub(crate) trait PromptDriver: Send {
     fn conversation_id(&self) -> &str;
     /// The next event of this prompt; `None` once nothing more will come.
     async fn next_event(&mut self) -> anyhow::Result<Option<Event>>;
@@ -33,7 +33,7 @@ pub trait PromptDriver: Send {
 const FRAMES: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 
 /// Follows a prompt to its end: prints, asks, decides; returns the exit code.
-pub async fn follow(
+pub(crate) async fn follow(
     driver: &mut dyn PromptDriver,
     settings: &PromptSettings,
 ) -> anyhow::Result<ExitCode> {
@@ -112,7 +112,7 @@ pub async fn follow(
 }
 
 /// Asks on the terminal, approves with `--yes`, and refuses when nobody can be asked.
-pub fn decide(
+pub(crate) fn decide(
     tool: &str,
     reason: &str,
     input: &serde_json::Value,

@@ -17,7 +17,7 @@ impl Drop for Script {
 }
 
 fn script(name: &str, turns: &str) -> Script {
-    let path = std::env::temp_dir().join(format!("agentic-cli-{}-{name}.yaml", std::process::id()));
+    let path = scratch().join(format!("{name}.yaml"));
     std::fs::write(&path, turns).unwrap();
     Script(path)
 }
@@ -52,8 +52,32 @@ fn command(arguments: &[&str], provider: Option<&Script>) -> Command {
 }
 
 fn database_url() -> String {
-    let path = std::env::temp_dir().join(format!("agentic-cli-{}.db", std::process::id()));
-    format!("sqlite://{}", path.display())
+    format!("sqlite://{}", scratch().join("agentic.db").display())
+}
+
+/// This test process's directory for its database and files: `cli-<pid>` in Cargo's
+/// temporary directory for integration tests (under `target/`), never `/tmp`. A test binary
+/// has no hook at exit, so each run removes the directories of earlier runs whose process is
+/// gone.
+fn scratch() -> &'static std::path::Path {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+        if let Ok(entries) = std::fs::read_dir(&base) {
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let Some(pid) = name.strip_prefix("cli-") else {
+                    continue;
+                };
+                if !std::path::Path::new("/proc").join(pid).exists() {
+                    let _ = std::fs::remove_dir_all(entry.path());
+                }
+            }
+        }
+        let dir = base.join(format!("cli-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    })
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -111,37 +135,25 @@ fn the_binary_as_its_own_worker_keeps_the_memory_limit() {
     assert!(stdout.contains("recovered"), "{stdout}");
 }
 
-/// A script that calls a tool a thousand times publishes thousands of events, and the reader
-/// of `--json` takes none for a while (a full pipe, as behind a slow consumer); every event
-/// still comes out, in order (they used to be dropped once the CLI fell 1,024 behind).
-#[test]
-fn json_keeps_every_event_of_a_busy_script_for_a_slow_reader() {
-    let turns = script(
-        "busy",
-        "- code: |\n    for (let i = 0; i < 1000; i++) { timeNow({ timezone: \"UTC\" }); output(\"n\" + i); }\n    done();\n",
-    );
-    // A debug build on a busy machine may need more than the default 30 s for 1,000 calls.
-    let config = std::env::temp_dir().join(format!("agentic-cli-{}-busy.toml", std::process::id()));
+const BUSY_SCRIPT: &str = "- code: |\n    for (let i = 0; i < 1000; i++) { timeNow({ timezone: \"UTC\" }); output(\"n\" + i); }\n    done();\n";
+
+/// A config that lets a debug build on a busy machine take more than the default 30 s for
+/// 1,000 calls.
+fn busy_config() -> PathBuf {
+    let config = scratch().join("busy.toml");
     std::fs::write(&config, "[interpreter.sandbox]\nwallTimeMs = 600000\n").unwrap();
-    let mut child = command(
-        &[
-            "--config",
-            config.to_str().unwrap(),
-            "prompt",
-            "Check the clock a lot",
-            "-m",
-            "code",
-            "--json",
-        ],
-        Some(&turns),
-    )
-    .spawn()
-    .unwrap();
+    config
+}
+
+/// Runs `agentic <arguments>` reading nothing of its stdout for a while (a full pipe, as
+/// behind a slow consumer), then checks that every event of the busy script came out, once
+/// and in order.
+fn assert_every_busy_event_arrives(arguments: &[&str], provider: Option<&Script>) {
+    let mut child = command(arguments, provider).spawn().unwrap();
     drop(child.stdin.take());
     // Read nothing for a while: the pipe fills and the CLI's writes wait.
     std::thread::sleep(std::time::Duration::from_secs(10));
     let output = child.wait_with_output().unwrap();
-    let _ = std::fs::remove_file(&config);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     assert!(
         !text(&output.stderr).contains("dropped"),
@@ -158,7 +170,7 @@ fn json_keeps_every_event_of_a_busy_script_for_a_slow_reader() {
         .collect();
     assert!(
         seqs.windows(2).all(|pair| pair[0] < pair[1]),
-        "events out of order"
+        "events out of order or repeated"
     );
     let outputs = |kind: &str| {
         events
@@ -169,14 +181,58 @@ fn json_keeps_every_event_of_a_busy_script_for_a_slow_reader() {
     };
     // Each call is published running and finished; the execution itself twice too.
     assert_eq!(outputs("tool"), 2 * 1000 + 2);
+    // Each line shown is `n<i>`, perhaps followed by padding.
     let shown: Vec<&str> = events
         .iter()
         .filter(|event| event["type"] == "prompt.output")
         .filter_map(|event| event["data"]["output"]["content"].as_str())
+        .map(|content| content.split(' ').next().unwrap_or_default())
         .collect();
     let expected: Vec<String> = (0..1000).map(|i| format!("n{i}")).collect();
     assert_eq!(shown, expected);
     assert_eq!(events.last().unwrap()["type"], "prompt.completed");
+}
+
+/// A script that calls a tool a thousand times publishes thousands of events, and the reader
+/// of `--json` takes none for a while; every event still comes out, in order (they used to be
+/// dropped once the CLI fell 1,024 behind).
+#[test]
+fn json_keeps_every_event_of_a_busy_script_for_a_slow_reader() {
+    let turns = script("busy", BUSY_SCRIPT);
+    let config = busy_config();
+    let arguments = ["--config", config.to_str().unwrap()];
+    let prompt = ["prompt", "Check the clock a lot", "-m", "code", "--json"];
+    assert_every_busy_event_arrives(&[&arguments[..], &prompt[..]].concat(), Some(&turns));
+}
+
+/// The same against `agentic serve`: the server's stream tells a client that fell behind
+/// (`stream.lagged`), and the CLI resumes after the last event it printed, with
+/// `Last-Event-ID`, instead of skipping what it missed. Each line is padded to 10,000
+/// characters, so the socket buffers fill and the server's stream falls behind for sure.
+#[test]
+fn json_over_the_api_keeps_every_event_of_a_busy_script_for_a_slow_reader() {
+    let turns = script(
+        "busy-remote",
+        "- code: |\n    const pad = \"x\".repeat(10000);\n    for (let i = 0; i < 1000; i++) { timeNow({ timezone: \"UTC\" }); output(\"n\" + i + \" \" + pad); }\n    done();\n",
+    );
+    let config = scratch().join("busy-remote.toml");
+    std::fs::write(
+        &config,
+        "[interpreter.sandbox]\nwallTimeMs = 600000\nmaxOutputChars = 20000000\n",
+    )
+    .unwrap();
+    let (mut server, url) = serve_on(
+        &turns,
+        &database_url(),
+        &["--config", config.to_str().unwrap()],
+    );
+    let prompt = ["prompt", "Check the clock a lot", "-m", "code", "--json"];
+    assert_every_busy_event_arrives(
+        &[&["--server", url.as_str()][..], &prompt[..]].concat(),
+        None,
+    );
+    server.kill().unwrap();
+    server.wait().unwrap();
 }
 
 #[test]
@@ -565,7 +621,7 @@ fn a_conversation_continues_with_c_and_is_listed() {
 
 /// A config file that makes `time.now` need approval.
 fn approval_config(name: &str) -> PathBuf {
-    let path = std::env::temp_dir().join(format!("agentic-cli-{}-{name}.toml", std::process::id()));
+    let path = scratch().join(format!("{name}.toml"));
     std::fs::write(&path, "requireApproval = [\"time.now\"]\n").unwrap();
     path
 }
@@ -692,12 +748,13 @@ fn serve_and_a_client_with_server_run_a_code_prompt_over_http() {
 
 /// `agentic serve` on a free port, with a scripted model; returns the child and its URL.
 fn serve(turns: &Script) -> (std::process::Child, String) {
-    serve_on(turns, &database_url())
+    serve_on(turns, &database_url(), &[])
 }
 
 /// [`serve`] over the database at `database`.
-fn serve_on(turns: &Script, database: &str) -> (std::process::Child, String) {
+fn serve_on(turns: &Script, database: &str, options: &[&str]) -> (std::process::Child, String) {
     let mut server = Command::new(env!("CARGO_BIN_EXE_agentic"))
+        .args(options)
         .args(["serve", "--addr", "127.0.0.1:0"])
         .env_remove("OPENAI_API_KEY")
         .env_remove("OPENAI_BASE_URL")
@@ -809,10 +866,9 @@ fn todos_persist_between_cli_runs() {
 #[test]
 fn serve_fires_a_trigger_as_a_prompt_in_the_users_trigger_conversation() {
     // A database of its own: the servers of other tests must not fire this trigger.
-    let database =
-        std::env::temp_dir().join(format!("agentic-cli-{}-trigger.db", std::process::id()));
+    let database = scratch().join("trigger.db");
     let turns = script("trigger", "- text: Fired on schedule.\n");
-    let (mut server, url) = serve_on(&turns, &format!("sqlite://{}", database.display()));
+    let (mut server, url) = serve_on(&turns, &format!("sqlite://{}", database.display()), &[]);
     let curl = |arguments: &[&str]| -> serde_json::Value {
         let output = Command::new("curl")
             .args([

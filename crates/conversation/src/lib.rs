@@ -20,7 +20,6 @@ pub mod migration;
 pub mod registry;
 pub mod service;
 pub mod store;
-pub mod testing;
 mod writes;
 
 pub use background::{

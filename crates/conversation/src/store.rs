@@ -17,7 +17,7 @@ use sea_orm::{
     DatabaseTransaction, DbBackend, EntityTrait, QueryFilter, QueryOrder, SqliteTransactionMode,
     Statement, TransactionOptions,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::entity::{conversation, instance, prompt, prompt_output};
@@ -60,7 +60,7 @@ pub fn database_url_from_env() -> anyhow::Result<String> {
 }
 
 /// A conversation as callers see it.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Conversation {
     pub id: String,
@@ -228,17 +228,23 @@ impl Store {
     /// shares a `BEGIN IMMEDIATE` group commit, and the answer comes once it is committed. The
     /// closure may run more than once (a failed batch is retried write by write) and must not
     /// act outside the transaction.
-    pub async fn write_with<F>(&self, write: F) -> anyhow::Result<Value>
+    pub async fn write_with<T, F>(&self, write: F) -> anyhow::Result<T>
     where
-        F: for<'a> Fn(
-                &'a DatabaseTransaction,
-            ) -> futures::future::BoxFuture<'a, anyhow::Result<Value>>
+        T: Send + 'static,
+        F: for<'a> Fn(&'a DatabaseTransaction) -> futures::future::BoxFuture<'a, anyhow::Result<T>>
             + Send
             + Sync
             + 'static,
     {
-        match self.write(Write::Custom(Arc::new(write))).await? {
-            Written::Value(value) => Ok(value),
+        let custom: crate::writes::CustomWrite = Arc::new(move |transaction| {
+            let written = write(transaction);
+            Box::pin(async move { Ok(Box::new(written.await?) as Box<dyn std::any::Any + Send>) })
+        });
+        match self.write(Write::Custom(custom)).await? {
+            Written::Value(value) => value
+                .downcast::<T>()
+                .map(|value| *value)
+                .map_err(|_| anyhow::anyhow!("a custom write answered with another type")),
             other => bail!("unexpected answer to a custom write: {other:?}"),
         }
     }

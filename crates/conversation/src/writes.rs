@@ -10,6 +10,7 @@
 //! are merged into three statements, since each statement is a round trip to sqlx's SQLite
 //! thread. On PostgreSQL each write is its own transaction; the server runs them in parallel.
 
+use std::any::Any;
 use std::sync::Arc;
 
 use agentic_core::PromptState;
@@ -31,8 +32,10 @@ const MAX_BATCH: usize = 256;
 /// A plugin's own write, applied like ours (batched on SQLite, retried alone if its batch
 /// fails, so it may run more than once before it commits: it must not have effects outside
 /// the transaction).
-pub type CustomWrite = Arc<
-    dyn for<'a> Fn(&'a DatabaseTransaction) -> futures::future::BoxFuture<'a, anyhow::Result<Value>>
+pub(crate) type CustomWrite = Arc<
+    dyn for<'a> Fn(
+            &'a DatabaseTransaction,
+        ) -> futures::future::BoxFuture<'a, anyhow::Result<Box<dyn Any + Send>>>
         + Send
         + Sync,
 >;
@@ -157,8 +160,8 @@ impl std::fmt::Debug for Write {
 #[derive(Debug)]
 pub(crate) enum Written {
     Done,
-    /// What a custom write returned.
-    Value(Value),
+    /// What a custom write returned, of the type its caller asked for.
+    Value(Box<dyn Any + Send>),
     /// Rows affected.
     Count(u64),
     /// A claim: `Err(holder)` when another prompt holds the conversation.

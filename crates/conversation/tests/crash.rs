@@ -43,7 +43,7 @@ async fn child() {
         agentic_plugin_script::ScriptedProvider::from_file(std::path::Path::new(turns)).unwrap(),
     );
     let runtime = agentic_core::Runtime::builder()
-        .plugin(agentic_plugin_script::testing::kit::plugin())
+        .plugin(agentic_testing::kit::plugin())
         .provider(provider)
         .build()
         .await

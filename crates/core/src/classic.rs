@@ -52,6 +52,14 @@ pub struct PromptCompletion {
     approved: HashSet<String>,
 }
 
+impl std::fmt::Debug for PromptCompletion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PromptCompletion")
+            .field("prompt", &self.recorder.prompt().id)
+            .finish_non_exhaustive()
+    }
+}
+
 enum Progress {
     Continue,
     Paused,

@@ -25,7 +25,7 @@ use crate::protocol::{
 };
 
 /// How the engine reaches the host.
-pub trait HostLink {
+pub(crate) trait HostLink {
     /// Sends a request and blocks until its reply arrives.
     fn request(&mut self, request: HostRequest) -> HostReply;
     /// Sends a message that needs no reply (output, log).
@@ -33,12 +33,12 @@ pub trait HostLink {
 }
 
 /// Deepest nesting of brackets accepted in source; deeper code would overflow the parser's stack.
-pub const MAX_SOURCE_NESTING: usize = 1_000;
+pub(crate) const MAX_SOURCE_NESTING: usize = 1_000;
 /// Deepest value converted between JavaScript and JSON.
 const MAX_VALUE_DEPTH: usize = 100;
 
 /// Names the sandbox defines itself; tools never shadow them.
-pub const RESERVED_NAMES: &[&str] = &[
+pub(crate) const RESERVED_NAMES: &[&str] = &[
     "output",
     "done",
     "complete",
@@ -60,7 +60,7 @@ pub const RESERVED_NAMES: &[&str] = &[
 
 /// Options of the engine that are not per script.
 #[derive(Debug, Clone, Copy)]
-pub struct EngineOptions {
+pub(crate) struct EngineOptions {
     /// Stops runaway loops where nothing can kill the worker (the in-process backend).
     pub loop_iteration_limit: Option<u64>,
 }
@@ -68,7 +68,7 @@ pub struct EngineOptions {
 /// A context with the sandbox functions registered, waiting for its script. It may already
 /// have tool functions bound: those of the previous script, which the next iteration of the
 /// same prompt usually needs again.
-pub struct PreparedContext {
+pub(crate) struct PreparedContext {
     context: Context,
     bound_tools: Option<Vec<ToolBinding>>,
 }
@@ -81,7 +81,7 @@ impl std::fmt::Debug for PreparedContext {
 
 /// Builds a fresh context, with `tools` bound if given. Done ahead of time, while the worker
 /// waits for work.
-pub fn prepare_context(
+pub(crate) fn prepare_context(
     options: EngineOptions,
     tools: Option<&[ToolBinding]>,
 ) -> JsResult<PreparedContext> {
@@ -200,7 +200,7 @@ fn explain_json_parse_errors(context: &mut Context) -> JsResult<()> {
 type NativeFunctionPointer = fn(&JsValue, &[JsValue], &mut Context) -> JsResult<JsValue>;
 
 /// Runs one script to the end and reports what happened.
-pub fn execute(
+pub(crate) fn execute(
     prepared: PreparedContext,
     request: ExecuteRequest,
     link: Box<dyn HostLink>,
@@ -241,7 +241,7 @@ pub fn execute(
         Err(error)
             if error.kind == ScriptErrorKind::Syntax
                 && request.allow_prose
-                && looks_like_prose(&code) =>
+                && crate::prose::looks_like_prose(&code) =>
         {
             (CodePath::Prose, Ok(Value::Null))
         }
@@ -270,80 +270,9 @@ pub fn execute(
     }
 }
 
-/// Whether a reply that failed to parse reads as prose rather than broken code. Blocks fenced
-/// as another language (small models often answer with Python) are part of the answer, not
-/// JavaScript to fix, so they are left out of the judgement.
-pub fn looks_like_prose(text: &str) -> bool {
-    let kept: Vec<&str> = crate::prompt::segments(text)
-        .into_iter()
-        .filter(|segment| segment.fence.is_none() || segment.is_javascript_fence())
-        .flat_map(|segment| segment.lines)
-        .collect();
-    prose_lines(&kept.join("\n"))
-}
-
-fn prose_lines(text: &str) -> bool {
-    // Markdown's inline code (`time()`) is how prose mentions code; it is not code to run.
-    let text: String = text
-        .lines()
-        .map(|line| {
-            let mut kept = String::new();
-            for (index, part) in line.split('`').enumerate() {
-                if index % 2 == 0 {
-                    kept.push_str(part);
-                }
-            }
-            kept
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    let text = text.as_str();
-    const CODE_STARTS: &[&str] = &[
-        "const ",
-        "let ",
-        "var ",
-        "function ",
-        "return",
-        "if ",
-        "if(",
-        "for ",
-        "for(",
-        "while",
-        "await ",
-        "try",
-        "}",
-        "//",
-        "/*",
-        "import ",
-        "export ",
-        "class ",
-    ];
-    let code_like_lines = text
-        .lines()
-        .map(str::trim)
-        .filter(|line| !line.is_empty())
-        .filter(|line| {
-            CODE_STARTS.iter().any(|start| line.starts_with(start))
-                || line.ends_with(';')
-                || line.ends_with('{')
-                || line.contains("=>")
-                || line.contains(" = ")
-                || line.contains("();")
-                || calls_something(line)
-        });
-    code_like_lines.count() == 0
-}
-
-/// `name(` with no space between: how code calls things and prose rarely writes.
-fn calls_something(line: &str) -> bool {
-    line.as_bytes()
-        .windows(2)
-        .any(|pair| (pair[0].is_ascii_alphanumeric() || pair[0] == b'_') && pair[1] == b'(')
-}
-
 /// The deepest nesting of `(`, `[` and `{` in source, ignoring nothing: a cheap guard that runs
 /// before the parser, whose recursion would otherwise overflow the native stack.
-pub fn source_nesting(code: &str) -> usize {
+pub(crate) fn source_nesting(code: &str) -> usize {
     let mut depth: usize = 0;
     let mut deepest = 0;
     for byte in code.bytes() {
@@ -1636,25 +1565,6 @@ mod tests {
             with_last_expression_returned("const t = await f();\nfoo(\n  t,\n  2\n)"),
             "const t = await f();\nreturn (foo(\n  t,\n  2\n));"
         );
-    }
-
-    #[test]
-    fn prose_and_code_are_told_apart() {
-        assert!(looks_like_prose("The answer is 42 (roughly)."));
-        assert!(looks_like_prose("It is 10:30 in Oslo.\nHave a nice day!"));
-        assert!(!looks_like_prose("const x = timeNow(;"));
-        assert!(!looks_like_prose("output('hi'"));
-        assert!(!looks_like_prose("for (let i = 0; i < 3; i++) {"));
-        // An answer that shows Python is an answer, not JavaScript to repair.
-        assert!(looks_like_prose(
-            "The time is:\n```python\nimport datetime\nreturn datetime.now()\n```"
-        ));
-        assert!(!looks_like_prose("```js\nconst x = timeNow(;\n```"));
-        // Inline code in prose is prose; a template literal in code is still code.
-        assert!(looks_like_prose(
-            "You can use `time()` or `date` methods:\n- `time()`: Returns a Unix timestamp"
-        ));
-        assert!(!looks_like_prose("output(`Time: ${t}`"));
     }
 
     #[test]

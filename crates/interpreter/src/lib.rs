@@ -3,20 +3,23 @@
 //!
 //! The `interpreter` plugin registers mode `code` and the `interpreter.run-code` tool. A
 //! binary that hosts code mode calls [`run_worker_if_requested`] first thing in `main`, so it
-//! can serve as its own sandbox worker.
+//! can serve as its own sandbox worker. What other crates use is public: the plugin, the
+//! sandbox with its wire protocol (for tests and benches that drive scripts directly), and the
+//! worker's entry points; the rest stays inside.
 #![forbid(unsafe_code)]
 
-pub mod engine;
-pub mod mode;
+mod engine;
+mod host;
+mod mode;
 mod names;
-pub mod plugin;
-pub mod prompt;
+mod plugin;
+mod prompt;
+mod prose;
 pub mod protocol;
-pub mod sandbox;
-pub mod worker;
+mod sandbox;
+mod worker;
 
 pub use mode::{CODE_MODE, CodeExecutor};
-pub use names::{ToolNames, bindings, function_name};
 pub use plugin::{InterpreterConfig, InterpreterPlugin, RUN_CODE_TOOL};
 pub use sandbox::{Backend, Execution, Sandbox, SandboxConfig, SandboxError, SandboxEvent};
-pub use worker::run_worker_if_requested;
+pub use worker::{run_worker_if_requested, worker_process_main};

@@ -13,20 +13,21 @@ use agentic_core::{
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 
+use crate::host::{ScriptHost, calls_reply};
 use crate::plugin::Shared;
 use crate::prompt::{
     CODE_EXECUTE, extract_code, history_messages, iteration_messages, system_prompt,
 };
 use crate::protocol::{
-    CodePath, ExecuteRequest, ExecutionOutcome, HostReply, HostRequest, ParallelCall,
-    ScriptErrorKind, ToolBinding,
+    CodePath, ExecuteRequest, ExecutionOutcome, HostReply, ParallelCall, ScriptErrorKind,
+    ToolBinding,
 };
 use crate::sandbox::{Execution, SandboxEvent};
 
 pub const CODE_MODE: &str = "code";
 
 /// Registers [`CodeExecutor`] as mode `code`.
-pub struct CodeModeFactory {
+pub(crate) struct CodeModeFactory {
     pub(crate) shared: Arc<Shared>,
 }
 
@@ -60,6 +61,14 @@ pub struct CodeExecutor {
     /// `store()`/`recall()` values, carried from one iteration to the next.
     store: Map<String, Value>,
     active: Option<ActiveExecution>,
+}
+
+impl std::fmt::Debug for CodeExecutor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CodeExecutor")
+            .field("prompt", &self.recorder.prompt().id)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A script that is running, or paused at a host request.
@@ -328,23 +337,21 @@ impl CodeExecutor {
                 }
             }
             match active.execution.next().await {
-                SandboxEvent::Request { id, request } => match request {
-                    HostRequest::CallTool { tool, input } => {
-                        let calls = vec![ParallelCall { tool, input }];
-                        active.batch = Some(self.open_batch(id, false, calls, prepared).await?);
-                    }
-                    HostRequest::Parallel { calls } => {
-                        active.batch = Some(self.open_batch(id, true, calls, prepared).await?);
-                    }
-                    HostRequest::Llm { prompt, json } => {
-                        let reply = self.llm(&prompt, json).await;
+                SandboxEvent::Request { id, request } => {
+                    let mut host = ModeHost {
+                        executor: self,
+                        batch: None,
+                        prepared,
+                        bindings,
+                    };
+                    let reply = crate::host::answer(&mut host, id, request).await?;
+                    // Tool calls wait in a batch: run at the top of the loop, or held there
+                    // for a person.
+                    active.batch = host.batch;
+                    if let Some(reply) = reply {
                         active.execution.reply(id, reply).await;
                     }
-                    HostRequest::ToolSchema { tool } => {
-                        let reply = crate::prompt::describe_reply(&prepared.tools, bindings, &tool);
-                        active.execution.reply(id, reply).await;
-                    }
-                },
+                }
                 SandboxEvent::Output(text) => {
                     self.recorder.push_unstreamed_text(&text).await?;
                 }
@@ -367,9 +374,8 @@ impl CodeExecutor {
             parallel,
             calls: Vec::with_capacity(calls.len()),
         };
-        for mut call in calls {
+        for call in calls {
             let id = new_call_id();
-            call.input = prepared.tools.shorthand_input(&call.tool, call.input);
             let decision = match prepared.tools.approval(&call.tool, &call.input) {
                 Approval::Required { reason } if !self.shared.config.auto_approve => {
                     Decision::Ask(reason)
@@ -432,21 +438,7 @@ impl CodeExecutor {
         for file in context.take_files() {
             self.recorder.push_file(file).await?;
         }
-        if batch.parallel {
-            let values = results
-                .into_iter()
-                .map(|result| result.unwrap_or_else(|error| json!({ "error": error })))
-                .collect();
-            Ok(HostReply::Value {
-                value: Value::Array(values),
-            })
-        } else {
-            Ok(match results.into_iter().next() {
-                Some(Ok(value)) => HostReply::Value { value },
-                Some(Err(message)) => HostReply::Error { message },
-                None => HostReply::Value { value: Value::Null },
-            })
-        }
+        Ok(calls_reply(batch.parallel, results))
     }
 
     async fn llm(&mut self, prompt: &str, json: bool) -> HostReply {
@@ -914,6 +906,42 @@ fn code_shape(code: &str) -> String {
 
 fn new_call_id() -> String {
     format!("call_{}", uuid::Uuid::new_v4().simple())
+}
+
+/// Code mode as the host of its script: tool calls wait in a batch, so that calls needing
+/// approval can hold the script while a person decides.
+struct ModeHost<'a> {
+    executor: &'a mut CodeExecutor,
+    batch: Option<Batch>,
+    prepared: &'a Prepared,
+    bindings: &'a [ToolBinding],
+}
+
+#[async_trait]
+impl ScriptHost for ModeHost<'_> {
+    type Error = ExecutorError;
+
+    fn tools(&self) -> (&agentic_core::ToolSet, &[ToolBinding]) {
+        (&self.prepared.tools, self.bindings)
+    }
+
+    async fn tool_calls(
+        &mut self,
+        id: u64,
+        parallel: bool,
+        calls: Vec<ParallelCall>,
+    ) -> Result<Option<HostReply>, ExecutorError> {
+        let batch = self
+            .executor
+            .open_batch(id, parallel, calls, self.prepared)
+            .await?;
+        self.batch = Some(batch);
+        Ok(None)
+    }
+
+    async fn llm(&mut self, prompt: &str, json: bool) -> HostReply {
+        self.executor.llm(prompt, json).await
+    }
 }
 
 #[async_trait]

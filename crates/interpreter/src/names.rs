@@ -76,7 +76,7 @@ const JS_RESERVED: &[&str] = &[
 ];
 
 /// The camelCase function name of a dotted id, or `None` when nothing usable remains.
-pub fn function_name(id: &str) -> Option<String> {
+pub(crate) fn function_name(id: &str) -> Option<String> {
     let mut name = String::new();
     for (index, part) in id
         .split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
@@ -105,7 +105,7 @@ pub fn function_name(id: &str) -> Option<String> {
 /// A tool as [`bindings`] takes it: its dotted id, its description and the aliases it asks
 /// for (see `agentic_core::Tool::aliases`).
 #[derive(Debug, Clone, Copy)]
-pub struct ToolNames<'a> {
+pub(crate) struct ToolNames<'a> {
     pub id: &'a str,
     pub description: &'a str,
     pub aliases: &'a [String],
@@ -113,7 +113,7 @@ pub struct ToolNames<'a> {
 
 impl<'a> ToolNames<'a> {
     /// The names of a tool as it comes from a prompt's tool set.
-    pub fn of(tool: &'a dyn agentic_core::Tool) -> Self {
+    pub(crate) fn of(tool: &'a dyn agentic_core::Tool) -> Self {
         Self {
             id: tool.id(),
             description: tool.description(),
@@ -126,7 +126,7 @@ impl<'a> ToolNames<'a> {
 /// sandbox or JavaScript already use, are left out: those tools are reachable only as
 /// `tools["id"]`. An alias is bound only when it is a plain identifier that no tool's own
 /// name, no other tool's alias and no sandbox or JavaScript name claims: aliases never shadow.
-pub fn bindings<'a>(tools: impl IntoIterator<Item = ToolNames<'a>>) -> Vec<ToolBinding> {
+pub(crate) fn bindings<'a>(tools: impl IntoIterator<Item = ToolNames<'a>>) -> Vec<ToolBinding> {
     let mut tools: Vec<ToolNames<'a>> = tools.into_iter().collect();
     tools.sort_by_key(|tool| tool.id);
     let mut counts: HashMap<String, usize> = HashMap::new();
@@ -228,7 +228,7 @@ const EXTRA_GLOBALS: &[&str] = &[
 /// The namespace and method of a dotted id: `fs.list` → (`fs`, `list`),
 /// `interpreter.run-code` → (`interpreter`, `runCode`). `None` without a dot, or when either
 /// part is no identifier.
-pub fn member_of(id: &str) -> Option<(String, String)> {
+pub(crate) fn member_of(id: &str) -> Option<(String, String)> {
     let (namespace, rest) = id.split_once('.')?;
     let method = function_name(rest)?;
     (is_identifier(namespace) && is_identifier(&method)).then(|| (namespace.to_owned(), method))
@@ -290,7 +290,7 @@ fn words(text: &str) -> Vec<String> {
 
 /// Tools with at least one word of the query (a word matches a word it starts, so `todos`
 /// and `todo` meet), best first; names count three times as much as descriptions.
-pub fn rank_tools<'a>(tools: &'a [ToolBinding], query: &str) -> Vec<&'a ToolBinding> {
+pub(crate) fn rank_tools<'a>(tools: &'a [ToolBinding], query: &str) -> Vec<&'a ToolBinding> {
     let wanted = words(query);
     let meets =
         |a: &str, b: &str| a.len() >= 2 && b.len() >= 2 && (a.starts_with(b) || b.starts_with(a));

@@ -11,10 +11,11 @@ use agentic_core::{
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use crate::host::{ScriptHost, calls_reply};
 use crate::mode::CodeModeFactory;
-use crate::protocol::{ExecuteRequest, HostReply, HostRequest};
+use crate::protocol::{ExecuteRequest, HostReply, ParallelCall, ToolBinding};
 use crate::sandbox::{Sandbox, SandboxConfig, SandboxEvent};
 
 agentic_core::inventory::submit! {
@@ -130,7 +131,7 @@ impl Plugin for InterpreterPlugin {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RunCodeInput {
+pub(crate) struct RunCodeInput {
     /// JavaScript to run; its last expression or `return` is the result.
     pub code: String,
     /// Bound to the global `input`.
@@ -143,7 +144,7 @@ pub struct RunCodeInput {
 
 #[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct RunCodeOutput {
+pub(crate) struct RunCodeOutput {
     pub value: Value,
     pub output: Vec<String>,
     pub logs: Vec<String>,
@@ -194,35 +195,19 @@ async fn run_code(
             SandboxEvent::Output(text) => output.push(text),
             SandboxEvent::Log(text) => logs.push(text),
             SandboxEvent::Request { id, request } => {
-                let reply = match request {
-                    HostRequest::CallTool { tool, input } => {
-                        call_inside_run_code(shared, &prepared, &context, &tool, input).await
-                    }
-                    HostRequest::Parallel { calls } => {
-                        let (prepared, context) = (&prepared, &context);
-                        let runs = calls.into_iter().map(|call| async move {
-                            call_inside_run_code(shared, prepared, context, &call.tool, call.input)
-                                .await
-                        });
-                        let values = futures::future::join_all(runs)
-                            .await
-                            .into_iter()
-                            .map(|reply| match reply {
-                                HostReply::Value { value } => value,
-                                HostReply::Error { message } => json!({ "error": message }),
-                            })
-                            .collect();
-                        HostReply::Value {
-                            value: Value::Array(values),
-                        }
-                    }
-                    HostRequest::Llm { .. } => HostReply::Error {
-                        message: "llm() is available in code mode, not in interpreter.run-code"
-                            .to_owned(),
+                let mut host = RunCodeHost {
+                    shared,
+                    prepared: &prepared,
+                    context: &context,
+                    bindings: &bindings,
+                };
+                let reply = match crate::host::answer(&mut host, id, request).await {
+                    Ok(Some(reply)) => reply,
+                    // Calls are never held for a person here: they are refused instead.
+                    Ok(None) => HostReply::Error {
+                        message: "the call could not be answered".to_owned(),
                     },
-                    HostRequest::ToolSchema { tool } => {
-                        crate::prompt::describe_reply(&prepared.tools, &bindings, &tool)
-                    }
+                    Err(never) => match never {},
                 };
                 execution.reply(id, reply).await;
             }
@@ -240,32 +225,61 @@ async fn run_code(
     }
 }
 
-async fn call_inside_run_code(
-    shared: &Shared,
-    prepared: &agentic_core::Prepared,
-    context: &ToolContext,
-    tool: &str,
-    input: Value,
-) -> HostReply {
-    if tool == RUN_CODE_TOOL {
-        return HostReply::Error {
-            message: "interpreter.run-code cannot call itself".to_owned(),
-        };
+/// The host of a script run by `interpreter.run-code`: tools that need approval are refused,
+/// and there is no `llm()`.
+struct RunCodeHost<'a> {
+    shared: &'a Shared,
+    prepared: &'a agentic_core::Prepared,
+    context: &'a ToolContext,
+    bindings: &'a [ToolBinding],
+}
+
+#[async_trait]
+impl ScriptHost for RunCodeHost<'_> {
+    type Error = std::convert::Infallible;
+
+    fn tools(&self) -> (&agentic_core::ToolSet, &[ToolBinding]) {
+        (&self.prepared.tools, self.bindings)
     }
-    if let Approval::Required { reason } = prepared.tools.approval(tool, &input)
-        && !shared.config.auto_approve
-    {
-        return HostReply::Error {
-            message: format!(
+
+    async fn tool_calls(
+        &mut self,
+        _id: u64,
+        parallel: bool,
+        calls: Vec<ParallelCall>,
+    ) -> Result<Option<HostReply>, Self::Error> {
+        let this = &*self;
+        let runs = calls
+            .into_iter()
+            .map(|call| async move { this.call(&call.tool, call.input).await });
+        let results = futures::future::join_all(runs).await;
+        Ok(Some(calls_reply(parallel, results)))
+    }
+
+    async fn llm(&mut self, _prompt: &str, _json: bool) -> HostReply {
+        HostReply::Error {
+            message: "llm() is available in code mode, not in interpreter.run-code".to_owned(),
+        }
+    }
+}
+
+impl RunCodeHost<'_> {
+    async fn call(&self, tool: &str, input: Value) -> Result<Value, String> {
+        if tool == RUN_CODE_TOOL {
+            return Err("interpreter.run-code cannot call itself".to_owned());
+        }
+        if let Approval::Required { reason } = self.prepared.tools.approval(tool, &input)
+            && !self.shared.config.auto_approve
+        {
+            return Err(format!(
                 "{tool} needs approval ({reason}), which code run through \
                  interpreter.run-code cannot ask for; call the tool directly"
-            ),
-        };
-    }
-    match prepared.tools.invoke(context.clone(), tool, input).await {
-        Ok(value) => HostReply::Value { value },
-        Err(error) => HostReply::Error {
-            message: error.to_string(),
-        },
+            ));
+        }
+        self.prepared
+            .tools
+            .invoke(self.context.clone(), tool, input)
+            .await
+            .map_err(|error| error.to_string())
     }
 }

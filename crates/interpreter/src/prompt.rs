@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::protocol::{CodePath, HostReply, ToolBinding};
 
 /// The tool id under which each execution is recorded in the timeline.
-pub const CODE_EXECUTE: &str = "code.execute";
+pub(crate) const CODE_EXECUTE: &str = "code.execute";
 
 const RULES: &str = "\
 You work by writing JavaScript. Answer every message with one JavaScript program and nothing \
@@ -79,7 +79,7 @@ fn example(tools: &[ToolBinding]) -> String {
 }
 
 /// The declaration of one bound tool (`None` when the set does not have it).
-pub fn declaration(tools: &ToolSet, binding: &ToolBinding) -> Option<String> {
+pub(crate) fn declaration(tools: &ToolSet, binding: &ToolBinding) -> Option<String> {
     let tool = tools.get(&binding.id)?;
     let mut text = typescript::declaration(
         &binding.call_name(),
@@ -107,7 +107,7 @@ pub fn declaration(tools: &ToolSet, binding: &ToolBinding) -> Option<String> {
 }
 
 /// The tool a script names by id, call name, function or alias.
-pub fn find_binding<'a>(bindings: &'a [ToolBinding], name: &str) -> Option<&'a ToolBinding> {
+pub(crate) fn find_binding<'a>(bindings: &'a [ToolBinding], name: &str) -> Option<&'a ToolBinding> {
     let name = name.trim();
     bindings.iter().find(|binding| {
         binding.id == name
@@ -118,7 +118,7 @@ pub fn find_binding<'a>(bindings: &'a [ToolBinding], name: &str) -> Option<&'a T
 }
 
 /// The host's answer to `describeTool(name)` and `toolSchema(name)`.
-pub fn describe_reply(tools: &ToolSet, bindings: &[ToolBinding], name: &str) -> HostReply {
+pub(crate) fn describe_reply(tools: &ToolSet, bindings: &[ToolBinding], name: &str) -> HostReply {
     match find_binding(bindings, name).and_then(|binding| declaration(tools, binding)) {
         Some(text) => HostReply::Value {
             value: Value::String(text),
@@ -141,7 +141,7 @@ pub fn describe_reply(tools: &ToolSet, bindings: &[ToolBinding], name: &str) -> 
 /// The system prompt: rules, a worked example, the tools grouped by plugin as declarations
 /// (or by name only, when the declarations would take more than `budget_tokens`, estimated
 /// with [`estimate_tokens`]), then the context items.
-pub fn system_prompt(
+pub(crate) fn system_prompt(
     bindings: &[ToolBinding],
     tools: &ToolSet,
     plugin_of: &dyn Fn(&str) -> String,
@@ -191,7 +191,7 @@ pub fn system_prompt(
 }
 
 /// The context items from `prepare()`, a `## title` section each.
-pub fn context_sections(context: &[ContextItem]) -> String {
+pub(crate) fn context_sections(context: &[ContextItem]) -> String {
     context
         .iter()
         .map(|item| format!("\n\n## {}\n{}", item.title, item.content))
@@ -207,7 +207,7 @@ pub(crate) struct Segment<'a> {
 
 impl Segment<'_> {
     /// A fence that holds JavaScript (or TypeScript, or names no language).
-    pub fn is_javascript_fence(&self) -> bool {
+    pub(crate) fn is_javascript_fence(&self) -> bool {
         self.fence.as_deref().is_some_and(|language| {
             matches!(
                 language,
@@ -255,7 +255,7 @@ pub(crate) fn segments(reply: &str) -> Vec<Segment<'_>> {
 }
 
 /// The code in a model's reply: fenced blocks when there are any, else the reply itself.
-pub fn extract_code(reply: &str) -> (String, CodePath) {
+pub(crate) fn extract_code(reply: &str) -> (String, CodePath) {
     let reply = without_speaker(reply);
     let blocks: Vec<String> = segments(reply)
         .into_iter()
@@ -295,17 +295,17 @@ fn without_speaker(reply: &str) -> &str {
 }
 
 /// How the error of every reply that was not run starts.
-pub const NOT_RUN: &str = "not run:";
+pub(crate) const NOT_RUN: &str = "not run:";
 /// How the error of a reply that was not run starts (the timeline's record of a refusal).
-pub const REFUSED: &str = "not run: this reply is not a JavaScript program";
+pub(crate) const REFUSED: &str = "not run: this reply is not a JavaScript program";
 /// How the error of a program sent again after it failed starts.
-pub const REPEATED: &str = "not run: the same program as iteration";
+pub(crate) const REPEATED: &str = "not run: the same program as iteration";
 /// How the error of a program whose answer was held back starts (see [`broken_answer`]).
-pub const UNSHOWN: &str = "the answer of done() was not shown to the user";
+pub(crate) const UNSHOWN: &str = "the answer of done() was not shown to the user";
 
 /// What in an answer from `done()` shows that the program built it from a value that is not
 /// there: `undefined`, `NaN` or `[object Object]` as a word of its own.
-pub fn broken_answer(answer: &str) -> Option<&'static str> {
+pub(crate) fn broken_answer(answer: &str) -> Option<&'static str> {
     if answer.contains("[object Object]") {
         return Some("[object Object]");
     }
@@ -322,14 +322,14 @@ pub fn broken_answer(answer: &str) -> Option<&'static str> {
 }
 
 /// How the error of a program that hid a tool group behind its own variable starts.
-pub const HIDDEN_NAMESPACE: &str = "no tool ran: the program declares ";
+pub(crate) const HIDDEN_NAMESPACE: &str = "no tool ran: the program declares ";
 
 /// How the error of a program that gave a tool `NaN`, `undefined` or `[object Object]` starts.
-pub const BROKEN_INPUT: &str = "the program ran, but";
+pub(crate) const BROKEN_INPUT: &str = "the program ran, but";
 
 /// `fs.write was given \`NaN\` in content` when a string in a tool's input holds a value
 /// that is not there (see [`broken_answer`]).
-pub fn broken_input(tool: &str, input: &Value) -> Option<String> {
+pub(crate) fn broken_input(tool: &str, input: &Value) -> Option<String> {
     fn find(value: &Value, path: &str) -> Option<(String, String)> {
         match value {
             // `emails.join("\n")` of emails that are all undefined.
@@ -389,7 +389,11 @@ const OTHER_LANGUAGES: &[&str] = &[
 /// JSON (```json, or a bare object such as a tool call written as JSON), code in another
 /// language, or a copy of the last execution error. `None` for everything else: JavaScript
 /// to run, or prose to take as the answer.
-pub fn refusal(reply: &str, last_error: Option<&str>, bindings: &[ToolBinding]) -> Option<String> {
+pub(crate) fn refusal(
+    reply: &str,
+    last_error: Option<&str>,
+    bindings: &[ToolBinding],
+) -> Option<String> {
     let example = bindings
         .iter()
         .find(|binding| binding.member.is_some() || binding.function.is_some())
@@ -464,7 +468,7 @@ fn strip_position(line: &str) -> &str {
 }
 
 /// Earlier prompts, compactly: what was asked, which tools ran, what the user was told.
-pub fn history_messages(history: &[Prompt]) -> Vec<ChatMessage> {
+pub(crate) fn history_messages(history: &[Prompt]) -> Vec<ChatMessage> {
     history
         .iter()
         .flat_map(|prompt| compact_prompt_messages(prompt, COMPACT_RESULT_CHARS))
@@ -476,7 +480,7 @@ pub fn history_messages(history: &[Prompt]) -> Vec<ChatMessage> {
 /// code's variables, which is the point of code mode. A program that failed is the exception:
 /// the start of what its first calls returned goes along, as small models guess at a file's
 /// layout and cannot fix the guess without seeing it.
-pub fn iteration_messages(outputs: &[PromptOutput], limit: usize) -> Vec<ChatMessage> {
+pub(crate) fn iteration_messages(outputs: &[PromptOutput], limit: usize) -> Vec<ChatMessage> {
     struct Current<'a> {
         code: String,
         result: &'a ToolResult,
@@ -583,7 +587,7 @@ fn call_line(call: &agentic_core::ToolOutput, result_chars: usize) -> Option<Str
 }
 
 /// The system prompt of the plain-text answer code mode falls back to.
-pub const ANSWER_FROM_RESULTS: &str = "You answer the user's message in plain text, from the \
+pub(crate) const ANSWER_FROM_RESULTS: &str = "You answer the user's message in plain text, from the \
     results of the tool calls made for it, which follow the message. Write no code. Say plainly \
     what was done and what failed; claim nothing the results do not show.";
 
@@ -594,7 +598,7 @@ const DIGEST_CHARS: usize = 12_000;
 /// What this turn's tool calls (other than the programs themselves) returned or how they
 /// failed, each distinct call once, for the plain-text answer when code mode gives up: the
 /// model answers from the data, not from the last error it was shown. Empty when no tool ran.
-pub fn results_digest(outputs: &[PromptOutput]) -> String {
+pub(crate) fn results_digest(outputs: &[PromptOutput]) -> String {
     let mut seen: Vec<(&str, &Value)> = Vec::new();
     let mut lines = Vec::new();
     let mut used = 0;

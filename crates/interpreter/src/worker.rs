@@ -14,13 +14,13 @@ use crate::protocol::{
 };
 
 /// Set (to `1`) in the environment of a process started as a sandbox worker.
-pub const WORKER_ENV: &str = "AGENTIC_SANDBOX_WORKER";
+pub(crate) const WORKER_ENV: &str = "AGENTIC_SANDBOX_WORKER";
 /// The worker's memory limit in bytes, on top of what the idle worker already maps.
-pub const MEMORY_ENV: &str = "AGENTIC_SANDBOX_MEMORY";
+pub(crate) const MEMORY_ENV: &str = "AGENTIC_SANDBOX_MEMORY";
 /// Native stack of the thread that runs scripts.
-pub const ENGINE_STACK_BYTES: usize = 64 * 1024 * 1024;
+pub(crate) const ENGINE_STACK_BYTES: usize = 64 * 1024 * 1024;
 /// A worker process runs at most this many scripts, then exits and is replaced.
-pub const EXECUTIONS_PER_WORKER: u32 = 200;
+pub(crate) const EXECUTIONS_PER_WORKER: u32 = 200;
 
 static HOST_IS_WORKER_CAPABLE: AtomicBool = AtomicBool::new(false);
 
@@ -35,7 +35,7 @@ pub fn run_worker_if_requested() {
 }
 
 /// Whether [`run_worker_if_requested`] ran in this process, so it can be its own worker.
-pub fn host_is_worker_capable() -> bool {
+pub(crate) fn host_is_worker_capable() -> bool {
     HOST_IS_WORKER_CAPABLE.load(Ordering::SeqCst)
 }
 
@@ -68,14 +68,14 @@ pub fn worker_process_main() -> i32 {
 }
 
 /// How a worker talks to its host.
-pub trait Transport {
+pub(crate) trait Transport {
     fn receive(&mut self) -> Option<ToWorker>;
     /// False once the host is gone.
     fn send(&mut self, message: ToHost) -> bool;
 }
 
 /// Serves up to `executions` scripts, each in a fresh context, until the host goes away.
-pub fn serve<T: Transport + 'static>(transport: T, options: EngineOptions, executions: u32) {
+pub(crate) fn serve<T: Transport + 'static>(transport: T, options: EngineOptions, executions: u32) {
     let transport = Rc::new(RefCell::new(transport));
     let mut last_tools: Option<Vec<crate::protocol::ToolBinding>> = None;
     for _ in 0..executions {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use agentic_interpreter as _;
 
 use agentic_core::{Plugin, PrepareContext, ToolError, define_tool};
-use agentic_plugin_script::testing::{TimelineCase, TimelineRunner};
+use agentic_testing::{TimelineCase, TimelineRunner};
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -104,5 +104,8 @@ async fn aliases_call_the_same_tool_and_never_shadow() {
         system.contains("\n// Saves a note (also saveNote)\nnotes.save(input: {"),
         "{system}"
     );
+    // The snapshot is about the calls; the prompt's wording has its own snapshot.
+    let mut timeline = timeline;
+    timeline.requests[0]["messages"][0]["content"] = "[code-mode system prompt]".into();
     insta::assert_yaml_snapshot!(timeline);
 }

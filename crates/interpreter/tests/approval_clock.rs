@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use agentic_core::{Config, PromptOptions, PromptOutput, PromptState, Runtime, ToolResult};
 use agentic_interpreter as _;
-use agentic_plugin_script::testing::kit;
 use agentic_plugin_script::{ScriptedProvider, Turn};
+use agentic_testing::kit;
 use serde_json::json;
 
 #[tokio::test]

@@ -8,17 +8,12 @@
 
 // The interpreter plugin registers itself through inventory; name the crate so it links.
 use agentic_interpreter as _;
-use agentic_plugin_script::testing::{TimelineRunner, kit};
+use agentic_testing::{TimelineRunner, kit};
 
 #[test]
 fn code_mode_timelines() {
     let runner = TimelineRunner::new().plugin(kit::plugin());
-    insta::glob!("timelines/*.yaml", |path| {
-        let timeline = runner
-            .run_file_blocking(path)
-            .unwrap_or_else(|error| panic!("{}: {error:#}", path.display()));
-        insta::assert_yaml_snapshot!(timeline);
-    });
+    agentic_testing::assert_timelines!(runner);
 }
 
 /// The rules, the worked example and the kit's declarations, as the model reads them.

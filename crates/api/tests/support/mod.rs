@@ -13,7 +13,7 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
-pub struct Server {
+pub(crate) struct Server {
     pub base: String,
     pub client: reqwest::Client,
     pub db_url: String,
@@ -23,21 +23,26 @@ pub struct Server {
     _dir: tempfile::TempDir,
 }
 
-pub async fn server(turns: &str) -> Server {
+pub(crate) async fn server(turns: &str) -> Server {
     server_with(turns, ApiConfig::default()).await
 }
 
-pub async fn server_with(turns: &str, api: ApiConfig) -> Server {
-    start(turns, api, false).await
+pub(crate) async fn server_with(turns: &str, api: ApiConfig) -> Server {
+    start(turns, api, false, None).await
+}
+
+/// [`server`] whose event service keeps only `capacity` events for replay.
+pub(crate) async fn server_with_event_capacity(turns: &str, capacity: usize) -> Server {
+    start(turns, ApiConfig::default(), false, Some(capacity)).await
 }
 
 /// [`server`] with the fs plugin too, each user's files in their own directory under the
 /// server's temporary directory, as `agentic serve` has it.
-pub async fn server_with_files(turns: &str) -> Server {
-    start(turns, ApiConfig::default(), true).await
+pub(crate) async fn server_with_files(turns: &str) -> Server {
+    start(turns, ApiConfig::default(), true, None).await
 }
 
-async fn start(turns: &str, api: ApiConfig, files: bool) -> Server {
+async fn start(turns: &str, api: ApiConfig, files: bool, events: Option<usize>) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let db_url = agentic_conversation::sqlite_url(&dir.path().join("api.db"));
     let provider = Arc::new(ScriptedProvider::from_yaml(turns).unwrap());
@@ -47,10 +52,13 @@ async fn start(turns: &str, api: ApiConfig, files: bool) -> Server {
     }
     let mut builder = Runtime::builder()
         .config(Config::from_value(config))
-        .plugin(agentic_plugin_script::testing::kit::plugin())
+        .plugin(agentic_testing::kit::plugin())
         .plugin(Arc::new(agentic_interpreter::InterpreterPlugin::default()));
     if files {
         builder = builder.plugin(Arc::new(agentic_plugin_fs::FsPlugin::default()));
+    }
+    if let Some(capacity) = events {
+        builder = builder.event_capacity(capacity);
     }
     let runtime = builder.provider(provider.clone()).build().await.unwrap();
     let service = ConversationService::open(Arc::new(runtime), &db_url)
@@ -79,37 +87,37 @@ async fn json_of(request: reqwest::RequestBuilder) -> Value {
 }
 
 impl Server {
-    pub fn get(&self, user: &str, path: &str) -> reqwest::RequestBuilder {
+    pub(crate) fn get(&self, user: &str, path: &str) -> reqwest::RequestBuilder {
         self.client
             .get(format!("{}{path}", self.base))
             .header("x-user-id", user)
     }
 
     /// `GET path` as `user`, read as JSON.
-    pub async fn get_json(&self, user: &str, path: &str) -> Value {
+    pub(crate) async fn get_json(&self, user: &str, path: &str) -> Value {
         json_of(self.get(user, path)).await
     }
 
     /// `POST path` with `body` as `user`, read as JSON.
-    pub async fn post_json(&self, user: &str, path: &str, body: Value) -> Value {
+    pub(crate) async fn post_json(&self, user: &str, path: &str, body: Value) -> Value {
         json_of(self.post(user, path, body)).await
     }
 
-    pub fn post(&self, user: &str, path: &str, body: Value) -> reqwest::RequestBuilder {
+    pub(crate) fn post(&self, user: &str, path: &str, body: Value) -> reqwest::RequestBuilder {
         self.client
             .post(format!("{}{path}", self.base))
             .header("x-user-id", user)
             .json(&body)
     }
 
-    pub fn delete(&self, user: &str, path: &str) -> reqwest::RequestBuilder {
+    pub(crate) fn delete(&self, user: &str, path: &str) -> reqwest::RequestBuilder {
         self.client
             .delete(format!("{}{path}", self.base))
             .header("x-user-id", user)
     }
 
     /// Starts a prompt; returns (promptId, conversationId).
-    pub async fn prompt(&self, user: &str, body: Value) -> (String, String) {
+    pub(crate) async fn prompt(&self, user: &str, body: Value) -> (String, String) {
         let response = self.post(user, "/api/prompt", body).send().await.unwrap();
         let status = response.status();
         let body: Value = response.json().await.unwrap();
@@ -121,7 +129,7 @@ impl Server {
     }
 
     /// Polls `GET /api/prompts/:id` until its state is one of `states`.
-    pub async fn wait_for(&self, user: &str, prompt_id: &str, states: &[&str]) -> Value {
+    pub(crate) async fn wait_for(&self, user: &str, prompt_id: &str, states: &[&str]) -> Value {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let prompt = self
@@ -139,7 +147,7 @@ impl Server {
     }
 
     /// Stops the server the way SIGTERM does and waits for it to finish.
-    pub async fn shutdown(&mut self) {
+    pub(crate) async fn shutdown(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -155,14 +163,14 @@ impl Server {
 
 /// One server-sent event.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Sse {
+pub(crate) struct Sse {
     pub id: String,
     pub event: String,
     pub data: Value,
 }
 
 /// Reads events from `GET path` until `until` says stop (inclusive) or the stream ends.
-pub async fn read_events(
+pub(crate) async fn read_events(
     client: &reqwest::Client,
     base: &str,
     user: &str,

@@ -10,16 +10,14 @@ use agentic_conversation::{ConversationService, Store};
 use agentic_core::{Config, Plugin, Runtime};
 use agentic_plugin_script::ScriptedProvider;
 
-pub use agentic_conversation::testing::TestDatabase as TestDb;
+pub(crate) use agentic_testing::TestDatabase as TestDb;
 
 /// A SQLite file, then (when configured) a new PostgreSQL database.
-pub async fn databases() -> Vec<TestDb> {
-    agentic_conversation::testing::test_databases()
-        .await
-        .unwrap()
+pub(crate) async fn databases() -> Vec<TestDb> {
+    agentic_testing::test_databases().await.unwrap()
 }
 
-pub fn kit_config(extra: serde_json::Value) -> Config {
+pub(crate) fn kit_config(extra: serde_json::Value) -> Config {
     let mut root = serde_json::json!({
         "interpreter": { "sandbox": { "backend": "in-process" } }
     });
@@ -30,12 +28,12 @@ pub fn kit_config(extra: serde_json::Value) -> Config {
 }
 
 /// A runtime with the kit tools, code mode and a scripted model.
-pub async fn runtime(turns: &str, config: Config) -> (Arc<Runtime>, Arc<ScriptedProvider>) {
+pub(crate) async fn runtime(turns: &str, config: Config) -> (Arc<Runtime>, Arc<ScriptedProvider>) {
     runtime_with_plugins(turns, config, Vec::new()).await
 }
 
 /// [`runtime`] with more plugins, e.g. one defined in a test.
-pub async fn runtime_with_plugins(
+pub(crate) async fn runtime_with_plugins(
     turns: &str,
     config: Config,
     plugins: Vec<Arc<dyn Plugin>>,
@@ -43,7 +41,7 @@ pub async fn runtime_with_plugins(
     let provider = Arc::new(ScriptedProvider::from_yaml(turns).unwrap());
     let mut builder = Runtime::builder()
         .config(config)
-        .plugin(agentic_plugin_script::testing::kit::plugin())
+        .plugin(agentic_testing::kit::plugin())
         .plugin(Arc::new(agentic_interpreter::InterpreterPlugin::default()));
     for plugin in plugins {
         builder = builder.plugin(plugin);
@@ -52,11 +50,14 @@ pub async fn runtime_with_plugins(
     (Arc::new(runtime), provider)
 }
 
-pub async fn service(db: &TestDb, turns: &str) -> (ConversationService, Arc<ScriptedProvider>) {
+pub(crate) async fn service(
+    db: &TestDb,
+    turns: &str,
+) -> (ConversationService, Arc<ScriptedProvider>) {
     service_with(db, turns, kit_config(serde_json::json!({}))).await
 }
 
-pub async fn service_with(
+pub(crate) async fn service_with(
     db: &TestDb,
     turns: &str,
     config: Config,
@@ -66,6 +67,6 @@ pub async fn service_with(
     (service, provider)
 }
 
-pub async fn store(db: &TestDb) -> Store {
+pub(crate) async fn store(db: &TestDb) -> Store {
     Store::connect(&db.url).await.unwrap()
 }

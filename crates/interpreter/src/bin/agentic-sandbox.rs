@@ -2,5 +2,5 @@
 //! Hosts start it themselves; it is not meant to be run by hand.
 
 fn main() {
-    std::process::exit(agentic_interpreter::worker::worker_process_main());
+    std::process::exit(agentic_interpreter::worker_process_main());
 }

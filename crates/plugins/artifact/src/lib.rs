@@ -205,7 +205,7 @@ mod entity {
 
     #[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
     #[sea_orm(table_name = "artifacts")]
-    pub struct Model {
+    pub(crate) struct Model {
         #[sea_orm(primary_key, auto_increment = false)]
         pub id: String,
         pub user_id: String,
@@ -220,7 +220,7 @@ mod entity {
     }
 
     #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
-    pub enum Relation {}
+    pub(crate) enum Relation {}
 
     impl ActiveModelBehavior for ActiveModel {}
 }
@@ -327,7 +327,7 @@ async fn store_artifact(
                 entity::Entity::insert(active)
                     .exec_without_returning(transaction)
                     .await?;
-                Ok(Value::Null)
+                Ok(())
             })
         })
         .await

@@ -5,19 +5,17 @@
 // Test helpers outside #[test] functions may unwrap too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
-
 // Integration tests are a separate crate: name the plugin so the linker keeps it.
 use agentic_plugin_artifact as _;
 
-use agentic_conversation::testing::TestDatabase as TestDb;
-use agentic_core::{Config, Runtime, Services, State, ToolContext, ToolError};
+use agentic_core::{Config, Runtime, ToolError};
+use agentic_testing::{TestDatabase as TestDb, ToolHarness};
 use serde_json::{Value, json};
 
 #[tokio::test]
 async fn artifacts_are_kept_per_user() {
     for db in databases().await {
-        let tools = Tools::open(&db, json!({})).await;
+        let tools = ToolHarness::open(&db.url, json!({})).await.unwrap();
         let csv = tools
             .call(
                 "alice",
@@ -128,7 +126,7 @@ async fn data_comes_back_exactly_as_stored() {
         "a": 2,
     });
     for db in databases().await {
-        let tools = Tools::open(&db, json!({})).await;
+        let tools = ToolHarness::open(&db.url, json!({})).await.unwrap();
         for data in [data.clone(), json!("plain text"), json!(42), json!(false)] {
             let stored = tools
                 .call("alice", "artifact.store", json!({ "data": data }))
@@ -148,7 +146,9 @@ async fn data_comes_back_exactly_as_stored() {
 #[tokio::test]
 async fn the_size_cap_comes_from_config() {
     for db in databases().await {
-        let tools = Tools::open(&db, json!({ "artifact": { "maxBytes": 16 } })).await;
+        let tools = ToolHarness::open(&db.url, json!({ "artifact": { "maxBytes": 16 } }))
+            .await
+            .unwrap();
         let at_cap = tools
             .call("alice", "artifact.store", json!({ "data": "x".repeat(16) }))
             .await
@@ -207,7 +207,7 @@ async fn a_cap_of_zero_is_a_startup_error() {
 #[tokio::test]
 async fn bad_input_gets_errors_the_model_can_act_on() {
     let db = databases().await.remove(0);
-    let tools = Tools::open(&db, json!({})).await;
+    let tools = ToolHarness::open(&db.url, json!({})).await.unwrap();
     let invalid = |error: ToolError| match error {
         ToolError::InvalidInput { message, .. } => message,
         other => panic!("expected invalid input, got {other:?}"),
@@ -281,10 +281,7 @@ async fn without_a_database_the_tools_say_so() {
         .build()
         .await
         .unwrap();
-    let tools = Tools {
-        services: runtime.services().clone(),
-        _runtime: runtime,
-    };
+    let tools = ToolHarness::on(runtime.services().clone());
     let error = tools
         .call("alice", "artifact.list", json!({}))
         .await
@@ -295,44 +292,7 @@ async fn without_a_database_the_tools_say_so() {
     );
 }
 
-/// A runtime with the artifact plugin over one database.
-struct Tools {
-    services: Arc<Services>,
-    _runtime: Runtime,
-}
-
-impl Tools {
-    async fn open(db: &TestDb, config: Value) -> Self {
-        let runtime = Runtime::builder()
-            .config(Config::from_value(config))
-            .registered_plugins()
-            .build()
-            .await
-            .unwrap();
-        let services = runtime.services().clone();
-        agentic_conversation::attach_database(&services, &db.url)
-            .await
-            .unwrap();
-        Self {
-            services,
-            _runtime: runtime,
-        }
-    }
-
-    async fn call(&self, user: &str, tool: &str, input: Value) -> Result<Value, ToolError> {
-        let prepared = self
-            .services
-            .prepare(user, "p", "classic", &State::default())
-            .await
-            .unwrap();
-        let context = ToolContext::new(user, "p", State::default(), self.services.clone());
-        prepared.tools.invoke(context, tool, input).await
-    }
-}
-
 /// A SQLite file, then (when configured) a new PostgreSQL database.
 async fn databases() -> Vec<TestDb> {
-    agentic_conversation::testing::test_databases()
-        .await
-        .unwrap()
+    agentic_testing::test_databases().await.unwrap()
 }

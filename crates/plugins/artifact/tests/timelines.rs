@@ -5,13 +5,11 @@
 // Test helpers outside #[test] functions may unwrap too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
-
 // Integration tests are a separate crate: name the plugins so the linker keeps them.
 use agentic_interpreter as _;
 use agentic_plugin_artifact as _;
 
-use agentic_plugin_script::testing::{Timeline, TimelineRunner};
+use agentic_testing::{Timeline, TimelineRunner};
 use serde_json::Value;
 
 /// Arrays longer than this are shortened in snapshots to their length: a stored data set
@@ -20,11 +18,7 @@ const LONGEST_ARRAY_SHOWN: usize = 20;
 
 fn runner() -> TimelineRunner {
     TimelineRunner::new()
-        .on_runtime(Arc::new(|services| {
-            Box::pin(agentic_conversation::testing::attach_temporary_sqlite(
-                services,
-            ))
-        }))
+        .with_temporary_database()
         .mask_uuids()
         .mask_times()
 }
@@ -32,13 +26,7 @@ fn runner() -> TimelineRunner {
 #[test]
 fn artifact_plugin_timelines() {
     let runner = runner();
-    insta::glob!("timelines/*.yaml", |path| {
-        let mut timeline = runner
-            .run_file_blocking(path)
-            .unwrap_or_else(|error| panic!("{}: {error:#}", path.display()));
-        shorten_long_arrays(&mut timeline);
-        insta::assert_yaml_snapshot!(timeline);
-    });
+    agentic_testing::assert_timelines!(runner, shorten_long_arrays);
 }
 
 fn shorten_long_arrays(timeline: &mut Timeline) {

@@ -272,15 +272,18 @@ pub fn user_directory_name(user_id: &str) -> String {
     name
 }
 
-/// The directory a user's paths live under.
+/// The directory a user's paths live under: the configured root, or with `perUser` the
+/// user's directory in it.
 #[derive(Debug, Clone)]
 pub struct Root {
     base: PathBuf,
+    /// The user's directory name ([`user_directory_name`]), opened beneath `base`.
+    user: Option<String>,
 }
 
 impl Root {
     pub fn new(base: PathBuf) -> Self {
-        Self { base }
+        Self { base, user: None }
     }
 
     fn for_user(config: &FsConfig, user_id: &str) -> anyhow::Result<Self> {
@@ -288,10 +291,10 @@ impl Root {
             Some(root) => root.clone(),
             None => std::env::current_dir()?,
         };
-        if !config.per_user {
-            return Ok(Self::new(base));
-        }
-        Ok(Self::new(base.join(user_directory_name(user_id))))
+        Ok(Self {
+            base,
+            user: config.per_user.then(|| user_directory_name(user_id)),
+        })
     }
 
     /// `relative` as a clean relative path, refusing absolute paths and `..` before anything
@@ -327,11 +330,31 @@ impl Root {
     /// A handle on the root directory, made if missing. Every path below is opened beneath
     /// it (`openat2` with `RESOLVE_BENEATH` where the kernel has it): a symbolic link swapped
     /// in at any moment cannot lead out, since there is no check-then-open to race.
+    /// With `perUser`, the user's directory is made and opened beneath the configured root's
+    /// handle too, so a symbolic link put in its place cannot lead to another user's files or
+    /// out of the root.
     fn open(&self) -> Result<Dir, ToolError> {
-        std::fs::create_dir_all(&self.base)
-            .map_err(|error| ToolError::failed(format!("the root is not usable: {error}")))?;
-        Dir::open_ambient_dir(&self.base, ambient_authority())
-            .map_err(|error| ToolError::failed(format!("the root is not usable: {error}")))
+        let unusable =
+            |error: std::io::Error| ToolError::failed(format!("the root is not usable: {error}"));
+        std::fs::create_dir_all(&self.base).map_err(unusable)?;
+        let root = Dir::open_ambient_dir(&self.base, ambient_authority()).map_err(unusable)?;
+        let Some(user) = &self.user else {
+            return Ok(root);
+        };
+        match root.create_dir(user) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(error) => return Err(unusable(error)),
+        }
+        root.open_dir(user).map_err(|error| {
+            if is_escape(&error) {
+                ToolError::failed(
+                    "the user's directory leads out of the root (through a symbolic link)",
+                )
+            } else {
+                unusable(error)
+            }
+        })
     }
 
     /// `what` failed on `relative` (as trimmed): an escape says so, anything else gives the
@@ -727,6 +750,55 @@ mod tests {
         );
     }
 
+    /// With `perUser`, a user's directory that is a symbolic link (to another user's
+    /// directory, or out of the root) is not followed: the user's directory is opened beneath
+    /// the configured root's handle, not by its path.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_users_directory_that_is_a_link_leads_nowhere() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().join("users");
+        std::fs::create_dir_all(base.join("bob")).unwrap();
+        std::fs::write(base.join("bob/secret.txt"), "bob's").unwrap();
+        std::fs::write(dir.path().join("secret.txt"), "outside").unwrap();
+        std::os::unix::fs::symlink(base.join("bob"), base.join("mallory")).unwrap();
+        std::os::unix::fs::symlink(dir.path(), base.join("eve")).unwrap();
+        let config = FsConfig {
+            root: Some(base.clone()),
+            per_user: true,
+            ..FsConfig::default()
+        };
+        for user in ["mallory", "eve"] {
+            let root = Root::for_user(&config, user).unwrap();
+            let error = root
+                .read("secret.txt", 0, 100)
+                .await
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("leads out of the root"), "{user}: {error}");
+            let error = root
+                .write("new.txt", "x", false)
+                .await
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("leads out of the root"), "{user}: {error}");
+            assert!(root.list(None, true).await.is_err(), "{user}");
+        }
+        assert!(!base.join("bob/new.txt").exists());
+        assert!(!dir.path().join("new.txt").exists());
+        let bob = Root::for_user(&config, "bob").unwrap();
+        assert_eq!(
+            bob.read("secret.txt", 0, 100).await.unwrap().content,
+            "bob's"
+        );
+        let fresh = Root::for_user(&config, "carol").unwrap();
+        fresh.write("a.txt", "carol's", false).await.unwrap();
+        assert_eq!(
+            std::fs::read_to_string(base.join("carol/a.txt")).unwrap(),
+            "carol's"
+        );
+    }
+
     /// A directory swapped for a link to outside the root, over and over, while files under
     /// it are read and written: no read ever sees the outside file and no write lands there.
     /// Checking a path and then opening it (as this plugin once did) loses this race.
@@ -913,9 +985,10 @@ mod tests {
             ..FsConfig::default()
         };
         let root = Root::for_user(&config, "alice@example.com").unwrap();
-        assert_eq!(root.base, PathBuf::from("/srv/files/alice@example.com"));
+        assert_eq!(root.base, PathBuf::from("/srv/files"));
+        assert_eq!(root.user.as_deref(), Some("alice@example.com"));
         let root = Root::for_user(&config, "../../etc").unwrap();
-        assert_eq!(root.base, PathBuf::from("/srv/files/%2e.%2f..%2fetc"));
+        assert_eq!(root.user.as_deref(), Some("%2e.%2f..%2fetc"));
         for (id, name) in [
             (".", "%2e"),
             ("..", "%2e."),

@@ -8,17 +8,12 @@
 use agentic_interpreter as _;
 use agentic_plugin_fs as _;
 
-use agentic_plugin_script::testing::TimelineRunner;
+use agentic_testing::TimelineRunner;
 
 #[test]
 fn fs_plugin_timelines() {
     let runner = TimelineRunner::new();
-    insta::glob!("timelines/*.yaml", |path| {
-        let timeline = runner
-            .run_file_blocking(path)
-            .unwrap_or_else(|error| panic!("{}: {error:#}", path.display()));
-        insta::assert_yaml_snapshot!(timeline);
-    });
+    agentic_testing::assert_timelines!(runner);
     // Nothing was written: the only write was rejected.
     let todo = std::fs::read_to_string("tests/fixture/todo.txt").unwrap();
     assert!(!todo.contains("Eggs"));

@@ -53,7 +53,7 @@ fn exp(simd: V4, x: __m512) -> __m512 {
 
 /// [`crate::kernels::attend`] for heads `16 × CHUNKS` wide.
 #[inline(always)]
-pub fn attend<const CHUNKS: usize>(simd: V4, group: Attend<'_>) -> Partial {
+pub(crate) fn attend<const CHUNKS: usize>(simd: V4, group: Attend<'_>) -> Partial {
     let f = simd.avx512f;
     let Attend {
         queries,

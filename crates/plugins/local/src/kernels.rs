@@ -621,6 +621,7 @@ fn nearest(x: f32) -> i32 {
 
 /// The query heads that share one key/value head, over a range of cached positions. Keys and
 /// values are read once for all of them.
+#[derive(Debug)]
 pub struct Attend<'a> {
     /// `heads × dim` values, one query head after the other.
     pub queries: &'a [f32],
@@ -876,7 +877,7 @@ mod simd {
     /// A piece of work written once over [`Isa`]. Implementations are `#[inline(always)]`, as
     /// are the `Isa` methods, so that [`run`] compiles the whole body, helpers included, with
     /// the CPU features enabled.
-    pub trait Kernel: Sized {
+    pub(super) trait Kernel: Sized {
         type Output;
         fn run<I: Isa>(self, isa: I) -> Self::Output;
     }
@@ -910,7 +911,7 @@ mod simd {
     /// Runs `kernel` with AVX-512 (BW) when the CPU has it, else with AVX2 and FMA (checked
     /// once, then cached by `pulp`), portably otherwise.
     #[inline(always)]
-    pub fn run<K: Kernel>(kernel: K) -> K::Output {
+    pub(super) fn run<K: Kernel>(kernel: K) -> K::Output {
         #[cfg(target_arch = "x86_64")]
         if let Some(simd) = pulp::x86::V4::try_new() {
             return simd.vectorize(Avx512(kernel, simd));
@@ -920,7 +921,7 @@ mod simd {
 
     /// [`run`] without AVX-512 (tests compare every loop the CPU can run).
     #[inline(always)]
-    pub fn run_below_avx512<K: Kernel>(kernel: K) -> K::Output {
+    pub(super) fn run_below_avx512<K: Kernel>(kernel: K) -> K::Output {
         #[cfg(target_arch = "x86_64")]
         if let Some(simd) = pulp::x86::V3::try_new() {
             return simd.vectorize(Avx2(kernel, simd));
@@ -930,11 +931,11 @@ mod simd {
 
     /// [`run`] on the portable loops.
     #[cfg(test)]
-    pub fn run_portable<K: Kernel>(kernel: K) -> K::Output {
+    pub(super) fn run_portable<K: Kernel>(kernel: K) -> K::Output {
         kernel.run(Portable)
     }
 
-    pub fn scalar_dot_q8_0(quants: &[i8], scales: &[f32], x: &QuantVector) -> f32 {
+    pub(super) fn scalar_dot_q8_0(quants: &[i8], scales: &[f32], x: &QuantVector) -> f32 {
         let mut total = 0.0;
         for (block, (weights, inputs)) in quants
             .chunks_exact(BLOCK)
@@ -951,7 +952,12 @@ mod simd {
         total
     }
 
-    pub fn scalar_dot_q4_1(nibbles: &[u8], scales: &[f32], mins: &[f32], x: &QuantVector) -> f32 {
+    pub(super) fn scalar_dot_q4_1(
+        nibbles: &[u8],
+        scales: &[f32],
+        mins: &[f32],
+        x: &QuantVector,
+    ) -> f32 {
         let mut total = 0.0;
         for (block, (bytes, inputs)) in nibbles
             .chunks_exact(BLOCK / 2)
@@ -973,7 +979,7 @@ mod simd {
     }
 
     #[cfg(target_arch = "x86_64")]
-    pub mod avx2 {
+    pub(super) mod avx2 {
         use pulp::x86::V3;
         use std::arch::x86_64::{__m128i, __m256, __m256i};
 
@@ -988,7 +994,7 @@ mod simd {
 
         /// `Σ a[i] × b[i]` with 8-wide fused multiply-adds.
         #[inline(always)]
-        pub fn dot_f32(simd: V3, a: &[f32], b: &[f32]) -> f32 {
+        pub(crate) fn dot_f32(simd: V3, a: &[f32], b: &[f32]) -> f32 {
             let mut acc = simd.avx._mm256_setzero_ps();
             let (a_chunks, b_chunks) = (a.chunks_exact(8), b.chunks_exact(8));
             let tail: f32 = a_chunks
@@ -1022,7 +1028,7 @@ mod simd {
         }
 
         #[inline(always)]
-        pub fn dot_q8_0(simd: V3, quants: &[i8], scales: &[f32], x: &QuantVector) -> f32 {
+        pub(crate) fn dot_q8_0(simd: V3, quants: &[i8], scales: &[f32], x: &QuantVector) -> f32 {
             let mut acc = simd.avx._mm256_setzero_ps();
             for (block, (weights, inputs)) in quants
                 .chunks_exact(BLOCK)
@@ -1044,7 +1050,7 @@ mod simd {
         }
 
         #[inline(always)]
-        pub fn dot_q4_1(
+        pub(crate) fn dot_q4_1(
             simd: V3,
             nibbles: &[u8],
             scales: &[f32],

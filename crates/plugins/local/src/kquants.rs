@@ -14,14 +14,14 @@
 use crate::kernels::{f16, quantize_block};
 
 /// Weights per k-quant block.
-pub const SUPER: usize = 256;
+pub(crate) const SUPER: usize = 256;
 
 /// 256 weights of `Q4_K`: `d × scale[s] × q − dmin × min[s]` for sub-block `s` (32 weights),
 /// `q` in 0..16. Byte `64g + i` of `qs` holds weight `128g + i` in its low nibble and weight
 /// `128g + 64 + i` in its high one. The file's 6-bit scales and minimums are unpacked into
 /// `scales`: the eight scales, then the eight minimums (one 16-byte load).
 #[derive(Debug, Clone)]
-pub struct Q4K {
+pub(crate) struct Q4K {
     pub d: f32,
     pub dmin: f32,
     pub scales: [u8; 16],
@@ -32,7 +32,7 @@ pub struct Q4K {
 /// 0..64. Weight `w`'s low four bits are in byte `64(w / 128) + w % 64` of `ql` (the low nibble
 /// when `w % 128 < 64`), its top two bits are bits `2(w / 64)` and up of byte `w % 64` of `qh`.
 #[derive(Debug, Clone)]
-pub struct Q6K {
+pub(crate) struct Q6K {
     pub d: f32,
     pub scales: [i8; 16],
     pub ql: [u8; 128],
@@ -40,8 +40,8 @@ pub struct Q6K {
 }
 
 /// GGUF bytes per block.
-pub const Q4K_BYTES: usize = 144;
-pub const Q6K_BYTES: usize = 210;
+pub(crate) const Q4K_BYTES: usize = 144;
+pub(crate) const Q6K_BYTES: usize = 210;
 
 /// Where weight `w`'s nibble lives in a 128-byte run: (byte, high nibble).
 fn nibble_of(w: usize) -> (usize, bool) {
@@ -49,14 +49,14 @@ fn nibble_of(w: usize) -> (usize, bool) {
 }
 
 /// A block of 256 weights that reads back as `f32` values.
-pub trait Block {
+pub(crate) trait Block {
     fn dequantize(&self, out: &mut [f32]);
 }
 
 impl Q4K {
     /// One GGUF block: `f16 d`, `f16 dmin`, 12 bytes of packed 6-bit scales and minimums,
     /// 128 bytes of nibbles (byte `32j + l`: weight `64j + l` low, weight `64j + 32 + l` high).
-    pub fn read(block: &[u8]) -> Self {
+    pub(crate) fn read(block: &[u8]) -> Self {
         let packed = &block[4..16];
         let mut scales = [0u8; 16];
         for j in 0..8 {
@@ -90,7 +90,7 @@ impl Q4K {
     }
 
     /// Weight `w`'s quant, 0..16.
-    pub fn quant(&self, w: usize) -> u8 {
+    pub(crate) fn quant(&self, w: usize) -> u8 {
         let (at, high) = nibble_of(w);
         if high {
             self.qs[at] >> 4
@@ -115,7 +115,7 @@ impl Q6K {
     /// One GGUF block: 128 bytes of low bits, 64 of high bits, 16 signed scales, `f16 d`. In
     /// the file, each half of 128 weights has 32 bytes of `qh`; bits `2r` and up of byte `l`
     /// belong to weight `32r + l` of the half.
-    pub fn read(block: &[u8]) -> Self {
+    pub(crate) fn read(block: &[u8]) -> Self {
         let mut ql = [0u8; 128];
         let mut qh = [0u8; 64];
         let mut scales = [0i8; 16];
@@ -141,7 +141,7 @@ impl Q6K {
     }
 
     /// Weight `w`'s quant, 0..64.
-    pub fn quant(&self, w: usize) -> u8 {
+    pub(crate) fn quant(&self, w: usize) -> u8 {
         let (at, high) = nibble_of(w);
         let low = if high {
             self.ql[at] >> 4
@@ -162,7 +162,7 @@ impl Block for Q6K {
 }
 
 /// Reads `rows × cols` weights of GGUF blocks; `None` when the sizes disagree.
-pub fn read_blocks<T: Send>(
+pub(crate) fn read_blocks<T: Send>(
     rows: usize,
     cols: usize,
     data: &[u8],
@@ -181,7 +181,7 @@ pub fn read_blocks<T: Send>(
 /// An input vector as `Q8_K`: per block of 256 a scale, 256 signed bytes, and the sum of each
 /// run of 16 bytes.
 #[derive(Debug, Default, Clone)]
-pub struct Q8K {
+pub(crate) struct Q8K {
     pub quants: Vec<i8>,
     pub scales: Vec<f32>,
     pub sums: Vec<i16>,
@@ -192,7 +192,7 @@ pub struct Q8K {
 impl Q8K {
     /// Quantises `values` (a multiple of 256 long): each block's scale is its largest
     /// magnitude over 127.
-    pub fn quantize(&mut self, values: &[f32]) {
+    pub(crate) fn quantize(&mut self, values: &[f32]) {
         let blocks = values.len() / SUPER;
         self.quants.resize(values.len(), 0);
         self.scales.resize(blocks, 0.0);
@@ -223,7 +223,7 @@ impl Q8K {
     }
 }
 
-pub fn scalar_dot_q4_k(blocks: &[Q4K], x: &Q8K) -> f32 {
+pub(crate) fn scalar_dot_q4_k(blocks: &[Q4K], x: &Q8K) -> f32 {
     let mut total = 0.0;
     for (index, block) in blocks.iter().enumerate() {
         let quants = &x.quants[index * SUPER..(index + 1) * SUPER];
@@ -242,7 +242,7 @@ pub fn scalar_dot_q4_k(blocks: &[Q4K], x: &Q8K) -> f32 {
     total
 }
 
-pub fn scalar_dot_q6_k(blocks: &[Q6K], x: &Q8K) -> f32 {
+pub(crate) fn scalar_dot_q6_k(blocks: &[Q6K], x: &Q8K) -> f32 {
     let mut total = 0.0;
     for (index, block) in blocks.iter().enumerate() {
         let quants = &x.quants[index * SUPER..(index + 1) * SUPER];
@@ -273,7 +273,7 @@ macro_rules! top_bits {
 }
 
 #[cfg(target_arch = "x86_64")]
-pub mod avx2 {
+pub(crate) mod avx2 {
     use pulp::x86::V3;
     use std::arch::x86_64::{__m256, __m256i};
 
@@ -324,7 +324,7 @@ pub mod avx2 {
     /// each input's sums run in the same order whatever `N` is, so a token's result does not
     /// depend on the batch it came in.
     #[inline(always)]
-    pub fn dot_q4_k<const N: usize>(simd: V3, blocks: &[Q4K], xs: [&Q8K; N]) -> [f32; N] {
+    pub(crate) fn dot_q4_k<const N: usize>(simd: V3, blocks: &[Q4K], xs: [&Q8K; N]) -> [f32; N] {
         let mask = simd.avx._mm256_set1_epi8(0x0f);
         let mut acc = [simd.avx._mm256_setzero_ps(); N];
         let mut offsets = [simd.avx._mm256_setzero_ps(); N];
@@ -368,7 +368,7 @@ pub mod avx2 {
     }
 
     #[inline(always)]
-    pub fn dot_q6_k<const N: usize>(simd: V3, blocks: &[Q6K], xs: [&Q8K; N]) -> [f32; N] {
+    pub(crate) fn dot_q6_k<const N: usize>(simd: V3, blocks: &[Q6K], xs: [&Q8K; N]) -> [f32; N] {
         let low_mask = simd.avx._mm256_set1_epi8(0x0f);
         let top_mask = simd.avx._mm256_set1_epi8(0x30);
         let mut acc = [simd.avx._mm256_setzero_ps(); N];
@@ -426,7 +426,7 @@ pub mod avx2 {
 
 /// The same loops on 512-bit vectors (AVX-512 BW): 64 weights per instruction.
 #[cfg(target_arch = "x86_64")]
-pub mod avx512 {
+pub(crate) mod avx512 {
     use pulp::x86::V4;
     use std::arch::x86_64::{__m256, __m512, __m512i};
 
@@ -458,7 +458,7 @@ pub mod avx512 {
 
     /// As [`super::avx2::dot_q4_k`], 128 weights per step.
     #[inline(always)]
-    pub fn dot_q4_k<const N: usize>(simd: V4, blocks: &[Q4K], xs: [&Q8K; N]) -> [f32; N] {
+    pub(crate) fn dot_q4_k<const N: usize>(simd: V4, blocks: &[Q4K], xs: [&Q8K; N]) -> [f32; N] {
         let mask = simd.avx512f._mm512_set1_epi8(0x0f);
         let mut acc: [__m512; N] = [simd.avx512f._mm512_setzero_ps(); N];
         let mut offsets: [__m256; N] = [simd.avx._mm256_setzero_ps(); N];
@@ -502,7 +502,7 @@ pub mod avx512 {
 
     /// As [`super::avx2::dot_q6_k`], 64 weights per step.
     #[inline(always)]
-    pub fn dot_q6_k<const N: usize>(simd: V4, blocks: &[Q6K], xs: [&Q8K; N]) -> [f32; N] {
+    pub(crate) fn dot_q6_k<const N: usize>(simd: V4, blocks: &[Q6K], xs: [&Q8K; N]) -> [f32; N] {
         let low_mask = simd.avx512f._mm512_set1_epi8(0x0f);
         let top_mask = simd.avx512f._mm512_set1_epi8(0x30);
         let mut acc: [__m512; N] = [simd.avx512f._mm512_setzero_ps(); N];

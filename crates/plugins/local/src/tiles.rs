@@ -18,14 +18,14 @@
 use crate::kquants::{Q4K, Q6K, Q8K, SUPER};
 
 /// Rows per tile: one 32-bit lane per row in a 512-bit vector.
-pub const ROWS: usize = 16;
+pub(crate) const ROWS: usize = 16;
 
 /// 16 rows × 256 weights of `Q4_K`. Vector `4s + p` (64 bytes) holds, for each row `r`, bytes
 /// `4r..4r + 4`: weights `32s + 8p + k` of row `r` in the low nibbles and `32s + 8p + 4 + k` in
 /// the high ones (`k` in 0..4). `scales[16s + r]` and `mins[16s + r]` are sub-block `s`'s
 /// integer scale and minimum for row `r`.
 #[derive(Debug, Clone)]
-pub struct Q4KTile {
+pub(crate) struct Q4KTile {
     pub qs: [u8; 2048],
     pub scales: [u8; 128],
     pub mins: [u8; 128],
@@ -38,7 +38,7 @@ pub struct Q4KTile {
 /// `16s + 8h + 4 + k` (high nibbles) of row `r` in its bytes `4r + k`; byte `4r + k` of vector
 /// `s` of `qh` holds the top two bits of weights `16s + 4g + k` at bits `2g` (`g` in 0..4).
 #[derive(Debug, Clone)]
-pub struct Q6KTile {
+pub(crate) struct Q6KTile {
     pub ql: [u8; 2048],
     pub qh: [u8; 1024],
     pub scales: [i8; 256],
@@ -47,7 +47,7 @@ pub struct Q6KTile {
 
 /// Tiles from row-major blocks (`rows` a multiple of 16, `per_row` blocks a row): tile
 /// `t × per_row + b` holds rows `16t..16t + 16` of block column `b`.
-pub fn tile<B: Sync, T: Send>(
+pub(crate) fn tile<B: Sync, T: Send>(
     blocks: &[B],
     per_row: usize,
     build: impl Fn([&B; ROWS]) -> T + Sync + Send,
@@ -66,7 +66,7 @@ pub fn tile<B: Sync, T: Send>(
 }
 
 impl Q4KTile {
-    pub fn new(rows: [&Q4K; ROWS]) -> Self {
+    pub(crate) fn new(rows: [&Q4K; ROWS]) -> Self {
         let mut tile = Self {
             qs: [0; 2048],
             scales: [0; 128],
@@ -91,14 +91,14 @@ impl Q4KTile {
     }
 
     /// Row `r`'s quant of weight `w`, 0..16.
-    pub fn quant(&self, r: usize, w: usize) -> u8 {
+    pub(crate) fn quant(&self, r: usize, w: usize) -> u8 {
         let (s, p, k) = (w / 32, (w % 32) / 8, w % 4);
         let byte = self.qs[64 * (4 * s + p) + 4 * r + k];
         if w % 8 >= 4 { byte >> 4 } else { byte & 0x0f }
     }
 
     /// Row `r`'s 256 weights.
-    pub fn dequantize(&self, r: usize, out: &mut [f32]) {
+    pub(crate) fn dequantize(&self, r: usize, out: &mut [f32]) {
         for (w, out) in out.iter_mut().enumerate().take(SUPER) {
             let s = w / 32;
             *out = self.d[r] * f32::from(self.scales[16 * s + r]) * f32::from(self.quant(r, w))
@@ -108,7 +108,7 @@ impl Q4KTile {
 }
 
 impl Q6KTile {
-    pub fn new(rows: [&Q6K; ROWS]) -> Self {
+    pub(crate) fn new(rows: [&Q6K; ROWS]) -> Self {
         let mut tile = Self {
             ql: [0; 2048],
             qh: [0; 1024],
@@ -135,7 +135,7 @@ impl Q6KTile {
     }
 
     /// Row `r`'s quant of weight `w`, 0..64.
-    pub fn quant(&self, r: usize, w: usize) -> u8 {
+    pub(crate) fn quant(&self, r: usize, w: usize) -> u8 {
         let (s, h, k) = (w / 16, (w % 16) / 8, w % 4);
         let byte = self.ql[64 * (2 * s + h) + 4 * r + k];
         let low = if w % 8 >= 4 { byte >> 4 } else { byte & 0x0f };
@@ -144,7 +144,7 @@ impl Q6KTile {
     }
 
     /// Row `r`'s 256 weights.
-    pub fn dequantize(&self, r: usize, out: &mut [f32]) {
+    pub(crate) fn dequantize(&self, r: usize, out: &mut [f32]) {
         for (w, out) in out.iter_mut().enumerate().take(SUPER) {
             *out = self.d[r]
                 * f32::from(self.scales[16 * (w / 16) + r])
@@ -154,7 +154,7 @@ impl Q6KTile {
 }
 
 /// The 16 rows of a band of `Q4_K` tiles (one per block column) times `x`, portably.
-pub fn scalar_q4_k(tiles: &[Q4KTile], x: &Q8K) -> [f32; ROWS] {
+pub(crate) fn scalar_q4_k(tiles: &[Q4KTile], x: &Q8K) -> [f32; ROWS] {
     let mut out = [0.0; ROWS];
     for (index, tile) in tiles.iter().enumerate() {
         let quants = &x.quants[index * SUPER..(index + 1) * SUPER];
@@ -176,7 +176,7 @@ pub fn scalar_q4_k(tiles: &[Q4KTile], x: &Q8K) -> [f32; ROWS] {
 }
 
 /// The 16 rows of a band of `Q6_K` tiles times `x`, portably.
-pub fn scalar_q6_k(tiles: &[Q6KTile], x: &Q8K) -> [f32; ROWS] {
+pub(crate) fn scalar_q6_k(tiles: &[Q6KTile], x: &Q8K) -> [f32; ROWS] {
     let mut out = [0.0; ROWS];
     for (index, tile) in tiles.iter().enumerate() {
         let quants = &x.quants[index * SUPER..(index + 1) * SUPER];
@@ -195,7 +195,7 @@ pub fn scalar_q6_k(tiles: &[Q6KTile], x: &Q8K) -> [f32; ROWS] {
 }
 
 /// Whether this CPU runs the tile loops (AVX-512 F, BW and VNNI), checked once.
-pub fn available() -> bool {
+pub(crate) fn available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -211,7 +211,7 @@ pub fn available() -> bool {
 }
 
 /// What the loops need of a tile format.
-pub trait Tile: Sized {
+pub(crate) trait Tile: Sized {
     /// Row `r`'s 256 weights.
     fn dequantize(&self, r: usize, out: &mut [f32]);
     /// A band of tiles times `x`, portably.
@@ -250,7 +250,7 @@ impl Tile for Q6KTile {
 
 /// A band of tiles times `N` inputs: `N` results of 16 rows. The VNNI loops when
 /// [`available`], the portable ones otherwise.
-pub fn product<T: Tile, const N: usize>(tiles: &[T], xs: [&Q8K; N]) -> [[f32; ROWS]; N] {
+pub(crate) fn product<T: Tile, const N: usize>(tiles: &[T], xs: [&Q8K; N]) -> [[f32; ROWS]; N] {
     #[cfg(target_arch = "x86_64")]
     if available() {
         // SAFETY: `available` checked that the CPU has every feature the VNNI loops are
@@ -287,7 +287,7 @@ mod vnni {
     }
 
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    pub fn q4_k<const N: usize>(tiles: &[Q4KTile], xs: [&Q8K; N]) -> [[f32; ROWS]; N] {
+    pub(super) fn q4_k<const N: usize>(tiles: &[Q4KTile], xs: [&Q8K; N]) -> [[f32; ROWS]; N] {
         let mask = _mm512_set1_epi8(0x0f);
         let mut acc: [__m512; N] = [_mm512_setzero_ps(); N];
         for (index, tile) in tiles.iter().enumerate() {
@@ -336,7 +336,7 @@ mod vnni {
     }
 
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    pub fn q6_k<const N: usize>(tiles: &[Q6KTile], xs: [&Q8K; N]) -> [[f32; ROWS]; N] {
+    pub(super) fn q6_k<const N: usize>(tiles: &[Q6KTile], xs: [&Q8K; N]) -> [[f32; ROWS]; N] {
         let low_mask = _mm512_set1_epi8(0x0f);
         let top_mask = _mm512_set1_epi8(0x30);
         let mut acc: [__m512; N] = [_mm512_setzero_ps(); N];

@@ -577,17 +577,13 @@ async fn write(
         now,
         config: config.clone(),
     };
-    let value = store
+    let outcome = store
         .write_with(move |transaction| {
             let write = write.clone();
-            Box::pin(async move {
-                let outcome = store::write_block(transaction, &write).await?;
-                Ok(serde_json::to_value(outcome)?)
-            })
+            Box::pin(async move { Ok(store::write_block(transaction, &write).await?) })
         })
         .await
         .map_err(internal)?;
-    let outcome: store::Outcome = serde_json::from_value(value).map_err(internal)?;
     match outcome {
         store::Outcome::Written(block) => {
             if block.permission == Permission::Familiar {
@@ -645,7 +641,7 @@ async fn write_archival(
             let entries = entries.clone();
             Box::pin(async move {
                 store::insert_entries(transaction, &entries).await?;
-                Ok(Value::Null)
+                Ok(())
             })
         })
         .await
@@ -830,7 +826,7 @@ impl CompressionHook for FileCompressedHistory {
                 let entries = entries.clone();
                 Box::pin(async move {
                     store::insert_entries(transaction, &entries).await?;
-                    Ok(Value::Null)
+                    Ok(())
                 })
             })
             .await?;

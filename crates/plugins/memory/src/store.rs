@@ -24,7 +24,7 @@ pub(crate) mod block {
 
     #[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
     #[sea_orm(table_name = "memory_blocks")]
-    pub struct Model {
+    pub(crate) struct Model {
         #[sea_orm(primary_key, auto_increment = false)]
         pub id: String,
         pub user_id: String,
@@ -39,7 +39,7 @@ pub(crate) mod block {
     }
 
     #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
-    pub enum Relation {}
+    pub(crate) enum Relation {}
 
     impl ActiveModelBehavior for ActiveModel {}
 }
@@ -353,8 +353,8 @@ pub(crate) struct BlockWrite {
     pub config: std::sync::Arc<MemoryConfig>,
 }
 
-/// What a block write did: passed back from the transaction as JSON.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// What a block write did, passed back from its transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Outcome {
     Written(Block),
     Refused {

@@ -9,85 +9,23 @@ use std::sync::Arc;
 // Integration tests are a separate crate: name the plugin so the linker keeps it.
 use agentic_plugin_memory as _;
 
-use agentic_conversation::testing::TestDatabase as TestDb;
 use agentic_conversation::{ConversationService, PromptRequest};
-use agentic_core::{
-    Approval, Config, ContextItem, Prepared, PromptState, Runtime, Services, State, ToolContext,
-    ToolError,
-};
+use agentic_core::{Approval, Config, ContextItem, PromptState, Runtime, State, ToolContext};
 use agentic_plugin_script::ScriptedProvider;
+use agentic_testing::{TestDatabase as TestDb, ToolHarness};
 use serde_json::{Value, json};
 
-/// A runtime with the linked plugins and `config`, over an open database.
-struct Harness {
-    services: Arc<Services>,
-}
-
-impl Harness {
-    async fn new(db: &TestDb, config: Value) -> Self {
-        let runtime = Runtime::builder()
-            .config(Config::from_value(config))
-            .registered_plugins()
-            .build()
-            .await
-            .unwrap();
-        let services = runtime.services().clone();
-        agentic_conversation::attach_database(&services, &db.url)
-            .await
-            .unwrap();
-        Self { services }
-    }
-
-    async fn prepare(&self, user: &str) -> Prepared {
-        self.services
-            .prepare(user, "p", "classic", &State::default())
-            .await
-            .unwrap()
-    }
-
-    /// Calls a tool with a fresh `prepare()`, as a new prompt would.
-    async fn call(&self, user: &str, tool: &str, input: Value) -> Result<Value, ToolError> {
-        let prepared = self.prepare(user).await;
-        self.call_with(&prepared, user, tool, input).await
-    }
-
-    async fn call_with(
-        &self,
-        prepared: &Prepared,
-        user: &str,
-        tool: &str,
-        input: Value,
-    ) -> Result<Value, ToolError> {
-        let context = ToolContext::new(user, "p", State::default(), self.services.clone());
-        prepared.tools.invoke(context, tool, input).await
-    }
-
-    async fn ok(&self, user: &str, tool: &str, input: Value) -> Value {
-        self.call(user, tool, input.clone())
-            .await
-            .unwrap_or_else(|error| panic!("{tool} {input}: {error}"))
-    }
-
-    async fn refused(&self, user: &str, tool: &str, input: Value) -> String {
-        match self.call(user, tool, input.clone()).await {
-            Ok(output) => panic!("{tool} {input} should fail, gave {output}"),
-            Err(error) => error.to_string(),
-        }
-    }
-
-    async fn content(&self, user: &str, tier: &str, label: &str) -> String {
-        let block = self
-            .ok(user, "memory.read", json!({ "tier": tier, "label": label }))
-            .await;
-        block["content"].as_str().unwrap().to_owned()
-    }
+/// The content of `user`'s block `label` in `tier`.
+async fn content(harness: &ToolHarness, user: &str, tier: &str, label: &str) -> String {
+    let block = harness
+        .ok(user, "memory.read", json!({ "tier": tier, "label": label }))
+        .await;
+    block["content"].as_str().unwrap().to_owned()
 }
 
 /// A SQLite file, then (when configured) a new PostgreSQL database.
 async fn databases() -> Vec<TestDb> {
-    agentic_conversation::testing::test_databases()
-        .await
-        .unwrap()
+    agentic_testing::test_databases().await.unwrap()
 }
 
 fn persona_config() -> Value {
@@ -107,8 +45,8 @@ fn persona_config() -> Value {
 #[tokio::test]
 async fn core_blocks_are_in_every_prompt_and_working_labels_are_listed() {
     for db in databases().await {
-        let harness = Harness::new(&db, persona_config()).await;
-        let fresh = harness.prepare("alice").await;
+        let harness = ToolHarness::open(&db.url, persona_config()).await.unwrap();
+        let fresh = harness.prepare("alice").await.unwrap();
         assert_eq!(
             fresh.context,
             vec![
@@ -137,7 +75,7 @@ async fn core_blocks_are_in_every_prompt_and_working_labels_are_listed() {
                 json!({ "tier": "archival", "label": "races", "content": "Oslo half, 2025." }),
             )
             .await;
-        let later = harness.prepare("alice").await;
+        let later = harness.prepare("alice").await.unwrap();
         assert_eq!(
             later.context,
             vec![
@@ -159,7 +97,7 @@ async fn core_blocks_are_in_every_prompt_and_working_labels_are_listed() {
 #[tokio::test]
 async fn one_users_memory_is_invisible_and_untouchable_to_another() {
     for db in databases().await {
-        let harness = Harness::new(&db, json!({})).await;
+        let harness = ToolHarness::open(&db.url, json!({})).await.unwrap();
         for (tier, label) in [
             ("core", "human"),
             ("working", "plan"),
@@ -205,7 +143,7 @@ async fn one_users_memory_is_invisible_and_untouchable_to_another() {
             .await;
         assert!(read.contains("no archival entries labelled"), "{read}");
         assert!(
-            harness.prepare("bob").await.context.is_empty(),
+            harness.prepare("bob").await.unwrap().context.is_empty(),
             "{}",
             db.name
         );
@@ -218,11 +156,11 @@ async fn one_users_memory_is_invisible_and_untouchable_to_another() {
             )
             .await;
         assert_eq!(
-            harness.content("alice", "working", "plan").await,
+            content(&harness, "alice", "working", "plan").await,
             "Alice's secret plan"
         );
         assert_eq!(
-            harness.content("bob", "working", "plan").await,
+            content(&harness, "bob", "working", "plan").await,
             "Bob's plan"
         );
         let alice = harness
@@ -254,7 +192,7 @@ async fn one_users_memory_is_invisible_and_untouchable_to_another() {
 #[tokio::test]
 async fn read_only_and_append_only_blocks_hold_even_when_called_directly() {
     for db in databases().await {
-        let harness = Harness::new(&db, persona_config()).await;
+        let harness = ToolHarness::open(&db.url, persona_config()).await.unwrap();
         for mode in ["replace", "append"] {
             let refused = harness
                 .refused(
@@ -266,7 +204,7 @@ async fn read_only_and_append_only_blocks_hold_even_when_called_directly() {
             assert_eq!(refused, "core memory block \"persona\" is read-only");
         }
         assert_eq!(
-            harness.content("alice", "core", "persona").await,
+            content(&harness, "alice", "core", "persona").await,
             "You are Ferris."
         );
 
@@ -279,7 +217,7 @@ async fn read_only_and_append_only_blocks_hold_even_when_called_directly() {
             .await;
         assert!(refused.contains("only takes appends"), "{refused}");
         assert_eq!(
-            harness.content("alice", "working", "journal").await,
+            content(&harness, "alice", "working", "journal").await,
             "Day 1."
         );
         harness
@@ -290,7 +228,7 @@ async fn read_only_and_append_only_blocks_hold_even_when_called_directly() {
             )
             .await;
         assert_eq!(
-            harness.content("alice", "working", "journal").await,
+            content(&harness, "alice", "working", "journal").await,
             "Day 1.\nDay 2."
         );
 
@@ -322,7 +260,7 @@ async fn read_only_and_append_only_blocks_hold_even_when_called_directly() {
             )
             .await;
         assert!(refused.contains("has permission \"append\""), "{refused}");
-        assert_eq!(harness.content("alice", "working", "log").await, "one");
+        assert_eq!(content(&harness, "alice", "working", "log").await, "one");
     }
 }
 
@@ -332,7 +270,7 @@ async fn config_decides_the_permission_of_configured_blocks_even_after_they_were
         let open = json!({ "memory": { "core": [
             { "label": "human", "content": "Alice.", "permission": "read-write" }
         ] } });
-        let before = Harness::new(&db, open).await;
+        let before = ToolHarness::open(&db.url, open).await.unwrap();
         before
             .ok(
                 "alice",
@@ -344,9 +282,9 @@ async fn config_decides_the_permission_of_configured_blocks_even_after_they_were
         let tight = json!({ "memory": { "core": [
             { "label": "human", "content": "Alice, as the operator says.", "permission": "read-only" }
         ] } });
-        let after = Harness::new(&db, tight).await;
+        let after = ToolHarness::open(&db.url, tight).await.unwrap();
         assert_eq!(
-            after.content("alice", "core", "human").await,
+            content(&after, "alice", "core", "human").await,
             "Alice, as the operator says.",
             "{}",
             db.name
@@ -365,8 +303,8 @@ async fn config_decides_the_permission_of_configured_blocks_even_after_they_were
 #[tokio::test]
 async fn familiar_blocks_need_approval_and_the_handler_refuses_a_write_that_skipped_it() {
     for db in databases().await {
-        let harness = Harness::new(&db, persona_config()).await;
-        let prepared = harness.prepare("alice").await;
+        let harness = ToolHarness::open(&db.url, persona_config()).await.unwrap();
+        let prepared = harness.prepare("alice").await.unwrap();
         let approval = |input: Value| prepared.tools.approval("memory.write", &input);
         assert_eq!(
             approval(
@@ -396,7 +334,7 @@ async fn familiar_blocks_need_approval_and_the_handler_refuses_a_write_that_skip
         // Another prompt creates the familiar block `diary` after this prompt's tools were
         // made, so their approval rule does not know it yet: the handler refuses the write,
         // and from then on the rule asks.
-        let stale = harness.prepare("alice").await;
+        let stale = harness.prepare("alice").await.unwrap();
         harness
             .ok(
                 "alice",
@@ -417,7 +355,7 @@ async fn familiar_blocks_need_approval_and_the_handler_refuses_a_write_that_skip
             .to_string();
         assert!(refused.contains("needs a person's approval"), "{refused}");
         assert_eq!(
-            harness.content("alice", "working", "diary").await,
+            content(&harness, "alice", "working", "diary").await,
             "Dear diary."
         );
         assert!(matches!(
@@ -429,6 +367,7 @@ async fn familiar_blocks_need_approval_and_the_handler_refuses_a_write_that_skip
             harness
                 .prepare("alice")
                 .await
+                .unwrap()
                 .tools
                 .approval("memory.write", &write),
             Approval::Required { .. }
@@ -445,7 +384,7 @@ async fn size_and_count_limits_hold() {
             "archivalEntryLimit": 12,
             "working": [{ "label": "notes", "limit": 5 }]
         } });
-        let harness = Harness::new(&db, config).await;
+        let harness = ToolHarness::open(&db.url, config).await.unwrap();
         let refused = harness
             .refused(
                 "alice",
@@ -522,7 +461,7 @@ async fn size_and_count_limits_hold() {
 #[tokio::test]
 async fn search_ranks_by_words_matched_then_occurrences_then_recency() {
     for db in databases().await {
-        let harness = Harness::new(&db, json!({})).await;
+        let harness = ToolHarness::open(&db.url, json!({})).await.unwrap();
         for (label, content) in [
             ("trips", "Took the ferry to Oslo."),
             ("trips", "OSLO: the fjord ferry, then the Oslo opera."),
@@ -670,9 +609,7 @@ async fn compression_files_the_archived_prompts_into_archival_memory() {
         let service = ConversationService::open(runtime.clone(), &db.url)
             .await
             .unwrap();
-        let harness = Harness {
-            services: runtime.services().clone(),
-        };
+        let harness = ToolHarness::on(runtime.services().clone());
         let mut conversation = service.create("alice").await.unwrap();
         for input in [
             "Tell me about the capital",
@@ -720,7 +657,7 @@ async fn compression_files_the_archived_prompts_into_archival_memory() {
             .ok("bob", "memory.search", json!({ "query": "capital" }))
             .await;
         assert_eq!(bobs, json!({ "hits": [] }), "{}", db.name);
-        let context = harness.prepare("alice").await.context;
+        let context = harness.prepare("alice").await.unwrap().context;
         assert_eq!(
             context,
             vec![item(
@@ -774,9 +711,7 @@ async fn compression_files_nothing_when_archiving_is_turned_off() {
             "{}: compression ran",
             db.name
         );
-        let harness = Harness {
-            services: runtime.services().clone(),
-        };
+        let harness = ToolHarness::on(runtime.services().clone());
         let listed = harness
             .ok("alice", "memory.list", json!({ "tier": "archival" }))
             .await;

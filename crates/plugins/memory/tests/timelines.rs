@@ -4,21 +4,15 @@
 // Test helpers outside #[test] functions may unwrap too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
-
 // Integration tests are a separate crate: name the plugins so the linker keeps them.
 use agentic_interpreter as _;
 use agentic_plugin_memory as _;
 
-use agentic_plugin_script::testing::TimelineRunner;
+use agentic_testing::TimelineRunner;
 
 fn runner() -> TimelineRunner {
     TimelineRunner::new()
-        .on_runtime(Arc::new(|services| {
-            Box::pin(agentic_conversation::testing::attach_temporary_sqlite(
-                services,
-            ))
-        }))
+        .with_temporary_database()
         .mask_uuids()
         .mask_times()
 }
@@ -26,10 +20,5 @@ fn runner() -> TimelineRunner {
 #[test]
 fn memory_plugin_timelines() {
     let runner = runner();
-    insta::glob!("timelines/*.yaml", |path| {
-        let timeline = runner
-            .run_file_blocking(path)
-            .unwrap_or_else(|error| panic!("{}: {error:#}", path.display()));
-        insta::assert_yaml_snapshot!(timeline);
-    });
+    agentic_testing::assert_timelines!(runner);
 }

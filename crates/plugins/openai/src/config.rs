@@ -39,7 +39,7 @@ pub struct ModelNames {
     pub high: String,
 }
 
-pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+pub(crate) const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
 impl Default for ModelNames {
     fn default() -> Self {

@@ -12,7 +12,7 @@ use crate::names::ToolNameMap;
 
 /// Collects one streamed answer.
 #[derive(Debug, Default)]
-pub struct ChunkReader {
+pub(crate) struct ChunkReader {
     calls: BTreeMap<usize, PartialCall>,
     last_index: Option<usize>,
     finished: bool,
@@ -32,7 +32,7 @@ struct PartialCall {
 
 impl ChunkReader {
     /// Reads one `data:` payload; returns the text deltas it carried.
-    pub fn read(&mut self, chunk: &Value) -> Result<Vec<ModelEvent>, ProviderError> {
+    pub(crate) fn read(&mut self, chunk: &Value) -> Result<Vec<ModelEvent>, ProviderError> {
         if let Some(error) = chunk.get("error").filter(|error| !error.is_null()) {
             let message = error
                 .get("message")
@@ -87,14 +87,14 @@ impl ChunkReader {
     }
 
     /// True once a choice has said why it stopped.
-    pub fn finished(&self) -> bool {
+    pub(crate) fn finished(&self) -> bool {
         self.finished
     }
 
     /// The tool calls and usage, once the stream is over. A server that sent no usage (as
     /// llama.cpp's never does) gets an estimate: `request`'s tokens in, what the model wrote
     /// out, marked as estimated.
-    pub fn finish(
+    pub(crate) fn finish(
         self,
         names: &ToolNameMap,
         fallback_model: &str,

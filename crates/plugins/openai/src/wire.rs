@@ -15,7 +15,7 @@ use crate::config::OpenAiConfig;
 use crate::names::ToolNameMap;
 
 /// The wire names of every tool a request mentions: offered tools and calls in its history.
-pub fn name_map(request: &ModelRequest) -> ToolNameMap {
+pub(crate) fn name_map(request: &ModelRequest) -> ToolNameMap {
     let offered = request.tools.iter().map(|tool| tool.name.as_str());
     let called = request
         .messages
@@ -28,7 +28,7 @@ pub fn name_map(request: &ModelRequest) -> ToolNameMap {
 /// reference (copying every tool's schema into the request for each model call was a large
 /// part of a prompt's CPU time).
 #[derive(serde::Serialize)]
-pub struct RequestBody<'a> {
+pub(crate) struct RequestBody<'a> {
     #[serde(flatten)]
     pub request: CreateChatCompletionRequest,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -37,21 +37,21 @@ pub struct RequestBody<'a> {
 
 /// A tool as the wire format offers it: `{"type": "function", "function": {…}}`.
 #[derive(serde::Serialize)]
-pub struct WireTool<'a> {
+pub(crate) struct WireTool<'a> {
     #[serde(rename = "type")]
     pub kind: &'static str,
     pub function: WireFunction<'a>,
 }
 
 #[derive(serde::Serialize)]
-pub struct WireFunction<'a> {
+pub(crate) struct WireFunction<'a> {
     pub name: String,
     pub description: &'a str,
     pub parameters: &'a serde_json::Value,
 }
 
 /// The streamed request body.
-pub fn request_body<'a>(
+pub(crate) fn request_body<'a>(
     request: &'a ModelRequest,
     model: &str,
     names: &ToolNameMap,

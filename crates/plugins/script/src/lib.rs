@@ -1,12 +1,10 @@
 //! The scripted model provider: replays model turns from YAML and records every request it
 //! receives. Tests, demos and bug reports use it; select it with
-//! `AGENTIC_PROVIDER=script:path/to/turns.yaml`.
-//!
-//! [`testing`] builds the timeline snapshot helper on top of it.
+//! `AGENTIC_PROVIDER=script:path/to/turns.yaml`. The timeline snapshot helper built on it is
+//! in the dev-only `agentic-testing` crate.
 #![forbid(unsafe_code)]
 
 mod provider;
-pub mod testing;
 
 use std::sync::Arc;
 
@@ -14,9 +12,6 @@ use agentic_core::{Config, Plugin, PluginRegistration, ProviderFactory, SetupCon
 use async_trait::async_trait;
 
 pub use provider::{ScriptToolCall, ScriptUsage, ScriptedProvider, Turn};
-
-#[doc(hidden)]
-pub use insta as __insta;
 
 /// The plugin that registers provider `script`.
 #[derive(Debug, Default)]

@@ -4,15 +4,10 @@
 // Test helpers outside #[test] functions may unwrap too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use agentic_plugin_script::testing::{TimelineRunner, kit};
+use agentic_testing::{TimelineRunner, kit};
 
 #[test]
 fn classic_mode_timelines() {
     let runner = TimelineRunner::new().plugin(kit::plugin());
-    insta::glob!("timelines/*.yaml", |path| {
-        let timeline = runner
-            .run_file_blocking(path)
-            .unwrap_or_else(|error| panic!("{}: {error:#}", path.display()));
-        insta::assert_yaml_snapshot!(timeline);
-    });
+    agentic_testing::assert_timelines!(runner);
 }

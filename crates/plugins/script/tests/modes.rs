@@ -12,8 +12,8 @@ use agentic_core::{
     ChatMessage, ExecutionModeFactory, ExecutorCreateOptions, ExecutorError, ModelRequest, Plugin,
     Prompt, PromptExecutor, PromptOptions, PromptRecorder, Runtime, SetupContext, State,
 };
-use agentic_plugin_script::testing::{TimelineCase, TimelineRunner};
 use agentic_plugin_script::{ScriptedProvider, Turn};
+use agentic_testing::{TimelineCase, TimelineRunner};
 use async_trait::async_trait;
 
 /// Mode `shout`: one model call, and the answer in capitals.

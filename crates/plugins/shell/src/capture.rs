@@ -148,6 +148,15 @@ pub struct LiveOutput<'a> {
     stopped: bool,
 }
 
+impl std::fmt::Debug for LiveOutput<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveOutput")
+            .field("left", &self.left)
+            .field("stopped", &self.stopped)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Shown once when live output stops at its budget.
 pub const LIVE_OUTPUT_STOPPED: &str =
     "\n[live output stops here; the result keeps the start and the end]\n";

@@ -8,7 +8,7 @@
 use agentic_interpreter as _;
 use agentic_plugin_shell as _;
 
-use agentic_plugin_script::testing::{Timeline, TimelineRunner};
+use agentic_testing::{Timeline, TimelineRunner};
 use serde_json::Value;
 
 #[test]
@@ -18,13 +18,7 @@ fn shell_plugin_timelines() {
         .mask(r#""durationMs":\d+"#, r#""durationMs":"[ms]""#)
         .unwrap()
         .redact_keys(&["durationMs"]);
-    insta::glob!("timelines/*.yaml", |path| {
-        let mut timeline = runner
-            .run_file_blocking(path)
-            .unwrap_or_else(|error| panic!("{}: {error:#}", path.display()));
-        join_live_output(&mut timeline);
-        insta::assert_yaml_snapshot!(timeline);
-    });
+    agentic_testing::assert_timelines!(runner, join_live_output);
     // The rejected commands never ran.
     assert!(!std::path::Path::new("tests/fixture/created-by-shell-test.txt").exists());
 }

@@ -6,7 +6,7 @@
 // Integration tests are a separate crate: name the plugin so the linker keeps its registration.
 use agentic_plugin_time as _;
 
-use agentic_plugin_script::testing::TimelineRunner;
+use agentic_testing::TimelineRunner;
 
 #[test]
 fn time_plugin_timelines() {
@@ -21,12 +21,7 @@ fn time_plugin_timelines() {
         .and_then(|runner| runner.mask(r#""timeOfDay":"[\d:]+""#, r#""timeOfDay":"[time]""#))
         .unwrap()
         .redact_keys(&["unixMs", "weekday", "date", "timeOfDay"]);
-    insta::glob!("timelines/*.yaml", |path| {
-        let timeline = runner
-            .run_file_blocking(path)
-            .unwrap_or_else(|error| panic!("{}: {error:#}", path.display()));
-        insta::assert_yaml_snapshot!(timeline);
-    });
+    agentic_testing::assert_timelines!(runner);
 }
 
 #[tokio::test]

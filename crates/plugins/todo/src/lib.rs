@@ -17,7 +17,6 @@ use schemars::JsonSchema;
 use sea_orm::sea_query::{ColumnDef, Index, Table};
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 agentic_core::inventory::submit! {
     PluginRegistration { id: "todo", create: create_plugin }
@@ -211,7 +210,7 @@ async fn save(store: &Store, model: entity::Model, insert: bool) -> Result<Todo,
                 } else {
                     active.reset_all().update(transaction).await?;
                 }
-                Ok(Value::Null)
+                Ok(())
             })
         })
         .await
@@ -338,7 +337,7 @@ impl Plugin for TodoPlugin {
                             let id = id.clone();
                             Box::pin(async move {
                                 entity::Entity::delete_by_id(id).exec(transaction).await?;
-                                Ok(Value::Null)
+                                Ok(())
                             })
                         })
                         .await

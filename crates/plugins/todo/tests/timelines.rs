@@ -4,21 +4,15 @@
 // Test helpers outside #[test] functions may unwrap too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
-
 // Integration tests are a separate crate: name the plugins so the linker keeps them.
 use agentic_interpreter as _;
 use agentic_plugin_todo as _;
 
-use agentic_plugin_script::testing::TimelineRunner;
+use agentic_testing::TimelineRunner;
 
 fn runner() -> TimelineRunner {
     TimelineRunner::new()
-        .on_runtime(Arc::new(|services| {
-            Box::pin(agentic_conversation::testing::attach_temporary_sqlite(
-                services,
-            ))
-        }))
+        .with_temporary_database()
         .mask_uuids()
         .mask_times()
 }
@@ -26,37 +20,18 @@ fn runner() -> TimelineRunner {
 #[test]
 fn todo_plugin_timelines() {
     let runner = runner();
-    insta::glob!("timelines/*.yaml", |path| {
-        let timeline = runner
-            .run_file_blocking(path)
-            .unwrap_or_else(|error| panic!("{}: {error:#}", path.display()));
-        insta::assert_yaml_snapshot!(timeline);
-    });
+    agentic_testing::assert_timelines!(runner);
 }
 
 #[tokio::test]
 async fn todos_are_kept_per_user() {
-    use agentic_core::{Runtime, State, ToolContext};
-    let runtime = Runtime::builder()
-        .registered_plugins()
-        .build()
-        .await
-        .unwrap();
-    let services = runtime.services().clone();
-    let db = agentic_conversation::testing::TestDatabase::sqlite().unwrap();
-    agentic_conversation::attach_database(&services, &db.url)
+    let db = agentic_testing::TestDatabase::sqlite().unwrap();
+    let tools = agentic_testing::ToolHarness::open(&db.url, serde_json::json!({}))
         .await
         .unwrap();
     let invoke = |user: &'static str, tool: &'static str, input: serde_json::Value| {
-        let services = services.clone();
-        async move {
-            let prepared = services
-                .prepare(user, "p", "classic", &State::default())
-                .await
-                .unwrap();
-            let context = ToolContext::new(user, "p", State::default(), services.clone());
-            prepared.tools.invoke(context, tool, input).await
-        }
+        let tools = &tools;
+        async move { tools.call(user, tool, input).await }
     };
     let made = invoke(
         "alice",

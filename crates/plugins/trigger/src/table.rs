@@ -14,7 +14,6 @@ use sea_orm::{
     ActiveValue::NotSet, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
     QuerySelect, Set,
 };
-use serde_json::Value;
 
 pub mod triggers {
     use sea_orm::entity::prelude::*;
@@ -74,6 +73,7 @@ pub mod trigger_conversations {
 pub use triggers::Model as TriggerRow;
 
 /// Creates both tables.
+#[derive(Debug)]
 pub struct CreateTriggers;
 
 impl MigrationName for CreateTriggers {
@@ -159,7 +159,7 @@ pub async fn insert(store: &Store, row: TriggerRow) -> anyhow::Result<()> {
                 triggers::Entity::insert(active(row))
                     .exec_without_returning(transaction)
                     .await?;
-                Ok(Value::Null)
+                Ok(())
             })
         })
         .await?;
@@ -212,11 +212,11 @@ pub async fn delete(store: &Store, user_id: &str, id: &str) -> anyhow::Result<bo
                     .filter(triggers::Column::UserId.eq(user_id))
                     .exec(transaction)
                     .await?;
-                Ok(Value::from(result.rows_affected))
+                Ok(result.rows_affected)
             })
         })
         .await?;
-    Ok(deleted.as_u64().unwrap_or_default() > 0)
+    Ok(deleted > 0)
 }
 
 /// Triggers of every user due at `now`, the most overdue first.
@@ -273,11 +273,11 @@ pub async fn claim(
                     .filter(triggers::Column::NextFireAt.eq(slot))
                     .exec(transaction)
                     .await?;
-                Ok(Value::from(result.rows_affected))
+                Ok(result.rows_affected)
             })
         })
         .await?;
-    Ok(claimed.as_u64() == Some(1))
+    Ok(claimed == 1)
 }
 
 /// Gives back a slot taken with [`claim`] that could not start (its conversation turned out
@@ -310,7 +310,7 @@ pub async fn unclaim(
                         .filter(triggers::Column::NextFireAt.is_null()),
                 };
                 update.exec(transaction).await?;
-                Ok(Value::Null)
+                Ok(())
             })
         })
         .await?;
@@ -345,7 +345,7 @@ pub async fn record_fire(
                     .filter(triggers::Column::Id.eq(id))
                     .exec(transaction)
                     .await?;
-                Ok(Value::Null)
+                Ok(())
             })
         })
         .await?;
@@ -404,7 +404,7 @@ pub async fn set_trigger_conversation(
                         .await?;
                     }
                 }
-                Ok(Value::Null)
+                Ok(())
             })
         })
         .await?;

@@ -14,14 +14,14 @@ use std::time::Duration;
 use agentic_interpreter as _;
 use agentic_plugin_trigger as _;
 
-use agentic_conversation::testing::TestDatabase as TestDb;
 use agentic_conversation::{ConversationService, start_background_services};
-use agentic_core::{Config, EventPayload, PromptState, Received, Runtime, State, ToolContext};
+use agentic_core::{Config, EventPayload, PromptState, Received, Runtime};
 use agentic_plugin_script::{ScriptedProvider, Turn};
 use agentic_plugin_trigger::scheduler::{
     TRIGGER_CONVERSATION_TITLE, fire_due, trigger_conversation,
 };
 use agentic_plugin_trigger::table::{self, TriggerRow};
+use agentic_testing::TestDatabase as TestDb;
 use chrono::{DateTime, Duration as TimeDelta, SubsecRound as _, Utc};
 use serde_json::{Value, json};
 
@@ -319,9 +319,7 @@ async fn the_scheduler_started_like_serve_fires_a_new_trigger_as_a_published_pro
 
 /// A SQLite file, then (when configured) a new PostgreSQL database.
 async fn databases() -> Vec<TestDb> {
-    agentic_conversation::testing::test_databases()
-        .await
-        .unwrap()
+    agentic_testing::test_databases().await.unwrap()
 }
 
 /// A service over `db` whose model answers `replies` in order, one per prompt.
@@ -399,15 +397,8 @@ async fn invoke(
     tool: &str,
     input: Value,
 ) -> Result<Value, String> {
-    let services = service.runtime().services().clone();
-    let prepared = services
-        .prepare(user, "p", "classic", &State::default())
-        .await
-        .unwrap();
-    let context = ToolContext::new(user, "p", State::default(), services.clone());
-    prepared
-        .tools
-        .invoke(context, tool, input)
+    agentic_testing::ToolHarness::on(service.runtime().services().clone())
+        .call(user, tool, input)
         .await
         .map_err(|error| error.to_string())
 }

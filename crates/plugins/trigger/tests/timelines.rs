@@ -1,24 +1,18 @@
 //! The trigger tools used from prompts, in classic and in code mode, each case over its own
-//! SQLite database (opened by the runner's hook, as a conversation service would).
+//! SQLite database, as a conversation service would have.
 
 // Test helpers outside #[test] functions may unwrap too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-
-use std::sync::Arc;
 
 // Integration tests are a separate crate: name the plugins so the linker keeps them.
 use agentic_interpreter as _;
 use agentic_plugin_trigger as _;
 
-use agentic_plugin_script::testing::TimelineRunner;
+use agentic_testing::TimelineRunner;
 
 fn runner() -> TimelineRunner {
     TimelineRunner::new()
-        .on_runtime(Arc::new(|services| {
-            Box::pin(agentic_conversation::testing::attach_temporary_sqlite(
-                services,
-            ))
-        }))
+        .with_temporary_database()
         .mask_uuids()
         .mask(
             // Times that depend on today: next fires, creation times and "it is now …".
@@ -32,10 +26,5 @@ fn runner() -> TimelineRunner {
 #[test]
 fn trigger_plugin_timelines() {
     let runner = runner();
-    insta::glob!("timelines/*.yaml", |path| {
-        let timeline = runner
-            .run_file_blocking(path)
-            .unwrap_or_else(|error| panic!("{}: {error:#}", path.display()));
-        insta::assert_yaml_snapshot!(timeline);
-    });
+    agentic_testing::assert_timelines!(runner);
 }

@@ -8,8 +8,8 @@ use agentic_plugin_web as _;
 
 use std::time::Duration;
 
-use agentic_plugin_script::testing::{TimelineCase, TimelineRunner};
 use agentic_plugin_web::{WebConfig, fetch};
+use agentic_testing::{TimelineCase, TimelineRunner};
 use axum::Router;
 use axum::http::header;
 use axum::response::{Html, IntoResponse, Redirect};

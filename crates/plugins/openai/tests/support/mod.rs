@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 /// One scripted HTTP answer.
 #[derive(Debug, Clone)]
-pub enum Reply {
+pub(crate) enum Reply {
     /// An SSE stream of these `data:` payloads, each sent as its own write.
     Sse(Vec<String>),
     /// The SSE stream's bytes sent in pieces of this many bytes, cutting lines mid-way.
@@ -36,7 +36,7 @@ pub enum Reply {
 }
 
 #[derive(Debug, Clone)]
-pub struct Recorded {
+pub(crate) struct Recorded {
     pub body: Value,
     pub authorization: Option<String>,
 }
@@ -47,7 +47,7 @@ struct Shared {
     requests: Arc<Mutex<Vec<Recorded>>>,
 }
 
-pub struct FakeOpenAi {
+pub(crate) struct FakeOpenAi {
     pub base_url: String,
     shared: Shared,
     server: tokio::task::JoinHandle<()>,
@@ -60,7 +60,7 @@ impl Drop for FakeOpenAi {
 }
 
 impl FakeOpenAi {
-    pub async fn start(replies: Vec<Reply>) -> Self {
+    pub(crate) async fn start(replies: Vec<Reply>) -> Self {
         let shared = Shared::default();
         shared.replies.lock().unwrap().extend(replies);
         let app = Router::new()
@@ -78,7 +78,7 @@ impl FakeOpenAi {
         }
     }
 
-    pub fn requests(&self) -> Vec<Recorded> {
+    pub(crate) fn requests(&self) -> Vec<Recorded> {
         self.shared.requests.lock().unwrap().clone()
     }
 }
@@ -185,14 +185,19 @@ fn status_reply(status: u16, headers: &[(&'static str, String)], body: &str) -> 
 }
 
 /// A text delta chunk.
-pub fn text_chunk(text: &str) -> String {
+pub(crate) fn text_chunk(text: &str) -> String {
     json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "fake-model",
         "choices": [{"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": null}]})
     .to_string()
 }
 
 /// A chunk carrying one tool-call fragment.
-pub fn tool_chunk(index: u64, id: Option<&str>, name: Option<&str>, arguments: &str) -> String {
+pub(crate) fn tool_chunk(
+    index: u64,
+    id: Option<&str>,
+    name: Option<&str>,
+    arguments: &str,
+) -> String {
     let mut function = json!({"arguments": arguments});
     if let Some(name) = name {
         function["name"] = json!(name);
@@ -206,13 +211,13 @@ pub fn tool_chunk(index: u64, id: Option<&str>, name: Option<&str>, arguments: &
     .to_string()
 }
 
-pub fn finish_chunk(reason: &str) -> String {
+pub(crate) fn finish_chunk(reason: &str) -> String {
     json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "fake-model",
         "choices": [{"index": 0, "delta": {}, "finish_reason": reason}]})
     .to_string()
 }
 
-pub fn usage_chunk(prompt: u64, completion: u64, reasoning: u64) -> String {
+pub(crate) fn usage_chunk(prompt: u64, completion: u64, reasoning: u64) -> String {
     json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "fake-model",
         "choices": [],
         "usage": {"prompt_tokens": prompt, "completion_tokens": completion,

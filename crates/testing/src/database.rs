@@ -3,17 +3,46 @@
 //! server named by `AGENTIC_TEST_POSTGRES_URL` (which `.ci/run` always sets, together with
 //! `AGENTIC_REQUIRE_POSTGRES`; locally the PostgreSQL run is skipped when it is unset).
 
-use agentic_core::Services;
 use anyhow::Context;
 use sea_orm::{ConnectionTrait, Database};
 
-/// One database a test runs on; a SQLite file lives as long as this value.
+/// One database a test runs on, removed when this value is dropped: a SQLite file's
+/// directory, or a PostgreSQL database (dropped through the admin URL it was made with).
 #[derive(Debug)]
 pub struct TestDatabase {
     /// `sqlite` or `postgres`, for assertion messages.
     pub name: &'static str,
     pub url: String,
     _dir: Option<tempfile::TempDir>,
+    /// The admin URL and the database's name, for a PostgreSQL database.
+    postgres: Option<(String, String)>,
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        let Some((admin_url, name)) = self.postgres.take() else {
+            return;
+        };
+        // Drop is not async, and may run inside a runtime: a thread of its own with a runtime
+        // of its own. `WITH (FORCE)` ends connections a pool still holds.
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            runtime.block_on(async {
+                let admin = Database::connect(&admin_url).await?;
+                admin
+                    .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                    .await?;
+                admin.close().await?;
+                anyhow::Ok(())
+            })
+        })
+        .join();
+        if let Ok(Err(error)) = dropped {
+            eprintln!("could not drop a test database: {error:#}");
+        }
+    }
 }
 
 impl TestDatabase {
@@ -26,8 +55,9 @@ impl TestDatabase {
         let dir = tempfile::tempdir()?;
         Ok(Self {
             name: "sqlite",
-            url: crate::sqlite_url(&dir.path().join("agentic.db")),
+            url: agentic_conversation::store::sqlite_url(&dir.path().join("agentic.db")),
             _dir: Some(dir),
+            postgres: None,
         })
     }
 }
@@ -66,13 +96,6 @@ async fn postgres_database(admin_url: &str) -> anyhow::Result<TestDatabase> {
         name: "postgres",
         url: format!("{base}/{name}"),
         _dir: None,
+        postgres: Some((admin_url.to_owned(), name)),
     })
-}
-
-/// Opens a SQLite file in a temporary directory (kept until the process ends) as the
-/// database of `services`: the runtime hook of timeline tests for plugins that keep tables.
-pub async fn attach_temporary_sqlite(services: std::sync::Arc<Services>) -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?.keep();
-    crate::attach_database(&services, &crate::sqlite_url(&dir.join("agentic.db"))).await?;
-    Ok(())
 }

@@ -1,22 +1,6 @@
 //! The timeline snapshot helper: run a prompt against scripted model turns and capture the
 //! whole timeline (the prompt, its events in order, and every request the model received)
 //! as one redacted value to snapshot with insta.
-//!
-//! Plugin crates use it from their own tests; see `docs/testing.md`.
-//!
-//! ```no_run
-//! use agentic_plugin_script::testing::TimelineRunner;
-//!
-//! #[test]
-//! fn timelines() {
-//!     agentic_plugin_script::__insta::glob!("timelines/*.yaml", |path| {
-//!         let timeline = TimelineRunner::new().run_file_blocking(path).unwrap();
-//!         agentic_plugin_script::assert_timeline_snapshot!(timeline);
-//!     });
-//! }
-//! ```
-
-pub mod kit;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -30,7 +14,7 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::{ScriptedProvider, Turn};
+use agentic_plugin_script::{ScriptedProvider, Turn};
 
 /// One scenario, usually read from a YAML file next to the test.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -130,6 +114,7 @@ pub struct TimelineRunner {
     redacted_keys: Vec<String>,
     user_id: String,
     on_runtime: Option<RuntimeHook>,
+    temporary_database: bool,
 }
 
 /// Runs once the runtime of a case is built, before its prompts: e.g. to open a database for
@@ -171,6 +156,7 @@ impl TimelineRunner {
             redacted_keys: Vec::new(),
             user_id: "alice".to_owned(),
             on_runtime: None,
+            temporary_database: false,
         }
     }
 
@@ -179,6 +165,13 @@ impl TimelineRunner {
     pub fn keep_code_mode_system_prompt(mut self) -> Self {
         self.masks
             .retain(|(regex, _)| regex.as_str() != CODE_MODE_SYSTEM_PROMPT);
+        self
+    }
+
+    /// Gives each case a database of its own, a SQLite file removed after the case, for
+    /// plugins that keep tables.
+    pub fn with_temporary_database(mut self) -> Self {
+        self.temporary_database = true;
         self
     }
 
@@ -262,7 +255,15 @@ impl TimelineRunner {
         for plugin in &self.plugins {
             builder = builder.plugin(plugin.clone());
         }
+        // Made before the runtime, so the file outlives every connection to it.
+        let database = match self.temporary_database {
+            true => Some(crate::TestDatabase::sqlite()?),
+            false => None,
+        };
         let runtime = builder.build().await?;
+        if let Some(database) = &database {
+            agentic_conversation::attach_database(runtime.services(), &database.url).await?;
+        }
         if let Some(hook) = &self.on_runtime {
             hook(runtime.services().clone()).await?;
         }

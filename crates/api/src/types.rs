@@ -1,0 +1,95 @@
+//! The bodies of the API's requests and answers: the handlers build them, the OpenAPI
+//! document describes them, and clients in Rust (the `agentic` CLI with `--server`) read and
+//! write them, so both sides agree on one definition.
+
+use agentic_conversation::{Conversation, StoredPrompt};
+use agentic_core::ModelKind;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PromptBody {
+    /// The user's message.
+    pub input: String,
+    /// `normal` (default) or `high`.
+    #[serde(default)]
+    pub model: ModelKind,
+    /// `classic` when absent; `code`, or a mode a plugin adds.
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// Continue this conversation; a new one when absent.
+    #[serde(default)]
+    pub conversation_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptAccepted {
+    pub prompt_id: String,
+    pub conversation_id: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ApproveBody {
+    pub tool_call_id: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RejectBody {
+    pub tool_call_id: String,
+    /// Told to the model: `Rejected by user: <reason>`.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DecisionAccepted {
+    pub prompt_id: String,
+    pub tool_call_id: String,
+    /// `approved` or `rejected`; the prompt runs on in the background.
+    pub decision: String,
+}
+
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConversationDetail {
+    #[serde(flatten)]
+    pub conversation: Conversation,
+    pub prompts: Vec<StoredPrompt>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolSummary {
+    pub id: String,
+    pub description: String,
+    /// The plugin that offers it.
+    pub plugin: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolDetail {
+    pub id: String,
+    pub description: String,
+    pub plugin: Option<String>,
+    /// JSON Schema of the input.
+    pub input_schema: Value,
+    /// JSON Schema of the output, when the tool declares one.
+    pub output_schema: Option<Value>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct InvokeResult {
+    pub output: Value,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Health {
+    pub status: String,
+    pub version: String,
+}

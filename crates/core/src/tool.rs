@@ -494,13 +494,65 @@ impl ToolSet {
                 ));
             }
             Err(invalid(format!(
-                "{problems}. Expected {}. Example: {}",
+                "{problems}. Expected {}. Example: {}{}",
                 crate::typescript::signature(id, schema, None)
                     .trim_end_matches(": any")
                     .to_owned(),
                 crate::typescript::example_call(id, tool.input_schema()),
+                self.owners_of_unknown_fields(id, input),
             )))
         }
+    }
+
+    /// `. Another tool takes `timezone`: time.now(…)`: for each field of `input` that tool
+    /// `id` does not know, the other tools whose input has a field of that name. A model that
+    /// passes `timezone` to `shell.exec` picked the wrong tool, and the field names the right
+    /// one. Empty when no field is unknown or no other tool has it.
+    fn owners_of_unknown_fields(&self, id: &str, input: &Value) -> String {
+        /// Tools named per field, so a common field (`path`) does not list every tool.
+        const MOST: usize = 3;
+        let fields_of = |tool: &PreparedTool| {
+            tool.tool
+                .input_schema()
+                .get("properties")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default()
+        };
+        let (Some(input), Some(own)) = (input.as_object(), self.tools.get(id).map(fields_of))
+        else {
+            return String::new();
+        };
+        let mut hints = String::new();
+        for field in input.keys().filter(|field| !own.contains_key(*field)) {
+            let owners: Vec<(&String, &PreparedTool)> = self
+                .tools
+                .iter()
+                .filter(|(other, tool)| *other != id && fields_of(tool).contains_key(field))
+                .take(MOST + 1)
+                .collect();
+            match owners.as_slice() {
+                [] => {}
+                [(other, tool)] => hints.push_str(&format!(
+                    ". Another tool takes `{field}`: {}",
+                    crate::typescript::signature(other, tool.tool.input_schema(), None)
+                        .trim_end_matches(": any")
+                )),
+                several => {
+                    let names: Vec<&str> = several
+                        .iter()
+                        .take(MOST)
+                        .map(|(other, _)| other.as_str())
+                        .collect();
+                    let more = if several.len() > MOST { ", …" } else { "" };
+                    hints.push_str(&format!(
+                        ". Other tools take `{field}`: {}{more}",
+                        names.join(", ")
+                    ));
+                }
+            }
+        }
+        hints
     }
 
     /// A bare string for a tool whose input has exactly one required field, a string, is
@@ -616,6 +668,52 @@ mod tests {
             result_text_for_model(&serde_json::json!({"a": 1}), 100),
             r#"{"a":1}"#
         );
+    }
+
+    /// A field the tool does not know, which another tool's input has, names that tool: the
+    /// model picked the wrong one (`shell.exec({ command, timezone })` for the time in Tokyo).
+    #[test]
+    fn an_unknown_field_names_the_tools_that_take_it() {
+        #[derive(serde::Deserialize, schemars::JsonSchema)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Command {
+            command: String,
+        }
+        #[derive(serde::Deserialize, schemars::JsonSchema)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Clock {
+            timezone: Option<String>,
+        }
+        let ok = |_cx: ToolContext, _input: Command| async move { Ok::<_, ToolError>(()) };
+        let clock = |_cx: ToolContext, _input: Clock| async move { Ok::<_, ToolError>(()) };
+        let tools = ToolSet::new(vec![
+            define_tool("shell.exec", "Runs a command", ok).into_arc(),
+            define_tool("time.now", "The time", clock).into_arc(),
+        ]);
+        let error = tools
+            .validate(
+                "shell.exec",
+                &serde_json::json!({ "command": "date", "timezone": "Asia/Tokyo" }),
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.ends_with(
+                ". Another tool takes `timezone`: time.now(input?: { timezone?: string | null })"
+            ),
+            "{error}"
+        );
+        // A field no other tool has adds nothing.
+        let error = tools
+            .validate(
+                "shell.exec",
+                &serde_json::json!({ "command": "date", "colour": "red" }),
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(!error.contains("Another tool"), "{error}");
     }
 
     #[test]

@@ -169,10 +169,16 @@ fn explain_json_parse_errors(context: &mut Context) -> JsResult<()> {
                 }
                 let given = arguments.first().cloned().unwrap_or_default();
                 let what = match given.as_string() {
-                    Some(text) => format!(
-                        "the text is not JSON; it starts {}",
-                        quoted_start(&text.to_std_string_escaped(), JSON_PARSE_QUOTED_CHARS)
-                    ),
+                    Some(text) => {
+                        let text = text.to_std_string_escaped();
+                        let format = crate::prose::text_format(&text)
+                            .map(|format| format!(" it reads as {format};"))
+                            .unwrap_or_default();
+                        format!(
+                            "the text is not JSON;{format} it starts {}",
+                            quoted_start(&text, JSON_PARSE_QUOTED_CHARS)
+                        )
+                    }
                     None if given.is_object() => "it was given an object, which is data \
                         already: use it as it is, or parse the field that holds text"
                         .to_owned(),

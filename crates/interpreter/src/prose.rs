@@ -1,5 +1,6 @@
-//! Whether a model's reply is prose (an answer) or code (to run, or to repair). Heuristics on
-//! text alone: the engine asks only once Boa could not parse the reply.
+//! Heuristics on text alone: whether a model's reply is prose (an answer) or code (to run, or
+//! to repair), which the engine asks only once Boa could not parse the reply; and which common
+//! format a text that is not JSON is written in, for `JSON.parse`'s error.
 
 /// Whether a reply that failed to parse reads as prose rather than broken code. Blocks fenced
 /// as another language (small models often answer with Python) are part of the answer, not
@@ -72,6 +73,66 @@ fn calls_something(line: &str) -> bool {
         .any(|pair| (pair[0].is_ascii_alphanumeric() || pair[0] == b'_') && pair[1] == b'(')
 }
 
+/// The format a text that failed `JSON.parse` reads as, with how to read it: models reach
+/// for `JSON.parse` on every file. `None` when it reads as none of the usual ones.
+pub(crate) fn text_format(text: &str) -> Option<&'static str> {
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#') && !line.starts_with(';'))
+        .collect();
+    if lines.len() < 2 {
+        return None;
+    }
+    let section = |line: &str| {
+        line.starts_with('[') && line.ends_with(']') && !line.contains(',') && line.len() > 2
+    };
+    let assignment = |line: &str| {
+        line.split_once('=').is_some_and(|(key, _)| {
+            let key = key.trim();
+            !key.is_empty()
+                && key
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        })
+    };
+    let assignments = lines.iter().filter(|line| assignment(line)).count();
+    if lines.iter().any(|line| section(line)) && assignments > 0 {
+        return Some(
+            "TOML or INI: `[section]` headers, then `key = value` lines; split it into lines \
+             and read the `key = value` lines under the section you need",
+        );
+    }
+    if assignments * 2 > lines.len() {
+        return Some("`key = value` lines; split it into lines, then each line at the first `=`");
+    }
+    let commas = |line: &str| line.matches(',').count();
+    let header = commas(lines[0]);
+    if header > 0
+        && lines
+            .iter()
+            .take(6)
+            .all(|line| commas(line) == header && !line.starts_with('{'))
+    {
+        return Some(
+            "CSV: a header line, then one row per line; split it into lines, then each line \
+             at `,`",
+        );
+    }
+    let yaml = |line: &str| {
+        let line = line.trim_start_matches("- ");
+        line.split_once(": ").is_some_and(|(key, _)| {
+            !key.is_empty() && !key.contains(['"', '{', '(']) && key.len() < 40
+        }) || (line.ends_with(':') && !line.contains(' '))
+    };
+    if lines.iter().filter(|line| yaml(line)).count() * 2 > lines.len()
+        && !lines[0].starts_with('{')
+    {
+        return Some("YAML: `key: value` lines; split it into lines, then each line at `: `");
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,5 +154,27 @@ mod tests {
             "You can use `time()` or `date` methods:\n- `time()`: Returns a Unix timestamp"
         ));
         assert!(!looks_like_prose("output(`Time: ${t}`"));
+    }
+
+    #[test]
+    fn common_formats_are_named() {
+        let toml = "# Service configuration\n[server]\nport = 8080\n\n[database]\nport = 5433\n";
+        assert!(text_format(toml).unwrap().starts_with("TOML or INI"));
+        assert!(
+            text_format("NAME=web\nDEBUG=true\n")
+                .unwrap()
+                .starts_with("`key = value`")
+        );
+        let csv = "id,payee,amount\nP01,Office,45.00\nP02,Cloud,129.99\n";
+        assert!(text_format(csv).unwrap().starts_with("CSV"));
+        assert!(
+            text_format("name: auth\nport: 8080\ndebug: true\n")
+                .unwrap()
+                .starts_with("YAML")
+        );
+        // Prose, one line, and broken JSON are none of them.
+        assert_eq!(text_format("temporarily unavailable, try again"), None);
+        assert_eq!(text_format("The service is down.\nTry again later."), None);
+        assert_eq!(text_format("{\"a\": 1,\n\"b\": 2,\n"), None);
     }
 }

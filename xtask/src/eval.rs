@@ -87,6 +87,8 @@ pub(crate) struct Check {
     pub answer_any: Vec<String>,
     pub answer_numbers: Vec<f64>,
     pub answer_excludes: Vec<String>,
+    /// An IANA timezone: the answer names the weekday it is there now, and no other weekday.
+    pub answer_weekday_in: Option<String>,
     pub files: Vec<FileCheck>,
     pub absent: Vec<String>,
     pub invoke: Vec<Invoke>,
@@ -98,6 +100,7 @@ impl Check {
             && self.answer_any.is_empty()
             && self.answer_numbers.is_empty()
             && self.answer_excludes.is_empty()
+            && self.answer_weekday_in.is_none()
             && self.files.is_empty()
             && self.absent.is_empty()
             && self.invoke.is_empty()
@@ -591,7 +594,48 @@ pub(crate) fn check_answer(check: &Check, answer: &str) -> Vec<String> {
             problems.push(format!("the answer says \"{unwanted}\""));
         }
     }
+    if let Some(zone) = &check.answer_weekday_in {
+        problems.extend(weekday_problem(zone, &lower, chrono::Utc::now()));
+    }
     problems
+}
+
+/// Whether `answer` (lowercase) names the weekday in `zone` at `now`, or ten minutes before
+/// (a run that crossed midnight), and no other weekday.
+fn weekday_problem(zone: &str, answer: &str, now: chrono::DateTime<chrono::Utc>) -> Option<String> {
+    const WEEKDAYS: [&str; 7] = [
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+    ];
+    let Ok(tz) = zone.parse::<chrono_tz::Tz>() else {
+        return Some(format!("answer_weekday_in names no timezone: \"{zone}\""));
+    };
+    let today: Vec<String> = [now, now - chrono::Duration::minutes(10)]
+        .iter()
+        .map(|at| {
+            at.with_timezone(&tz)
+                .format("%A")
+                .to_string()
+                .to_lowercase()
+        })
+        .collect();
+    let named: Vec<&str> = WEEKDAYS
+        .iter()
+        .copied()
+        .filter(|day| answer.contains(day))
+        .collect();
+    let right = !named.is_empty() && named.iter().all(|day| today.iter().any(|t| t == day));
+    (!right).then(|| {
+        format!(
+            "the answer does not name the weekday in {zone} ({})",
+            today[0]
+        )
+    })
 }
 
 /// Whether `found` (written with `decimals` digits after the point) states `wanted`: equal, or
@@ -918,5 +962,23 @@ mod tests {
         };
         assert!(check_answer(&check, "sensor-17 read 98.6").is_empty());
         assert_eq!(check_answer(&check, "sensor-17 read undefined").len(), 2);
+    }
+
+    #[test]
+    fn the_weekday_check_wants_the_right_day_only() {
+        use chrono::TimeZone as _;
+        // A Tuesday afternoon in Tokyo (08:00 UTC).
+        let now = chrono::Utc.with_ymd_and_hms(2026, 11, 24, 8, 0, 0).unwrap();
+        assert_eq!(weekday_problem("Asia/Tokyo", "it is tuesday.", now), None);
+        assert!(weekday_problem("Asia/Tokyo", "the day is thursday.", now).is_some());
+        assert!(weekday_problem("Asia/Tokyo", "tuesday or wednesday", now).is_some());
+        assert!(weekday_problem("Asia/Tokyo", "i cannot tell", now).is_some());
+        // 15:05 UTC is just past midnight in Tokyo: the day before still counts.
+        let midnight = chrono::Utc
+            .with_ymd_and_hms(2026, 11, 24, 15, 5, 0)
+            .unwrap();
+        assert_eq!(weekday_problem("Asia/Tokyo", "tuesday", midnight), None);
+        assert_eq!(weekday_problem("Asia/Tokyo", "wednesday", midnight), None);
+        assert!(weekday_problem("Mars/Olympus", "tuesday", now).is_some());
     }
 }

@@ -176,12 +176,16 @@ async fn run() {
         .unwrap();
     let pid = server.id().unwrap();
     let mut lines = BufReader::new(server.stderr.take().unwrap()).lines();
-    let first = lines.next_line().await.unwrap().unwrap();
-    let base = first
-        .split_whitespace()
-        .find(|word| word.starts_with("http://"))
-        .unwrap()
-        .to_owned();
+    // Log lines may come before the one that names the address.
+    let base = loop {
+        let line = lines.next_line().await.unwrap().unwrap();
+        if let Some(word) = line
+            .split_whitespace()
+            .find(|word| word.starts_with("http://"))
+        {
+            break word.to_owned();
+        }
+    };
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
 
     let server_cpu_before = cpu_seconds(&pid.to_string());

@@ -14,6 +14,8 @@ pub struct ApiError {
     pub message: String,
     /// Seconds, for 429 answers.
     pub retry_after: Option<u64>,
+    /// What went wrong inside, for the log only (a 5xx's cause chain).
+    pub cause: Option<String>,
 }
 
 #[derive(Debug, Serialize, schemars::JsonSchema)]
@@ -35,6 +37,7 @@ impl ApiError {
             code,
             message: message.into(),
             retry_after: None,
+            cause: None,
         }
     }
 
@@ -62,17 +65,29 @@ impl ApiError {
     }
 
     pub fn internal(error: &anyhow::Error) -> Self {
-        tracing::error!(error = %format!("{error:#}"), "internal error");
-        Self::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
-            "internal error; the server log has the details",
-        )
+        Self {
+            cause: Some(format!("{error:#}")),
+            ..Self::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "internal error; the server log has the details",
+            )
+        }
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        // Every 5xx is logged with its whole cause chain; the client gets the short message.
+        if self.status.is_server_error() {
+            tracing::error!(
+                status = self.status.as_u16(),
+                code = self.code,
+                message = %self.message,
+                cause = self.cause.as_deref().unwrap_or("-"),
+                "server error"
+            );
+        }
         let body = ErrorBody {
             error: ErrorDetail {
                 code: self.code.to_owned(),
@@ -145,5 +160,64 @@ impl From<PromptServiceError> for ApiError {
 impl From<anyhow::Error> for ApiError {
     fn from(error: anyhow::Error) -> Self {
         Self::internal(&error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// A writer into a shared buffer, for reading what was logged.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A 5xx is logged with its whole cause chain, which the client never sees; a 4xx is
+    /// not logged as an error.
+    #[test]
+    fn a_server_error_logs_its_cause_and_answers_without_it() {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        let (server, client) = tracing::subscriber::with_default(subscriber, || {
+            let cause = anyhow::anyhow!("disk I/O error").context("could not read the prompt");
+            (
+                ApiError::internal(&cause).into_response(),
+                ApiError::bad_request("invalid_body", "no").into_response(),
+            )
+        });
+        assert_eq!(server.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(client.status(), StatusCode::BAD_REQUEST);
+        let log = String::from_utf8(
+            captured
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
+        )
+        .unwrap_or_default();
+        assert!(log.contains("ERROR"), "{log}");
+        assert!(
+            log.contains("could not read the prompt: disk I/O error"),
+            "{log}"
+        );
+        assert_eq!(log.lines().count(), 1, "{log}");
     }
 }

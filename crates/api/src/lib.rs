@@ -233,7 +233,7 @@ impl Drop for RunningSlot {
 /// How long a request at the running-prompt limit waits for a slot before the 429.
 const SLOT_GRACE: std::time::Duration = std::time::Duration::from_millis(250);
 
-/// Every route, with authentication, limits and JSON errors.
+/// Every route, with authentication, limits, JSON errors, and one log line per request.
 pub fn router(state: AppState) -> Router {
     routes::routes()
         .merge(openapi::docs())
@@ -242,7 +242,43 @@ pub fn router(state: AppState) -> Router {
             auth::authenticate,
         ))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(
+            tower_http::trace::TraceLayer::new_for_http()
+                .make_span_with(request_span)
+                .on_request(())
+                .on_response(request_done)
+                .on_body_chunk(())
+                .on_eos(())
+                .on_failure(()),
+        )
         .with_state(state)
+}
+
+/// `request{method=GET route=/api/prompts/{id} user=alice}: status=200 ms=3` at info, for every
+/// request, refused ones included: the route is the pattern, not the path, so ids stay out of
+/// it. The user is the one the request names; a 5xx also logs its cause (see [`ApiError`]).
+fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Span {
+    let route = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or("(no route)", axum::extract::MatchedPath::as_str);
+    let user = request
+        .headers()
+        .get(USER_HEADER)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or("-");
+    tracing::info_span!("request", method = %request.method(), route, user)
+}
+
+fn request_done(
+    response: &axum::http::Response<axum::body::Body>,
+    latency: std::time::Duration,
+    _span: &tracing::Span,
+) {
+    tracing::info!(
+        status = response.status().as_u16(),
+        ms = u64::try_from(latency.as_millis()).unwrap_or(u64::MAX),
+    );
 }
 
 /// Serves until `shutdown` resolves; then stops accepting, ends event streams, stops the

@@ -155,8 +155,15 @@ async fn create_prompt(
     };
     state.spawn(slot, async move {
         let prompt_id = started.prompt_id().to_owned();
-        if let Err(error) = started.run().await {
-            tracing::warn!(prompt = %prompt_id, error = %error, "prompt ended with an error");
+        match started.run().await {
+            Err(error) => {
+                tracing::warn!(prompt = %prompt_id, %user, error = %format!("{error:#}"), "prompt ended with an error");
+            }
+            Ok(prompt) if prompt.state == PromptState::Failed => {
+                let error = prompt.error.as_deref().unwrap_or("no error recorded");
+                tracing::warn!(prompt = %prompt_id, %user, error, "prompt failed");
+            }
+            Ok(_) => {}
         }
     });
     Ok((StatusCode::ACCEPTED, Json(accepted)).into_response())

@@ -85,6 +85,10 @@ struct Cli {
     /// Read settings from this file instead of ./agentic.toml
     #[arg(long, global = true, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// Log lines on stderr as text or as JSON objects; which ones come from AGENTIC_LOG (or
+    /// RUST_LOG), `info` for `serve` and `warn` otherwise
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    log_format: LogFormat,
     /// Without a command, `agentic` opens an interactive session
     #[command(subcommand)]
     command: Option<Command>,
@@ -167,9 +171,48 @@ enum ModelAction {
     List,
 }
 
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Log lines on stderr, filtered by `AGENTIC_LOG` or else `RUST_LOG` (`tracing`'s directives,
+/// e.g. `agentic_api=debug,info`). Without either, a server logs at info (a line per request)
+/// and other commands only warnings, so stdout and stderr stay the command's own.
+fn init_logs(format: LogFormat, serve: bool) {
+    let default = if serve { "info" } else { "warn,sqlx=error" };
+    let wanted = ["AGENTIC_LOG", "RUST_LOG"].iter().find_map(|name| {
+        std::env::var(name)
+            .ok()
+            .filter(|value| !value.trim().is_empty())
+    });
+    let filter = match wanted {
+        Some(directives) => tracing_subscriber::EnvFilter::try_new(&directives).unwrap_or_else(
+            |error| {
+                eprintln!("agentic: the log filter \"{directives}\" is invalid ({error}); using \"{default}\"");
+                tracing_subscriber::EnvFilter::new(default)
+            },
+        ),
+        None => tracing_subscriber::EnvFilter::new(default),
+    };
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    // A second subscriber (there is none) would be the only way to fail: nothing to report.
+    let _ = match format {
+        LogFormat::Json => logs.json().flatten_event(true).try_init(),
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).try_init(),
+    };
+}
+
 fn main() -> ExitCode {
     agentic_interpreter::run_worker_if_requested();
     let cli = Cli::parse();
+    init_logs(
+        cli.log_format,
+        matches!(cli.command, Some(Command::Serve { .. })),
+    );
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => {

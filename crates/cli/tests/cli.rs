@@ -753,6 +753,20 @@ fn serve(turns: &Script) -> (std::process::Child, String) {
 
 /// [`serve`] over the database at `database`.
 fn serve_on(turns: &Script, database: &str, options: &[&str]) -> (std::process::Child, String) {
+    let (server, url, _) = serve_logged(turns, database, options);
+    (server, url)
+}
+
+/// [`serve_on`], keeping what the server writes on stderr (its log) as it comes.
+fn serve_logged(
+    turns: &Script,
+    database: &str,
+    options: &[&str],
+) -> (
+    std::process::Child,
+    String,
+    std::sync::Arc<std::sync::Mutex<String>>,
+) {
     let mut server = Command::new(env!("CARGO_BIN_EXE_agentic"))
         .args(options)
         .args(["serve", "--addr", "127.0.0.1:0"])
@@ -766,16 +780,87 @@ fn serve_on(turns: &Script, database: &str, options: &[&str]) -> (std::process::
         .spawn()
         .unwrap();
     let mut stderr = std::io::BufReader::new(server.stderr.take().unwrap());
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut stderr, &mut line).unwrap();
-    let url = line
-        .split_whitespace()
-        .find(|word| word.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_owned();
+    // Log lines (migrations applied) may come before the one that names the address.
+    let url = loop {
+        let mut line = String::new();
+        let read = std::io::BufRead::read_line(&mut stderr, &mut line).unwrap();
+        assert!(read > 0, "the server ended without naming its address");
+        if let Some(word) = line
+            .split_whitespace()
+            .find(|word| word.starts_with("http://"))
+        {
+            break word.to_owned();
+        }
+    };
     // Keep reading, so the server's last words do not meet a closed pipe.
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-    (server, url)
+    let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let kept = log.clone();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(stderr).map_while(Result::ok) {
+            let mut kept = kept.lock().unwrap();
+            kept.push_str(&line);
+            kept.push('\n');
+        }
+    });
+    (server, url, log)
+}
+
+/// `agentic serve` logs a line per request (method, route, user, status, time) and a failed
+/// prompt with its cause, and `--log-format json` writes the same as JSON objects.
+#[test]
+fn serve_logs_requests_and_failed_prompts_with_their_cause() {
+    let turns = script(
+        "failing",
+        "- error: the model server is down (connection refused)\n",
+    );
+    let database = scratch().join("logs.db");
+    let (mut server, url, log) = serve_logged(
+        &turns,
+        &format!("sqlite://{}", database.display()),
+        &["--log-format", "json"],
+    );
+    let output = agentic(&["--server", &url, "prompt", "hello"], None, None);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    let mut failed = None;
+    for _ in 0..50 {
+        failed = log
+            .lock()
+            .unwrap()
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .find(|line| line["message"] == "prompt failed");
+        if failed.is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let failed = failed.unwrap_or_else(|| panic!("no failed prompt in {}", log.lock().unwrap()));
+    assert_eq!(failed["level"], "WARN");
+    assert_eq!(failed["user"], "cli");
+    assert!(
+        failed["error"]
+            .as_str()
+            .unwrap()
+            .contains("the model server is down (connection refused)"),
+        "{failed}"
+    );
+    let requests: Vec<serde_json::Value> = log
+        .lock()
+        .unwrap()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|line| line["span"]["name"] == "request")
+        .collect();
+    let started = requests
+        .iter()
+        .find(|line| line["span"]["route"] == "/api/prompt")
+        .unwrap_or_else(|| panic!("no request line for POST /api/prompt in {requests:?}"));
+    assert_eq!(started["span"]["method"], "POST");
+    assert_eq!(started["span"]["user"], "cli");
+    assert_eq!(started["status"], 202);
+    assert!(started["ms"].is_u64(), "{started}");
+    server.kill().unwrap();
+    server.wait().unwrap();
 }
 
 #[test]

@@ -303,17 +303,7 @@ async fn list_tools(
     Extension(UserId(user)): Extension<UserId>,
 ) -> Result<Json<Vec<ToolSummary>>, ApiError> {
     let prepared = prepared(&state, &user).await?;
-    Ok(Json(
-        prepared
-            .tools
-            .iter()
-            .map(|tool| ToolSummary {
-                id: tool.id().to_owned(),
-                description: tool.description().to_owned(),
-                plugin: prepared.tool_plugins.get(tool.id()).cloned(),
-            })
-            .collect(),
-    ))
+    Ok(Json(ToolSummary::all(&prepared)))
 }
 
 async fn get_tool(
@@ -322,17 +312,9 @@ async fn get_tool(
     Path(id): Path<String>,
 ) -> Result<Json<ToolDetail>, ApiError> {
     let prepared = prepared(&state, &user).await?;
-    let tool = prepared
-        .tools
-        .get(&id)
-        .ok_or_else(|| ApiError::not_found("tool", &id))?;
-    Ok(Json(ToolDetail {
-        id: tool.id().to_owned(),
-        description: tool.description().to_owned(),
-        plugin: prepared.tool_plugins.get(tool.id()).cloned(),
-        input_schema: tool.input_schema().clone(),
-        output_schema: tool.output_schema().cloned(),
-    }))
+    ToolDetail::of(&prepared, &id)
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found("tool", &id))
 }
 
 async fn invoke_tool(

@@ -3,7 +3,7 @@
 //! write them, so both sides agree on one definition.
 
 use agentic_conversation::{Conversation, StoredPrompt};
-use agentic_core::ModelKind;
+use agentic_core::{ModelKind, Prepared};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -92,4 +92,33 @@ pub struct InvokeResult {
 pub struct Health {
     pub status: String,
     pub version: String,
+}
+
+impl ToolSummary {
+    /// Every tool a prompt with these tools has, in order.
+    pub fn all(prepared: &Prepared) -> Vec<Self> {
+        prepared
+            .tools
+            .iter()
+            .map(|tool| Self {
+                id: tool.id().to_owned(),
+                description: tool.description().to_owned(),
+                plugin: prepared.tool_plugins.get(tool.id()).cloned(),
+            })
+            .collect()
+    }
+}
+
+impl ToolDetail {
+    /// Tool `id` with its schemas, if the prompt has it.
+    pub fn of(prepared: &Prepared, id: &str) -> Option<Self> {
+        let tool = prepared.tools.get(id)?;
+        Some(Self {
+            id: tool.id().to_owned(),
+            description: tool.description().to_owned(),
+            plugin: prepared.tool_plugins.get(tool.id()).cloned(),
+            input_schema: tool.input_schema().clone(),
+            output_schema: tool.output_schema().cloned(),
+        })
+    }
 }

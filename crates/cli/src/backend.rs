@@ -67,31 +67,12 @@ impl Backend for LocalBackend {
     }
 
     async fn tools(&self) -> anyhow::Result<Vec<ToolSummary>> {
-        let prepared = self.prepare().await?;
-        Ok(prepared
-            .tools
-            .iter()
-            .map(|tool| ToolSummary {
-                id: tool.id().to_owned(),
-                description: tool.description().to_owned(),
-                plugin: prepared.tool_plugins.get(tool.id()).cloned(),
-            })
-            .collect())
+        Ok(ToolSummary::all(&self.prepare().await?))
     }
 
     async fn tool(&self, id: &str) -> anyhow::Result<ToolDetail> {
-        let prepared = self.prepare().await?;
-        let tool = prepared
-            .tools
-            .get(id)
-            .ok_or_else(|| anyhow::anyhow!("unknown tool \"{id}\""))?;
-        Ok(ToolDetail {
-            id: tool.id().to_owned(),
-            description: tool.description().to_owned(),
-            plugin: prepared.tool_plugins.get(tool.id()).cloned(),
-            input_schema: tool.input_schema().clone(),
-            output_schema: tool.output_schema().cloned(),
-        })
+        ToolDetail::of(&self.prepare().await?, id)
+            .ok_or_else(|| anyhow::anyhow!("unknown tool \"{id}\""))
     }
 
     async fn invoke(&self, id: &str, input: Value) -> anyhow::Result<Result<Value, String>> {

@@ -511,24 +511,22 @@ impl ToolSet {
     fn owners_of_unknown_fields(&self, id: &str, input: &Value) -> String {
         /// Tools named per field, so a common field (`path`) does not list every tool.
         const MOST: usize = 3;
-        let fields_of = |tool: &PreparedTool| {
+        let takes = |tool: &PreparedTool, field: &str| {
             tool.tool
                 .input_schema()
                 .get("properties")
                 .and_then(Value::as_object)
-                .cloned()
-                .unwrap_or_default()
+                .is_some_and(|fields| fields.contains_key(field))
         };
-        let (Some(input), Some(own)) = (input.as_object(), self.tools.get(id).map(fields_of))
-        else {
+        let (Some(input), Some(own)) = (input.as_object(), self.tools.get(id)) else {
             return String::new();
         };
         let mut hints = String::new();
-        for field in input.keys().filter(|field| !own.contains_key(*field)) {
+        for field in input.keys().filter(|field| !takes(own, field)) {
             let owners: Vec<(&String, &PreparedTool)> = self
                 .tools
                 .iter()
-                .filter(|(other, tool)| *other != id && fields_of(tool).contains_key(field))
+                .filter(|(other, tool)| *other != id && takes(tool, field))
                 .take(MOST + 1)
                 .collect();
             match owners.as_slice() {

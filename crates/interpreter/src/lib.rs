@@ -19,7 +19,6 @@ pub mod protocol;
 mod sandbox;
 mod worker;
 
-pub use mode::{CODE_MODE, CodeExecutor};
-pub use plugin::{InterpreterConfig, InterpreterPlugin, RUN_CODE_TOOL};
+pub use plugin::{InterpreterConfig, InterpreterPlugin};
 pub use sandbox::{Backend, Execution, Sandbox, SandboxConfig, SandboxError, SandboxEvent};
 pub use worker::{run_worker_if_requested, worker_process_main};

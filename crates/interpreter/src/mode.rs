@@ -24,7 +24,7 @@ use crate::protocol::{
 };
 use crate::sandbox::{Execution, SandboxEvent};
 
-pub const CODE_MODE: &str = "code";
+pub(crate) const CODE_MODE: &str = "code";
 
 /// Registers [`CodeExecutor`] as mode `code`.
 pub(crate) struct CodeModeFactory {
@@ -48,7 +48,7 @@ impl ExecutionModeFactory for CodeModeFactory {
 }
 
 /// The code-mode executor.
-pub struct CodeExecutor {
+pub(crate) struct CodeExecutor {
     options: ExecutorCreateOptions,
     shared: Arc<Shared>,
     recorder: PromptRecorder,
@@ -111,7 +111,7 @@ enum Progress {
 }
 
 impl CodeExecutor {
-    pub fn new(options: ExecutorCreateOptions, shared: Arc<Shared>) -> Self {
+    pub(crate) fn new(options: ExecutorCreateOptions, shared: Arc<Shared>) -> Self {
         let prompt = options.resume_prompt.clone().unwrap_or_else(|| {
             Prompt::new(
                 &options.user_id,
@@ -338,16 +338,15 @@ impl CodeExecutor {
             }
             match active.execution.next().await {
                 SandboxEvent::Request { id, request } => {
+                    // Tool calls wait in `active.batch`: run at the top of the loop, or held
+                    // there for a person.
                     let mut host = ModeHost {
                         executor: self,
-                        batch: None,
+                        batch: &mut active.batch,
                         prepared,
                         bindings,
                     };
                     let reply = crate::host::answer(&mut host, id, request).await?;
-                    // Tool calls wait in a batch: run at the top of the loop, or held there
-                    // for a person.
-                    active.batch = host.batch;
                     if let Some(reply) = reply {
                         active.execution.reply(id, reply).await;
                     }
@@ -912,7 +911,7 @@ fn new_call_id() -> String {
 /// approval can hold the script while a person decides.
 struct ModeHost<'a> {
     executor: &'a mut CodeExecutor,
-    batch: Option<Batch>,
+    batch: &'a mut Option<Batch>,
     prepared: &'a Prepared,
     bindings: &'a [ToolBinding],
 }
@@ -935,7 +934,7 @@ impl ScriptHost for ModeHost<'_> {
             .executor
             .open_batch(id, parallel, calls, self.prepared)
             .await?;
-        self.batch = Some(batch);
+        *self.batch = Some(batch);
         Ok(None)
     }
 

@@ -26,7 +26,7 @@ fn create_plugin() -> Arc<dyn Plugin> {
     Arc::new(InterpreterPlugin::default())
 }
 
-pub const RUN_CODE_TOOL: &str = "interpreter.run-code";
+pub(crate) const RUN_CODE_TOOL: &str = "interpreter.run-code";
 
 /// Settings under the `interpreter` config section.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -59,7 +59,7 @@ impl Default for InterpreterConfig {
 
 /// What the mode and the tool share: settings and the worker pool.
 #[derive(Debug)]
-pub struct Shared {
+pub(crate) struct Shared {
     pub config: InterpreterConfig,
     pub sandbox: Arc<Sandbox>,
 }

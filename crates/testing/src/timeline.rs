@@ -113,17 +113,8 @@ pub struct TimelineRunner {
     masks: Vec<(Regex, String)>,
     redacted_keys: Vec<String>,
     user_id: String,
-    on_runtime: Option<RuntimeHook>,
     temporary_database: bool,
 }
-
-/// Runs once the runtime of a case is built, before its prompts: e.g. to open a database for
-/// plugins that keep tables.
-pub type RuntimeHook = Arc<
-    dyn Fn(Arc<agentic_core::Services>) -> futures::future::BoxFuture<'static, anyhow::Result<()>>
-        + Send
-        + Sync,
->;
 
 impl std::fmt::Debug for TimelineRunner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -155,7 +146,6 @@ impl TimelineRunner {
             ]),
             redacted_keys: Vec::new(),
             user_id: "alice".to_owned(),
-            on_runtime: None,
             temporary_database: false,
         }
     }
@@ -172,12 +162,6 @@ impl TimelineRunner {
     /// plugins that keep tables.
     pub fn with_temporary_database(mut self) -> Self {
         self.temporary_database = true;
-        self
-    }
-
-    /// Calls `hook` with each case's services once its runtime is built.
-    pub fn on_runtime(mut self, hook: RuntimeHook) -> Self {
-        self.on_runtime = Some(hook);
         self
     }
 
@@ -263,9 +247,6 @@ impl TimelineRunner {
         let runtime = builder.build().await?;
         if let Some(database) = &database {
             agentic_conversation::attach_database(runtime.services(), &database.url).await?;
-        }
-        if let Some(hook) = &self.on_runtime {
-            hook(runtime.services().clone()).await?;
         }
         let prompts = runtime.prompts();
         let mut subscription = runtime.services().events.subscribe(Some(&self.user_id));

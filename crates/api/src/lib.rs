@@ -192,9 +192,11 @@ impl AppState {
         })
     }
 
-    /// Runs `work` in the background until it ends or the server stops.
+    /// Runs `work` in the background until it ends or the server stops, in the span of the
+    /// request that started it (so a prompt's trace hangs off its request).
     fn spawn(&self, slot: RunningSlot, work: impl Future<Output = ()> + Send + 'static) {
         let stopping = self.inner.stopping.clone();
+        let work = tracing::Instrument::in_current_span(work);
         self.inner.tasks.spawn(async move {
             let _slot = slot;
             tokio::select! {
@@ -254,9 +256,12 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// `request{method=GET route=/api/prompts/{id} user=alice}: status=200 ms=3` at info, for every
-/// request, refused ones included: the route is the pattern, not the path, so ids stay out of
-/// it. The user is the one the request names; a 5xx also logs its cause (see [`ApiError`]).
+/// `request{http.request.method=GET http.route=/api/prompts/{id} user.id=alice}: status=200
+/// ms=3` at info, for every request, refused ones included: the route is the pattern, not the
+/// path, so ids stay out of it. The user is the one the request names; a 5xx also logs its
+/// cause (see [`ApiError`]). Field names are OpenTelemetry's HTTP conventions, so the span is
+/// also the server span of a trace; a W3C `traceparent` header makes it the child of the
+/// caller's span (when traces are exported; otherwise the header is ignored).
 fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Span {
     let route = request
         .extensions()
@@ -267,16 +272,50 @@ fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Spa
         .get(USER_HEADER)
         .and_then(|value| value.to_str().ok())
         .unwrap_or("-");
-    tracing::info_span!("request", method = %request.method(), route, user)
+    let method = request.method();
+    let span = tracing::info_span!(
+        "request",
+        otel.name = %format_args!("{method} {route}"),
+        otel.kind = "server",
+        http.request.method = %method,
+        http.route = route,
+        user.id = user,
+        http.response.status_code = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    );
+    let parent = opentelemetry::global::get_text_map_propagator(|propagator| {
+        propagator.extract(&HeaderExtractor(request.headers()))
+    });
+    // Fails only when no OpenTelemetry layer is installed: then there is no trace to join.
+    let _ = tracing_opentelemetry::OpenTelemetrySpanExt::set_parent(&span, parent);
+    span
+}
+
+/// Reads `traceparent` and `tracestate` for the propagator.
+struct HeaderExtractor<'a>(&'a axum::http::HeaderMap);
+
+impl opentelemetry::propagation::Extractor for HeaderExtractor<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|value| value.to_str().ok())
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(axum::http::HeaderName::as_str).collect()
+    }
 }
 
 fn request_done(
     response: &axum::http::Response<axum::body::Body>,
     latency: std::time::Duration,
-    _span: &tracing::Span,
+    span: &tracing::Span,
 ) {
+    let status = response.status();
+    span.record("http.response.status_code", i64::from(status.as_u16()));
+    if status.is_server_error() {
+        span.record("otel.status_code", "ERROR");
+    }
     tracing::info!(
-        status = response.status().as_u16(),
+        status = status.as_u16(),
         ms = u64::try_from(latency.as_millis()).unwrap_or(u64::MAX),
     );
 }

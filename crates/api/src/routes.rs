@@ -132,7 +132,7 @@ async fn create_prompt(
     // conversation taken and the prompt stored but never run.
     let starting = {
         let (service, user) = (service.clone(), user.clone());
-        tokio::spawn(async move {
+        tokio::spawn(tracing::Instrument::in_current_span(async move {
             let mut conversation = service
                 .get_or_create(&user, body.conversation_id.as_deref())
                 .await?;
@@ -144,7 +144,7 @@ async fn create_prompt(
                     ..PromptRequest::default()
                 })
                 .await
-        })
+        }))
     };
     let started = starting.await.map_err(|error| {
         ApiError::internal(&anyhow::anyhow!("starting the prompt failed: {error}"))

@@ -25,6 +25,7 @@ mod local;
 mod models;
 mod remote;
 mod settings;
+mod telemetry;
 mod ui;
 
 use std::io::{BufRead, IsTerminal, Read, Write};
@@ -177,42 +178,9 @@ enum LogFormat {
     Json,
 }
 
-/// Log lines on stderr, filtered by `AGENTIC_LOG` or else `RUST_LOG` (`tracing`'s directives,
-/// e.g. `agentic_api=debug,info`). Without either, a server logs at info (a line per request)
-/// and other commands only warnings, so stdout and stderr stay the command's own.
-fn init_logs(format: LogFormat, serve: bool) {
-    let default = if serve { "info" } else { "warn,sqlx=error" };
-    let wanted = ["AGENTIC_LOG", "RUST_LOG"].iter().find_map(|name| {
-        std::env::var(name)
-            .ok()
-            .filter(|value| !value.trim().is_empty())
-    });
-    let filter = match wanted {
-        Some(directives) => tracing_subscriber::EnvFilter::try_new(&directives).unwrap_or_else(
-            |error| {
-                eprintln!("agentic: the log filter \"{directives}\" is invalid ({error}); using \"{default}\"");
-                tracing_subscriber::EnvFilter::new(default)
-            },
-        ),
-        None => tracing_subscriber::EnvFilter::new(default),
-    };
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    // A second subscriber (there is none) would be the only way to fail: nothing to report.
-    let _ = match format {
-        LogFormat::Json => logs.json().flatten_event(true).try_init(),
-        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).try_init(),
-    };
-}
-
 fn main() -> ExitCode {
     agentic_interpreter::run_worker_if_requested();
     let cli = Cli::parse();
-    init_logs(
-        cli.log_format,
-        matches!(cli.command, Some(Command::Serve { .. })),
-    );
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -220,17 +188,33 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli)) {
+    let settings = match Settings::load(cli.config.as_deref()) {
+        Ok(settings) => settings,
+        Err(error) => {
+            eprintln!("agentic: {error:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let telemetry = {
+        let _runtime = runtime.enter();
+        telemetry::init(
+            cli.log_format,
+            matches!(cli.command, Some(Command::Serve { .. })),
+            settings.record_payloads(),
+        )
+    };
+    let code = match runtime.block_on(run(cli, settings)) {
         Ok(code) => code,
         Err(error) => {
             eprintln!("agentic: {error:#}");
             ExitCode::FAILURE
         }
-    }
+    };
+    telemetry.shutdown();
+    code
 }
 
-async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let settings = Settings::load(cli.config.as_deref())?;
+async fn run(cli: Cli, settings: Settings) -> anyhow::Result<ExitCode> {
     match &cli.command {
         Some(Command::Serve { addr }) => return serve(&settings, addr.as_deref()).await,
         Some(Command::Model { action }) => {

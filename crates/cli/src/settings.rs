@@ -64,6 +64,20 @@ impl Settings {
         }
     }
 
+    /// Whether spans carry prompts, answers, model messages and tool arguments and results:
+    /// `AGENTIC_TRACE_PAYLOADS` (`1`/`true`), else `recordPayloads` in `[telemetry]`.
+    pub(crate) fn record_payloads(&self) -> bool {
+        match env("AGENTIC_TRACE_PAYLOADS") {
+            Some(value) => matches!(value.to_ascii_lowercase().as_str(), "1" | "true" | "yes"),
+            None => self
+                .config
+                .get("telemetry")
+                .and_then(|section| section.get("recordPayloads"))
+                .and_then(serde_json::Value::as_bool)
+                .unwrap_or(false),
+        }
+    }
+
     /// `--addr`, else `AGENTIC_ADDR`, else `addr` in the file, else 127.0.0.1:4000.
     pub(crate) fn addr(&self, flag: Option<&str>) -> String {
         flag.map(str::to_owned)

@@ -3,86 +3,14 @@
 // Test helpers outside #[test] functions may unwrap too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
-/// A turn script in a temporary file, removed when dropped.
-struct Script(PathBuf);
+mod support;
 
-impl Drop for Script {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-fn script(name: &str, turns: &str) -> Script {
-    let path = scratch().join(format!("{name}.yaml"));
-    std::fs::write(&path, turns).unwrap();
-    Script(path)
-}
-
-fn agentic(arguments: &[&str], provider: Option<&Script>, stdin: Option<&str>) -> Output {
-    let mut child = command(arguments, provider).spawn().unwrap();
-    let mut input = child.stdin.take().unwrap();
-    if let Some(text) = stdin {
-        input.write_all(text.as_bytes()).unwrap();
-    }
-    drop(input);
-    child.wait_with_output().unwrap()
-}
-
-/// The `agentic` command with the tests' environment, its stdio piped.
-fn command(arguments: &[&str], provider: Option<&Script>) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_agentic"));
-    command
-        .args(arguments)
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("AGENTIC_PROVIDER")
-        // Every test of this binary shares one database, as concurrent CLI runs of a user do.
-        .env("AGENTIC_DATABASE_URL", database_url())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    if let Some(Script(path)) = provider {
-        command.env("AGENTIC_PROVIDER", format!("script:{}", path.display()));
-    }
-    command
-}
-
-fn database_url() -> String {
-    format!("sqlite://{}", scratch().join("agentic.db").display())
-}
-
-/// This test process's directory for its database and files: `cli-<pid>` in Cargo's
-/// temporary directory for integration tests (under `target/`), never `/tmp`. A test binary
-/// has no hook at exit, so each run removes the directories of earlier runs whose process is
-/// gone.
-fn scratch() -> &'static std::path::Path {
-    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| {
-        let base = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-        if let Ok(entries) = std::fs::read_dir(&base) {
-            for entry in entries.flatten() {
-                let name = entry.file_name().to_string_lossy().into_owned();
-                let Some(pid) = name.strip_prefix("cli-") else {
-                    continue;
-                };
-                if !std::path::Path::new("/proc").join(pid).exists() {
-                    let _ = std::fs::remove_dir_all(entry.path());
-                }
-            }
-        }
-        let dir = base.join(format!("cli-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    })
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use support::{
+    Script, agentic, command, database_url, scratch, script, serve, serve_logged, serve_on, text,
+};
 
 #[test]
 fn a_classic_prompt_streams_its_answer() {
@@ -746,65 +674,6 @@ fn serve_and_a_client_with_server_run_a_code_prompt_over_http() {
     assert!(status.success(), "{status:?}");
 }
 
-/// `agentic serve` on a free port, with a scripted model; returns the child and its URL.
-fn serve(turns: &Script) -> (std::process::Child, String) {
-    serve_on(turns, &database_url(), &[])
-}
-
-/// [`serve`] over the database at `database`.
-fn serve_on(turns: &Script, database: &str, options: &[&str]) -> (std::process::Child, String) {
-    let (server, url, _) = serve_logged(turns, database, options);
-    (server, url)
-}
-
-/// [`serve_on`], keeping what the server writes on stderr (its log) as it comes.
-fn serve_logged(
-    turns: &Script,
-    database: &str,
-    options: &[&str],
-) -> (
-    std::process::Child,
-    String,
-    std::sync::Arc<std::sync::Mutex<String>>,
-) {
-    let mut server = Command::new(env!("CARGO_BIN_EXE_agentic"))
-        .args(options)
-        .args(["serve", "--addr", "127.0.0.1:0"])
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL")
-        .env("AGENTIC_PROVIDER", format!("script:{}", turns.0.display()))
-        .env("AGENTIC_DATABASE_URL", database)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = std::io::BufReader::new(server.stderr.take().unwrap());
-    // Log lines (migrations applied) may come before the one that names the address.
-    let url = loop {
-        let mut line = String::new();
-        let read = std::io::BufRead::read_line(&mut stderr, &mut line).unwrap();
-        assert!(read > 0, "the server ended without naming its address");
-        if let Some(word) = line
-            .split_whitespace()
-            .find(|word| word.starts_with("http://"))
-        {
-            break word.to_owned();
-        }
-    };
-    // Keep reading, so the server's last words do not meet a closed pipe.
-    let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-    let kept = log.clone();
-    std::thread::spawn(move || {
-        for line in std::io::BufRead::lines(stderr).map_while(Result::ok) {
-            let mut kept = kept.lock().unwrap();
-            kept.push_str(&line);
-            kept.push('\n');
-        }
-    });
-    (server, url, log)
-}
-
 /// `agentic serve` logs a line per request (method, route, user, status, time) and a failed
 /// prompt with its cause, and `--log-format json` writes the same as JSON objects.
 #[test]
@@ -853,10 +722,10 @@ fn serve_logs_requests_and_failed_prompts_with_their_cause() {
         .collect();
     let started = requests
         .iter()
-        .find(|line| line["span"]["route"] == "/api/prompt")
+        .find(|line| line["span"]["http.route"] == "/api/prompt")
         .unwrap_or_else(|| panic!("no request line for POST /api/prompt in {requests:?}"));
-    assert_eq!(started["span"]["method"], "POST");
-    assert_eq!(started["span"]["user"], "cli");
+    assert_eq!(started["span"]["http.request.method"], "POST");
+    assert_eq!(started["span"]["user.id"], "cli");
     assert_eq!(started["status"], 202);
     assert!(started["ms"].is_u64(), "{started}");
     server.kill().unwrap();

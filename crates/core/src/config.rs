@@ -1,5 +1,8 @@
 //! Configuration shared by the runtime and its plugins: one JSON object, a section per plugin id.
 
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
@@ -7,6 +10,51 @@ use serde_json::{Map, Value};
 #[derive(Debug, Clone, Default)]
 pub struct Config {
     root: Map<String, Value>,
+}
+
+/// What a model's tokens cost, per million, in the price table's currency.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelPrice {
+    pub input: f64,
+    pub output: f64,
+}
+
+/// The price table, by model name.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Prices {
+    models: BTreeMap<String, ModelPrice>,
+}
+
+impl Prices {
+    /// The price of `model`: its own entry, else the longest entry that is a prefix of it
+    /// ending at a `-`, `:`, `@` or `/` of the name.
+    pub fn of(&self, model: &str) -> Option<ModelPrice> {
+        if let Some(price) = self.models.get(model) {
+            return Some(*price);
+        }
+        self.models
+            .iter()
+            .filter(|(name, _)| {
+                model.starts_with(name.as_str())
+                    && model[name.len()..].starts_with(['-', ':', '@', '/'])
+            })
+            .max_by_key(|(name, _)| name.len())
+            .map(|(_, price)| *price)
+    }
+
+    /// The cost of the tokens of one call to `model`, if it has a price.
+    pub fn cost(&self, model: &str, input_tokens: u64, output_tokens: u64) -> Option<f64> {
+        // Token counts stay far below 2^53, where f64 stops being exact.
+        #[allow(clippy::cast_precision_loss)]
+        self.of(model).map(|price| {
+            (input_tokens as f64 * price.input + output_tokens as f64 * price.output) / 1_000_000.0
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.models.is_empty()
+    }
 }
 
 /// Limits and switches of the runtime itself.
@@ -72,6 +120,28 @@ impl Config {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// The price table: the `prices` key, a table per model name. A model name matches its
+    /// own entry, else the longest entry it starts with followed by `-`, `:`, `@` or `/`
+    /// (`gpt-4o-mini` prices `gpt-4o-mini-2024-07-18`).
+    pub fn prices(&self) -> anyhow::Result<Prices> {
+        let Some(table) = self.root.get("prices") else {
+            return Ok(Prices::default());
+        };
+        let models: BTreeMap<String, ModelPrice> = serde_json::from_value(table.clone())
+            .map_err(|error| anyhow::anyhow!("the price table (`prices`) is invalid: {error}"))?;
+        for (model, price) in &models {
+            for (what, value) in [("input", price.input), ("output", price.output)] {
+                if !value.is_finite() || value < 0.0 {
+                    anyhow::bail!(
+                        "the price table gives {model} an {what} price of {value}; prices are \
+                         numbers of at least 0, per million tokens"
+                    );
+                }
+            }
+        }
+        Ok(Prices { models })
     }
 
     pub fn limits(&self) -> RuntimeLimits {

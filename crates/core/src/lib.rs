@@ -16,6 +16,7 @@ pub mod provider;
 pub mod recorder;
 pub mod runtime;
 pub mod state;
+pub mod telemetry;
 pub mod text_calls;
 pub mod tokens;
 pub mod tool;

@@ -57,6 +57,19 @@ impl Prompt {
         }
     }
 
+    /// The prompt's text outputs joined by blank lines: what a reader sees as the answer.
+    pub fn text(&self) -> String {
+        let texts: Vec<&str> = self
+            .output
+            .iter()
+            .filter_map(|output| match output {
+                PromptOutput::Text(text) => Some(text.content.as_str()),
+                _ => None,
+            })
+            .collect();
+        texts.join("\n\n")
+    }
+
     /// The tool output with this id, if the timeline has one.
     pub fn tool_output(&self, tool_call_id: &str) -> Option<&ToolOutput> {
         self.output.iter().find_map(|output| match output {
@@ -198,7 +211,7 @@ pub struct FileOutput {
 }
 
 /// Tokens spent on a prompt, summed over every model call it made.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PromptUsage {
     pub input_tokens: u64,
@@ -216,6 +229,10 @@ pub struct PromptUsage {
     /// Model calls made (each request to the provider, sub-calls included).
     #[serde(default)]
     pub model_calls: u64,
+    /// What the model calls cost by the config's price table (`prices`), in its currency;
+    /// absent when no call's model has a price there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
 }
 
 impl PromptUsage {
@@ -226,6 +243,9 @@ impl PromptUsage {
         self.output_tokens += other.output_tokens;
         self.total_tokens += other.total_tokens;
         self.reasoning_tokens += other.reasoning_tokens;
+        if let Some(cost) = other.cost {
+            self.cost = Some(self.cost.unwrap_or(0.0) + cost);
+        }
         if other.model.is_some() {
             self.model.clone_from(&other.model);
         }

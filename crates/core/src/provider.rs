@@ -9,9 +9,11 @@ use async_trait::async_trait;
 use futures::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use tracing::Instrument as _;
 
-use crate::config::Config;
+use crate::config::{Config, Prices};
 use crate::prompt::{ModelKind, PromptUsage};
+use crate::telemetry;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -140,6 +142,8 @@ pub enum ModelEvent {
     /// A complete tool call; providers stitch streamed fragments together first.
     ToolCall(ToolCallRequest),
     Usage(PromptUsage),
+    /// Why the model stopped (`stop`, `length`, `tool_calls`, …), as the server said it.
+    Finished(String),
 }
 
 pub type ModelStream = Pin<Box<dyn Stream<Item = Result<ModelEvent, ProviderError>> + Send>>;
@@ -199,6 +203,8 @@ pub struct ModelResponse {
     pub text: String,
     pub tool_calls: Vec<ToolCallRequest>,
     pub usage: PromptUsage,
+    /// Why the model stopped, when the provider said.
+    pub finish_reason: Option<String>,
 }
 
 /// Sends requests to the selected provider and gathers streamed answers.
@@ -206,6 +212,7 @@ pub struct ModelResponse {
 pub struct CompletionService {
     provider: Option<Arc<dyn ModelProvider>>,
     missing_reason: String,
+    prices: Arc<Prices>,
 }
 
 impl std::fmt::Debug for CompletionService {
@@ -224,7 +231,14 @@ impl CompletionService {
         Self {
             provider: Some(provider),
             missing_reason: String::new(),
+            prices: Arc::default(),
         }
+    }
+
+    /// Prices every call's tokens by this table (`usage.cost`).
+    pub fn with_prices(mut self, prices: Prices) -> Self {
+        self.prices = Arc::new(prices);
+        self
     }
 
     /// A service whose every call fails with `reason`, for runtimes without a model.
@@ -232,6 +246,7 @@ impl CompletionService {
         Self {
             provider: None,
             missing_reason: reason.to_owned(),
+            prices: Arc::default(),
         }
     }
 
@@ -239,7 +254,8 @@ impl CompletionService {
         self.provider.as_ref()
     }
 
-    /// Runs one request, calling `on_delta` with each text delta as it arrives.
+    /// Runs one request, calling `on_delta` with each text delta as it arrives. The call is a
+    /// `chat` span and counts in the model-call metrics.
     pub async fn complete_messages(
         &self,
         request: ModelRequest,
@@ -250,6 +266,50 @@ impl CompletionService {
             .as_ref()
             .ok_or_else(|| ProviderError::Config(self.missing_reason.clone()))?;
         let model_name = provider.model_name(request.model);
+        let span = telemetry::model_call_span(provider.id(), &model_name);
+        if telemetry::record_payloads() {
+            span.record(
+                "gen_ai.input.messages",
+                serde_json::to_string(&request.messages).unwrap_or_default(),
+            );
+        }
+        let timer = telemetry::ModelCallTimer::start(&model_name);
+        let result = self
+            .stream_response(provider.as_ref(), model_name, request, on_delta)
+            .instrument(span.clone())
+            .await;
+        match &result {
+            Ok(response) => {
+                let reason = response.finish_reason.as_deref().unwrap_or(
+                    if response.tool_calls.is_empty() {
+                        "stop"
+                    } else {
+                        "tool_calls"
+                    },
+                );
+                span.record("gen_ai.response.finish_reasons", reason);
+                if telemetry::record_payloads() {
+                    let output = serde_json::json!([{
+                        "role": "assistant",
+                        "content": response.text,
+                        "tool_calls": response.tool_calls,
+                    }]);
+                    span.record("gen_ai.output.messages", output.to_string());
+                }
+                timer.done(&span, Ok(&response.usage));
+            }
+            Err(error) => timer.done(&span, Err(&error.to_string())),
+        }
+        result
+    }
+
+    async fn stream_response(
+        &self,
+        provider: &dyn ModelProvider,
+        model_name: String,
+        request: ModelRequest,
+        on_delta: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<ModelResponse, ProviderError> {
         let mut stream = provider.stream(request).await?;
         let mut response = ModelResponse::default();
         while let Some(event) = stream.next().await {
@@ -260,12 +320,27 @@ impl CompletionService {
                 }
                 ModelEvent::ToolCall(call) => response.tool_calls.push(call),
                 ModelEvent::Usage(usage) => response.usage.add(&usage),
+                ModelEvent::Finished(reason) => response.finish_reason = Some(reason),
             }
         }
         if response.usage.model.is_none() {
-            response.usage.model = Some(model_name);
+            response.usage.model = Some(model_name.clone());
         }
         response.usage.model_calls = 1;
+        if !self.prices.is_empty() {
+            let usage = &response.usage;
+            response.usage.cost = usage
+                .model
+                .as_deref()
+                .and_then(|model| {
+                    self.prices
+                        .cost(model, usage.input_tokens, usage.output_tokens)
+                })
+                .or_else(|| {
+                    self.prices
+                        .cost(&model_name, usage.input_tokens, usage.output_tokens)
+                });
+        }
         Ok(response)
     }
 

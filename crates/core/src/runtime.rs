@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::{Context as _, bail};
+use tracing::Instrument as _;
 
 use crate::classic::classic_mode;
 use crate::config::{Config, RuntimeLimits};
@@ -19,6 +20,7 @@ use crate::plugin::{
 use crate::prompt::{DEFAULT_MODE, ModelKind, Prompt};
 use crate::provider::{CompletionService, ModelProvider, ProviderFactory};
 use crate::state::State;
+use crate::telemetry;
 use crate::tool::ToolSet;
 
 /// Everything plugins and executors share. Built once by [`RuntimeBuilder`], then read-only.
@@ -254,10 +256,12 @@ impl RuntimeBuilder {
         }
         providers.sort_by_key(|factory: &ProviderFactory| factory.id);
 
+        let prices = self.config.prices()?;
         let completion = match self.provider {
             Some(provider) => CompletionService::new(provider),
             None => select_provider(self.provider_spec.as_deref(), &self.config, &providers)?,
-        };
+        }
+        .with_prices(prices);
         let limits = self.config.limits();
         let services = Arc::new(Services {
             config: self.config,
@@ -403,7 +407,8 @@ pub type ExecutorHandle = Arc<tokio::sync::Mutex<Box<dyn PromptExecutor>>>;
 /// Creates executors by mode and keeps the unfinished ones reachable by prompt id.
 pub struct PromptService {
     services: Arc<Services>,
-    active: Mutex<HashMap<String, ExecutorHandle>>,
+    /// Each unfinished prompt's executor, and its conversation (for its spans).
+    active: Mutex<HashMap<String, (ExecutorHandle, Option<String>)>>,
 }
 
 impl std::fmt::Debug for PromptService {
@@ -459,7 +464,8 @@ impl PromptService {
         });
         let (prompt_id, user_id) = (executor.id().to_owned(), executor.user_id().to_owned());
         let handle: ExecutorHandle = Arc::new(tokio::sync::Mutex::new(executor));
-        self.lock_active().insert(prompt_id.clone(), handle.clone());
+        self.lock_active()
+            .insert(prompt_id.clone(), (handle.clone(), conversation_id.clone()));
         self.services.events.publish(
             &user_id,
             EventPayload::PromptCreated {
@@ -474,9 +480,21 @@ impl PromptService {
     /// Runs a created executor until it finishes or waits for approval.
     pub async fn run(&self, handle: &ExecutorHandle) -> Result<Prompt, PromptServiceError> {
         let mut executor = handle.lock().await;
-        let result = executor.run().await;
+        let span = self.span(executor.prompt());
+        let _running = telemetry::prompt_running(&executor.prompt().mode);
+        let result = executor.run().instrument(span.clone()).await;
+        telemetry::prompt_ran(&span, executor.prompt());
         self.forget_if_finished(executor.prompt());
         Ok(result?)
+    }
+
+    /// The `invoke_agent` span of one run of a prompt.
+    fn span(&self, prompt: &Prompt) -> tracing::Span {
+        let conversation = self
+            .lock_active()
+            .get(&prompt.id)
+            .and_then(|(_, conversation)| conversation.clone());
+        telemetry::prompt_span(prompt, conversation.as_deref())
     }
 
     /// Creates and runs in one go.
@@ -489,7 +507,9 @@ impl PromptService {
     }
 
     pub fn get(&self, prompt_id: &str) -> Option<ExecutorHandle> {
-        self.lock_active().get(prompt_id).cloned()
+        self.lock_active()
+            .get(prompt_id)
+            .map(|(handle, _)| handle.clone())
     }
 
     pub async fn approve(
@@ -501,7 +521,13 @@ impl PromptService {
             .get(prompt_id)
             .ok_or_else(|| PromptServiceError::NotActive(prompt_id.to_owned()))?;
         let mut executor = handle.lock().await;
-        let result = executor.approve(tool_call_id).await;
+        let span = self.span(executor.prompt());
+        let _running = telemetry::prompt_running(&executor.prompt().mode);
+        let result = executor
+            .approve(tool_call_id)
+            .instrument(span.clone())
+            .await;
+        telemetry::prompt_ran(&span, executor.prompt());
         self.forget_if_finished(executor.prompt());
         Ok(result?)
     }
@@ -516,7 +542,13 @@ impl PromptService {
             .get(prompt_id)
             .ok_or_else(|| PromptServiceError::NotActive(prompt_id.to_owned()))?;
         let mut executor = handle.lock().await;
-        let result = executor.reject(tool_call_id, reason).await;
+        let span = self.span(executor.prompt());
+        let _running = telemetry::prompt_running(&executor.prompt().mode);
+        let result = executor
+            .reject(tool_call_id, reason)
+            .instrument(span.clone())
+            .await;
+        telemetry::prompt_ran(&span, executor.prompt());
         self.forget_if_finished(executor.prompt());
         Ok(result?)
     }
@@ -532,7 +564,9 @@ impl PromptService {
         }
     }
 
-    fn lock_active(&self) -> std::sync::MutexGuard<'_, HashMap<String, ExecutorHandle>> {
+    fn lock_active(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, (ExecutorHandle, Option<String>)>> {
         self.active.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

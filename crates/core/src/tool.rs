@@ -16,10 +16,12 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use tracing::Instrument as _;
 
 use crate::prompt::FileOutput;
 use crate::runtime::Services;
 use crate::state::State;
+use crate::telemetry;
 
 /// A callable tool. Most tools are built with [`define_tool`]; implement this by hand only
 /// when the schema is not known at compile time.
@@ -591,8 +593,34 @@ impl ToolSet {
         }
     }
 
-    /// Validates and runs one call. A panic inside the tool becomes [`ToolError::Panicked`].
+    /// Validates and runs one call, as an `execute_tool` span that counts in the tool-call
+    /// metrics. A panic inside the tool becomes [`ToolError::Panicked`].
     pub async fn invoke(
+        &self,
+        context: ToolContext,
+        id: &str,
+        input: Value,
+    ) -> Result<Value, ToolError> {
+        let known = self.get(id).is_some();
+        let label = if known { id } else { telemetry::UNKNOWN_TOOL };
+        let span = telemetry::tool_span(label, context.tool_call_id.as_deref());
+        if telemetry::record_payloads() {
+            span.record("gen_ai.tool.call.arguments", input.to_string());
+        }
+        let start = std::time::Instant::now();
+        let result = self
+            .validate_and_invoke(context, id, input)
+            .instrument(span.clone())
+            .await;
+        let seconds = start.elapsed().as_secs_f64();
+        match &result {
+            Ok(value) => telemetry::tool_called(&span, label, seconds, Ok(value)),
+            Err(error) => telemetry::tool_called(&span, label, seconds, Err(&error.to_string())),
+        }
+        result
+    }
+
+    async fn validate_and_invoke(
         &self,
         context: ToolContext,
         id: &str,

@@ -12,6 +12,7 @@ use agentic_core::{
 };
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
+use tracing::Instrument as _;
 
 use crate::host::{ScriptHost, calls_reply};
 use crate::plugin::Shared;
@@ -79,6 +80,8 @@ struct ActiveExecution {
     logs: Vec<String>,
     /// The tool calls of the request the script is blocked on.
     batch: Option<Batch>,
+    /// The `execute_code` span: the script's tool calls and `llm()` calls are its children.
+    span: tracing::Span,
 }
 
 struct Batch {
@@ -151,8 +154,10 @@ impl CodeExecutor {
         };
         loop {
             if let Some(mut active) = self.active.take() {
+                let span = active.span.clone();
                 match self
                     .continue_execution(&mut active, &prepared, &bindings)
+                    .instrument(span)
                     .await?
                 {
                     Progress::Paused => {
@@ -282,6 +287,21 @@ impl CodeExecutor {
                 self.recorder.complete().await?;
                 return Ok(self.recorder.prompt().clone());
             }
+            let span = tracing::info_span!(
+                "execute_code",
+                otel.name = "execute_code",
+                gen_ai.operation.name = "execute_tool",
+                gen_ai.tool.name = CODE_EXECUTE,
+                gen_ai.tool.call.id = %code_output_id,
+                agentic.code.iteration = agentic_core::telemetry::count(self.iterations),
+                agentic.code = tracing::field::Empty,
+                error.type = tracing::field::Empty,
+                otel.status_code = tracing::field::Empty,
+                otel.status_description = tracing::field::Empty,
+            );
+            if agentic_core::telemetry::record_payloads() {
+                span.record("agentic.code", code.as_str());
+            }
             let execution = self
                 .shared
                 .sandbox
@@ -298,6 +318,7 @@ impl CodeExecutor {
                     },
                     None,
                 )
+                .instrument(span.clone())
                 .await;
             self.active = Some(ActiveExecution {
                 execution,
@@ -305,6 +326,7 @@ impl CodeExecutor {
                 path,
                 logs: Vec::new(),
                 batch: None,
+                span,
             });
         }
     }
@@ -480,6 +502,15 @@ impl CodeExecutor {
         bindings: &[ToolBinding],
     ) -> Result<bool, ExecutorError> {
         self.store = outcome.store;
+        if let Err(error) = &outcome.result {
+            active
+                .span
+                .record("error.type", format!("{:?}", error.kind).as_str());
+            active.span.record("otel.status_code", "ERROR");
+            active
+                .span
+                .record("otel.status_description", error.message.as_str());
+        }
         let path = match (active.path, outcome.path) {
             (_, CodePath::Prose) => CodePath::Prose,
             (path, _) => path,

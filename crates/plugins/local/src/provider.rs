@@ -476,11 +476,11 @@ impl ModelProvider for LocalProvider {
                         input_tokens: input,
                         output_tokens: output,
                         total_tokens: input + output,
-                        reasoning_tokens: 0,
                         model: Some(model_name),
-                        estimated: false,
-                        model_calls: 0,
+                        ..PromptUsage::default()
                     })));
+                    let reason = if generated.stopped { "stop" } else { "length" };
+                    let _ = sender.blocking_send(Ok(ModelEvent::Finished(reason.to_owned())));
                 }
                 Err(error) => {
                     let _ = sender.blocking_send(Err(ProviderError::Stream(format!(

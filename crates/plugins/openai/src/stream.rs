@@ -16,6 +16,7 @@ pub(crate) struct ChunkReader {
     calls: BTreeMap<usize, PartialCall>,
     last_index: Option<usize>,
     finished: bool,
+    finish_reason: Option<String>,
     usage: Option<PromptUsage>,
     model: Option<String>,
     saw_tool_calls: bool,
@@ -79,8 +80,9 @@ impl ChunkReader {
                     self.read_legacy_function_call(call);
                 }
             }
-            if text(choice.get("finish_reason")).is_some() {
+            if let Some(reason) = text(choice.get("finish_reason")) {
                 self.finished = true;
+                self.finish_reason = Some(reason.to_owned());
             }
         }
         Ok(events)
@@ -135,6 +137,9 @@ impl ChunkReader {
             }
         };
         usage.model = Some(self.model.unwrap_or_else(|| fallback_model.to_owned()));
+        if let Some(reason) = self.finish_reason {
+            events.push(ModelEvent::Finished(reason));
+        }
         events.push(ModelEvent::Usage(usage));
         events
     }
@@ -209,9 +214,7 @@ fn read_usage(usage: &Value) -> PromptUsage {
                 .get("completion_tokens_details")
                 .and_then(|details| details.get("reasoning_tokens")),
         ),
-        model: None,
-        estimated: false,
-        model_calls: 0,
+        ..PromptUsage::default()
     }
 }
 
@@ -262,6 +265,7 @@ mod tests {
                     name: "time.now".into(),
                     arguments: "{\"timezone\":\"UTC\"}".into(),
                 }),
+                ModelEvent::Finished("tool_calls".into()),
                 ModelEvent::Usage(PromptUsage {
                     input_tokens: 5,
                     output_tokens: 7,
@@ -270,6 +274,7 @@ mod tests {
                     model: Some("m-1".into()),
                     estimated: false,
                     model_calls: 0,
+                    cost: None,
                 }),
             ]
         );
@@ -343,6 +348,7 @@ mod tests {
                 model: Some("local-qwen".into()),
                 estimated: true,
                 model_calls: 0,
+                cost: None,
             }
         );
     }

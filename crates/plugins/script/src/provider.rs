@@ -199,8 +199,7 @@ impl ModelProvider for ScriptedProvider {
                 total_tokens: usage.input + usage.output,
                 reasoning_tokens: usage.reasoning,
                 model: Some(model),
-                estimated: false,
-                model_calls: 0,
+                ..PromptUsage::default()
             },
             None => PromptUsage {
                 input_tokens: request_tokens,
@@ -210,8 +209,7 @@ impl ModelProvider for ScriptedProvider {
                 model: Some(model),
                 // A scripted model has no tokenizer: these counts are its own by definition,
                 // so that timelines stay deterministic.
-                estimated: false,
-                model_calls: 0,
+                ..PromptUsage::default()
             },
         };
         events.push(Ok(ModelEvent::Usage(usage)));

@@ -1,0 +1,240 @@
+//! Spans and metrics of prompts, model calls and tool calls.
+//!
+//! The spans follow OpenTelemetry's GenAI semantic conventions (`invoke_agent`, `chat`,
+//! `execute_tool`) through `tracing`; `otel.name` gives each its conventional name and the
+//! binary decides where they go (logs, an OTLP exporter, nowhere). The metrics go through the
+//! `metrics` facade; without a recorder (no `/metrics`) they cost a branch each.
+//!
+//! Names of metrics are constants here so that the exporter and its tests use the same ones.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use tracing::field::Empty;
+
+use crate::prompt::{Prompt, PromptUsage};
+
+/// Prompts that ended, by `mode` and final `state`.
+pub const PROMPTS: &str = "agentic_prompts_total";
+/// Prompts executing right now (waiting for approval is not executing), by `mode`.
+pub const PROMPTS_RUNNING: &str = "agentic_prompts_running";
+/// Seconds per model call, by `model`.
+pub const MODEL_CALL_SECONDS: &str = "agentic_model_call_duration_seconds";
+/// Model calls that failed, by `model`.
+pub const MODEL_CALL_ERRORS: &str = "agentic_model_call_errors_total";
+/// Tokens by `model` and `type` (`input`, `output`).
+pub const MODEL_TOKENS: &str = "agentic_model_tokens_total";
+/// Cost of model calls since the process started, by `model`, in the price table's currency
+/// (a gauge that only grows: `metrics` counters count whole numbers).
+pub const MODEL_COST: &str = "agentic_model_cost";
+/// Seconds per tool call, by `tool`.
+pub const TOOL_CALL_SECONDS: &str = "agentic_tool_call_duration_seconds";
+/// Tool calls that failed, by `tool`.
+pub const TOOL_CALL_ERRORS: &str = "agentic_tool_call_errors_total";
+
+/// The `tool` label of a call to a tool that does not exist: names a model made up must not
+/// become label values, or one prompt could grow the metrics without bound.
+pub const UNKNOWN_TOOL: &str = "(unknown)";
+
+static RECORD_PAYLOADS: AtomicBool = AtomicBool::new(false);
+
+/// Whether spans carry prompt inputs, answers, model messages and tool arguments and results.
+/// Off unless the configuration turns it on: they may hold anything a user or a tool wrote.
+pub fn set_record_payloads(on: bool) {
+    RECORD_PAYLOADS.store(on, Ordering::Relaxed);
+}
+
+pub fn record_payloads() -> bool {
+    RECORD_PAYLOADS.load(Ordering::Relaxed)
+}
+
+/// The span of one run of a prompt (a run ends when the prompt finishes or waits for a person;
+/// an approval starts another).
+pub fn prompt_span(prompt: &Prompt, conversation_id: Option<&str>) -> tracing::Span {
+    let span = tracing::info_span!(
+        "invoke_agent",
+        otel.name = "invoke_agent agentic",
+        gen_ai.operation.name = "invoke_agent",
+        gen_ai.agent.name = "agentic",
+        gen_ai.conversation.id = conversation_id,
+        agentic.prompt.id = %prompt.id,
+        agentic.mode = %prompt.mode,
+        user.id = %prompt.user_id,
+        agentic.prompt.state = Empty,
+        gen_ai.usage.input_tokens = Empty,
+        gen_ai.usage.output_tokens = Empty,
+        agentic.usage.cost = Empty,
+        agentic.prompt.input = Empty,
+        agentic.prompt.answer = Empty,
+        error.type = Empty,
+        otel.status_code = Empty,
+        otel.status_description = Empty,
+    );
+    if record_payloads()
+        && let Some(input) = &prompt.input
+    {
+        span.record("agentic.prompt.input", input.as_str());
+    }
+    span
+}
+
+/// Records how a run of a prompt ended on its span, and counts it.
+pub fn prompt_ran(span: &tracing::Span, prompt: &Prompt) {
+    let state = prompt.state.as_str();
+    span.record("agentic.prompt.state", state);
+    record_usage(span, &prompt.usage);
+    if let Some(error) = &prompt.error {
+        span.record("error.type", "prompt_failed");
+        span.record("otel.status_code", "ERROR");
+        span.record("otel.status_description", error.as_str());
+    }
+    if record_payloads() {
+        let answer = prompt.text();
+        if !answer.is_empty() {
+            span.record("agentic.prompt.answer", answer.as_str());
+        }
+    }
+    if prompt.state.is_finished() {
+        metrics::counter!(PROMPTS, "mode" => prompt.mode.clone(), "state" => state).increment(1);
+    }
+}
+
+/// Counts a prompt as executing until the guard drops.
+pub fn prompt_running(mode: &str) -> RunningGuard {
+    let gauge = metrics::gauge!(PROMPTS_RUNNING, "mode" => mode.to_owned());
+    gauge.increment(1.0);
+    RunningGuard(gauge)
+}
+
+/// Decrements the running-prompts gauge when dropped, also when the run is cancelled.
+#[derive(Debug)]
+pub struct RunningGuard(metrics::Gauge);
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        self.0.decrement(1.0);
+    }
+}
+
+/// A count as a span attribute: OpenTelemetry's integers are `i64`, and `tracing-opentelemetry`
+/// would record a `u64` as text.
+pub fn count(value: impl TryInto<i64>) -> i64 {
+    value.try_into().unwrap_or(i64::MAX)
+}
+
+fn record_usage(span: &tracing::Span, usage: &PromptUsage) {
+    span.record("gen_ai.usage.input_tokens", count(usage.input_tokens));
+    span.record("gen_ai.usage.output_tokens", count(usage.output_tokens));
+    if let Some(cost) = usage.cost {
+        span.record("agentic.usage.cost", cost);
+    }
+}
+
+/// The span of one model call.
+pub(crate) fn model_call_span(provider: &str, model: &str) -> tracing::Span {
+    tracing::info_span!(
+        "chat",
+        otel.name = %format!("chat {model}"),
+        otel.kind = "client",
+        gen_ai.operation.name = "chat",
+        gen_ai.provider.name = provider,
+        gen_ai.request.model = model,
+        gen_ai.response.model = Empty,
+        gen_ai.response.finish_reasons = Empty,
+        gen_ai.usage.input_tokens = Empty,
+        gen_ai.usage.output_tokens = Empty,
+        agentic.usage.estimated = Empty,
+        agentic.usage.cost = Empty,
+        gen_ai.input.messages = Empty,
+        gen_ai.output.messages = Empty,
+        error.type = Empty,
+        otel.status_code = Empty,
+        otel.status_description = Empty,
+    )
+}
+
+/// Times one model call for the metrics.
+#[derive(Debug)]
+pub(crate) struct ModelCallTimer {
+    model: String,
+    start: Instant,
+}
+
+impl ModelCallTimer {
+    pub(crate) fn start(model: &str) -> Self {
+        Self {
+            model: model.to_owned(),
+            start: Instant::now(),
+        }
+    }
+
+    pub(crate) fn done(self, span: &tracing::Span, outcome: Result<&PromptUsage, &str>) {
+        let seconds = self.start.elapsed().as_secs_f64();
+        let model = self.model;
+        metrics::histogram!(MODEL_CALL_SECONDS, "model" => model.clone()).record(seconds);
+        match outcome {
+            Ok(usage) => {
+                if let Some(name) = &usage.model {
+                    span.record("gen_ai.response.model", name.as_str());
+                }
+                record_usage(span, usage);
+                if usage.estimated {
+                    span.record("agentic.usage.estimated", true);
+                }
+                metrics::counter!(MODEL_TOKENS, "model" => model.clone(), "type" => "input")
+                    .increment(usage.input_tokens);
+                metrics::counter!(MODEL_TOKENS, "model" => model.clone(), "type" => "output")
+                    .increment(usage.output_tokens);
+                if let Some(cost) = usage.cost {
+                    metrics::gauge!(MODEL_COST, "model" => model).increment(cost);
+                }
+            }
+            Err(error) => {
+                span.record("error.type", "provider_error");
+                span.record("otel.status_code", "ERROR");
+                span.record("otel.status_description", error);
+                metrics::counter!(MODEL_CALL_ERRORS, "model" => model).increment(1);
+            }
+        }
+    }
+}
+
+/// The span of one tool call; `tool` is the name the caller gave, which is only a label when it
+/// names a tool that exists.
+pub(crate) fn tool_span(tool: &str, call_id: Option<&str>) -> tracing::Span {
+    tracing::info_span!(
+        "execute_tool",
+        otel.name = %format!("execute_tool {tool}"),
+        gen_ai.operation.name = "execute_tool",
+        gen_ai.tool.name = tool,
+        gen_ai.tool.call.id = call_id,
+        gen_ai.tool.call.arguments = Empty,
+        gen_ai.tool.call.result = Empty,
+        error.type = Empty,
+        otel.status_code = Empty,
+        otel.status_description = Empty,
+    )
+}
+
+/// Records a tool call's outcome on its span and in the metrics.
+pub(crate) fn tool_called(
+    span: &tracing::Span,
+    label: &str,
+    seconds: f64,
+    outcome: Result<&serde_json::Value, &str>,
+) {
+    metrics::histogram!(TOOL_CALL_SECONDS, "tool" => label.to_owned()).record(seconds);
+    match outcome {
+        Ok(value) => {
+            if record_payloads() {
+                span.record("gen_ai.tool.call.result", value.to_string());
+            }
+        }
+        Err(error) => {
+            span.record("error.type", "tool_error");
+            span.record("otel.status_code", "ERROR");
+            span.record("otel.status_description", error);
+            metrics::counter!(TOOL_CALL_ERRORS, "tool" => label.to_owned()).increment(1);
+        }
+    }
+}

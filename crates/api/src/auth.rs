@@ -21,7 +21,11 @@ pub struct UserId(pub String);
 
 /// Routes anyone may call: health, the OpenAPI document and the docs page.
 fn is_public(path: &str) -> bool {
-    path == "/api/health" || path == "/api/openapi.json" || path.starts_with("/api/docs")
+    // `/metrics` checks its own token.
+    path == "/api/health"
+        || path == "/api/openapi.json"
+        || path.starts_with("/api/docs")
+        || path == "/metrics"
 }
 
 /// A user id is 1 to 128 characters of letters, digits and `_ - . @ : +`.
@@ -82,7 +86,7 @@ pub async fn authenticate(
     next.run(request).await
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }

@@ -87,6 +87,9 @@ pub(crate) async fn stream(
         conversation_filter: query.conversation_id,
         owners: HashMap::new(),
         stopping: state.inner.stopping.clone(),
+        _client: agentic_core::telemetry::hold(metrics::gauge!(
+            agentic_core::telemetry::SSE_CLIENTS
+        )),
     };
     let keep_alive = Duration::from_secs(state.inner.config.keep_alive_seconds.max(1));
     Ok(Sse::new(feed.into_stream())
@@ -106,6 +109,8 @@ struct Feed {
     /// Which conversation each prompt seen so far belongs to.
     owners: HashMap<String, Option<String>>,
     stopping: CancellationToken,
+    /// Counts this client in the event-stream gauge while it is connected.
+    _client: agentic_core::telemetry::Held,
 }
 
 impl Feed {

@@ -14,6 +14,7 @@
 pub mod auth;
 pub mod error;
 mod events;
+pub mod metrics;
 pub mod openapi;
 mod routes;
 pub mod types;
@@ -47,6 +48,10 @@ pub struct ApiConfig {
     /// When set, `Authorization: Bearer <token>` is required too. Never read from a file.
     #[serde(skip)]
     pub token: Option<String>,
+    /// When set, `/metrics` serves Prometheus text to this bearer token (and only to it):
+    /// `AGENTIC_METRICS_TOKEN`. Never read from a file.
+    #[serde(skip)]
+    pub metrics_token: Option<String>,
     /// Prompts one user may have running at once.
     pub max_running_per_user: usize,
     /// Requests one user may make per minute, with `burst` allowed at once.
@@ -62,6 +67,7 @@ impl Default for ApiConfig {
     fn default() -> Self {
         Self {
             token: None,
+            metrics_token: None,
             max_running_per_user: 4,
             requests_per_minute: 600,
             burst: 60,
@@ -81,6 +87,9 @@ impl ApiConfig {
             serde_json::from_value(section).context("invalid `api` config section")?
         };
         settings.token = std::env::var("AGENTIC_API_TOKEN")
+            .ok()
+            .filter(|token| !token.is_empty());
+        settings.metrics_token = std::env::var("AGENTIC_METRICS_TOKEN")
             .ok()
             .filter(|token| !token.is_empty());
         anyhow::ensure!(
@@ -239,6 +248,7 @@ const SLOT_GRACE: std::time::Duration = std::time::Duration::from_millis(250);
 pub fn router(state: AppState) -> Router {
     routes::routes()
         .merge(openapi::docs())
+        .route("/metrics", axum::routing::get(metrics::scrape))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::authenticate,
@@ -328,6 +338,12 @@ pub async fn serve(
     config: ApiConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    if config.metrics_token.is_some() {
+        metrics::install()?;
+    }
+    let upkeep = metrics::handle()
+        .filter(|_| config.metrics_token.is_some())
+        .map(|handle| tokio::spawn(metrics::upkeep(handle)));
     let state = AppState::new(service, config);
     let app = router(state.clone());
     // Forget the rate of users who went quiet, so made-up ids do not pile up.
@@ -353,6 +369,9 @@ pub async fn serve(
         .await
         .context("the server failed")?;
     pruning.abort();
+    if let Some(upkeep) = upkeep {
+        upkeep.abort();
+    }
     state.inner.stopping.cancel();
     state.inner.tasks.close();
     if tokio::time::timeout(Duration::from_secs(10), state.inner.tasks.wait())

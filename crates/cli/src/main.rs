@@ -123,7 +123,8 @@ enum Command {
         #[arg(short, long = "conversation", value_name = "ID")]
         conversation: Option<String>,
     },
-    /// List your conversations, most recent first
+    /// List your conversations, most recent first, with their tokens and cost (by the
+    /// `[prices]` table of agentic.toml)
     #[command(after_help = "Example:\n  agentic conversations")]
     Conversations,
     /// List the tools
@@ -300,9 +301,19 @@ async fn dispatch(backend: &dyn Backend, command: Option<Command>) -> anyhow::Re
             Ok(code)
         }
         Command::Conversations => {
+            // Id, last update, tokens, cost (`-` without a price for its models), title.
             for conversation in backend.conversations().await? {
                 let updated = conversation.updated_at.format("%Y-%m-%d %H:%M");
-                outln!("{}  {updated}  {}", conversation.id, conversation.title);
+                let usage = &conversation.usage;
+                let cost = usage
+                    .cost
+                    .map_or_else(|| "-".to_owned(), |cost| format!("{cost:.4}"));
+                outln!(
+                    "{}  {updated}  {:>9} tokens  cost {cost:>9}  {}",
+                    conversation.id,
+                    usage.total_tokens,
+                    conversation.title
+                );
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -438,6 +449,10 @@ async fn repl(backend: &dyn Backend) -> anyhow::Result<ExitCode> {
 
 /// `agentic serve`: the HTTP API until Ctrl-C or SIGTERM.
 async fn serve(settings: &Settings, addr: Option<&str>) -> anyhow::Result<ExitCode> {
+    // Before the runtime starts its sandbox workers, so that the gauges count them.
+    if std::env::var("AGENTIC_METRICS_TOKEN").is_ok_and(|token| !token.is_empty()) {
+        agentic_api::metrics::install()?;
+    }
     // On a server, each user's files live in their own directory (unless `[fs]` says otherwise).
     let files = agentic_conversation::default_database_path()?.with_file_name("files");
     let config = settings

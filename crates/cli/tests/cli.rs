@@ -9,7 +9,8 @@ use std::process::{Command, Stdio};
 mod support;
 
 use support::{
-    Script, agentic, command, database_url, scratch, script, serve, serve_logged, serve_on, text,
+    Script, agentic, command, conversation_id, database_url, scratch, script, serve, serve_logged,
+    serve_on, text,
 };
 
 #[test]
@@ -499,14 +500,6 @@ fn the_repl_runs_one_prompt_per_line_and_switches_modes() {
     assert!(stderr.contains("agentic: mode code"), "{stderr}");
     assert!(stderr.contains("agentic: new conversation"), "{stderr}");
     assert!(stderr.contains("unknown command /frob"), "{stderr}");
-}
-
-fn conversation_id(stderr: &str) -> String {
-    let line = stderr
-        .lines()
-        .find(|line| line.starts_with("agentic: conversation "))
-        .unwrap_or_else(|| panic!("no conversation id in: {stderr}"));
-    line.split_whitespace().nth(2).unwrap().to_owned()
 }
 
 #[test]

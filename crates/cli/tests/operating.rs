@@ -20,7 +20,9 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 use opentelemetry_proto::tonic::common::v1::KeyValue;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use prost::Message as _;
-use support::{Script, agentic, command, database_url, scratch, script, serve_with, text};
+use support::{
+    Script, agentic, command, conversation_id, database_url, scratch, script, serve_with, text,
+};
 
 /// One exported span, flattened: its ids, name, attributes, and its resource's attributes.
 #[derive(Debug, Clone)]
@@ -455,4 +457,294 @@ fn traces_are_off_without_an_endpoint_and_a_bad_protocol_is_named() {
         "{}",
         text(&output.stderr)
     );
+}
+
+/// The samples of a Prometheus text scrape, by metric name and labels.
+struct Scrape(Vec<prometheus_parse::Sample>);
+
+impl Scrape {
+    fn parse(body: &str) -> Self {
+        let lines = body.lines().map(|line| Ok(line.to_owned()));
+        let parsed = prometheus_parse::Scrape::parse(lines).unwrap();
+        Self(parsed.samples)
+    }
+
+    /// The value of the sample named `metric` whose labels include `labels`.
+    fn value(&self, metric: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        self.0
+            .iter()
+            .find(|sample| {
+                sample.metric == metric
+                    && labels
+                        .iter()
+                        .all(|(name, value)| sample.labels.get(name) == Some(*value))
+            })
+            .map(|sample| match &sample.value {
+                prometheus_parse::Value::Counter(value)
+                | prometheus_parse::Value::Gauge(value)
+                | prometheus_parse::Value::Untyped(value) => *value,
+                prometheus_parse::Value::Histogram(buckets) => {
+                    buckets.last().map_or(f64::NAN, |bucket| bucket.count)
+                }
+                prometheus_parse::Value::Summary(_) => f64::NAN,
+            })
+    }
+
+    fn label_values(&self, metric: &str, label: &str) -> Vec<String> {
+        self.0
+            .iter()
+            .filter(|sample| sample.metric == metric)
+            .filter_map(|sample| sample.labels.get(label).map(str::to_owned))
+            .collect()
+    }
+}
+
+/// Waits until the prompt rests and returns it.
+async fn finished_prompt(
+    client: &reqwest::Client,
+    url: &str,
+    user: &str,
+    id: &str,
+) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let prompt: serde_json::Value = client
+            .get(format!("{url}/api/prompts/{id}"))
+            .header("x-user-id", user)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let state = prompt["state"].as_str().unwrap_or_default().to_owned();
+        if state != "running" || Instant::now() > deadline {
+            return prompt;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `/metrics` is off without `AGENTIC_METRICS_TOKEN`, refuses any other token, and counts
+/// what the server did: prompts by mode and state, model calls with their tokens and cost,
+/// tool calls with their errors (a made-up tool name is not a label), sandbox workers and a
+/// script stopped at the memory limit, the clients following events, and database writes.
+#[test]
+fn metrics_count_prompts_calls_workers_clients_and_writes() {
+    let runtime = runtime();
+    let turns = script(
+        "metrics",
+        "- code: |\n    const here = timeNow({ timezone: \"UTC\" });\n    const results = parallel([{ tool: \"time.now\", input: { timezone: \"Mars/Olympus\" } }, { tool: \"no.such-tool\", input: {} }]);\n    done(\"Done: \" + results.length);\n  usage: { input: 1000, output: 200 }\n- code: |\n    const all = []; for (let i = 0; i < 40; i++) { all.push(\"x\".repeat(10000000) + i); } output(\"kept \" + all.length);\n- code: done(\"That was too big.\")\n",
+    );
+    let config = priced_config();
+    let (mut off, off_url, _) = serve_with(&turns, &database_url(), &[], &[]);
+    let (mut server, url, log) = serve_with(
+        &turns,
+        &database_url(),
+        &["--config", config.to_str().unwrap()],
+        &[("AGENTIC_METRICS_TOKEN", "scrape-me")],
+    );
+    let client = reqwest::Client::new();
+    let scrape = runtime.block_on(async {
+        let status = client
+            .get(format!("{off_url}/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(status, 404);
+        for token in [None, Some("Bearer wrong"), Some("scrape-me")] {
+            let mut request = client.get(format!("{url}/metrics"));
+            if let Some(token) = token {
+                request = request.header("authorization", token);
+            }
+            assert_eq!(request.send().await.unwrap().status(), 401, "{token:?}");
+        }
+        // A client follows the events throughout.
+        let events = client
+            .get(format!("{url}/api/events/stream"))
+            .header("x-user-id", "metered")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(events.status(), 200);
+        for input in ["What time is it?", "Fill the memory"] {
+            let started: serde_json::Value = client
+                .post(format!("{url}/api/prompt"))
+                .header("x-user-id", "metered")
+                .json(&serde_json::json!({ "input": input, "mode": "code" }))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let id = started["promptId"].as_str().unwrap();
+            let prompt = finished_prompt(&client, &url, "metered", id).await;
+            assert_eq!(
+                prompt["state"],
+                "completed",
+                "{prompt}\n{}",
+                log.lock().unwrap()
+            );
+        }
+        let response = client
+            .get(format!("{url}/metrics"))
+            .header("authorization", "Bearer scrape-me")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        assert!(
+            response.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/plain; version=0.0.4")
+        );
+        let body = response.text().await.unwrap();
+        drop(events);
+        body
+    });
+    let metrics = Scrape::parse(&scrape);
+    let value = |metric: &str, labels: &[(&str, &str)]| {
+        metrics
+            .value(metric, labels)
+            .unwrap_or_else(|| panic!("no {metric} {labels:?} in\n{scrape}"))
+    };
+    assert_eq!(
+        value(
+            "agentic_prompts_total",
+            &[("mode", "code"), ("state", "completed")]
+        ),
+        2.0
+    );
+    assert_eq!(value("agentic_prompts_running", &[("mode", "code")]), 0.0);
+    let model = [("model", "script-normal")];
+    assert_eq!(
+        value("agentic_model_call_duration_seconds_count", &model),
+        3.0
+    );
+    // 1,000 and 200 reported by the first turn; the scripted model counts the other two.
+    assert!(
+        value(
+            "agentic_model_tokens_total",
+            &[("model", "script-normal"), ("type", "input")]
+        ) > 1000.0
+    );
+    assert!(
+        value(
+            "agentic_model_tokens_total",
+            &[("model", "script-normal"), ("type", "output")]
+        ) > 200.0
+    );
+    assert!(value("agentic_model_cost", &model) >= 0.0045, "{scrape}");
+    assert_eq!(
+        value(
+            "agentic_tool_call_duration_seconds_count",
+            &[("tool", "time.now")]
+        ),
+        2.0
+    );
+    assert_eq!(
+        value("agentic_tool_call_errors_total", &[("tool", "time.now")]),
+        1.0
+    );
+    assert_eq!(
+        value("agentic_tool_call_errors_total", &[("tool", "(unknown)")]),
+        1.0
+    );
+    assert!(
+        !metrics
+            .label_values("agentic_tool_call_duration_seconds_count", "tool")
+            .iter()
+            .any(|tool| tool.contains("no.such")),
+        "{scrape}"
+    );
+    assert_eq!(
+        value("agentic_sandbox_kills_total", &[("limit", "memory")]),
+        1.0
+    );
+    assert!(value("agentic_sandbox_workers", &[]) >= 1.0, "{scrape}");
+    assert_eq!(value("agentic_sandbox_scripts_running", &[]), 0.0);
+    assert_eq!(value("agentic_sse_clients", &[]), 1.0);
+    assert!(
+        value(
+            "agentic_db_write_duration_seconds_count",
+            &[("backend", "sqlite")]
+        ) > 0.0
+    );
+    assert!(
+        scrape.contains("# HELP agentic_model_call_duration_seconds"),
+        "{scrape}"
+    );
+    server.kill().unwrap();
+    server.wait().unwrap();
+    off.kill().unwrap();
+    off.wait().unwrap();
+}
+
+/// `[prices]` turns each model call's tokens into a cost: on the prompt (`usage.cost`), summed
+/// over a conversation's prompts, and in `agentic conversations`. A model without a price has
+/// no cost (`-`), not a cost of 0.
+#[test]
+fn prices_give_prompts_and_conversations_a_cost() {
+    let turns = script(
+        "priced",
+        "- text: One.\n  usage: { input: 1000, output: 200 }\n",
+    );
+    // Each run of the binary reads its script from the start.
+    let next_turns = script(
+        "priced-next",
+        "- text: Two.\n  usage: { input: 3000, output: 100 }\n",
+    );
+    let config = priced_config();
+    let config = config.to_str().unwrap();
+    let first = command(
+        &["--config", config, "prompt", "Count", "--json"],
+        Some(&turns),
+    )
+    .output()
+    .unwrap();
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    let completed: serde_json::Value = text(&first.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .find(|event| event["type"] == "prompt.completed")
+        .unwrap_or_else(|| panic!("no prompt.completed in {}", text(&first.stdout)));
+    let cost = completed["data"]["usage"]["cost"].as_f64();
+    assert!(
+        cost.is_some_and(|cost| (cost - 0.0045).abs() < 1e-12),
+        "{completed}"
+    );
+    let id = conversation_id(&text(&first.stderr));
+    let second = command(
+        &["--config", config, "prompt", "Again", "-c", &id],
+        Some(&next_turns),
+    )
+    .output()
+    .unwrap();
+    assert_eq!(second.status.code(), Some(0), "{}", text(&second.stderr));
+    // 0.0045 + (3,000 × 2.5 + 100 × 10) / 1e6 = 0.0045 + 0.0085.
+    let listed = agentic(&["conversations"], None, None);
+    let line = text(&listed.stdout)
+        .lines()
+        .find(|line| line.starts_with(&id))
+        .unwrap_or_else(|| panic!("{id} not in {}", text(&listed.stdout)))
+        .to_owned();
+    assert!(line.contains("  4300 tokens  cost    0.0130  "), "{line}");
+
+    let unpriced = script(
+        "unpriced",
+        "- text: Free.\n  usage: { input: 10, output: 1 }\n",
+    );
+    let free = agentic(&["prompt", "Free?"], Some(&unpriced), None);
+    assert_eq!(free.status.code(), Some(0), "{}", text(&free.stderr));
+    let free_id = conversation_id(&text(&free.stderr));
+    let listed = agentic(&["conversations"], None, None);
+    let line = text(&listed.stdout)
+        .lines()
+        .find(|line| line.starts_with(&free_id))
+        .unwrap()
+        .to_owned();
+    assert!(line.contains("    11 tokens  cost         -  "), "{line}");
 }

@@ -2,7 +2,7 @@
 //! read and write conversations need. Every write is a [`crate::writes::Write`], applied by
 //! the group-committing writer.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -14,8 +14,8 @@ use chrono::{DateTime, Utc};
 use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
 use sea_orm::{
     ColumnTrait, ConnectOptions, ConnectionTrait, Database, DatabaseConnection,
-    DatabaseTransaction, DbBackend, EntityTrait, QueryFilter, QueryOrder, SqliteTransactionMode,
-    Statement, TransactionOptions,
+    DatabaseTransaction, DbBackend, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+    SqliteTransactionMode, Statement, TransactionOptions,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -73,6 +73,10 @@ pub struct Conversation {
     pub active_prompt_id: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// Tokens and cost of every prompt of the conversation, archived ones included (filled in
+    /// where conversations are listed or fetched; a new conversation has none).
+    #[serde(default)]
+    pub usage: PromptUsage,
     #[serde(skip)]
     pub title_fixed: bool,
     #[serde(skip)]
@@ -395,23 +399,64 @@ impl Store {
         user_id: &str,
         id: &str,
     ) -> anyhow::Result<Option<Conversation>> {
-        Ok(conversation::Entity::find_by_id(id.to_owned())
+        let Some(model) = conversation::Entity::find_by_id(id.to_owned())
             .filter(conversation::Column::UserId.eq(user_id))
             .one(&self.db)
             .await?
-            .map(conversation_from_model))
+        else {
+            return Ok(None);
+        };
+        let mut conversation = conversation_from_model(model);
+        let usage = self
+            .usage_by_conversation(user_id, Some(&conversation.id))
+            .await?;
+        if let Some(usage) = usage.get(&conversation.id) {
+            conversation.usage = usage.clone();
+        }
+        Ok(Some(conversation))
     }
 
-    /// The user's conversations, most recently updated first.
+    /// The user's conversations, most recently updated first, each with its usage.
     pub async fn conversations(&self, user_id: &str) -> anyhow::Result<Vec<Conversation>> {
-        Ok(conversation::Entity::find()
+        let mut conversations: Vec<Conversation> = conversation::Entity::find()
             .filter(conversation::Column::UserId.eq(user_id))
             .order_by_desc(conversation::Column::UpdatedAt)
             .all(&self.db)
             .await?
             .into_iter()
             .map(conversation_from_model)
-            .collect())
+            .collect();
+        let mut usage = self.usage_by_conversation(user_id, None).await?;
+        for conversation in &mut conversations {
+            if let Some(usage) = usage.remove(&conversation.id) {
+                conversation.usage = usage;
+            }
+        }
+        Ok(conversations)
+    }
+
+    /// The summed usage of the user's prompts by conversation (of one, if named).
+    async fn usage_by_conversation(
+        &self,
+        user_id: &str,
+        conversation_id: Option<&str>,
+    ) -> anyhow::Result<HashMap<String, PromptUsage>> {
+        let mut query = prompt::Entity::find()
+            .select_only()
+            .column(prompt::Column::ConversationId)
+            .column(prompt::Column::Usage)
+            .filter(prompt::Column::UserId.eq(user_id));
+        if let Some(id) = conversation_id {
+            query = query.filter(prompt::Column::ConversationId.eq(id));
+        }
+        let rows: Vec<(String, Value)> = query.into_tuple().all(&self.db).await?;
+        let mut sums: HashMap<String, PromptUsage> = HashMap::new();
+        for (conversation, usage) in rows {
+            // A row whose usage does not read (an older shape) counts as none.
+            let usage: PromptUsage = serde_json::from_value(usage).unwrap_or_default();
+            sums.entry(conversation).or_default().add(&usage);
+        }
+        Ok(sums)
     }
 
     /// Deletes a conversation with its prompts; `false` when the user has none with this id.
@@ -758,6 +803,7 @@ fn conversation_from_model(model: conversation::Model) -> Conversation {
         active_prompt_id: model.active_prompt_id,
         created_at: model.created_at,
         updated_at: model.updated_at,
+        usage: PromptUsage::default(),
         title_fixed: model.title_fixed,
         state: match model.state {
             Value::Object(map) => map,

@@ -14,6 +14,7 @@ use std::any::Any;
 use std::sync::Arc;
 
 use agentic_core::PromptState;
+use agentic_core::telemetry;
 use anyhow::{Context as _, bail};
 use chrono::Utc;
 use sea_orm::sea_query::{CaseStatement, Expr, OnConflict};
@@ -382,7 +383,25 @@ impl Writer {
         Self { db, queue }
     }
 
+    /// Applies one write and waits until it is durable; its latency (queue and commit, as
+    /// the caller waits) goes to the database-write metrics.
     pub(crate) async fn write(&self, write: Write) -> anyhow::Result<Written> {
+        let start = std::time::Instant::now();
+        let result = self.write_now(write).await;
+        let backend = match self.db.get_database_backend() {
+            sea_orm::DbBackend::Sqlite => "sqlite",
+            sea_orm::DbBackend::Postgres => "postgres",
+            _ => "other",
+        };
+        metrics::histogram!(telemetry::DB_WRITE_SECONDS, "backend" => backend)
+            .record(start.elapsed().as_secs_f64());
+        if result.is_ok() {
+            metrics::counter!(telemetry::DB_WRITES, "backend" => backend).increment(1);
+        }
+        result
+    }
+
+    async fn write_now(&self, write: Write) -> anyhow::Result<Written> {
         let Some(queue) = &self.queue else {
             return apply_alone(&self.db, write).await;
         };

@@ -157,3 +157,57 @@ impl Config {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::Config;
+
+    fn prices(table: serde_json::Value) -> anyhow::Result<super::Prices> {
+        Config::from_value(json!({ "prices": table })).prices()
+    }
+
+    #[test]
+    fn a_model_takes_its_own_price_else_the_longest_prefix_at_a_separator() {
+        let prices = prices(json!({
+            "gpt-4o": { "input": 2.5, "output": 10.0 },
+            "gpt-4o-mini": { "input": 0.15, "output": 0.6 },
+            "qwen": { "input": 0, "output": 0 },
+        }))
+        .unwrap();
+        assert_eq!(prices.of("gpt-4o").unwrap().input, 2.5);
+        assert_eq!(prices.of("gpt-4o-mini-2024-07-18").unwrap().input, 0.15);
+        assert_eq!(prices.of("gpt-4o-2024-08-06").unwrap().input, 2.5);
+        assert_eq!(prices.of("qwen:7b").unwrap().output, 0.0);
+        // A prefix that does not end at a separator is another model.
+        assert!(prices.of("gpt-4omega").is_none());
+        assert!(prices.of("qwenlong").is_none());
+        assert!(prices.of("llama3").is_none());
+        let cost = prices.cost("gpt-4o-mini", 1_000_000, 500_000).unwrap();
+        assert!((cost - 0.45).abs() < 1e-12, "{cost}");
+        assert!(prices.cost("llama3", 10, 10).is_none());
+    }
+
+    #[test]
+    fn a_bad_price_table_is_refused_with_what_is_wrong() {
+        for (table, says) in [
+            (json!({ "m": { "input": -1, "output": 1 } }), "at least 0"),
+            (json!({ "m": { "input": 1 } }), "missing field `output`"),
+            (
+                json!({ "m": { "input": 1, "output": 1, "cached": 1 } }),
+                "unknown field `cached`",
+            ),
+            (
+                json!({ "m": { "input": "cheap", "output": 1 } }),
+                "invalid type",
+            ),
+            (json!(["m"]), "invalid type"),
+        ] {
+            let error = prices(table.clone()).unwrap_err().to_string();
+            assert!(error.contains(says), "{table}: {error}");
+            assert!(error.contains("price"), "{error}");
+        }
+        assert!(Config::default().prices().unwrap().is_empty());
+    }
+}

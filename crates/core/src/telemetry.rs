@@ -32,6 +32,53 @@ pub const TOOL_CALL_SECONDS: &str = "agentic_tool_call_duration_seconds";
 /// Tool calls that failed, by `tool`.
 pub const TOOL_CALL_ERRORS: &str = "agentic_tool_call_errors_total";
 
+/// Sandbox worker processes alive (idle or running a script).
+pub const SANDBOX_WORKERS: &str = "agentic_sandbox_workers";
+/// Scripts running in the sandbox.
+pub const SANDBOX_RUNNING: &str = "agentic_sandbox_scripts_running";
+/// Scripts stopped at a limit, by `limit` (`time`, `memory`, `stack`, `crash`).
+pub const SANDBOX_KILLS: &str = "agentic_sandbox_kills_total";
+/// Clients following the event stream (`/api/events`).
+pub const SSE_CLIENTS: &str = "agentic_sse_clients";
+/// Seconds per database commit (one commit may carry many writes), by `backend`.
+pub const DB_WRITE_SECONDS: &str = "agentic_db_write_duration_seconds";
+/// Writes (rows changed by one caller) per commit, by `backend`.
+pub const DB_WRITES: &str = "agentic_db_writes_total";
+
+/// Describes every metric for the exporter's `# HELP` lines.
+pub fn describe_metrics() {
+    use metrics::Unit;
+    metrics::describe_counter!(PROMPTS, "Prompts that ended, by mode and final state");
+    metrics::describe_gauge!(PROMPTS_RUNNING, "Prompts executing now, by mode");
+    metrics::describe_histogram!(
+        MODEL_CALL_SECONDS,
+        Unit::Seconds,
+        "Model call latency, by model"
+    );
+    metrics::describe_counter!(MODEL_CALL_ERRORS, "Model calls that failed, by model");
+    metrics::describe_counter!(MODEL_TOKENS, "Tokens by model and type (input, output)");
+    metrics::describe_gauge!(
+        MODEL_COST,
+        "Cost of model calls since start, by model, in the price table's currency"
+    );
+    metrics::describe_histogram!(
+        TOOL_CALL_SECONDS,
+        Unit::Seconds,
+        "Tool call latency, by tool"
+    );
+    metrics::describe_counter!(TOOL_CALL_ERRORS, "Tool calls that failed, by tool");
+    metrics::describe_gauge!(SANDBOX_WORKERS, "Sandbox worker processes alive");
+    metrics::describe_gauge!(SANDBOX_RUNNING, "Scripts running in the sandbox");
+    metrics::describe_counter!(SANDBOX_KILLS, "Scripts stopped at a limit, by limit");
+    metrics::describe_gauge!(SSE_CLIENTS, "Clients following the event stream");
+    metrics::describe_histogram!(
+        DB_WRITE_SECONDS,
+        Unit::Seconds,
+        "Database commit latency, by backend"
+    );
+    metrics::describe_counter!(DB_WRITES, "Writes committed, by backend");
+}
+
 /// The `tool` label of a call to a tool that does not exist: names a model made up must not
 /// become label values, or one prompt could grow the metrics without bound.
 pub const UNKNOWN_TOOL: &str = "(unknown)";
@@ -100,17 +147,21 @@ pub fn prompt_ran(span: &tracing::Span, prompt: &Prompt) {
 }
 
 /// Counts a prompt as executing until the guard drops.
-pub fn prompt_running(mode: &str) -> RunningGuard {
-    let gauge = metrics::gauge!(PROMPTS_RUNNING, "mode" => mode.to_owned());
-    gauge.increment(1.0);
-    RunningGuard(gauge)
+pub fn prompt_running(mode: &str) -> Held {
+    hold(metrics::gauge!(PROMPTS_RUNNING, "mode" => mode.to_owned()))
 }
 
-/// Decrements the running-prompts gauge when dropped, also when the run is cancelled.
-#[derive(Debug)]
-pub struct RunningGuard(metrics::Gauge);
+/// Adds one to `gauge` until the guard drops (also when its task is cancelled).
+pub fn hold(gauge: metrics::Gauge) -> Held {
+    gauge.increment(1.0);
+    Held(gauge)
+}
 
-impl Drop for RunningGuard {
+/// One unit of a gauge, given back when dropped.
+#[derive(Debug)]
+pub struct Held(metrics::Gauge);
+
+impl Drop for Held {
     fn drop(&mut self) {
         self.0.decrement(1.0);
     }

@@ -7,6 +7,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use agentic_core::telemetry::{self, Held};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin};
@@ -233,6 +234,7 @@ impl Sandbox {
             outcome: None,
             owner: owner.map(str::to_owned),
             slots: Some(slots),
+            running: Some(telemetry::hold(metrics::gauge!(telemetry::SANDBOX_RUNNING))),
         };
         if let Some(worker) = execution.worker.as_mut()
             && worker
@@ -312,6 +314,8 @@ pub struct Execution {
     owner: Option<String>,
     /// Held while the script runs; `None` once it finished or while it waits for a person.
     slots: Option<Slots>,
+    /// Counts the script in the running-scripts gauge until it finishes.
+    running: Option<Held>,
 }
 
 impl Execution {
@@ -328,6 +332,7 @@ impl Execution {
             outcome: None,
             owner: None,
             slots: None,
+            running: None,
         };
         execution.finish_with(error);
         execution
@@ -335,6 +340,7 @@ impl Execution {
 
     fn finish_with(&mut self, error: ScriptError) {
         self.slots = None;
+        self.running = None;
         self.outcome = Some(Box::new(ExecutionOutcome {
             path: CodePath::Plain,
             result: Err(error),
@@ -376,6 +382,7 @@ impl Execution {
                 Ok(Some(ToHost::Finished(outcome))) => {
                     self.outcome = Some(outcome);
                     self.slots = None;
+                    self.running = None;
                     if let Some(worker) = self.worker.take() {
                         recycle(self.sandbox.clone(), worker);
                     }
@@ -383,12 +390,14 @@ impl Execution {
                 Ok(Some(ToHost::Ready)) => {}
                 Ok(None) => {
                     let reason = worker.connection.death_reason(&self.sandbox.config).await;
+                    count_kill(&reason);
                     self.worker = None;
                     self.sandbox.refill_in_background();
                     self.finish_with(limit_error(&reason));
                 }
                 Err(_) => {
                     worker.connection.kill().await;
+                    metrics::counter!(telemetry::SANDBOX_KILLS, "limit" => "time").increment(1);
                     self.worker = None;
                     self.sandbox.refill_in_background();
                     let seconds = self.clock.limit.as_secs_f64();
@@ -444,6 +453,18 @@ fn recycle(sandbox: Arc<Sandbox>, mut worker: Worker) {
             }
         }
     });
+}
+
+/// Counts a worker that died under a script, by the limit its death reason names.
+fn count_kill(reason: &str) {
+    let limit = if reason.contains("memory limit") {
+        "memory"
+    } else if reason.contains("overflowed the stack") {
+        "stack"
+    } else {
+        "crash"
+    };
+    metrics::counter!(telemetry::SANDBOX_KILLS, "limit" => limit).increment(1);
 }
 
 fn limit_error(message: &str) -> ScriptError {
@@ -519,6 +540,8 @@ enum Connection {
         stdout: PipeLines,
         stderr: Arc<Mutex<String>>,
         killed: bool,
+        /// Counts the process in the workers gauge while it exists.
+        _alive: Held,
     },
     Thread {
         to_worker: std::sync::mpsc::Sender<ToWorker>,
@@ -563,7 +586,7 @@ impl Connection {
             return Err(SandboxError::Spawn("the worker has no pipes".to_owned()));
         };
         let tail = Arc::new(Mutex::new(String::new()));
-        tokio::spawn(keep_stderr_tail(stderr, tail.clone()));
+        tokio::spawn(keep_stderr_tail(stderr, tail.clone(), child.id()));
         let stdout = PipeLines::new(
             stdout
                 .into_owned_fd()
@@ -576,6 +599,7 @@ impl Connection {
             stdout,
             stderr: tail,
             killed: false,
+            _alive: telemetry::hold(metrics::gauge!(telemetry::SANDBOX_WORKERS)),
         })
     }
 
@@ -761,15 +785,44 @@ impl PipeLines {
     }
 }
 
-async fn keep_stderr_tail(stderr: tokio::process::ChildStderr, tail: Arc<Mutex<String>>) {
+/// Keeps the last words of a worker's stderr (for the error that names why it died), and logs
+/// each line at warn, named: a worker writes there only when it panics or runs out of memory.
+async fn keep_stderr_tail(
+    stderr: tokio::process::ChildStderr,
+    tail: Arc<Mutex<String>>,
+    pid: Option<u32>,
+) {
+    /// Longest line logged; a panic message can quote a script's own text.
+    const LOGGED_LINE: usize = 1_000;
     let mut stderr = stderr;
     let mut buffer = [0u8; 4096];
+    let mut line = String::new();
+    let log = |line: &str| {
+        let line = line.trim_end();
+        if !line.is_empty() {
+            let cut = (0..=line.len().min(LOGGED_LINE))
+                .rev()
+                .find(|index| line.is_char_boundary(*index))
+                .unwrap_or(0);
+            tracing::warn!(source = "sandbox worker", pid, "{}", &line[..cut]);
+        }
+    };
     while let Ok(read) = stderr.read(&mut buffer).await {
         if read == 0 {
             break;
         }
+        let text = String::from_utf8_lossy(&buffer[..read]);
+        for piece in text.split_inclusive('\n') {
+            if line.len() < 2 * LOGGED_LINE {
+                line.push_str(piece);
+            }
+            if piece.ends_with('\n') {
+                log(&line);
+                line.clear();
+            }
+        }
         let mut tail = tail.lock().unwrap_or_else(PoisonError::into_inner);
-        tail.push_str(&String::from_utf8_lossy(&buffer[..read]));
+        tail.push_str(&text);
         if tail.len() > 8192 {
             let cut = tail.len() - 4096;
             let cut = (cut..tail.len())
@@ -778,6 +831,7 @@ async fn keep_stderr_tail(stderr: tokio::process::ChildStderr, tail: Arc<Mutex<S
             tail.drain(..cut);
         }
     }
+    log(&line);
 }
 
 /// The program to run as a worker: configured, this very binary (if it called

@@ -158,3 +158,12 @@ pub fn serve_with(
     });
     (server, url, log)
 }
+
+/// The conversation id a prompt names on stderr.
+pub fn conversation_id(stderr: &str) -> String {
+    let line = stderr
+        .lines()
+        .find(|line| line.starts_with("agentic: conversation "))
+        .unwrap_or_else(|| panic!("no conversation id in: {stderr}"));
+    line.split_whitespace().nth(2).unwrap().to_owned()
+}

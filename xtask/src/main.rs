@@ -36,7 +36,7 @@ fn main() -> anyhow::Result<()> {
             Some("tokens") => cargo_bench(&root, "agentic-interpreter", "tokens"),
             Some("fairness") => cargo_bench(&root, "agentic-interpreter", "fairness"),
             Some("store") => cargo_bench(&root, "agentic-conversation", "store"),
-            Some("api") => bench_api(&root),
+            Some("api") => bench_api(&root, &arguments[2..]),
             Some("local") => cargo_bench(&root, "agentic-plugin-local", "local"),
             _ => {
                 eprintln!("usage: cargo xtask bench <sandbox|tokens|fairness|store|api|local>");
@@ -55,7 +55,7 @@ fn main() -> anyhow::Result<()> {
                  bench tokens    model calls and prompt tokens, classic against code mode\n  \
                  bench fairness  one user's scripts beside another user's endless loops\n  \
                  bench store     conversation store on SQLite and PostgreSQL (AGENTIC_TEST_POSTGRES_URL)\n  \
-                 bench api       1,000 concurrent prompts against `agentic serve` and a fake model\n  \
+                 bench api [--baseline REV]   1,000 concurrent prompts against `agentic serve` and a\n                  fake model, spans without and with an OTLP exporter (and REV's build beside)\n  \
                  bench local     the embedded local model: prompt and generation tokens/s, memory"
             );
             std::process::exit(2);
@@ -258,19 +258,84 @@ fn cargo_bench(root: &Path, package: &str, bench: &str) -> anyhow::Result<()> {
     )
 }
 
-fn bench_api(root: &Path) -> anyhow::Result<()> {
+/// `cargo xtask bench api [--baseline REV]`: with a baseline, REV (a commit, tag or branch) is
+/// checked out in a worktree, built in the same target directory (so only its own crates
+/// compile) and run beside this build, round by round.
+fn bench_api(root: &Path, arguments: &[String]) -> anyhow::Result<()> {
+    let baseline = match arguments {
+        [] => None,
+        [flag, rev] if flag == "--baseline" => Some(rev.as_str()),
+        _ => bail!("usage: cargo xtask bench api [--baseline REV]"),
+    };
+    let target = root.join("target");
+    let mut env: Vec<(&str, String)> = Vec::new();
+    if let Some(rev) = baseline {
+        let worktree = target.join("bench-baseline");
+        let _ = Command::new("git")
+            .current_dir(root)
+            .args(["worktree", "remove", "--force"])
+            .arg(&worktree)
+            .status();
+        run(
+            root,
+            "git",
+            &[
+                "worktree",
+                "add",
+                "--detach",
+                worktree.to_str().context("non-UTF-8 path")?,
+                rev,
+            ],
+            &[],
+        )?;
+        run(
+            &worktree,
+            "cargo",
+            &["build", "--release", "--package", "agentic-cli"],
+            &[(
+                "CARGO_TARGET_DIR",
+                target.to_str().context("non-UTF-8 path")?,
+            )],
+        )?;
+        let kept = target.join(format!("bench-baseline-agentic-{rev}"));
+        std::fs::copy(target.join("release/agentic"), &kept)
+            .context("could not keep the baseline binary")?;
+        run(
+            root,
+            "git",
+            &[
+                "worktree",
+                "remove",
+                "--force",
+                worktree.to_str().context("non-UTF-8 path")?,
+            ],
+            &[],
+        )?;
+        env.push((
+            "AGENTIC_BASELINE_BIN",
+            kept.to_str().context("non-UTF-8 path")?.to_owned(),
+        ));
+    }
     run(
         root,
         "cargo",
         &["build", "--release", "--package", "agentic-cli"],
         &[],
     )?;
-    let binary = root.join("target/release/agentic");
+    let binary = target.join("release/agentic");
+    env.push((
+        "AGENTIC_BIN",
+        binary.to_str().context("non-UTF-8 path")?.to_owned(),
+    ));
+    let env: Vec<(&str, &str)> = env
+        .iter()
+        .map(|(name, value)| (*name, value.as_str()))
+        .collect();
     run(
         root,
         "cargo",
         &["bench", "--package", "agentic-api", "--bench", "load"],
-        &[("AGENTIC_BIN", binary.to_str().context("non-UTF-8 path")?)],
+        &env,
     )
 }
 

@@ -143,16 +143,150 @@ fn peak_rss_mib(pid: u32) -> f64 {
         .map_or(f64::NAN, |kib| kib / 1024.0)
 }
 
+/// One way to run the server under test.
+struct Setup {
+    label: String,
+    binary: String,
+    environment: Vec<(String, String)>,
+}
+
+/// What one run measured.
+struct Measured {
+    server_cpu: f64,
+    own_cpu: f64,
+    idle: f64,
+    stolen: f64,
+    wall: Duration,
+    latencies: Vec<Duration>,
+    rss: f64,
+    failures: usize,
+    calls: u64,
+    request_bytes: u64,
+    /// Bytes of spans the OTLP receiver got during the run.
+    spans_bytes: u64,
+}
+
+/// An OTLP/HTTP receiver that accepts every export and counts its bytes.
+async fn otlp_sink(received: Arc<AtomicU64>) -> String {
+    let app = Router::new().route(
+        "/v1/traces",
+        post(move |body: Bytes| {
+            let received = received.clone();
+            async move {
+                received.fetch_add(body.len() as u64, Ordering::Relaxed);
+                Response::builder()
+                    .header("content-type", "application/x-protobuf")
+                    .body(Body::empty())
+                    .unwrap()
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    address
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// Runs every setup `AGENTIC_BENCH_ROUNDS` times (3 by default), interleaved, so that a noisy
+/// stretch of the shared machine falls on all of them: the release binary under test
+/// (`AGENTIC_BIN`) with its default logs and no trace exporter, the same with the OTLP exporter
+/// sending to a receiver on loopback, and, when `AGENTIC_BASELINE_BIN` names one, an earlier
+/// build to compare with. Prints the medians side by side, then the last run of the first
+/// setup in detail.
 async fn run() {
     let binary = std::env::var("AGENTIC_BIN").expect("AGENTIC_BIN: the release `agentic` binary");
+    let rounds: usize = std::env::var("AGENTIC_BENCH_ROUNDS")
+        .ok()
+        .and_then(|rounds| rounds.parse().ok())
+        .unwrap_or(3)
+        .max(1);
+    let spans = Arc::new(AtomicU64::new(0));
+    let sink = otlp_sink(spans.clone()).await;
+    let mut setups = Vec::new();
+    if let Ok(baseline) = std::env::var("AGENTIC_BASELINE_BIN") {
+        setups.push(Setup {
+            label: "baseline build, default logs".to_owned(),
+            binary: baseline,
+            environment: Vec::new(),
+        });
+    }
+    setups.push(Setup {
+        label: "this build, default logs, spans, no exporter".to_owned(),
+        binary: binary.clone(),
+        environment: Vec::new(),
+    });
+    setups.push(Setup {
+        label: "this build, OTLP/HTTP exporter on".to_owned(),
+        binary,
+        environment: vec![("OTEL_EXPORTER_OTLP_ENDPOINT".to_owned(), sink)],
+    });
+    let mut results: Vec<Vec<Measured>> = setups.iter().map(|_| Vec::new()).collect();
+    for round in 0..rounds {
+        for (index, setup) in setups.iter().enumerate() {
+            eprintln!("round {} of {rounds}: {}", round + 1, setup.label);
+            results[index].push(run_once(setup, &spans).await);
+        }
+    }
+    let cpu_per_prompt = |runs: &[Measured]| {
+        let mut values: Vec<f64> = runs
+            .iter()
+            .map(|run| run.server_cpu * 1000.0 / PROMPTS as f64)
+            .collect();
+        median(&mut values)
+    };
+    let reference = cpu_per_prompt(&results[0]);
+    println!(
+        "| setup (median of {rounds}) | server CPU per prompt | × {} | p50 | p99 | failed | span bytes exported |",
+        setups[0].label
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    for (setup, runs) in setups.iter().zip(&results) {
+        let cpu = cpu_per_prompt(runs);
+        let mut p50: Vec<f64> = runs
+            .iter()
+            .map(|run| percentile(&run.latencies, 0.5))
+            .collect();
+        let mut p99: Vec<f64> = runs
+            .iter()
+            .map(|run| percentile(&run.latencies, 0.99))
+            .collect();
+        let mut bytes: Vec<f64> = runs.iter().map(|run| run.spans_bytes as f64).collect();
+        let failed: usize = runs.iter().map(|run| run.failures).sum();
+        println!(
+            "| {} | {cpu:.2} ms | {:.3} | {:.0} ms | {:.0} ms | {failed} | {:.0} KiB |",
+            setup.label,
+            cpu / reference,
+            median(&mut p50) * 1000.0,
+            median(&mut p99) * 1000.0,
+            median(&mut bytes) / 1024.0,
+        );
+    }
+    println!();
+    let last = results[0].pop().unwrap();
+    print_details(&setups[0].label, &last);
+}
+
+/// The latency at `share` (0.5 for the median) of sorted latencies, in seconds.
+fn percentile(latencies: &[Duration], share: f64) -> f64 {
+    latencies[((latencies.len() as f64 - 1.0) * share).round() as usize].as_secs_f64()
+}
+
+async fn run_once(setup: &Setup, spans: &AtomicU64) -> Measured {
     let calls = Arc::new(AtomicU64::new(0));
     let request_bytes = Arc::new(AtomicU64::new(0));
     let model = fake_openai(calls.clone(), request_bytes.clone()).await;
+    let binary = &setup.binary;
+    let spans_before = spans.load(Ordering::Relaxed);
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("agentic.toml");
     // Lift the per-user request rate: each client is one user making a handful of requests.
     std::fs::write(&config, "[api]\nrequestsPerMinute = 100000\nburst = 1000\n").unwrap();
-    let mut server = tokio::process::Command::new(&binary)
+    let mut server = tokio::process::Command::new(binary)
         .args([
             "--config",
             config.to_str().unwrap(),
@@ -164,6 +298,8 @@ async fn run() {
         .env("OPENAI_BASE_URL", &model)
         .env("OPENAI_API_KEY", "bench")
         .env("OPENAI_MODEL", "fake")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .envs(setup.environment.iter().map(|(name, value)| (name, value)))
         .env(
             "AGENTIC_DATABASE_URL",
             agentic_conversation::sqlite_url(&dir.path().join("load.db")),
@@ -269,10 +405,41 @@ async fn run() {
     let server_cpu = cpu_seconds(&pid.to_string()) - server_cpu_before;
     let own_cpu = cpu_seconds("self") - own_cpu_before;
     let (idle_after, stolen_after) = idle_and_stolen_seconds();
-    let (idle, stolen) = (idle_after - idle_before, stolen_after - stolen_before);
     let _ = server.start_kill();
-    let percentile =
-        |share: f64| latencies[((latencies.len() as f64 - 1.0) * share).round() as usize];
+    let _ = server.wait().await;
+    Measured {
+        server_cpu,
+        own_cpu,
+        idle: idle_after - idle_before,
+        stolen: stolen_after - stolen_before,
+        wall,
+        latencies,
+        rss,
+        failures,
+        calls: calls.load(Ordering::Relaxed),
+        request_bytes: request_bytes.load(Ordering::Relaxed),
+        spans_bytes: spans.load(Ordering::Relaxed) - spans_before,
+    }
+}
+
+fn print_details(label: &str, measured: &Measured) {
+    let Measured {
+        server_cpu,
+        own_cpu,
+        idle,
+        stolen,
+        wall,
+        latencies,
+        rss,
+        failures,
+        calls,
+        request_bytes,
+        ..
+    } = measured;
+    let (server_cpu, own_cpu, idle, stolen, rss, failures) =
+        (*server_cpu, *own_cpu, *idle, *stolen, *rss, *failures);
+    println!("{label}, last run:");
+    println!();
     let model_time = (MODEL_DELAY * ROUNDS as u32).as_secs_f64();
     // The ideal run keeps both cores busy from start to end and adds nothing but the model's
     // delay: 3 × 50 ms plus the run's CPU work queued on 2 cores. That work is the server's
@@ -284,25 +451,20 @@ async fn run() {
     // ideal on the cores we had counts it as work done beside ours.
     let ideal_on_cores_we_had = ideal + stolen / 2.0;
     let ms = |seconds: f64| format!("{:.0} ms", seconds * 1000.0);
-    let p50 = percentile(0.5).as_secs_f64();
-    let p99 = percentile(0.99).as_secs_f64();
+    let p50 = percentile(latencies, 0.5);
+    let p99 = percentile(latencies, 0.99);
     let wall = wall.as_secs_f64();
     let rows = [
         (
             "prompts (3 model rounds each, 50 ms per model call)".to_owned(),
             PROMPTS.to_string(),
         ),
-        (
-            "model calls answered".to_owned(),
-            calls.load(Ordering::Relaxed).to_string(),
-        ),
+        ("model calls answered".to_owned(), calls.to_string()),
         (
             "mean model request size".to_owned(),
             format!(
                 "{:.1} KiB",
-                request_bytes.load(Ordering::Relaxed) as f64
-                    / calls.load(Ordering::Relaxed).max(1) as f64
-                    / 1024.0
+                *request_bytes as f64 / (*calls).max(1) as f64 / 1024.0
             ),
         ),
         ("failed prompts".to_owned(), failures.to_string()),

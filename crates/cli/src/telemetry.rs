@@ -20,6 +20,7 @@ use opentelemetry_otlp::{Protocol, WithExportConfig as _, WithHttpConfig as _};
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing_subscriber::Layer as _;
 use tracing_subscriber::field::{RecordFields, Visit};
+use tracing_subscriber::filter::FilterExt as _;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FormatFields, FormattedFields};
 use tracing_subscriber::layer::SubscriberExt as _;
@@ -65,6 +66,16 @@ pub(crate) fn init(format: LogFormat, serve: bool, record_payloads: bool) -> Tel
             .ok()
             .filter(|value| !value.trim().is_empty())
     });
+    // The GenAI spans go to traces, not to log lines, unless the directives name them.
+    let wanted = wanted.map(|directives| {
+        if directives.contains(agentic_core::telemetry::SPANS) {
+            directives
+        } else {
+            format!("{directives},{}=off", agentic_core::telemetry::SPANS)
+        }
+    });
+    let default = format!("{default},{}=off", agentic_core::telemetry::SPANS);
+    let default = default.as_str();
     let filter = match wanted {
         Some(directives) => tracing_subscriber::EnvFilter::try_new(&directives).unwrap_or_else(
             |error| {
@@ -91,10 +102,19 @@ pub(crate) fn init(format: LogFormat, serve: bool, record_payloads: bool) -> Tel
         }
     };
     let trace_layer = traces.as_ref().map(|provider| {
+        // Spans at info and above; of events only warnings and errors (as span events): a
+        // request's own log line would only repeat its span's attributes.
+        let events = tracing_subscriber::filter::filter_fn(|metadata| {
+            metadata.is_span() || *metadata.level() <= tracing_core::Level::WARN
+        });
         tracing_opentelemetry::layer()
             .with_tracer(provider.tracer("agentic"))
             .with_tracked_inactivity(false)
-            .with_filter(tracing_subscriber::EnvFilter::new(TRACE_FILTER))
+            .with_location(false)
+            .with_threads(false)
+            .with_target(false)
+            .with_context_activation(false)
+            .with_filter(tracing_subscriber::EnvFilter::new(TRACE_FILTER).and(events))
     });
     if traces.is_some() {
         opentelemetry::global::set_text_map_propagator(

@@ -748,3 +748,36 @@ fn prices_give_prompts_and_conversations_a_cost() {
         .to_owned();
     assert!(line.contains("    11 tokens  cost         -  "), "{line}");
 }
+
+/// The README's price table is a valid `agentic.toml`.
+#[test]
+fn the_readme_price_table_is_a_valid_agentic_toml() {
+    let readme = include_str!("../../../README.md");
+    let example = readme
+        .split("**Cost**")
+        .nth(1)
+        .and_then(|section| section.split("```toml").nth(1))
+        .and_then(|block| block.split("```").next())
+        .expect("README's Operating section has a price table");
+    let file = scratch().join("readme-prices.toml");
+    std::fs::write(&file, example).unwrap();
+    let turns = script("readme-prices", "- text: unused\n");
+    let output = agentic(
+        &["--config", file.to_str().unwrap(), "capabilities"],
+        Some(&turns),
+        None,
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    std::fs::write(&file, "[prices.m]\ninput = -1\noutput = 1\n").unwrap();
+    let output = agentic(
+        &["--config", file.to_str().unwrap(), "capabilities"],
+        Some(&turns),
+        None,
+    );
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        text(&output.stderr).contains("price"),
+        "{}",
+        text(&output.stderr)
+    );
+}

@@ -14,6 +14,11 @@ use tracing::field::Empty;
 
 use crate::prompt::{Prompt, PromptUsage};
 
+/// The target of the GenAI spans. Log lines leave it out by default (a prompt's spans carry a
+/// dozen attributes meant for a trace backend), so without a trace exporter the spans are off
+/// altogether and cost nothing.
+pub const SPANS: &str = "agentic::spans";
+
 /// Prompts that ended, by `mode` and final `state`.
 pub const PROMPTS: &str = "agentic_prompts_total";
 /// Prompts executing right now (waiting for approval is not executing), by `mode`.
@@ -99,6 +104,7 @@ pub fn record_payloads() -> bool {
 /// an approval starts another).
 pub fn prompt_span(prompt: &Prompt, conversation_id: Option<&str>) -> tracing::Span {
     let span = tracing::info_span!(
+        target: SPANS,
         "invoke_agent",
         otel.name = "invoke_agent agentic",
         gen_ai.operation.name = "invoke_agent",
@@ -184,6 +190,7 @@ fn record_usage(span: &tracing::Span, usage: &PromptUsage) {
 /// The span of one model call.
 pub(crate) fn model_call_span(provider: &str, model: &str) -> tracing::Span {
     tracing::info_span!(
+        target: SPANS,
         "chat",
         otel.name = %format!("chat {model}"),
         otel.kind = "client",
@@ -254,6 +261,7 @@ impl ModelCallTimer {
 /// names a tool that exists.
 pub(crate) fn tool_span(tool: &str, call_id: Option<&str>) -> tracing::Span {
     tracing::info_span!(
+        target: SPANS,
         "execute_tool",
         otel.name = %format!("execute_tool {tool}"),
         gen_ai.operation.name = "execute_tool",

@@ -288,6 +288,7 @@ impl CodeExecutor {
                 return Ok(self.recorder.prompt().clone());
             }
             let span = tracing::info_span!(
+                target: agentic_core::telemetry::SPANS,
                 "execute_code",
                 otel.name = "execute_code",
                 gen_ai.operation.name = "execute_tool",

@@ -273,8 +273,12 @@ async fn get_conversation(
     check_id("conversation", &id)?;
     let instance = state.service().get(&user, &id).await?;
     let prompts = instance.prompts().await?;
+    let mut conversation = instance.conversation().clone();
+    for stored in &prompts {
+        conversation.usage.add(&stored.prompt.usage);
+    }
     Ok(Json(ConversationDetail {
-        conversation: instance.conversation().clone(),
+        conversation,
         prompts,
     }))
 }

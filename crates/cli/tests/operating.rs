@@ -588,6 +588,37 @@ fn metrics_count_prompts_calls_workers_clients_and_writes() {
                 log.lock().unwrap()
             );
         }
+        // The server's prices reach the API's conversations, listed and fetched.
+        let listed: serde_json::Value = client
+            .get(format!("{url}/api/conversations"))
+            .header("x-user-id", "metered")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let first = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|conversation| conversation["usage"]["inputTokens"] == 1000)
+            .unwrap_or_else(|| panic!("no conversation with the first prompt's usage: {listed}"));
+        let cost = first["usage"]["cost"].as_f64().unwrap();
+        assert!((cost - 0.0045).abs() < 1e-12, "{first}");
+        let fetched: serde_json::Value = client
+            .get(format!(
+                "{url}/api/conversations/{}",
+                first["id"].as_str().unwrap()
+            ))
+            .header("x-user-id", "metered")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(fetched["usage"], first["usage"], "{fetched}");
         let response = client
             .get(format!("{url}/metrics"))
             .header("authorization", "Bearer scrape-me")

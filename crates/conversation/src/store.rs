@@ -73,8 +73,9 @@ pub struct Conversation {
     pub active_prompt_id: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
-    /// Tokens and cost of every prompt of the conversation, archived ones included (filled in
-    /// where conversations are listed or fetched; a new conversation has none).
+    /// Tokens and cost of every prompt of the conversation, archived ones included: filled in
+    /// where conversations are listed (`conversations`) and shown with their prompts (the
+    /// API's `GET /api/conversations/{id}`), empty elsewhere.
     #[serde(default)]
     pub usage: PromptUsage,
     #[serde(skip)]
@@ -393,27 +394,19 @@ impl Store {
         Ok(conversation_from_model(model))
     }
 
-    /// The user's conversation with this id; another user's is `None`.
+    /// The user's conversation with this id; another user's is `None`. Its `usage` is left
+    /// empty: this runs at every prompt's start, and the prompts that sum to it are read where
+    /// it is shown.
     pub async fn conversation(
         &self,
         user_id: &str,
         id: &str,
     ) -> anyhow::Result<Option<Conversation>> {
-        let Some(model) = conversation::Entity::find_by_id(id.to_owned())
+        Ok(conversation::Entity::find_by_id(id.to_owned())
             .filter(conversation::Column::UserId.eq(user_id))
             .one(&self.db)
             .await?
-        else {
-            return Ok(None);
-        };
-        let mut conversation = conversation_from_model(model);
-        let usage = self
-            .usage_by_conversation(user_id, Some(&conversation.id))
-            .await?;
-        if let Some(usage) = usage.get(&conversation.id) {
-            conversation.usage = usage.clone();
-        }
-        Ok(Some(conversation))
+            .map(conversation_from_model))
     }
 
     /// The user's conversations, most recently updated first, each with its usage.
@@ -426,7 +419,7 @@ impl Store {
             .into_iter()
             .map(conversation_from_model)
             .collect();
-        let mut usage = self.usage_by_conversation(user_id, None).await?;
+        let mut usage = self.usage_by_conversation(user_id).await?;
         for conversation in &mut conversations {
             if let Some(usage) = usage.remove(&conversation.id) {
                 conversation.usage = usage;
@@ -435,20 +428,16 @@ impl Store {
         Ok(conversations)
     }
 
-    /// The summed usage of the user's prompts by conversation (of one, if named).
+    /// The summed usage of the user's prompts by conversation.
     async fn usage_by_conversation(
         &self,
         user_id: &str,
-        conversation_id: Option<&str>,
     ) -> anyhow::Result<HashMap<String, PromptUsage>> {
-        let mut query = prompt::Entity::find()
+        let query = prompt::Entity::find()
             .select_only()
             .column(prompt::Column::ConversationId)
             .column(prompt::Column::Usage)
             .filter(prompt::Column::UserId.eq(user_id));
-        if let Some(id) = conversation_id {
-            query = query.filter(prompt::Column::ConversationId.eq(id));
-        }
         let rows: Vec<(String, Value)> = query.into_tuple().all(&self.db).await?;
         let mut sums: HashMap<String, PromptUsage> = HashMap::new();
         for (conversation, usage) in rows {

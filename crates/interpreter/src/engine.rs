@@ -1506,7 +1506,10 @@ fn runtime_error(
     let source_line = line.and_then(|line| code.lines().nth(line as usize - 1).map(str::to_owned));
     let mut message = message.lines().next().unwrap_or_default().to_owned();
     // Parse errors end in Boa's own ` at line L, col C`; the position is reported separately.
-    if let Some(index) = message.rfind(" at line ") {
+    // Other messages keep theirs (a host error can quote serde's `at line 1 column 1`).
+    if let Some(index) = message.rfind(" at line ")
+        && is_boa_position(&message[index + " at line ".len()..])
+    {
         message.truncate(index);
     }
     ScriptError {
@@ -1517,6 +1520,16 @@ fn runtime_error(
         source_line,
         hint,
     }
+}
+
+/// `L, col C` and nothing after it.
+fn is_boa_position(rest: &str) -> bool {
+    rest.split_once(", col ").is_some_and(|(line, column)| {
+        !line.is_empty()
+            && !column.is_empty()
+            && line.bytes().all(|byte| byte.is_ascii_digit())
+            && column.bytes().all(|byte| byte.is_ascii_digit())
+    })
 }
 
 /// The first `line:column` Boa reports, from `script:L:C` in a backtrace or, when `parsing`,
@@ -1551,6 +1564,16 @@ fn find_position(rendered: &str, parsing: bool) -> Option<(u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only Boa's own position is cut from a message: a host error that quotes serde's
+    /// `at line 1 column 1` and the text after it (`llmJson()`'s) keeps them.
+    #[test]
+    fn only_boas_position_ends_a_message() {
+        assert!(is_boa_position("3, col 5"));
+        assert!(!is_boa_position("1 column 1): Sure! Here is the JSON"));
+        assert!(!is_boa_position("3, col 5 and more"));
+        assert!(!is_boa_position(", col 5"));
+    }
 
     #[test]
     fn the_last_expression_becomes_the_return_value() {

@@ -46,12 +46,43 @@ pub(crate) async fn answer<H: ScriptHost>(
             let calls = normalised(host, calls);
             host.tool_calls(id, true, calls).await
         }
-        HostRequest::Llm { prompt, json } => Ok(Some(host.llm(&prompt, json).await)),
+        HostRequest::Llm { prompt, json } => match fetch_request(host, &prompt) {
+            Some(message) => Ok(Some(HostReply::Error { message })),
+            None => Ok(Some(host.llm(&prompt, json).await)),
+        },
         HostRequest::ToolSchema { tool } => {
             let (tools, bindings) = host.tools();
             Ok(Some(crate::prompt::describe_reply(tools, bindings, &tool)))
         }
     }
+}
+
+/// A short `llm()` prompt around a URL asks the model to open it, which it cannot: it would
+/// answer with something made up. The error says which tool fetches instead.
+fn fetch_request<H: ScriptHost>(host: &H, prompt: &str) -> Option<String> {
+    let start = prompt.find("https://").or_else(|| prompt.find("http://"))?;
+    let url_len = prompt[start..]
+        .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '`' | ')'))
+        .unwrap_or(prompt.len() - start);
+    // Text to work on that happens to hold a link is fine; a request around a link is not.
+    if prompt.len() - url_len > 200 {
+        return None;
+    }
+    let (_, bindings) = host.tools();
+    let fetcher = bindings
+        .iter()
+        .find(|binding| binding.id == "web.fetch")
+        .and_then(|binding| binding.member.clone().or_else(|| binding.function.clone()))
+        .map(|name| format!("{name}({{ url }})"));
+    let instead = match fetcher {
+        Some(call) => format!("fetch it with {call}, then pass the text it returns to llm()"),
+        None => {
+            "no tool here fetches URLs, so end the program with done(\"…\") saying so".to_owned()
+        }
+    };
+    Some(format!(
+        "llm() and llmJson() ask a language model, which cannot open URLs or files: {instead}"
+    ))
 }
 
 /// A bare string becomes the input of a tool whose input has one required string field.

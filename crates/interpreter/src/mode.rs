@@ -199,18 +199,25 @@ impl CodeExecutor {
             if let Some(hint) =
                 crate::prompt::refusal(&reply.text, last_error.as_deref(), &bindings)
             {
-                // Told once what was wrong; a second such reply gets the plain-answer path.
+                // Told once what was wrong; a second such reply is asked afresh (when nothing
+                // was fetched to answer from), then gets the plain-answer path.
                 let told = self.refusals();
+                let afresh = told > 0 && self.may_ask_afresh();
+                let error = if afresh {
+                    format!("{} ({hint})", crate::prompt::ASKED_AFRESH)
+                } else {
+                    hint
+                };
                 let id = new_call_id();
                 self.recorder
                     .push_finished_tool(
                         &id,
                         CODE_EXECUTE,
                         json!({ "code": reply.text.trim() }),
-                        ToolResult::Error { error: hint },
+                        ToolResult::Error { error },
                     )
                     .await?;
-                if told == 0 {
+                if told == 0 || afresh {
                     continue;
                 }
                 let answered = self
@@ -251,6 +258,25 @@ impl CodeExecutor {
                                  that the error points at. If the task cannot be done, say so \
                                  in plain text.",
                                 crate::prompt::REPEATED
+                            ),
+                        },
+                    )
+                    .await?;
+                continue;
+            }
+            if let Some(earlier) = earlier
+                && self.may_ask_afresh()
+            {
+                // Stuck on a program that failed, with nothing fetched yet to answer from: a
+                // plain answer could only guess. The model is asked once more in a request
+                // without its earlier programs, which a small model otherwise copies back.
+                self.recorder
+                    .finish_tool(
+                        &code_output_id,
+                        ToolResult::Error {
+                            error: format!(
+                                "{} (the same code as iteration {earlier})",
+                                crate::prompt::ASKED_AFRESH
                             ),
                         },
                     )
@@ -650,7 +676,11 @@ impl CodeExecutor {
                     .await?;
             }
             Err(error) => {
-                let text = with_logs(error.describe(), &active.logs);
+                let mut text = with_logs(error.describe(), &active.logs);
+                if let Some(note) = self.declared_earlier(&error.message, &active.code_output_id) {
+                    text.push('\n');
+                    text.push_str(&note);
+                }
                 self.recorder
                     .finish_tool(&active.code_output_id, ToolResult::Error { error: text })
                     .await?;
@@ -755,6 +785,31 @@ impl CodeExecutor {
             .take_while(|tool| tool.function != CODE_EXECUTE)
     }
 
+    /// For `ReferenceError: x is not defined` where an earlier program of this turn declared
+    /// `x`: programs share no variables, which small models take for granted.
+    fn declared_earlier(&self, message: &str, current: &str) -> Option<String> {
+        let name = message
+            .strip_prefix("ReferenceError: ")?
+            .strip_suffix(" is not defined")?;
+        let number = self
+            .executions()
+            .filter(|tool| tool.id != current)
+            .enumerate()
+            .filter(|(_, tool)| {
+                tool.input
+                    .get("code")
+                    .and_then(Value::as_str)
+                    .is_some_and(|code| crate::names::declares(code, name))
+            })
+            .map(|(index, _)| index + 1)
+            .last()?;
+        Some(format!(
+            "`{name}` was declared by program {number}, but each program starts with no \
+             variables (only store(key, value) and recall(key) carry values over). Send the \
+             whole program, with `{name}` declared in it."
+        ))
+    }
+
     /// The error of this turn's last execution, when it failed.
     fn last_execution_error(&self) -> Option<String> {
         self.executions()
@@ -848,8 +903,47 @@ impl CodeExecutor {
         });
         let mut messages = self.conversation(system.clone());
         let prompt = self.recorder.prompt();
-        messages.extend(iteration_messages(&prompt.output, limit));
+        let asked_afresh = self.executions().next_back().is_some_and(|tool| {
+            matches!(&tool.result, ToolResult::Error { error } if error.starts_with(crate::prompt::ASKED_AFRESH))
+        });
+        match self.last_failure().filter(|_| asked_afresh) {
+            // The user's message and what went wrong, without the programs that did.
+            Some(failure) => messages.push(ChatMessage::user(format!(
+                "An earlier program for the message above failed with:\n{failure}\n\nWrite a \
+                 different program that avoids this error. If the task cannot be done, end the \
+                 program with done(\"…\") saying why."
+            ))),
+            None => messages.extend(iteration_messages(&prompt.output, limit)),
+        }
         ModelRequest::new(prompt.model, messages)
+    }
+
+    /// Whether a stuck turn may be asked afresh: once per turn, only while no tool call has
+    /// returned anything to answer from, and never after a person rejected a call.
+    fn may_ask_afresh(&self) -> bool {
+        let prompt = self.recorder.prompt();
+        let fetched = prompt.output.iter().any(|output| {
+            matches!(output, PromptOutput::Tool(tool)
+                if tool.function != CODE_EXECUTE && matches!(tool.result, ToolResult::Success { .. }))
+        });
+        let rejected = prompt.output.iter().any(|output| {
+            matches!(output, PromptOutput::Tool(ToolOutput { result: ToolResult::Error { error }, .. })
+                if error.starts_with("Rejected by user"))
+        });
+        !fetched
+            && !rejected
+            && self.count_errors_starting(crate::prompt::ASKED_AFRESH) == 0
+            && self.last_failure().is_some()
+    }
+
+    /// The whole error of this turn's last program that ran and failed, hint included.
+    fn last_failure(&self) -> Option<String> {
+        self.executions().rev().find_map(|tool| match &tool.result {
+            ToolResult::Error { error } if !error.starts_with(crate::prompt::NOT_RUN) => {
+                Some(cap_text(error, 1_500))
+            }
+            _ => None,
+        })
     }
 
     /// `system`, then the conversation's history and this prompt's user message.
@@ -1037,10 +1131,16 @@ fn hidden_namespace<'a>(
         .filter_map(|binding| binding.namespace_and_method())
         .map(|(namespace, _)| namespace)
         .find(|namespace| crate::names::declares(code, namespace))?;
-    Some((
-        namespace,
-        crate::names::namespace_members(bindings, namespace),
-    ))
+    let mut members = crate::names::namespace_members(bindings, namespace);
+    // The example names the member the program called, if it called one: models copy it.
+    if let Some(called) = members
+        .iter()
+        .position(|member| code.contains(&format!("{namespace}.{member}(")))
+    {
+        let member = members.remove(called);
+        members.insert(0, member);
+    }
+    Some((namespace, members))
 }
 
 fn with_logs(mut error: String, logs: &[String]) -> String {

@@ -300,6 +300,9 @@ pub(crate) const NOT_RUN: &str = "not run:";
 pub(crate) const REFUSED: &str = "not run: this reply is not a JavaScript program";
 /// How the error of a program sent again after it failed starts.
 pub(crate) const REPEATED: &str = "not run: the same program as iteration";
+/// A reply that was not run, after which the model was asked for a program once more in a
+/// fresh request (the user's message and the last error, without the earlier programs).
+pub(crate) const ASKED_AFRESH: &str = "not run: asked for a new program afresh";
 /// How the error of a program whose answer was held back starts (see [`broken_answer`]).
 pub(crate) const UNSHOWN: &str = "the answer of done() was not shown to the user";
 

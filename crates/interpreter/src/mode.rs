@@ -505,12 +505,12 @@ impl CodeExecutor {
                         value: Value::String(reply.text),
                     };
                 }
-                let (text, _) = extract_code(&reply.text);
-                match serde_json::from_str::<Value>(&text) {
+                match json_answer(&reply.text) {
                     Ok(value) => HostReply::Value { value },
                     Err(error) => HostReply::Error {
                         message: format!(
-                            "llmJson: the model's answer is not JSON ({error}): {text}"
+                            "llmJson: the model's answer is not JSON ({error}): {}",
+                            cap_text(reply.text.trim(), 500)
                         ),
                     },
                 }
@@ -910,8 +910,8 @@ impl CodeExecutor {
             // The user's message and what went wrong, without the programs that did.
             Some(failure) => messages.push(ChatMessage::user(format!(
                 "An earlier program for the message above failed with:\n{failure}\n\nWrite a \
-                 different program that avoids this error. If the task cannot be done, end the \
-                 program with done(\"…\") saying why."
+                 new program that does what the message asks. Follow the error: use the tool, \
+                 input or field it names."
             ))),
             None => messages.extend(iteration_messages(&prompt.output, limit)),
         }
@@ -1143,6 +1143,37 @@ fn hidden_namespace<'a>(
     Some((namespace, members))
 }
 
+/// The JSON value in a model's answer to `llmJson()`: the whole answer, else the first fenced
+/// block that parses (small models fence JSON as ```json however they are asked), else the
+/// span from the first `{` or `[` to the last `}` or `]` (a sentence around the value).
+fn json_answer(text: &str) -> Result<Value, serde_json::Error> {
+    let text = text.trim();
+    let whole = serde_json::from_str::<Value>(text);
+    if whole.is_ok() {
+        return whole;
+    }
+    let mut rest = text;
+    while let Some(open) = rest.find("```") {
+        let after = &rest[open + 3..];
+        let body_start = after.find('\n').map_or(after.len(), |index| index + 1);
+        let body = &after[body_start..];
+        let Some(close) = body.find("```") else { break };
+        if let Ok(value) = serde_json::from_str::<Value>(body[..close].trim()) {
+            return Ok(value);
+        }
+        rest = &body[close + 3..];
+    }
+    let start = text.find(['{', '[']);
+    let end = text.rfind(['}', ']']);
+    if let (Some(start), Some(end)) = (start, end)
+        && start < end
+        && let Ok(value) = serde_json::from_str::<Value>(&text[start..=end])
+    {
+        return Ok(value);
+    }
+    whole
+}
+
 fn with_logs(mut error: String, logs: &[String]) -> String {
     if !logs.is_empty() {
         error.push_str("\nLogs:\n");
@@ -1164,7 +1195,28 @@ fn response_text(response: &Value) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::code_shape;
+
+    #[test]
+    fn json_answers_are_read_through_fences_and_sentences() {
+        assert_eq!(super::json_answer(" [1, 2] ").unwrap(), json!([1, 2]));
+        assert_eq!(
+            super::json_answer("```json\n{\"days\": 3}\n```").unwrap(),
+            json!({ "days": 3 })
+        );
+        assert_eq!(
+            super::json_answer("Here it is:\n```\nnot json\n```\n```json\n[true]\n```").unwrap(),
+            json!([true])
+        );
+        assert_eq!(
+            super::json_answer("The answer is {\"a\": 1}.").unwrap(),
+            json!({ "a": 1 })
+        );
+        assert!(super::json_answer("no JSON here").is_err());
+        assert!(super::json_answer("```json\n{broken\n```").is_err());
+    }
 
     #[test]
     fn code_shape_ignores_comments_and_blank_space() {

@@ -420,7 +420,8 @@ pub(crate) fn refusal(
             .collect();
         let reply_first = strip_position(trimmed.lines().next().unwrap_or_default().trim());
         let copied = words.iter().any(|line| trimmed.contains(line))
-            || (reply_first.len() >= 16 && words.iter().any(|line| line.contains(reply_first)));
+            || (reply_first.len() >= 16 && words.iter().any(|line| line.contains(reply_first)))
+            || mostly_words_of(trimmed, error);
         if trimmed.starts_with("Execution error") || copied {
             return Some(format!(
                 "{REFUSED}: it repeats the error of the last execution. Reply with the \
@@ -463,6 +464,25 @@ pub(crate) fn refusal(
 }
 
 /// A line without the ` (line 3, column 9)` an error message ends with.
+/// True when a reply of ten words or more is, word for word, mostly the error it follows:
+/// the model paraphrasing our notice back ("The error message indicates that the last
+/// program returned prose… Please provide the corrected program only…") rather than
+/// answering. Words are letters and digits, three or more, in any case.
+fn mostly_words_of(reply: &str, error: &str) -> bool {
+    fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+        text.split(|c: char| !c.is_alphanumeric())
+            .filter(|word| word.chars().count() >= 3)
+            .map(str::to_lowercase)
+    }
+    let known: std::collections::HashSet<String> = words(error).collect();
+    let said: Vec<String> = words(reply).collect();
+    if said.len() < 10 {
+        return false;
+    }
+    let shared = said.iter().filter(|word| known.contains(*word)).count();
+    shared * 10 >= said.len() * 7
+}
+
 fn strip_position(line: &str) -> &str {
     match line.rfind(" (line ") {
         Some(at) if line.ends_with(')') => &line[..at],
@@ -720,6 +740,30 @@ fn append_logs(text: &mut String, logs: Option<&Value>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Seen with Qwen2.5-Coder-1.5B (eval round 8, flaky-forecast): told its prose was not a
+    /// program, it paraphrased the notice back, and that became the answer.
+    #[test]
+    fn a_paraphrase_of_the_notice_is_a_copy_and_an_answer_is_not() {
+        let notice = format!(
+            "{REFUSED}: it is prose, and the last program failed. Reply with the corrected \
+             program only. If the task cannot be done, end a program with done(\"…\") saying \
+             what to tell the user."
+        );
+        assert!(mostly_words_of(
+            "The error message indicates that the last program returned prose instead of a \
+             JavaScript program. Please provide the corrected program only. If the task cannot \
+             be done, end a program with `done(\"…\")` saying what to tell the user.",
+            &notice
+        ));
+        let error = "Error: disk full (line 1, column 1)\n> kit.fail({ text: \"disk full\" });";
+        assert!(!mostly_words_of(
+            "The tool failed with \"disk full\", so nothing was echoed to you this time.",
+            error
+        ));
+        // Too short to tell.
+        assert!(!mostly_words_of("disk full", error));
+    }
 
     #[test]
     fn a_speaker_line_copied_from_the_example_is_not_code() {

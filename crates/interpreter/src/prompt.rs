@@ -421,7 +421,8 @@ pub(crate) fn refusal(
         let reply_first = strip_position(trimmed.lines().next().unwrap_or_default().trim());
         let copied = words.iter().any(|line| trimmed.contains(line))
             || (reply_first.len() >= 16 && words.iter().any(|line| line.contains(reply_first)))
-            || mostly_words_of(trimmed, error);
+            || (crate::prose::looks_like_prose(trimmed)
+                && mostly_words_of(trimmed, &words.join("\n")));
         if trimmed.starts_with("Execution error") || copied {
             return Some(format!(
                 "{REFUSED}: it repeats the error of the last execution. Reply with the \
@@ -763,6 +764,25 @@ mod tests {
         ));
         // Too short to tell.
         assert!(!mostly_words_of("disk full", error));
+        // Through `refusal`: the paraphrase is refused as a copy; the program the error
+        // quotes, sent again, is code (the same-program rule deals with it), not a copy.
+        let refused = refusal(
+            "The error message indicates that the last program returned prose instead of a \
+             JavaScript program. Please provide the corrected program only. If the task cannot \
+             be done, end a program with `done(\"…\")` saying what to tell the user.",
+            Some(&notice),
+            &[],
+        );
+        assert!(refused.is_some_and(|hint| hint.contains("repeats the error")));
+        let program = "const time = shell.exec({ command: 'date +\"%A\"', timezone: 'Asia/Tokyo' });\noutput(time.output);";
+        let error = format!(
+            "Error: invalid input for shell.exec: Additional properties are not allowed \
+             ('timezone' was unexpected). Expected shell.exec(input: {{ command: string }}). \
+             Another tool takes `timezone`: time.now(input?: {{ timezone?: string | null }}) \
+             (line 1, column 24)\n> {}",
+            program.lines().next().unwrap_or_default()
+        );
+        assert_eq!(refusal(program, Some(&error), &[]), None);
     }
 
     #[test]

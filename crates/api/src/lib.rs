@@ -294,24 +294,11 @@ fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Spa
         otel.status_code = tracing::field::Empty,
     );
     let parent = opentelemetry::global::get_text_map_propagator(|propagator| {
-        propagator.extract(&HeaderExtractor(request.headers()))
+        propagator.extract(&opentelemetry_http::HeaderExtractor(request.headers()))
     });
     // Fails only when no OpenTelemetry layer is installed: then there is no trace to join.
     let _ = tracing_opentelemetry::OpenTelemetrySpanExt::set_parent(&span, parent);
     span
-}
-
-/// Reads `traceparent` and `tracestate` for the propagator.
-struct HeaderExtractor<'a>(&'a axum::http::HeaderMap);
-
-impl opentelemetry::propagation::Extractor for HeaderExtractor<'_> {
-    fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).and_then(|value| value.to_str().ok())
-    }
-
-    fn keys(&self) -> Vec<&str> {
-        self.0.keys().map(axum::http::HeaderName::as_str).collect()
-    }
 }
 
 fn request_done(

@@ -449,8 +449,9 @@ async fn repl(backend: &dyn Backend) -> anyhow::Result<ExitCode> {
 
 /// `agentic serve`: the HTTP API until Ctrl-C or SIGTERM.
 async fn serve(settings: &Settings, addr: Option<&str>) -> anyhow::Result<ExitCode> {
+    let api = agentic_api::ApiConfig::from_env(&settings.config)?;
     // Before the runtime starts its sandbox workers, so that the gauges count them.
-    if std::env::var("AGENTIC_METRICS_TOKEN").is_ok_and(|token| !token.is_empty()) {
+    if api.metrics_token.is_some() {
         agentic_api::metrics::install()?;
     }
     // On a server, each user's files live in their own directory (unless `[fs]` says otherwise).
@@ -466,7 +467,6 @@ async fn serve(settings: &Settings, addr: Option<&str>) -> anyhow::Result<ExitCo
             .build()
     })
     .await?;
-    let api = agentic_api::ApiConfig::from_env(&runtime.services().config)?;
     let service = ConversationService::open(runtime, &settings.database_url()?).await?;
     let addr = settings.addr(addr);
     let listener = tokio::net::TcpListener::bind(&addr)

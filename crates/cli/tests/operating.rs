@@ -176,6 +176,27 @@ fn names(spans: &[Span]) -> Vec<&str> {
     spans.iter().map(|span| span.name.as_str()).collect()
 }
 
+/// The first span whose name `matches`; a failure lists the names there are.
+fn span_where(spans: &[Span], matches: impl Fn(&str) -> bool) -> &Span {
+    spans
+        .iter()
+        .find(|span| matches(&span.name))
+        .unwrap_or_else(|| panic!("no such span in {:?}", names(spans)))
+}
+
+/// `GET url` as `user`, as JSON.
+async fn get_json(client: &reqwest::Client, url: &str, user: &str) -> serde_json::Value {
+    client
+        .get(url)
+        .header("x-user-id", user)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 /// A config file with a price table for the scripted model (`script-normal`).
 fn priced_config() -> std::path::PathBuf {
     let path = scratch().join("priced.toml");
@@ -226,10 +247,7 @@ fn a_code_prompt_exports_its_span_tree_over_otlp_http() {
     // The process flushed before it exited: everything is there already.
     let spans = received.lock().unwrap().clone();
 
-    let prompt = spans
-        .iter()
-        .find(|span| span.name == "invoke_agent agentic")
-        .unwrap_or_else(|| panic!("no prompt span in {:?}", names(&spans)));
+    let prompt = span_where(&spans, |name| name == "invoke_agent agentic");
     assert_eq!(prompt.parent, "", "the prompt of a CLI run is a root span");
     assert_eq!(prompt.text("gen_ai.operation.name"), Some("invoke_agent"));
     assert_eq!(prompt.text("agentic.mode"), Some("code"));
@@ -312,19 +330,13 @@ fn payloads_are_recorded_only_when_asked_for() {
     .unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     let spans = received.lock().unwrap().clone();
-    let prompt = spans
-        .iter()
-        .find(|span| span.name == "invoke_agent agentic")
-        .unwrap_or_else(|| panic!("no prompt span in {:?}", names(&spans)));
+    let prompt = span_where(&spans, |name| name == "invoke_agent agentic");
     assert_eq!(
         prompt.text("agentic.prompt.input"),
         Some("Which zones, with payloads?")
     );
     assert_eq!(prompt.text("agentic.prompt.answer"), Some("Zones: UTC 2"));
-    let chat = spans
-        .iter()
-        .find(|span| span.name.starts_with("chat "))
-        .unwrap();
+    let chat = span_where(&spans, |name| name.starts_with("chat "));
     assert!(
         chat.text("gen_ai.input.messages")
             .is_some_and(|messages| messages.contains("Which zones, with payloads?")),
@@ -335,19 +347,13 @@ fn payloads_are_recorded_only_when_asked_for() {
             .is_some_and(|messages| messages.contains("parallel")),
         "{chat:?}"
     );
-    let execution = spans
-        .iter()
-        .find(|span| span.name == "execute_code")
-        .unwrap();
+    let execution = span_where(&spans, |name| name == "execute_code");
     assert!(
         execution
             .text("agentic.code")
             .is_some_and(|code| code.contains("timeNow"))
     );
-    let tool = spans
-        .iter()
-        .find(|span| span.name == "execute_tool time.now")
-        .unwrap();
+    let tool = span_where(&spans, |name| name == "execute_tool time.now");
     assert!(
         tool.text("gen_ai.tool.call.arguments")
             .is_some_and(|arguments| arguments.contains("timezone")),
@@ -418,10 +424,7 @@ fn serve_exports_over_grpc_under_the_callers_traceparent() {
         "{:?}",
         request.resource
     );
-    let prompt = spans
-        .iter()
-        .find(|span| span.name == "invoke_agent agentic")
-        .unwrap();
+    let prompt = span_where(&spans, |name| name == "invoke_agent agentic");
     assert_eq!(prompt.trace_id, trace_id);
     assert_eq!(prompt.parent, request.span_id);
     assert_eq!(
@@ -508,15 +511,7 @@ async fn finished_prompt(
 ) -> serde_json::Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let prompt: serde_json::Value = client
-            .get(format!("{url}/api/prompts/{id}"))
-            .header("x-user-id", user)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let prompt = get_json(client, &format!("{url}/api/prompts/{id}"), user).await;
         let state = prompt["state"].as_str().unwrap_or_default().to_owned();
         if state != "running" || Instant::now() > deadline {
             return prompt;
@@ -589,15 +584,7 @@ fn metrics_count_prompts_calls_workers_clients_and_writes() {
             );
         }
         // The server's prices reach the API's conversations, listed and fetched.
-        let listed: serde_json::Value = client
-            .get(format!("{url}/api/conversations"))
-            .header("x-user-id", "metered")
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let listed = get_json(&client, &format!("{url}/api/conversations"), "metered").await;
         let first = listed
             .as_array()
             .unwrap()
@@ -606,18 +593,13 @@ fn metrics_count_prompts_calls_workers_clients_and_writes() {
             .unwrap_or_else(|| panic!("no conversation with the first prompt's usage: {listed}"));
         let cost = first["usage"]["cost"].as_f64().unwrap();
         assert!((cost - 0.0045).abs() < 1e-12, "{first}");
-        let fetched: serde_json::Value = client
-            .get(format!(
-                "{url}/api/conversations/{}",
-                first["id"].as_str().unwrap()
-            ))
-            .header("x-user-id", "metered")
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let conversation = first["id"].as_str().unwrap();
+        let fetched = get_json(
+            &client,
+            &format!("{url}/api/conversations/{conversation}"),
+            "metered",
+        )
+        .await;
         assert_eq!(fetched["usage"], first["usage"], "{fetched}");
         let response = client
             .get(format!("{url}/metrics"))

@@ -273,11 +273,12 @@ impl CompletionService {
                 serde_json::to_string(&request.messages).unwrap_or_default(),
             );
         }
-        let timer = telemetry::ModelCallTimer::start(&model_name);
+        let start = std::time::Instant::now();
         let result = self
-            .stream_response(provider.as_ref(), model_name, request, on_delta)
+            .stream_response(provider.as_ref(), &model_name, request, on_delta)
             .instrument(span.clone())
             .await;
+        let seconds = start.elapsed().as_secs_f64();
         match &result {
             Ok(response) => {
                 let reason = response.finish_reason.as_deref().unwrap_or(
@@ -296,9 +297,11 @@ impl CompletionService {
                     }]);
                     span.record("gen_ai.output.messages", output.to_string());
                 }
-                timer.done(&span, Ok(&response.usage));
+                telemetry::model_called(&span, &model_name, seconds, Ok(&response.usage));
             }
-            Err(error) => timer.done(&span, Err(&error.to_string())),
+            Err(error) => {
+                telemetry::model_called(&span, &model_name, seconds, Err(&error.to_string()));
+            }
         }
         result
     }
@@ -306,7 +309,7 @@ impl CompletionService {
     async fn stream_response(
         &self,
         provider: &dyn ModelProvider,
-        model_name: String,
+        model_name: &str,
         request: ModelRequest,
         on_delta: &mut (dyn FnMut(&str) + Send),
     ) -> Result<ModelResponse, ProviderError> {
@@ -324,7 +327,7 @@ impl CompletionService {
             }
         }
         if response.usage.model.is_none() {
-            response.usage.model = Some(model_name.clone());
+            response.usage.model = Some(model_name.to_owned());
         }
         response.usage.model_calls = 1;
         if !self.prices.is_empty() {
@@ -338,7 +341,7 @@ impl CompletionService {
                 })
                 .or_else(|| {
                     self.prices
-                        .cost(&model_name, usage.input_tokens, usage.output_tokens)
+                        .cost(model_name, usage.input_tokens, usage.output_tokens)
                 });
         }
         Ok(response)

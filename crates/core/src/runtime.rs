@@ -401,6 +401,13 @@ impl std::fmt::Debug for PromptOptions {
     }
 }
 
+/// What [`PromptService`] asks of an executor.
+enum Step<'a> {
+    Run,
+    Approve(&'a str),
+    Reject(&'a str, Option<&'a str>),
+}
+
 /// A live executor, shared between whoever runs it and whoever approves its tool calls.
 pub type ExecutorHandle = Arc<tokio::sync::Mutex<Box<dyn PromptExecutor>>>;
 
@@ -479,22 +486,33 @@ impl PromptService {
 
     /// Runs a created executor until it finishes or waits for approval.
     pub async fn run(&self, handle: &ExecutorHandle) -> Result<Prompt, PromptServiceError> {
+        self.advance(handle, Step::Run).await
+    }
+
+    /// Takes one step of an executor, as an `invoke_agent` span that counts as a running
+    /// prompt; forgets the executor once its prompt is finished.
+    async fn advance(
+        &self,
+        handle: &ExecutorHandle,
+        step: Step<'_>,
+    ) -> Result<Prompt, PromptServiceError> {
         let mut executor = handle.lock().await;
-        let span = self.span(executor.prompt());
+        let conversation = self
+            .lock_active()
+            .get(executor.id())
+            .and_then(|(_, conversation)| conversation.clone());
+        let span = telemetry::prompt_span(executor.prompt(), conversation.as_deref());
         let _running = telemetry::prompt_running(&executor.prompt().mode);
-        let result = executor.run().instrument(span.clone()).await;
+        let result = match step {
+            Step::Run => executor.run(),
+            Step::Approve(id) => executor.approve(id),
+            Step::Reject(id, reason) => executor.reject(id, reason),
+        }
+        .instrument(span.clone())
+        .await;
         telemetry::prompt_ran(&span, executor.prompt());
         self.forget_if_finished(executor.prompt());
         Ok(result?)
-    }
-
-    /// The `invoke_agent` span of one run of a prompt.
-    fn span(&self, prompt: &Prompt) -> tracing::Span {
-        let conversation = self
-            .lock_active()
-            .get(&prompt.id)
-            .and_then(|(_, conversation)| conversation.clone());
-        telemetry::prompt_span(prompt, conversation.as_deref())
     }
 
     /// Creates and runs in one go.
@@ -520,16 +538,7 @@ impl PromptService {
         let handle = self
             .get(prompt_id)
             .ok_or_else(|| PromptServiceError::NotActive(prompt_id.to_owned()))?;
-        let mut executor = handle.lock().await;
-        let span = self.span(executor.prompt());
-        let _running = telemetry::prompt_running(&executor.prompt().mode);
-        let result = executor
-            .approve(tool_call_id)
-            .instrument(span.clone())
-            .await;
-        telemetry::prompt_ran(&span, executor.prompt());
-        self.forget_if_finished(executor.prompt());
-        Ok(result?)
+        self.advance(&handle, Step::Approve(tool_call_id)).await
     }
 
     pub async fn reject(
@@ -541,16 +550,8 @@ impl PromptService {
         let handle = self
             .get(prompt_id)
             .ok_or_else(|| PromptServiceError::NotActive(prompt_id.to_owned()))?;
-        let mut executor = handle.lock().await;
-        let span = self.span(executor.prompt());
-        let _running = telemetry::prompt_running(&executor.prompt().mode);
-        let result = executor
-            .reject(tool_call_id, reason)
-            .instrument(span.clone())
-            .await;
-        telemetry::prompt_ran(&span, executor.prompt());
-        self.forget_if_finished(executor.prompt());
-        Ok(result?)
+        self.advance(&handle, Step::Reject(tool_call_id, reason))
+            .await
     }
 
     /// Drops a prompt's executor from the active set, e.g. when its caller gives up on it.

@@ -8,7 +8,6 @@
 //! Names of metrics are constants here so that the exporter and its tests use the same ones.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
 
 use tracing::field::Empty;
 
@@ -137,9 +136,7 @@ pub fn prompt_ran(span: &tracing::Span, prompt: &Prompt) {
     span.record("agentic.prompt.state", state);
     record_usage(span, &prompt.usage);
     if let Some(error) = &prompt.error {
-        span.record("error.type", "prompt_failed");
-        span.record("otel.status_code", "ERROR");
-        span.record("otel.status_description", error.as_str());
+        record_error(span, "prompt_failed", error);
     }
     if record_payloads() {
         let answer = prompt.text();
@@ -179,6 +176,13 @@ pub fn count(value: impl TryInto<i64>) -> i64 {
     value.try_into().unwrap_or(i64::MAX)
 }
 
+/// Marks a span as failed, the OpenTelemetry way: `error.type` and an error status.
+pub fn record_error(span: &tracing::Span, kind: &str, message: &str) {
+    span.record("error.type", kind);
+    span.record("otel.status_code", "ERROR");
+    span.record("otel.status_description", message);
+}
+
 fn record_usage(span: &tracing::Span, usage: &PromptUsage) {
     span.record("gen_ai.usage.input_tokens", count(usage.input_tokens));
     span.record("gen_ai.usage.output_tokens", count(usage.output_tokens));
@@ -211,48 +215,34 @@ pub(crate) fn model_call_span(provider: &str, model: &str) -> tracing::Span {
     )
 }
 
-/// Times one model call for the metrics.
-#[derive(Debug)]
-pub(crate) struct ModelCallTimer {
-    model: String,
-    start: Instant,
-}
-
-impl ModelCallTimer {
-    pub(crate) fn start(model: &str) -> Self {
-        Self {
-            model: model.to_owned(),
-            start: Instant::now(),
+/// Records a model call's outcome on its span and in the metrics.
+pub(crate) fn model_called(
+    span: &tracing::Span,
+    model: &str,
+    seconds: f64,
+    outcome: Result<&PromptUsage, &str>,
+) {
+    metrics::histogram!(MODEL_CALL_SECONDS, "model" => model.to_owned()).record(seconds);
+    match outcome {
+        Ok(usage) => {
+            if let Some(name) = &usage.model {
+                span.record("gen_ai.response.model", name.as_str());
+            }
+            record_usage(span, usage);
+            if usage.estimated {
+                span.record("agentic.usage.estimated", true);
+            }
+            metrics::counter!(MODEL_TOKENS, "model" => model.to_owned(), "type" => "input")
+                .increment(usage.input_tokens);
+            metrics::counter!(MODEL_TOKENS, "model" => model.to_owned(), "type" => "output")
+                .increment(usage.output_tokens);
+            if let Some(cost) = usage.cost {
+                metrics::gauge!(MODEL_COST, "model" => model.to_owned()).increment(cost);
+            }
         }
-    }
-
-    pub(crate) fn done(self, span: &tracing::Span, outcome: Result<&PromptUsage, &str>) {
-        let seconds = self.start.elapsed().as_secs_f64();
-        let model = self.model;
-        metrics::histogram!(MODEL_CALL_SECONDS, "model" => model.clone()).record(seconds);
-        match outcome {
-            Ok(usage) => {
-                if let Some(name) = &usage.model {
-                    span.record("gen_ai.response.model", name.as_str());
-                }
-                record_usage(span, usage);
-                if usage.estimated {
-                    span.record("agentic.usage.estimated", true);
-                }
-                metrics::counter!(MODEL_TOKENS, "model" => model.clone(), "type" => "input")
-                    .increment(usage.input_tokens);
-                metrics::counter!(MODEL_TOKENS, "model" => model.clone(), "type" => "output")
-                    .increment(usage.output_tokens);
-                if let Some(cost) = usage.cost {
-                    metrics::gauge!(MODEL_COST, "model" => model).increment(cost);
-                }
-            }
-            Err(error) => {
-                span.record("error.type", "provider_error");
-                span.record("otel.status_code", "ERROR");
-                span.record("otel.status_description", error);
-                metrics::counter!(MODEL_CALL_ERRORS, "model" => model).increment(1);
-            }
+        Err(error) => {
+            record_error(span, "provider_error", error);
+            metrics::counter!(MODEL_CALL_ERRORS, "model" => model.to_owned()).increment(1);
         }
     }
 }
@@ -290,9 +280,7 @@ pub(crate) fn tool_called(
             }
         }
         Err(error) => {
-            span.record("error.type", "tool_error");
-            span.record("otel.status_code", "ERROR");
-            span.record("otel.status_description", error);
+            record_error(span, "tool_error", error);
             metrics::counter!(TOOL_CALL_ERRORS, "tool" => label.to_owned()).increment(1);
         }
     }

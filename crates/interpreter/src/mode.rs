@@ -530,13 +530,11 @@ impl CodeExecutor {
     ) -> Result<bool, ExecutorError> {
         self.store = outcome.store;
         if let Err(error) = &outcome.result {
-            active
-                .span
-                .record("error.type", format!("{:?}", error.kind).as_str());
-            active.span.record("otel.status_code", "ERROR");
-            active
-                .span
-                .record("otel.status_description", error.message.as_str());
+            agentic_core::telemetry::record_error(
+                &active.span,
+                &format!("{:?}", error.kind),
+                &error.message,
+            );
         }
         let path = match (active.path, outcome.path) {
             (_, CodePath::Prose) => CodePath::Prose,
@@ -725,14 +723,7 @@ impl CodeExecutor {
         let digest = crate::prompt::results_digest(&prompt.output);
         // The last error a program ran into, not a notice about a reply that was not run.
         let last_error = self
-            .executions()
-            .rev()
-            .find_map(|tool| match &tool.result {
-                ToolResult::Error { error } if !error.starts_with(crate::prompt::NOT_RUN) => {
-                    Some(error)
-                }
-                _ => None,
-            })
+            .last_failure()
             .map(|error| cap_text(error.lines().next().unwrap_or_default(), 300));
         let mut message = prompt.input.clone().unwrap_or_default();
         if digest.is_empty() {
@@ -909,9 +900,10 @@ impl CodeExecutor {
         match self.last_failure().filter(|_| asked_afresh) {
             // The user's message and what went wrong, without the programs that did.
             Some(failure) => messages.push(ChatMessage::user(format!(
-                "An earlier program for the message above failed with:\n{failure}\n\nWrite a \
+                "An earlier program for the message above failed with:\n{}\n\nWrite a \
                  new program that does what the message asks. Follow the error: use the tool, \
-                 input or field it names."
+                 input or field it names.",
+                cap_text(failure, 1_500)
             ))),
             None => messages.extend(iteration_messages(&prompt.output, limit)),
         }
@@ -936,11 +928,12 @@ impl CodeExecutor {
             && self.last_failure().is_some()
     }
 
-    /// The whole error of this turn's last program that ran and failed, hint included.
-    fn last_failure(&self) -> Option<String> {
+    /// The whole error of this turn's last program that ran and failed, hint included: not a
+    /// notice about a reply that was not run.
+    fn last_failure(&self) -> Option<&str> {
         self.executions().rev().find_map(|tool| match &tool.result {
             ToolResult::Error { error } if !error.starts_with(crate::prompt::NOT_RUN) => {
-                Some(cap_text(error, 1_500))
+                Some(error.as_str())
             }
             _ => None,
         })

@@ -468,19 +468,24 @@ impl ToolSet {
             .iter_errors(input)
             .map(|error| {
                 let path = error.instance_path().to_string();
-                let mut problem = if path.is_empty() {
-                    error.to_string()
-                } else {
-                    format!("{path}: {error}")
-                };
                 // `… is not valid under any of the schemas listed in the 'oneOf' keyword`
                 // says nothing a model can act on; the allowed values do.
                 let allowed = crate::typescript::allowed_values(schema, &path);
-                if !allowed.is_empty() {
+                let problem = if allowed.is_empty() {
+                    error.to_string()
+                } else {
                     let values: Vec<String> = allowed.iter().map(Value::to_string).collect();
-                    problem.push_str(&format!(" (allowed: {})", values.join(", ")));
+                    format!(
+                        "{} is not one of the allowed values: {}",
+                        error.instance(),
+                        values.join(", ")
+                    )
+                };
+                if path.is_empty() {
+                    problem
+                } else {
+                    format!("{path}: {problem}")
                 }
-                problem
             })
             .collect();
         if problems.is_empty() {

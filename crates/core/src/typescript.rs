@@ -96,7 +96,30 @@ pub fn allowed_values(schema: &Value, path: &str) -> Vec<Value> {
         };
         current = renderer.resolve(next);
     }
-    renderer.literals(current).unwrap_or_default()
+    if let Some(values) = renderer.literals(current) {
+        return values;
+    }
+    // `tier?: Tier | null`: the values of the variants that are not null. The error then
+    // names them; null is what leaving the field out means.
+    let Some(variants) = current
+        .get("oneOf")
+        .or_else(|| current.get("anyOf"))
+        .and_then(Value::as_array)
+    else {
+        return Vec::new();
+    };
+    let mut values = Vec::new();
+    for variant in variants {
+        let variant = renderer.resolve(variant);
+        if variant.get("type").and_then(Value::as_str) == Some("null") {
+            continue;
+        }
+        match renderer.literals(variant) {
+            Some(literals) => values.extend(literals),
+            None => return Vec::new(),
+        }
+    }
+    values
 }
 
 fn first_sentence(text: &str) -> String {
@@ -469,6 +492,18 @@ mod tests {
         assert_eq!(values, [json!("low"), json!("high")]);
         assert!(allowed_values(&todo_input(), "/title").is_empty());
         assert!(allowed_values(&todo_input(), "/missing/deeper").is_empty());
+        // `tier?: Tier | null`, as schemars writes an optional enum: the values, not null.
+        let optional = json!({
+            "type": "object",
+            "properties": {"tier": {"anyOf": [{"$ref": "#/$defs/Tier"}, {"type": "null"}]},
+                           "either": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
+            "$defs": {"Tier": {"type": "string", "enum": ["core", "working", "archival"]}}
+        });
+        assert_eq!(
+            allowed_values(&optional, "/tier"),
+            [json!("core"), json!("working"), json!("archival")]
+        );
+        assert!(allowed_values(&optional, "/either").is_empty());
     }
 
     #[test]

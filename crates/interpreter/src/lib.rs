@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 mod engine;
+mod got;
 mod host;
 mod mode;
 mod names;

@@ -165,7 +165,10 @@ impl CodeExecutor {
                         return Ok(self.recorder.prompt().clone());
                     }
                     Progress::Finished(outcome) => {
-                        if self.finish_iteration(active, *outcome, &bindings).await? {
+                        if self
+                            .finish_iteration(active, *outcome, &prepared, &bindings)
+                            .await?
+                        {
                             return Ok(self.recorder.prompt().clone());
                         }
                     }
@@ -526,6 +529,7 @@ impl CodeExecutor {
         &mut self,
         active: ActiveExecution,
         outcome: ExecutionOutcome,
+        prepared: &Prepared,
         bindings: &[ToolBinding],
     ) -> Result<bool, ExecutorError> {
         self.store = outcome.store;
@@ -607,13 +611,17 @@ impl CodeExecutor {
         {
             // `done(`${count} todos`)` with a field the result does not have: the user would
             // read "undefined todos". Told once; the model fixes the program or says why not.
-            let error = format!(
+            let mut error = format!(
                 "{}: it contains `{broken}`, so a variable or field it uses has no value (check \
                  the result types in the declarations). The program's tool calls did run; do \
                  not repeat its writes. Fix the program. The answer was: {}",
                 crate::prompt::UNSHOWN,
                 response.as_deref().unwrap_or_default()
             );
+            if let Some(got) = self.what_it_got(&active.code_output_id) {
+                error.push('\n');
+                error.push_str(&got);
+            }
             return self.send_back(&active, error).await;
         }
         // Tool inputs that hold `NaN`, `undefined`, `[object Object]` or only blank lines.
@@ -639,6 +647,10 @@ impl CodeExecutor {
                     " Its answer was not shown to the user: {response}"
                 ));
             }
+            if let Some(got) = self.what_it_got(&active.code_output_id) {
+                error.push('\n');
+                error.push_str(&got);
+            }
             return self.send_back(&active, error).await;
         }
         // `const memory = { write(input) { … } }`: the program declared its own object under a
@@ -653,14 +665,28 @@ impl CodeExecutor {
                 .and_then(|tool| tool.input.get("code").and_then(Value::as_str))
                 .and_then(|code| hidden_namespace(code, bindings))
         {
-            let error = format!(
+            // The tool the program meant, with its signature: the program wrote its own.
+            let example = bindings
+                .iter()
+                .find(|binding| binding.member.as_deref() == Some(members[0]))
+                .and_then(|binding| prepared.tools.get(&binding.id))
+                .map(|tool| {
+                    agentic_core::typescript::signature(members[0], tool.input_schema(), None)
+                        .trim_end_matches(": any")
+                        .to_owned()
+                });
+            let mut error = format!(
                 "{}`{namespace}`, the name of the {namespace} tools ({}), so its calls went to \
-                 the program's own `{namespace}` and no tool ran. Give the variable another \
-                 name and call the tools, e.g. `const result = {}({{ … }});`.",
+                 the program's own `{namespace}` and no tool ran. The tools already exist: do \
+                 not define them. Give the variable another name and call the tools, e.g. \
+                 `const result = {}({{ … }});`.",
                 crate::prompt::HIDDEN_NAMESPACE,
                 members.join(", "),
                 members[0],
             );
+            if let Some(example) = example {
+                error.push_str(&format!(" It takes: {example}"));
+            }
             return self.send_back(&active, error).await;
         }
         match outcome.result {
@@ -778,6 +804,18 @@ impl CodeExecutor {
 
     /// For `ReferenceError: x is not defined` where an earlier program of this turn declared
     /// `x`: programs share no variables, which small models take for granted.
+    /// What the program's tool calls returned that it did not use; see [`crate::got`].
+    fn what_it_got(&self, code_output_id: &str) -> Option<String> {
+        let code = self
+            .recorder
+            .prompt()
+            .tool_output(code_output_id)?
+            .input
+            .get("code")?
+            .as_str()?;
+        crate::got::what_it_got(code, self.calls_of(code_output_id))
+    }
+
     fn declared_earlier(&self, message: &str, current: &str) -> Option<String> {
         let name = message
             .strip_prefix("ReferenceError: ")?
@@ -1128,7 +1166,7 @@ fn hidden_namespace<'a>(
     // The example names the member the program called, if it called one: models copy it.
     if let Some(called) = members
         .iter()
-        .position(|member| code.contains(&format!("{namespace}.{member}(")))
+        .position(|member| code.contains(&format!("{member}(")))
     {
         let member = members.remove(called);
         members.insert(0, member);

@@ -244,7 +244,6 @@ fn is_identifier(name: &str) -> bool {
         && characters.all(is_identifier_char)
 }
 
-/// A character that may continue a JavaScript identifier (ASCII letters, digits, `_`, `$`).
 /// The functions of namespace `name` (`time.now`, …), by their member names.
 pub(crate) fn namespace_members<'a>(tools: &'a [ToolBinding], name: &str) -> Vec<&'a str> {
     tools
@@ -269,6 +268,7 @@ pub(crate) fn declares(code: &str, name: &str) -> bool {
     })
 }
 
+/// A character that may continue a JavaScript identifier (ASCII letters, digits, `_`, `$`).
 pub(crate) fn is_identifier_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_' || c == '$'
 }

@@ -257,7 +257,11 @@ fn run_one(
         copy_tree(&files, &root)?;
     }
     let server = if task.dir.join("serve").is_dir() {
-        Some(FileServer::start(task.dir.join("serve"), task.flaky)?)
+        Some(FileServer::start(
+            task.dir.join("serve"),
+            task.flaky,
+            fixture_port(&task.id),
+        )?)
     } else {
         None
     };
@@ -761,9 +765,21 @@ struct FileServer {
     stop: Arc<AtomicBool>,
 }
 
+/// The port a task's fixtures are served on: the same in every run, so that the URL in the
+/// message, and with it the whole prompt, is the same too. With a new port per run, the
+/// same task at temperature 0 took different paths from its first program on (eval round 8).
+fn fixture_port(task: &str) -> u16 {
+    let hash = task.bytes().fold(2_166_136_261_u32, |hash, byte| {
+        (hash ^ u32::from(byte)).wrapping_mul(16_777_619)
+    });
+    41_000 + (hash % 1_000) as u16
+}
+
 impl FileServer {
-    fn start(dir: PathBuf, flaky: bool) -> anyhow::Result<Self> {
-        let listener = TcpListener::bind("127.0.0.1:0")?;
+    /// Serves on `port` when it is free, else on any free port.
+    fn start(dir: PathBuf, flaky: bool, port: u16) -> anyhow::Result<Self> {
+        let listener =
+            TcpListener::bind(("127.0.0.1", port)).or_else(|_| TcpListener::bind("127.0.0.1:0"))?;
         let base = format!("http://{}", listener.local_addr()?);
         listener.set_nonblocking(true)?;
         let stop = Arc::new(AtomicBool::new(false));

@@ -121,6 +121,12 @@ pub struct ModelRequest {
     pub max_tokens: Option<u32>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stop: Vec<String>,
+    /// Sample at least this warm, whatever temperature the provider is set to. A caller sets
+    /// it when it asks again after a reply it could not use: at temperature 0 the same
+    /// model, asked nearly the same, writes the same reply. A provider whose temperature is
+    /// left to its server's default leaves it there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_temperature: Option<f32>,
 }
 
 impl ModelRequest {
@@ -131,7 +137,14 @@ impl ModelRequest {
             tools: Vec::new(),
             max_tokens: None,
             stop: Vec::new(),
+            min_temperature: None,
         }
+    }
+
+    /// The temperature to sample at: the provider's own, raised to `min_temperature`.
+    pub fn temperature(&self, configured: f32) -> f32 {
+        self.min_temperature
+            .map_or(configured, |floor| configured.max(floor))
     }
 }
 

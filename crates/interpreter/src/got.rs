@@ -25,7 +25,7 @@ const KEY_ITEMS: usize = 50;
 /// Property names that every string, array or object has in JavaScript.
 const BUILTIN_PROPERTIES: &[&str] = &["length", "constructor", "prototype"];
 
-/// One or more sentences about what the program's successful tool calls returned, for an
+/// One or more sentences, on one line, about what the program's successful tool calls returned, for an
 /// error about a value it left empty. `None` when there is nothing the program did not use.
 pub(crate) fn what_it_got<'a>(
     code: &str,
@@ -81,7 +81,7 @@ pub(crate) fn what_it_got<'a>(
             listed.join(", ")
         ));
     }
-    (!notes.is_empty()).then(|| notes.join("\n"))
+    (!notes.is_empty()).then(|| notes.join(" "))
 }
 
 /// `fs.read({"path":"sales.csv"})`: the call as the program could have written it, with

@@ -611,17 +611,19 @@ impl CodeExecutor {
         {
             // `done(`${count} todos`)` with a field the result does not have: the user would
             // read "undefined todos". Told once; the model fixes the program or says why not.
-            let mut error = format!(
-                "{}: it contains `{broken}`, so a variable or field it uses has no value (check \
-                 the result types in the declarations). The program's tool calls did run; do \
-                 not repeat its writes. Fix the program. The answer was: {}",
+            // What the program left unused goes first: a copy of the program is told only the
+            // error's first line.
+            let got = self
+                .what_it_got(&active.code_output_id)
+                .map(|got| format!(" {got}"))
+                .unwrap_or_default();
+            let error = format!(
+                "{}: it contains `{broken}`, so a variable or field it uses has no value.{got} \
+                 Check the result types in the declarations. The program's tool calls did run; \
+                 do not repeat its writes. Fix the program. The answer was: {}",
                 crate::prompt::UNSHOWN,
                 response.as_deref().unwrap_or_default()
             );
-            if let Some(got) = self.what_it_got(&active.code_output_id) {
-                error.push('\n');
-                error.push_str(&got);
-            }
             return self.send_back(&active, error).await;
         }
         // Tool inputs that hold `NaN`, `undefined`, `[object Object]` or only blank lines.
@@ -635,10 +637,14 @@ impl CodeExecutor {
         {
             // `fs.write({ content: `${total}` })` with a total that is NaN: the tool ran and the
             // program "succeeded", but what it wrote is wrong. Told once, before any answer.
+            let got = self
+                .what_it_got(&active.code_output_id)
+                .map(|got| format!(" {got}"))
+                .unwrap_or_default();
             let mut error = format!(
-                "{}: {}. A variable or field the program used has no value: look at the data \
-                 (return a sample of it) or at the result types in the declarations. The tool \
-                 calls did run; fix the program and run it again.",
+                "{}: {}.{got} A variable or field the program used has no value: look at the \
+                 data (return a sample of it) or at the result types in the declarations. The \
+                 tool calls did run; fix the program and run it again.",
                 crate::prompt::BROKEN_INPUT,
                 broken_inputs.join("; ")
             );
@@ -646,10 +652,6 @@ impl CodeExecutor {
                 error.push_str(&format!(
                     " Its answer was not shown to the user: {response}"
                 ));
-            }
-            if let Some(got) = self.what_it_got(&active.code_output_id) {
-                error.push('\n');
-                error.push_str(&got);
             }
             return self.send_back(&active, error).await;
         }
@@ -802,9 +804,8 @@ impl CodeExecutor {
             .take_while(|tool| tool.function != CODE_EXECUTE)
     }
 
-    /// For `ReferenceError: x is not defined` where an earlier program of this turn declared
-    /// `x`: programs share no variables, which small models take for granted.
-    /// What the program's tool calls returned that it did not use; see [`crate::got`].
+    /// What the program's tool calls returned that it did not use, in one line; see
+    /// [`crate::got`].
     fn what_it_got(&self, code_output_id: &str) -> Option<String> {
         let code = self
             .recorder
@@ -816,6 +817,8 @@ impl CodeExecutor {
         crate::got::what_it_got(code, self.calls_of(code_output_id))
     }
 
+    /// For `ReferenceError: x is not defined` where an earlier program of this turn declared
+    /// `x`: programs share no variables, which small models take for granted.
     fn declared_earlier(&self, message: &str, current: &str) -> Option<String> {
         let name = message
             .strip_prefix("ReferenceError: ")?
@@ -945,7 +948,20 @@ impl CodeExecutor {
             ))),
             None => messages.extend(iteration_messages(&prompt.output, limit)),
         }
-        ModelRequest::new(prompt.model, messages)
+        let mut request = ModelRequest::new(prompt.model, messages);
+        // The last reply was the code of an earlier program again. At temperature 0 the
+        // model writes it once more however the request is put (eval rounds 7 and 8: asked
+        // afresh, Qwen2.5-Coder-1.5B sent its first program back in every case), so the next
+        // reply is sampled.
+        let repeated = self.executions().next_back().is_some_and(|tool| {
+            matches!(&tool.result, ToolResult::Error { error }
+                if error.starts_with(crate::prompt::REPEATED)
+                    || error.starts_with(crate::prompt::ASKED_AFRESH))
+        });
+        if repeated {
+            request.min_temperature = Some(RESAMPLE_TEMPERATURE);
+        }
+        request
     }
 
     /// Whether a stuck turn may be asked afresh: once per turn, only while no tool call has
@@ -1059,6 +1075,9 @@ fn code_shape(code: &str) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// How warm a reply is sampled after the model sent an earlier program again.
+const RESAMPLE_TEMPERATURE: f32 = 0.7;
 
 fn new_call_id() -> String {
     format!("call_{}", uuid::Uuid::new_v4().simple())

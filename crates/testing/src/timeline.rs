@@ -320,10 +320,16 @@ impl TimelineRunner {
         let requests = provider.requests()[requests_before..]
             .iter()
             .map(|request| {
-                serde_json::json!({
+                let mut seen = serde_json::json!({
                     "messages": request.messages,
                     "tools": request.tools.iter().map(|tool| tool.name.clone()).collect::<Vec<_>>(),
-                })
+                });
+                if let Some(floor) = request.min_temperature {
+                    // As the f32 reads (0.7), not as its f64 widening (0.699999988…).
+                    seen["minTemperature"] =
+                        serde_json::from_str(&floor.to_string()).unwrap_or_default();
+                }
+                seen
             })
             .collect();
         let mut timeline = Timeline {

@@ -426,7 +426,10 @@ impl ModelProvider for LocalProvider {
             tokio::sync::mpsc::channel::<Result<ModelEvent, ProviderError>>(256);
         let engine = self.engine.clone();
         let path = self.path.clone();
-        let sampling = self.config.sampling();
+        let mut sampling = self.config.sampling();
+        if let Some(floor) = request.min_temperature {
+            sampling.temperature = sampling.temperature.max(f64::from(floor));
+        }
         let prompt_cache = self.config.prompt_cache;
         let max_tokens = request
             .max_tokens

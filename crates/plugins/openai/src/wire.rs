@@ -85,7 +85,9 @@ pub(crate) fn request_body<'a>(
             include_obfuscation: None,
         }),
         max_tokens: request.max_tokens.or(config.max_tokens),
-        temperature: config.temperature,
+        temperature: config
+            .temperature
+            .map(|configured| request.temperature(configured)),
         stop: (!request.stop.is_empty())
             .then(|| StopConfiguration::StringArray(request.stop.clone())),
         ..CreateChatCompletionRequest::default()
@@ -134,5 +136,31 @@ fn wire_message(message: &ChatMessage, names: &ToolNameMap) -> ChatCompletionReq
             content: ChatCompletionRequestToolMessageContent::Text(message.content.clone()),
             tool_call_id: message.tool_call_id.clone().unwrap_or_default(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agentic_core::{ChatMessage, ModelKind, ModelRequest};
+
+    use super::*;
+
+    fn temperature_sent(configured: Option<f32>, floor: Option<f32>) -> Option<f32> {
+        let mut request = ModelRequest::new(ModelKind::Normal, vec![ChatMessage::user("hi")]);
+        request.min_temperature = floor;
+        let mut config = OpenAiConfig::default();
+        config.temperature = configured;
+        request_body(&request, "m", &name_map(&request), &config)
+            .request
+            .temperature
+    }
+
+    #[test]
+    fn a_minimum_temperature_raises_the_configured_one_only() {
+        assert_eq!(temperature_sent(Some(0.0), None), Some(0.0));
+        assert_eq!(temperature_sent(Some(0.0), Some(0.7)), Some(0.7));
+        assert_eq!(temperature_sent(Some(1.0), Some(0.7)), Some(1.0));
+        // Left to the server's default, it stays there.
+        assert_eq!(temperature_sent(None, Some(0.7)), None);
     }
 }

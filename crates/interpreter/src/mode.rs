@@ -251,13 +251,13 @@ impl CodeExecutor {
             {
                 // The same program again, after it failed: told once what failed, as small
                 // models often copy their code back unchanged past a long error.
-                let first_line = error.lines().next().unwrap_or_default().to_owned();
+                let retold = crate::prompt::retold(&error);
                 self.recorder
                     .finish_tool(
                         &code_output_id,
                         ToolResult::Error {
                             error: format!(
-                                "{} {earlier}, which failed with: {first_line}\nChange the code \
+                                "{} {earlier}, which failed with: {retold}\nChange the code \
                                  that the error points at. If the task cannot be done, say so \
                                  in plain text.",
                                 crate::prompt::REPEATED
@@ -691,6 +691,22 @@ impl CodeExecutor {
             }
             return self.send_back(&active, error).await;
         }
+        if outcome.result.is_ok()
+            && outcome.done
+            && response.is_none()
+            && !self.shown_text()
+            && self.count_errors_starting(crate::prompt::NOTHING_SHOWN) == 0
+        {
+            // `done()` alone, in a turn that showed nothing: the user would get an empty
+            // answer. Told once; a second `done()` alone ends the turn.
+            let error = format!(
+                "{}: done() was called without an answer and nothing was shown with output(). \
+                 End with done(answer), the answer as text for the user. The program's tool \
+                 calls did run; do not repeat its writes.",
+                crate::prompt::NOTHING_SHOWN
+            );
+            return self.send_back(&active, error).await;
+        }
         match outcome.result {
             Ok(value) => {
                 let mut output = json!({ "path": path, "value": value, "logs": active.logs });
@@ -802,6 +818,13 @@ impl CodeExecutor {
                 _ => None,
             })
             .take_while(|tool| tool.function != CODE_EXECUTE)
+    }
+
+    /// Whether the user has been shown text in this turn.
+    fn shown_text(&self) -> bool {
+        self.recorder.prompt().output.iter().any(
+            |output| matches!(output, PromptOutput::Text(text) if !text.content.trim().is_empty()),
+        )
     }
 
     /// What the program's tool calls returned that it did not use, in one line; see

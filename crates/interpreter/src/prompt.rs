@@ -305,6 +305,24 @@ pub(crate) const REPEATED: &str = "not run: the same program as iteration";
 pub(crate) const ASKED_AFRESH: &str = "not run: asked for a new program afresh";
 /// How the error of a program whose answer was held back starts (see [`broken_answer`]).
 pub(crate) const UNSHOWN: &str = "the answer of done() was not shown to the user";
+/// How the error of a program that ended a turn in which the user was shown nothing starts.
+pub(crate) const NOTHING_SHOWN: &str = "the turn was not ended: the user has been shown nothing";
+
+/// Characters of an error retold to a program sent again.
+const RETOLD_CHARS: usize = 600;
+
+/// An error as retold when the program that had it is sent again: the message and its hint,
+/// without the quoted source line (the model has the program) and the logs. The hint is what
+/// a small model missed; its first line alone ("TypeError: cannot convert 'null' or
+/// 'undefined' to object") sent Qwen2.5-Coder-1.5B back to the same guess.
+pub(crate) fn retold(error: &str) -> String {
+    let lines: Vec<&str> = error
+        .lines()
+        .take_while(|line| *line != "Logs:")
+        .filter(|line| !line.starts_with("> "))
+        .collect();
+    cap_text(&lines.join("\n"), RETOLD_CHARS)
+}
 
 /// What in an answer from `done()` shows that the program built it from a value that is not
 /// there: `undefined`, `NaN` or `[object Object]` as a word of its own.

@@ -31,6 +31,7 @@ pub(crate) fn what_it_got<'a>(
     code: &str,
     calls: impl IntoIterator<Item = &'a ToolOutput>,
 ) -> Option<String> {
+    let source_code = code;
     let code = without_literals(code);
     let mut keys = BTreeSet::new();
     let mut unparsed_json = None;
@@ -52,15 +53,21 @@ pub(crate) fn what_it_got<'a>(
         };
         let is_collection = matches!(parsed, Some(Value::Array(_) | Value::Object(_)));
         if is_collection && !code.contains("JSON.parse") && unparsed_json.is_none() {
-            unparsed_json = Some(source);
+            unparsed_json = Some((source, field));
         }
     }
     let mut notes = Vec::new();
-    if let Some(source) = unparsed_json {
-        notes.push(format!(
+    if let Some((source, field)) = unparsed_json {
+        let mut note = format!(
             "`{source}` is text that holds JSON, and the program never parses it: \
              `JSON.parse(…)` gives its values (a string's items are its characters)."
-        ));
+        );
+        // The line to change, changed: told only what to do, Qwen2.5-Coder-1.5B sent its
+        // program back unchanged (eval round 9, contacts-emails).
+        if let Some((number, fixed)) = field.and_then(|field| parsed_line(source_code, field)) {
+            note.push_str(&format!(" Write line {number} as: {fixed}"));
+        }
+        notes.push(note);
     }
     let missing: Vec<String> = fields_read(&code)
         .into_iter()
@@ -82,6 +89,34 @@ pub(crate) fn what_it_got<'a>(
         ));
     }
     (!notes.is_empty()).then(|| notes.join(" "))
+}
+
+/// `const contacts = fs.read({ path: "contacts.json" }).content;` → line 1 and `const
+/// contacts = JSON.parse(fs.read({ path: "contacts.json" }).content);`: the first line that
+/// declares a variable as a read of `field`, with the read parsed.
+fn parsed_line(code: &str, field: &str) -> Option<(usize, String)> {
+    let ending = format!(".{field}");
+    code.lines().enumerate().find_map(|(index, line)| {
+        let trimmed = line.trim();
+        let (declaration, value) = trimmed.split_once('=')?;
+        let mut words = declaration.split_whitespace();
+        let keyword = words.next()?;
+        let name = words.next()?;
+        if !["const", "let", "var"].contains(&keyword)
+            || words.next().is_some()
+            || !name.chars().all(is_identifier_char)
+            || value.starts_with('=')
+        {
+            return None;
+        }
+        let value = value.trim().trim_end_matches(';').trim_end();
+        value.ends_with(&ending).then(|| {
+            (
+                index + 1,
+                format!("{keyword} {name} = JSON.parse({value});"),
+            )
+        })
+    })
 }
 
 /// `fs.read({"path":"sales.csv"})`: the call as the program could have written it, with
@@ -335,6 +370,13 @@ mod tests {
             note.starts_with(
                 "`fs.read({\"path\":\"contacts.json\"}).content` is text that holds JSON, and \
                  the program never parses it"
+            ),
+            "{note}"
+        );
+        assert!(
+            note.ends_with(
+                "Write line 1 as: const contacts = JSON.parse(fs.read({ path: \"contacts.json\" \
+                 }).content);"
             ),
             "{note}"
         );

@@ -65,7 +65,7 @@ pub(crate) fn what_it_got<'a>(
         // The line to change, changed: told only what to do, Qwen2.5-Coder-1.5B sent its
         // program back unchanged (eval round 9, contacts-emails).
         if let Some((number, fixed)) = field.and_then(|field| parsed_line(source_code, field)) {
-            note.push_str(&format!(" Write line {number} as: {fixed}"));
+            note.push_str(&format!(" Write line {number} as: `{fixed}`"));
         }
         notes.push(note);
     }
@@ -375,8 +375,8 @@ mod tests {
         );
         assert!(
             note.ends_with(
-                "Write line 1 as: const contacts = JSON.parse(fs.read({ path: \"contacts.json\" \
-                 }).content);"
+                "Write line 1 as: `const contacts = JSON.parse(fs.read({ path: \"contacts.json\" \
+                 }).content);`"
             ),
             "{note}"
         );

@@ -410,6 +410,11 @@ const OTHER_LANGUAGES: &[&str] = &[
 /// JSON (```json, or a bare object such as a tool call written as JSON), code in another
 /// language, or a copy of the last execution error. `None` for everything else: JavaScript
 /// to run, or prose to take as the answer.
+/// A line of an error with its backticked spans (code it quotes or offers) left out.
+fn without_quoted_code(line: &str) -> String {
+    line.split('`').step_by(2).collect::<Vec<_>>().join(" ")
+}
+
 pub(crate) fn refusal(
     reply: &str,
     last_error: Option<&str>,
@@ -429,15 +434,17 @@ pub(crate) fn refusal(
     let trimmed = reply.trim();
     if let Some(error) = last_error {
         // The error's own words: not the source line it quotes (`> …`), which a corrected
-        // program may well start with, and not the position it names.
-        let words: Vec<&str> = error
+        // program may well start with, not the code it offers in backticks (`Write line 1
+        // as: \`const x = JSON.parse(…);\``), which a corrected program copies, and not the
+        // position it names.
+        let words: Vec<String> = error
             .lines()
             .filter(|line| !line.starts_with('>'))
-            .map(|line| strip_position(line.trim()))
+            .map(|line| without_quoted_code(strip_position(line.trim())))
             .filter(|line| line.len() >= 16)
             .collect();
         let reply_first = strip_position(trimmed.lines().next().unwrap_or_default().trim());
-        let copied = words.iter().any(|line| trimmed.contains(line))
+        let copied = words.iter().any(|line| trimmed.contains(line.as_str()))
             || (reply_first.len() >= 16 && words.iter().any(|line| line.contains(reply_first)))
             || (crate::prose::looks_like_prose(trimmed)
                 && mostly_words_of(trimmed, &words.join("\n")));
@@ -801,6 +808,14 @@ mod tests {
             program.lines().next().unwrap_or_default()
         );
         assert_eq!(refusal(program, Some(&error), &[]), None);
+        // Seen in eval round 9 (contacts-emails): the corrected program starts with the line
+        // the error offered; it is a program, not a copy of the error.
+        let error = "the program ran, but: fs.write was given only blank lines in `content`.             `fs.read({\"path\":\"contacts.json\"}).content` is text that holds JSON, and the             program never parses it: `JSON.parse(…)` gives its values (a string's items are its             characters). Write line 1 as: `const contacts = JSON.parse(fs.read({ path: \
+            \"contacts.json\" }).content);` A variable or field the program used has no value.";
+        let program = "const contacts = JSON.parse(fs.read({ path: \"contacts.json\" }).content);\n\
+            const emails = contacts.map(contact => contact.email);\n\
+            fs.write({ content: emails.join(\"\\n\"), path: \"emails.txt\" });";
+        assert_eq!(refusal(program, Some(error), &[]), None);
     }
 
     #[test]

@@ -142,9 +142,9 @@ impl ModelRequest {
     }
 
     /// The temperature to sample at: the provider's own, raised to `min_temperature`.
-    pub fn temperature(&self, configured: f32) -> f32 {
+    pub fn temperature(&self, configured: f64) -> f64 {
         self.min_temperature
-            .map_or(configured, |floor| configured.max(floor))
+            .map_or(configured, |floor| configured.max(f64::from(floor)))
     }
 }
 

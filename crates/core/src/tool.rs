@@ -502,9 +502,7 @@ impl ToolSet {
             }
             Err(invalid(format!(
                 "{problems}. Expected {}. Example: {}{}",
-                crate::typescript::signature(id, schema, None)
-                    .trim_end_matches(": any")
-                    .to_owned(),
+                crate::typescript::call_signature(id, schema),
                 crate::typescript::example_call(id, tool.input_schema()),
                 self.owners_of_unknown_fields(id, input),
             )))
@@ -540,8 +538,7 @@ impl ToolSet {
                 [] => {}
                 [(other, tool)] => hints.push_str(&format!(
                     ". Another tool takes `{field}`: {}",
-                    crate::typescript::signature(other, tool.tool.input_schema(), None)
-                        .trim_end_matches(": any")
+                    crate::typescript::call_signature(other, tool.tool.input_schema())
                 )),
                 several => {
                     let names: Vec<&str> = several

@@ -37,6 +37,14 @@ pub fn signature(call: &str, input: &Value, output: Option<&Value>) -> String {
     signature_with(call, input, output, false)
 }
 
+/// `call(input: {...})` on one line: how to call it, without a result type. For errors that
+/// say what a call takes.
+pub fn call_signature(call: &str, input: &Value) -> String {
+    let mut text = signature(call, input, None);
+    text.truncate(text.trim_end_matches(": any").len());
+    text
+}
+
 fn signature_with(call: &str, input: &Value, output: Option<&Value>, multiline: bool) -> String {
     let renderer = Renderer { root: input };
     let resolved = renderer.resolve(input);

@@ -613,10 +613,7 @@ impl CodeExecutor {
             // read "undefined todos". Told once; the model fixes the program or says why not.
             // What the program left unused goes first: a copy of the program is told only the
             // error's first line.
-            let got = self
-                .what_it_got(&active.code_output_id)
-                .map(|got| format!(" {got}"))
-                .unwrap_or_default();
+            let got = self.what_it_got(&active.code_output_id);
             let error = format!(
                 "{}: it contains `{broken}`, so a variable or field it uses has no value.{got} \
                  Check the result types in the declarations. The program's tool calls did run; \
@@ -637,10 +634,7 @@ impl CodeExecutor {
         {
             // `fs.write({ content: `${total}` })` with a total that is NaN: the tool ran and the
             // program "succeeded", but what it wrote is wrong. Told once, before any answer.
-            let got = self
-                .what_it_got(&active.code_output_id)
-                .map(|got| format!(" {got}"))
-                .unwrap_or_default();
+            let got = self.what_it_got(&active.code_output_id);
             let mut error = format!(
                 "{}: {}.{got} A variable or field the program used has no value: look at the \
                  data (return a sample of it) or at the result types in the declarations. The \
@@ -673,9 +667,7 @@ impl CodeExecutor {
                 .find(|binding| binding.member.as_deref() == Some(members[0]))
                 .and_then(|binding| prepared.tools.get(&binding.id))
                 .map(|tool| {
-                    agentic_core::typescript::signature(members[0], tool.input_schema(), None)
-                        .trim_end_matches(": any")
-                        .to_owned()
+                    agentic_core::typescript::call_signature(members[0], tool.input_schema())
                 });
             let mut error = format!(
                 "{}`{namespace}`, the name of the {namespace} tools ({}), so its calls went to \
@@ -827,17 +819,17 @@ impl CodeExecutor {
         )
     }
 
-    /// What the program's tool calls returned that it did not use, in one line; see
+    /// What the program's tool calls returned that it did not use, in one line after a
+    /// space, to follow a sentence of an error; empty when there is nothing to say. See
     /// [`crate::got`].
-    fn what_it_got(&self, code_output_id: &str) -> Option<String> {
-        let code = self
-            .recorder
+    fn what_it_got(&self, code_output_id: &str) -> String {
+        self.recorder
             .prompt()
-            .tool_output(code_output_id)?
-            .input
-            .get("code")?
-            .as_str()?;
-        crate::got::what_it_got(code, self.calls_of(code_output_id))
+            .tool_output(code_output_id)
+            .and_then(|tool| tool.input.get("code")?.as_str())
+            .and_then(|code| crate::got::what_it_got(code, self.calls_of(code_output_id)))
+            .map(|got| format!(" {got}"))
+            .unwrap_or_default()
     }
 
     /// For `ReferenceError: x is not defined` where an earlier program of this turn declared
@@ -958,9 +950,18 @@ impl CodeExecutor {
         });
         let mut messages = self.conversation(system.clone());
         let prompt = self.recorder.prompt();
-        let asked_afresh = self.executions().next_back().is_some_and(|tool| {
-            matches!(&tool.result, ToolResult::Error { error } if error.starts_with(crate::prompt::ASKED_AFRESH))
-        });
+        // Why the last reply was not run, if it was not.
+        let not_run = self
+            .executions()
+            .next_back()
+            .and_then(|tool| match &tool.result {
+                ToolResult::Error { error } if error.starts_with(crate::prompt::NOT_RUN) => {
+                    Some(error.as_str())
+                }
+                _ => None,
+            })
+            .unwrap_or_default();
+        let asked_afresh = not_run.starts_with(crate::prompt::ASKED_AFRESH);
         match self.last_failure().filter(|_| asked_afresh) {
             // The user's message and what went wrong, without the programs that did.
             Some(failure) => messages.push(ChatMessage::user(format!(
@@ -976,12 +977,7 @@ impl CodeExecutor {
         // model writes it once more however the request is put (eval rounds 7 and 8: asked
         // afresh, Qwen2.5-Coder-1.5B sent its first program back in every case), so the next
         // reply is sampled.
-        let repeated = self.executions().next_back().is_some_and(|tool| {
-            matches!(&tool.result, ToolResult::Error { error }
-                if error.starts_with(crate::prompt::REPEATED)
-                    || error.starts_with(crate::prompt::ASKED_AFRESH))
-        });
-        if repeated {
+        if asked_afresh || not_run.starts_with(crate::prompt::REPEATED) {
             request.min_temperature = Some(RESAMPLE_TEMPERATURE);
         }
         request

@@ -410,11 +410,6 @@ const OTHER_LANGUAGES: &[&str] = &[
 /// JSON (```json, or a bare object such as a tool call written as JSON), code in another
 /// language, or a copy of the last execution error. `None` for everything else: JavaScript
 /// to run, or prose to take as the answer.
-/// A line of an error with its backticked spans (code it quotes or offers) left out.
-fn without_quoted_code(line: &str) -> String {
-    line.split('`').step_by(2).collect::<Vec<_>>().join(" ")
-}
-
 pub(crate) fn refusal(
     reply: &str,
     last_error: Option<&str>,
@@ -507,6 +502,11 @@ fn mostly_words_of(reply: &str, error: &str) -> bool {
     }
     let shared = said.iter().filter(|word| known.contains(*word)).count();
     shared * 10 >= said.len() * 7
+}
+
+/// A line of an error with its backticked spans (code it quotes or offers) left out.
+fn without_quoted_code(line: &str) -> String {
+    line.split('`').step_by(2).collect::<Vec<_>>().join(" ")
 }
 
 fn strip_position(line: &str) -> &str {
@@ -810,7 +810,10 @@ mod tests {
         assert_eq!(refusal(program, Some(&error), &[]), None);
         // Seen in eval round 9 (contacts-emails): the corrected program starts with the line
         // the error offered; it is a program, not a copy of the error.
-        let error = "the program ran, but: fs.write was given only blank lines in `content`.             `fs.read({\"path\":\"contacts.json\"}).content` is text that holds JSON, and the             program never parses it: `JSON.parse(…)` gives its values (a string's items are its             characters). Write line 1 as: `const contacts = JSON.parse(fs.read({ path: \
+        let error = "the program ran, but: fs.write was given only blank lines in `content`. \
+            `fs.read({\"path\":\"contacts.json\"}).content` is text that holds JSON, and the \
+            program never parses it: `JSON.parse(…)` gives its values (a string's items are its \
+            characters). Write line 1 as: `const contacts = JSON.parse(fs.read({ path: \
             \"contacts.json\" }).content);` A variable or field the program used has no value.";
         let program = "const contacts = JSON.parse(fs.read({ path: \"contacts.json\" }).content);\n\
             const emails = contacts.map(contact => contact.email);\n\

@@ -427,9 +427,7 @@ impl ModelProvider for LocalProvider {
         let engine = self.engine.clone();
         let path = self.path.clone();
         let mut sampling = self.config.sampling();
-        if let Some(floor) = request.min_temperature {
-            sampling.temperature = sampling.temperature.max(f64::from(floor));
-        }
+        sampling.temperature = request.temperature(sampling.temperature);
         let prompt_cache = self.config.prompt_cache;
         let max_tokens = request
             .max_tokens

@@ -85,9 +85,10 @@ pub(crate) fn request_body<'a>(
             include_obfuscation: None,
         }),
         max_tokens: request.max_tokens.or(config.max_tokens),
+        // f32 → f64 → f32 gives back the same f32.
         temperature: config
             .temperature
-            .map(|configured| request.temperature(configured)),
+            .map(|configured| request.temperature(f64::from(configured)) as f32),
         stop: (!request.stop.is_empty())
             .then(|| StopConfiguration::StringArray(request.stop.clone())),
         ..CreateChatCompletionRequest::default()

@@ -22,6 +22,7 @@ macro_rules! outln {
 
 mod backend;
 mod local;
+mod mcp;
 mod models;
 mod remote;
 mod settings;
@@ -44,6 +45,7 @@ use agentic_interpreter as _;
 use agentic_plugin_artifact as _;
 use agentic_plugin_fs as _;
 use agentic_plugin_local as _;
+use agentic_plugin_mcp as _;
 use agentic_plugin_memory as _;
 use agentic_plugin_openai as _;
 use agentic_plugin_script as _;
@@ -152,6 +154,12 @@ enum Command {
         #[command(subcommand)]
         action: ModelAction,
     },
+    /// The MCP servers of `[mcp.servers]`: their state and their tools
+    #[command(after_help = "Example:\n  agentic mcp list")]
+    Mcp {
+        #[command(subcommand)]
+        action: McpAction,
+    },
     /// Serve the HTTP API (see /api/docs) until Ctrl-C or SIGTERM
     #[command(after_help = "Examples:\n  agentic serve\n  agentic serve --addr 0.0.0.0:4000")]
     Serve {
@@ -171,6 +179,16 @@ enum ModelAction {
     },
     /// List the known models and the model files in the models directory
     List,
+}
+
+#[derive(Debug, Subcommand)]
+enum McpAction {
+    /// Start every configured MCP server and show its state, protocol and tools
+    List {
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -235,6 +253,7 @@ async fn run(cli: Cli, settings: Settings) -> anyhow::Result<ExitCode> {
                 Err(error) => Err(error),
             };
         }
+        Some(Command::Mcp { action }) => return mcp::run(&settings, action).await,
         _ => {}
     }
     let backend: Box<dyn Backend> = match settings.server(cli.server.as_deref()) {
@@ -353,7 +372,7 @@ async fn dispatch(backend: &dyn Backend, command: Option<Command>) -> anyhow::Re
             outln!("{}", serde_json::to_string_pretty(&capabilities)?);
             Ok(ExitCode::SUCCESS)
         }
-        Command::Serve { .. } | Command::Model { .. } => unreachable_serve(),
+        Command::Serve { .. } | Command::Model { .. } | Command::Mcp { .. } => unreachable_serve(),
     }
 }
 

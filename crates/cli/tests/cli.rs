@@ -970,3 +970,74 @@ fn a_closed_stdout_ends_the_command_quietly() {
     assert!(!stderr.contains("Broken pipe"), "{stderr}");
     assert_eq!(output.status.code(), Some(141), "{stderr}");
 }
+
+/// `agentic mcp list`, `tools` and `invoke` with a real MCP server (the reference
+/// server-everything from `crates/plugins/mcp/tests/servers`) and one that cannot start.
+#[test]
+fn mcp_servers_are_listed_and_their_tools_run() {
+    let everything = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../plugins/mcp/tests/servers/node_modules/.bin/mcp-server-everything");
+    if !everything.exists() {
+        assert!(
+            std::env::var("AGENTIC_REQUIRE_MCP_SERVERS").as_deref() != Ok("1"),
+            "AGENTIC_REQUIRE_MCP_SERVERS=1 but {} is not installed",
+            everything.display()
+        );
+        eprintln!("skipped: npm ci --prefix crates/plugins/mcp/tests/servers installs the servers");
+        return;
+    }
+    let config = scratch().join("mcp.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[mcp.servers.everything]\ncommand = \"{}\"\n\n[mcp.servers.broken]\ncommand = \"/nonexistent/server\"\nstartupTimeoutMs = 3000\n",
+            everything.display()
+        ),
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+
+    let listed = agentic(&["--config", config, "mcp", "list"], None, None);
+    let stdout = text(&listed.stdout);
+    // One server is down: the listing says so, and the exit code too.
+    assert_eq!(
+        listed.status.code(),
+        Some(1),
+        "{stdout}{}",
+        text(&listed.stderr)
+    );
+    assert!(stdout.contains("everything  ready"), "{stdout}");
+    assert!(stdout.contains("protocol 2025-11-25"), "{stdout}");
+    assert!(stdout.contains("  everything.get-sum "), "{stdout}");
+    assert!(
+        stdout.contains("broken  down: could not start `/nonexistent/server`"),
+        "{stdout}"
+    );
+
+    let json = agentic(&["--config", config, "mcp", "list", "--json"], None, None);
+    let servers: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(servers[1]["name"], "everything");
+    assert_eq!(servers[1]["status"]["state"], "ready");
+    assert_eq!(servers[0]["status"]["state"], "restarting");
+
+    let tools = agentic(&["--config", config, "tools"], None, None);
+    assert!(
+        text(&tools.stdout).contains("everything.echo"),
+        "{}",
+        text(&tools.stdout)
+    );
+
+    let sum = agentic(
+        &[
+            "--config",
+            config,
+            "invoke",
+            "everything.get-sum",
+            r#"{"a": 40, "b": 2}"#,
+        ],
+        None,
+        None,
+    );
+    assert_eq!(sum.status.code(), Some(0), "{}", text(&sum.stderr));
+    assert_eq!(text(&sum.stdout).trim(), r#""The sum of 40 and 2 is 42.""#);
+}

@@ -236,6 +236,13 @@ impl CodeExecutor {
             }
             let (code, path) = extract_code(&reply.text);
             let earlier = self.earlier_iteration_with(&code);
+            // The same program after a failure that may pass by itself (a 503, a timeout): the
+            // rule below assumes a program gives the same result twice, which a flaky service
+            // breaks. Such a program is run once more.
+            let rerun = earlier.is_some_and(|earlier| {
+                self.iteration_met_transient_failure(earlier) && self.executions_with(&code) == 1
+            });
+            let earlier = if rerun { None } else { earlier };
             let code_output_id = new_call_id();
             self.recorder
                 .start_tool(
@@ -711,6 +718,18 @@ impl CodeExecutor {
             }
             Err(error) => {
                 let mut text = with_logs(error.describe(), &active.logs);
+                if error.kind == ScriptErrorKind::Runtime
+                    && reads_a_missing_value(&error.message)
+                    && !text.contains("has no field")
+                {
+                    // `memory.list({}).todos.length` on a result without `todos`: what the
+                    // results do have, on the error's first line (a copied program is told that
+                    // line). A field read through a variable is explained by the engine already
+                    // ("`result` has no field `todos`; its fields are …").
+                    let got = self.what_it_got(&active.code_output_id);
+                    let end = text.find('\n').unwrap_or(text.len());
+                    text.insert_str(end, &got);
+                }
                 if let Some(note) = self.declared_earlier(&error.message, &active.code_output_id) {
                     text.push('\n');
                     text.push_str(&note);
@@ -910,6 +929,33 @@ impl CodeExecutor {
                 }
                 _ => None,
             })
+    }
+
+    /// How many executions of this turn had `code` (comments and blank space aside).
+    fn executions_with(&self, code: &str) -> usize {
+        let shape = code_shape(code);
+        self.executions()
+            .filter(|tool| {
+                tool.input
+                    .get("code")
+                    .and_then(Value::as_str)
+                    .is_some_and(|earlier| code_shape(earlier) == shape)
+            })
+            .count()
+    }
+
+    /// Whether a tool call of iteration `number` (from 1) failed in a way that may pass when
+    /// tried again: an HTTP status such as 503 or 429 in its result, or an error that says the
+    /// service is temporarily unavailable or timed out.
+    fn iteration_met_transient_failure(&self, number: usize) -> bool {
+        let Some(execution) = number
+            .checked_sub(1)
+            .and_then(|index| self.executions().nth(index))
+        else {
+            return false;
+        };
+        self.calls_of(&execution.id)
+            .any(|call| crate::prompt::transient_failure(&call.result))
     }
 
     /// The number (from 1) of an earlier iteration of this turn whose code was `code`, comments
@@ -1241,6 +1287,12 @@ fn json_answer(text: &str) -> Result<Value, serde_json::Error> {
         return Ok(value);
     }
     whole
+}
+
+/// Whether a runtime error came from reading a value that is not there: a field of
+/// `undefined` or `null`.
+fn reads_a_missing_value(message: &str) -> bool {
+    message.starts_with("TypeError") && (message.contains("undefined") || message.contains("null"))
 }
 
 fn with_logs(mut error: String, logs: &[String]) -> String {

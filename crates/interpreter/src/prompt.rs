@@ -343,6 +343,34 @@ pub(crate) fn broken_answer(answer: &str) -> Option<&'static str> {
 }
 
 /// How the error of a program that hid a tool group behind its own variable starts.
+/// HTTP statuses that say "try again": the request may pass unchanged a moment later.
+const TRANSIENT_STATUSES: &[u64] = &[408, 425, 429, 500, 502, 503, 504];
+
+/// Whether a tool call's result says it may pass if tried again: a result whose `status` is
+/// one of [`TRANSIENT_STATUSES`], or an error that says its service is temporarily
+/// unavailable, overloaded or timed out.
+pub(crate) fn transient_failure(result: &ToolResult) -> bool {
+    match result {
+        ToolResult::Success { output } => output
+            .get("status")
+            .and_then(Value::as_u64)
+            .is_some_and(|status| TRANSIENT_STATUSES.contains(&status)),
+        ToolResult::Error { error } => {
+            let error = error.to_ascii_lowercase();
+            [
+                "temporarily unavailable",
+                "try again",
+                "timed out",
+                "overloaded",
+                "connection reset",
+            ]
+            .iter()
+            .any(|words| error.contains(words))
+        }
+        _ => false,
+    }
+}
+
 pub(crate) const HIDDEN_NAMESPACE: &str = "no tool ran: the program declares ";
 
 /// How the error of a program that gave a tool `NaN`, `undefined` or `[object Object]` starts.
@@ -766,6 +794,32 @@ fn append_logs(text: &mut String, logs: Option<&Value>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failures_that_may_pass_when_tried_again() {
+        let ok = |output: Value| ToolResult::Success { output };
+        let error = |text: &str| ToolResult::Error {
+            error: text.to_owned(),
+        };
+        assert!(transient_failure(&ok(
+            serde_json::json!({ "status": 503, "text": "busy" })
+        )));
+        assert!(transient_failure(&ok(serde_json::json!({ "status": 429 }))));
+        assert!(!transient_failure(&ok(
+            serde_json::json!({ "status": 404 })
+        )));
+        assert!(!transient_failure(&ok(
+            serde_json::json!({ "status": "503" })
+        )));
+        assert!(transient_failure(&error("the fetch timed out after 20 s")));
+        assert!(transient_failure(&error("Service Temporarily Unavailable")));
+        assert!(!transient_failure(&error(
+            "cannot read \"a.txt\": No such file"
+        )));
+        assert!(!transient_failure(&ToolResult::Pending {
+            reason: "waiting".to_owned()
+        }));
+    }
 
     /// Seen with Qwen2.5-Coder-1.5B (eval round 8, flaky-forecast): told its prose was not a
     /// program, it paraphrased the notice back, and that became the answer.

@@ -570,6 +570,53 @@ const MAX_SUGGESTED: usize = 3;
 /// For a read of a missing file: where files of the same name are under the root (`; a file
 /// of that name is at reports/2026/report.txt`), or how to look for one. Models and users
 /// often name a file without its directory; the error names the candidates and reads none.
+/// For a directory that is not there: what its nearest existing parent holds, e.g.
+/// `; the root holds: notes/, payments.csv`. Empty when that cannot be listed.
+fn what_the_parent_holds(root: &Dir, missing: &Path) -> String {
+    let mut parent = missing.parent();
+    while let Some(candidate) = parent {
+        if candidate.as_os_str().is_empty() || root.is_dir(candidate) {
+            break;
+        }
+        parent = candidate.parent();
+    }
+    let parent = parent.unwrap_or(Path::new(""));
+    let Ok(listing) = list_beneath(root, parent, ".", false) else {
+        return String::new();
+    };
+    let where_ = if parent.as_os_str().is_empty() {
+        "the root".to_owned()
+    } else {
+        format!("\"{}\"", parent.display())
+    };
+    if listing.entries.is_empty() {
+        return format!("; {where_} is empty");
+    }
+    let names: Vec<String> = listing
+        .entries
+        .iter()
+        .take(MAX_LISTED_ON_MISS)
+        .map(|entry| {
+            let name = entry.path.rsplit('/').next().unwrap_or(&entry.path);
+            if entry.kind == "dir" {
+                format!("{name}/")
+            } else {
+                name.to_owned()
+            }
+        })
+        .collect();
+    let more = listing.entries.len().saturating_sub(MAX_LISTED_ON_MISS);
+    let more = if more > 0 || listing.truncated {
+        " and more".to_owned()
+    } else {
+        String::new()
+    };
+    format!("; {where_} holds: {}{more}", names.join(", "))
+}
+
+/// Entries named when a directory to list is not there.
+const MAX_LISTED_ON_MISS: usize = 20;
+
 fn same_name_elsewhere(root: &Dir, missing: &Path) -> String {
     let Some(name) = missing
         .file_name()
@@ -645,6 +692,13 @@ fn list_beneath(
             Ok(_) => {
                 return Err(ToolError::failed(format!(
                     "\"{relative}\" is not a directory"
+                )));
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                return Err(ToolError::failed(format!(
+                    "{}{}",
+                    Root::failure("list", relative, &error),
+                    what_the_parent_holds(root, clean)
                 )));
             }
             Err(error) => return Err(Root::failure("list", relative, &error)),
@@ -849,6 +903,30 @@ mod tests {
         );
         // The race was run, not skipped: some reads found the real directory.
         assert!(inside_reads > 0);
+    }
+
+    /// Seen with Qwen2.5-Coder-1.5B (eval, big-payments-artifact): `fs.list({ path:
+    /// "payments" })` for a file `payments.csv`. The error names what is there.
+    #[tokio::test]
+    async fn listing_a_missing_directory_names_what_its_parent_holds() {
+        let (dir, root) = root();
+        std::fs::write(dir.path().join("root/payments.csv"), "id,amount\n").unwrap();
+        let missing = root
+            .list(Some("payments"), false)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            missing.starts_with("cannot list \"payments\": ")
+                && missing.ends_with("; the root holds: docs/, payments.csv"),
+            "{missing}"
+        );
+        let deeper = root
+            .list(Some("docs/x/y"), true)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(deeper.ends_with("; \"docs\" holds: a.txt"), "{deeper}");
     }
 
     #[tokio::test]

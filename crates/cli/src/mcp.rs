@@ -1,0 +1,115 @@
+//! `agentic mcp …`: the MCP servers this config names.
+
+use std::process::ExitCode;
+
+use agentic_core::Runtime;
+use agentic_plugin_mcp::{McpServers, McpTool, Status};
+use serde_json::json;
+
+use crate::McpAction;
+use crate::settings::Settings;
+
+pub(crate) async fn run(settings: &Settings, action: &McpAction) -> anyhow::Result<ExitCode> {
+    match action {
+        McpAction::List { json } => list(settings, *json).await,
+    }
+}
+
+async fn list(settings: &Settings, as_json: bool) -> anyhow::Result<ExitCode> {
+    let runtime = Runtime::builder()
+        .config(settings.config.clone())
+        .registered_plugins()
+        .build()
+        .await?;
+    let Some(servers) = runtime.services().extensions.get::<McpServers>() else {
+        anyhow::bail!("the mcp plugin is not linked into this binary");
+    };
+    servers.settled().await;
+    let mut listed = Vec::new();
+    for server in servers.servers() {
+        let (protocol, server_info) = server.identity();
+        let tools: Vec<_> = server
+            .tools()
+            .iter()
+            .map(|tool| {
+                let tool = McpTool::new(server.clone(), tool);
+                let approval = matches!(
+                    agentic_core::Tool::approval(&tool, &serde_json::Value::Null),
+                    agentic_core::Approval::Required { .. }
+                );
+                json!({
+                    "id": agentic_core::Tool::id(&tool),
+                    "description": agentic_core::Tool::description(&tool),
+                    "needsApproval": approval,
+                })
+            })
+            .collect();
+        let transport = match (&server.config.command, &server.config.url) {
+            (Some(command), _) => {
+                let mut line = vec![command.clone()];
+                line.extend(server.config.args.iter().cloned());
+                json!({ "command": line.join(" ") })
+            }
+            (None, Some(url)) => json!({ "url": url }),
+            (None, None) => json!({}),
+        };
+        listed.push(json!({
+            "name": server.name,
+            "transport": transport,
+            "status": server.status(),
+            "protocol": protocol,
+            "server": server_info,
+            "tools": tools,
+        }));
+    }
+    if as_json {
+        outln!("{}", serde_json::to_string_pretty(&listed)?);
+    } else if listed.is_empty() {
+        outln!("No MCP servers are configured. Add one to agentic.toml, e.g.:");
+        outln!();
+        outln!("[mcp.servers.files]");
+        outln!("command = \"npx\"");
+        outln!("args = [\"-y\", \"@modelcontextprotocol/server-filesystem\", \"/srv/data\"]");
+    } else {
+        for (server, entry) in servers.servers().iter().zip(&listed) {
+            let state = match server.status() {
+                Status::Ready => "ready".to_owned(),
+                Status::Starting => "starting".to_owned(),
+                Status::Restarting { error, .. } => format!("down: {error}"),
+                Status::Disabled { reason } => format!("disabled: {reason}"),
+            };
+            let via = entry["transport"]
+                .as_object()
+                .and_then(|transport| transport.values().next())
+                .and_then(|value| value.as_str())
+                .unwrap_or("");
+            outln!("{}  {state}  ({via})", server.name);
+            if let Some(protocol) = entry["protocol"].as_str() {
+                let name = entry["server"].as_str().unwrap_or("?");
+                outln!("  {name}, protocol {protocol}");
+            }
+            for tool in entry["tools"].as_array().into_iter().flatten() {
+                let mark = if tool["needsApproval"] == true {
+                    "  (asks for approval)"
+                } else {
+                    ""
+                };
+                let description = tool["description"].as_str().unwrap_or("");
+                let first_line = description.lines().next().unwrap_or("");
+                outln!(
+                    "  {:<36} {first_line}{mark}",
+                    tool["id"].as_str().unwrap_or("")
+                );
+            }
+        }
+    }
+    let all_up = servers
+        .servers()
+        .iter()
+        .all(|server| matches!(server.status(), Status::Ready | Status::Disabled { .. }));
+    Ok(if all_up {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}

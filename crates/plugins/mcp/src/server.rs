@@ -1,0 +1,511 @@
+//! One configured MCP server: started once per process, watched, restarted with backoff after
+//! it exits, and asked again for its tools when it says they changed.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use agentic_core::ToolContext;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
+    ClientCapabilities, ClientConfig, ClientRequest, Implementation, ProgressNotificationParam,
+    ProgressToken, RequestId, ServerResult,
+};
+use rmcp::service::{NotificationContext, Peer, PeerRequestOptions, RoleClient, ServiceError};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, ServiceExt};
+use serde::Serialize;
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::{Notify, watch};
+
+use crate::config::{ServerConfig, Transport};
+
+/// Lines of a server's stderr kept to explain why it stopped.
+const STDERR_LINES: usize = 20;
+/// The first restart waits this long; each failure in a row doubles it, up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// A server that stayed up this long starts its backoff again from the beginning.
+const HEALTHY_AFTER: Duration = Duration::from_secs(60);
+
+/// Where a server stands, as `agentic mcp list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "state")]
+pub enum Status {
+    /// Not started yet, or starting.
+    Starting,
+    /// Connected; its tools are listed.
+    Ready,
+    /// It failed or exited; it is started again at `retryInMs`.
+    Restarting { error: String, retry_in_ms: u64 },
+    /// `enabled = false`, or its config is broken.
+    Disabled { reason: String },
+}
+
+#[derive(Clone, Default)]
+struct Live {
+    peer: Option<Peer<RoleClient>>,
+    tools: Vec<rmcp::model::Tool>,
+    /// True once the first start has succeeded or failed: prompts wait for that, no longer.
+    settled: bool,
+    error: Option<String>,
+    retry_at: Option<Instant>,
+    disabled: Option<String>,
+    protocol: Option<String>,
+    server_info: Option<String>,
+    /// The process id of a command server (the leader of its process group).
+    pid: Option<u32>,
+}
+
+/// A configured server and its connection.
+pub struct Server {
+    pub name: String,
+    pub config: ServerConfig,
+    live: watch::Sender<Live>,
+    /// Progress tokens of calls in flight → the call's context, for `prompt.stream` events.
+    progress: Mutex<HashMap<ProgressToken, ToolContext>>,
+    stderr: Mutex<VecDeque<String>>,
+    tools_changed: Notify,
+    /// How many times its tools were listed (once per start, once per change notice).
+    tool_lists: AtomicUsize,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("name", &self.name)
+            .field("status", &self.status())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    pub fn new(name: String, config: ServerConfig) -> Arc<Self> {
+        let disabled = if config.enabled {
+            config
+                .transport(&name)
+                .err()
+                .map(|error| format!("{error:#}"))
+        } else {
+            Some("enabled = false in its config".to_owned())
+        };
+        let live = Live {
+            settled: disabled.is_some(),
+            disabled,
+            ..Live::default()
+        };
+        Arc::new(Self {
+            name,
+            config,
+            live: watch::Sender::new(live),
+            progress: Mutex::default(),
+            stderr: Mutex::default(),
+            tools_changed: Notify::new(),
+            tool_lists: AtomicUsize::new(0),
+        })
+    }
+
+    pub fn status(&self) -> Status {
+        let live = self.live.borrow();
+        if let Some(reason) = &live.disabled {
+            return Status::Disabled {
+                reason: reason.clone(),
+            };
+        }
+        if live.peer.is_some() {
+            return Status::Ready;
+        }
+        match (&live.error, live.retry_at) {
+            (Some(error), retry_at) => Status::Restarting {
+                error: error.clone(),
+                retry_in_ms: retry_at
+                    .map(|at| at.saturating_duration_since(Instant::now()).as_millis() as u64)
+                    .unwrap_or(0),
+            },
+            (None, _) => Status::Starting,
+        }
+    }
+
+    /// The protocol version and server name it reported, once connected.
+    pub fn identity(&self) -> (Option<String>, Option<String>) {
+        let live = self.live.borrow();
+        (live.protocol.clone(), live.server_info.clone())
+    }
+
+    /// Its tools as last listed (kept while it restarts, so calls fail with a clear error
+    /// instead of the tools vanishing).
+    pub fn tools(&self) -> Vec<rmcp::model::Tool> {
+        self.live.borrow().tools.clone()
+    }
+
+    /// The process id of a running command server.
+    pub fn pid(&self) -> Option<u32> {
+        let live = self.live.borrow();
+        live.peer.as_ref().and(live.pid)
+    }
+
+    /// How many times its tools were listed: once per start and once per change notice.
+    pub fn tool_lists(&self) -> usize {
+        self.tool_lists.load(Ordering::Relaxed)
+    }
+
+    /// Waits until the first start has succeeded or failed, at most `limit`.
+    pub async fn settled(&self, limit: Duration) {
+        let mut receiver = self.live.subscribe();
+        let _ = tokio::time::timeout(limit, receiver.wait_for(|live| live.settled)).await;
+    }
+
+    /// Starts the supervising task (once per process).
+    pub fn start(self: &Arc<Self>) {
+        if self.live.borrow().disabled.is_some() {
+            return;
+        }
+        let server = self.clone();
+        tokio::spawn(async move { server.supervise().await });
+    }
+
+    async fn supervise(self: Arc<Self>) {
+        let mut backoff = FIRST_BACKOFF;
+        loop {
+            let started = Instant::now();
+            let error = match self.run_once().await {
+                Ok(()) => "the server exited".to_owned(),
+                Err(error) => format!("{error:#}"),
+            };
+            let error = match self.last_stderr() {
+                Some(line) => format!("{error} (its last stderr line: {line})"),
+                None => error,
+            };
+            if started.elapsed() >= HEALTHY_AFTER {
+                backoff = FIRST_BACKOFF;
+            }
+            tracing::warn!(
+                target: "agentic::mcp",
+                server = %self.name,
+                retry_in_ms = backoff.as_millis() as u64,
+                "MCP server stopped: {error}"
+            );
+            self.live.send_modify(|live| {
+                live.peer = None;
+                live.settled = true;
+                live.error = Some(error);
+                live.retry_at = Some(Instant::now() + backoff);
+            });
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+
+    /// One connection: start, list the tools, serve until the server goes away.
+    async fn run_once(self: &Arc<Self>) -> anyhow::Result<()> {
+        let handler = Handler {
+            server: Arc::downgrade(self),
+        };
+        let startup = Duration::from_millis(self.config.startup_timeout_ms);
+        let transport = self.config.transport(&self.name)?;
+        let mut pid = None;
+        let running = match transport {
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                let mut command_line = tokio::process::Command::new(&command);
+                command_line.args(&args).envs(&env).kill_on_drop(true);
+                if let Some(cwd) = cwd {
+                    command_line.current_dir(cwd);
+                }
+                let mut wrapped = process_wrap::tokio::CommandWrap::from(command_line);
+                // Its own process group, so a launcher's children (npx → node) stop with it.
+                wrapped.wrap(process_wrap::tokio::ProcessGroup::leader());
+                let (process, stderr) = TokioChildProcess::builder(wrapped)
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .map_err(|error| anyhow::anyhow!("could not start `{command}`: {error}"))?;
+                pid = process.id();
+                if let Some(stderr) = stderr {
+                    let server = Arc::downgrade(self);
+                    tokio::spawn(async move {
+                        let mut lines = tokio::io::BufReader::new(stderr).lines();
+                        while let Ok(Some(line)) = lines.next_line().await {
+                            let Some(server) = server.upgrade() else {
+                                break;
+                            };
+                            server.stderr_line(line);
+                        }
+                    });
+                }
+                tokio::time::timeout(startup, handler.serve(process))
+                    .await
+                    .map_err(|_| anyhow::anyhow!("it did not finish starting within {startup:?}"))?
+                    .map_err(|error| anyhow::anyhow!("starting it failed: {error}"))?
+            }
+            Transport::Http { url, headers } => {
+                let mut custom = HashMap::new();
+                for (key, value) in headers {
+                    let name = http_header_name(&key)?;
+                    let value = http::HeaderValue::from_str(&value)
+                        .map_err(|_| anyhow::anyhow!("the value of header {key} is not valid"))?;
+                    custom.insert(name, value);
+                }
+                let config =
+                    StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
+                let transport = StreamableHttpClientTransport::from_config(config);
+                tokio::time::timeout(startup, handler.serve(transport))
+                    .await
+                    .map_err(|_| anyhow::anyhow!("it did not answer within {startup:?}"))?
+                    .map_err(|error| anyhow::anyhow!("connecting failed: {error}"))?
+            }
+        };
+        let peer = running.peer().clone();
+        let (protocol, server_info) = match running.peer_info() {
+            Some(info) => (
+                Some(info.protocol_version.to_string()),
+                info.server_info.as_ref().map(|implementation| {
+                    format!("{} {}", implementation.name, implementation.version)
+                }),
+            ),
+            None => (None, None),
+        };
+        let tools = tokio::time::timeout(startup, peer.list_all_tools())
+            .await
+            .map_err(|_| anyhow::anyhow!("tools/list did not answer within {startup:?}"))?
+            .map_err(|error| anyhow::anyhow!("tools/list failed: {error}"))?;
+        self.tool_lists.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(
+            target: "agentic::mcp",
+            server = %self.name,
+            tools = tools.len(),
+            protocol = protocol.as_deref().unwrap_or("?"),
+            "MCP server ready"
+        );
+        self.live.send_modify(|live| {
+            live.peer = Some(peer.clone());
+            live.tools = tools;
+            live.settled = true;
+            live.error = None;
+            live.retry_at = None;
+            live.protocol = protocol;
+            live.server_info = server_info;
+            live.pid = pid;
+        });
+        let quit = running.waiting();
+        tokio::pin!(quit);
+        loop {
+            tokio::select! {
+                _ = &mut quit => return Ok(()),
+                () = self.tools_changed.notified() => {
+                    match peer.list_all_tools().await {
+                        Ok(tools) => {
+                            self.tool_lists.fetch_add(1, Ordering::Relaxed);
+                            tracing::info!(target: "agentic::mcp", server = %self.name, tools = tools.len(), "MCP tools changed");
+                            self.live.send_modify(|live| live.tools = tools);
+                        }
+                        Err(error) => tracing::warn!(target: "agentic::mcp", server = %self.name, "listing changed tools failed: {error}"),
+                    }
+                }
+            }
+        }
+    }
+
+    fn stderr_line(&self, line: String) {
+        tracing::info!(target: "agentic::mcp", server = %self.name, "{line}");
+        let mut lines = self.stderr.lock().unwrap_or_else(PoisonError::into_inner);
+        if lines.len() == STDERR_LINES {
+            lines.pop_front();
+        }
+        lines.push_back(line);
+    }
+
+    fn last_stderr(&self) -> Option<String> {
+        let lines = self.stderr.lock().unwrap_or_else(PoisonError::into_inner);
+        lines
+            .iter()
+            .rev()
+            .find(|line| !line.trim().is_empty())
+            .cloned()
+    }
+
+    /// Why calls cannot reach the server now.
+    fn unavailable(&self) -> String {
+        match self.status() {
+            Status::Starting => format!("the MCP server \"{}\" is still starting", self.name),
+            Status::Restarting { error, retry_in_ms } => format!(
+                "the MCP server \"{}\" is not running ({error}); it is restarted in {:.1} s",
+                self.name,
+                retry_in_ms as f64 / 1000.0
+            ),
+            Status::Disabled { reason } => {
+                format!("the MCP server \"{}\" is disabled: {reason}", self.name)
+            }
+            Status::Ready => format!("the MCP server \"{}\" is not connected", self.name),
+        }
+    }
+
+    /// Calls `tool` with `arguments`. Progress becomes `prompt.stream` events of the call; a
+    /// call dropped before its answer (a cancelled prompt) is cancelled on the server.
+    pub async fn call(
+        &self,
+        context: &ToolContext,
+        tool: &str,
+        arguments: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<CallToolResult, String> {
+        let peer = self.live.borrow().peer.clone();
+        let Some(peer) = peer else {
+            return Err(self.unavailable());
+        };
+        let timeout = Duration::from_millis(self.config.timeout_ms);
+        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        let options = PeerRequestOptions::with_timeout(timeout).reset_timeout_on_progress();
+        let handle = peer
+            .send_cancellable_request(
+                ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+                options,
+            )
+            .await
+            .map_err(|error| self.failure(tool, &error))?;
+        let token = handle.progress_token.clone();
+        self.progress
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(token.clone(), context.clone());
+        let mut guard = InFlight {
+            server: self,
+            peer: peer.clone(),
+            id: Some(handle.id.clone()),
+            token,
+        };
+        let response = handle.await_response().await;
+        guard.id = None;
+        match response {
+            Ok(ServerResult::CallToolResult(result)) => Ok(result),
+            Ok(other) => Err(format!(
+                "the MCP server \"{}\" answered tools/call \"{tool}\" with something else than a tool result: {}",
+                self.name,
+                serde_json::to_string(&other)
+                    .unwrap_or_default()
+                    .chars()
+                    .take(300)
+                    .collect::<String>()
+            )),
+            Err(error) => Err(self.failure(tool, &error)),
+        }
+    }
+
+    fn failure(&self, tool: &str, error: &ServiceError) -> String {
+        match error {
+            ServiceError::Timeout { timeout } => format!(
+                "the MCP server \"{}\" did not finish {tool} within {:.0} s; the call was cancelled",
+                self.name,
+                timeout.as_secs_f64()
+            ),
+            ServiceError::TransportClosed | ServiceError::TransportSend(_) => format!(
+                "the MCP server \"{}\" stopped during the call to {tool}; it is being restarted",
+                self.name
+            ),
+            ServiceError::McpError(data) => format!(
+                "the MCP server \"{}\" refused {tool}: {} (code {})",
+                self.name, data.message, data.code.0
+            ),
+            other => format!(
+                "calling {tool} on the MCP server \"{}\" failed: {other}",
+                self.name
+            ),
+        }
+    }
+
+    fn on_progress(&self, params: ProgressNotificationParam) {
+        let context = self
+            .progress
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&params.progress_token)
+            .cloned();
+        let Some(context) = context else { return };
+        // The last tick comes right before the result, which says the same; it may arrive
+        // after it, too, so it is left out.
+        if params.total.is_some_and(|total| params.progress >= total) {
+            return;
+        }
+        let amount = match params.total {
+            Some(total) => format!("{}/{}", params.progress, total),
+            None => format!("{}", params.progress),
+        };
+        let line = match params.message {
+            Some(message) if !message.is_empty() => format!("{message} ({amount})\n"),
+            _ => format!("progress {amount}\n"),
+        };
+        context.stream(&line);
+    }
+}
+
+/// A call in flight: forgets its progress token when it ends, and tells the server the call
+/// is cancelled when it is dropped before the answer came.
+struct InFlight<'a> {
+    server: &'a Server,
+    peer: Peer<RoleClient>,
+    id: Option<RequestId>,
+    token: ProgressToken,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.server
+            .progress
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.token);
+        if let Some(id) = self.id.take() {
+            let peer = self.peer.clone();
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move {
+                    let _ = peer
+                        .notify_cancelled(CancelledNotificationParam::new(
+                            Some(id),
+                            Some("the prompt was cancelled".to_owned()),
+                        ))
+                        .await;
+                });
+            }
+        }
+    }
+}
+
+fn http_header_name(key: &str) -> anyhow::Result<http::HeaderName> {
+    http::HeaderName::from_bytes(key.as_bytes())
+        .map_err(|_| anyhow::anyhow!("\"{key}\" is not a valid HTTP header name"))
+}
+
+/// What the server can send us: progress and changed tool lists.
+#[derive(Clone)]
+struct Handler {
+    server: std::sync::Weak<Server>,
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("agentic", env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if let Some(server) = self.server.upgrade() {
+            server.on_progress(params);
+        }
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        if let Some(server) = self.server.upgrade() {
+            server.tools_changed.notify_one();
+        }
+    }
+}

@@ -246,8 +246,15 @@ const SLOT_GRACE: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Every route, with authentication, limits, JSON errors, and one log line per request.
 pub fn router(state: AppState) -> Router {
+    router_with(state, Router::new())
+}
+
+/// [`router`] with `extra` routes (another crate's, such as `/mcp`) behind the same
+/// authentication, limits and logs.
+pub fn router_with(state: AppState, extra: Router<AppState>) -> Router {
     routes::routes()
         .merge(openapi::docs())
+        .merge(extra)
         .route("/metrics", axum::routing::get(metrics::scrape))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -325,6 +332,17 @@ pub async fn serve(
     config: ApiConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    serve_with(listener, service, config, Router::new(), shutdown).await
+}
+
+/// [`serve`] with `extra` routes behind the API's authentication (see [`router_with`]).
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    service: ConversationService,
+    config: ApiConfig,
+    extra: Router<AppState>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
     if config.metrics_token.is_some() {
         metrics::install()?;
     }
@@ -332,7 +350,7 @@ pub async fn serve(
         .filter(|_| config.metrics_token.is_some())
         .map(|handle| tokio::spawn(metrics::upkeep(handle)));
     let state = AppState::new(service, config);
-    let app = router(state.clone());
+    let app = router_with(state.clone(), extra);
     // Forget the rate of users who went quiet, so made-up ids do not pile up.
     let pruning = {
         let state = state.clone();

@@ -189,6 +189,16 @@ enum McpAction {
         #[arg(long)]
         json: bool,
     },
+    /// Be an MCP server on stdin and stdout: agentic's tools, agentic.prompt,
+    /// agentic.execute and agentic.search_tools, for an editor or another agent
+    #[command(
+        after_help = "An MCP client's config, e.g.:\n  { \"command\": \"agentic\", \"args\": [\"mcp\", \"serve\"] }"
+    )]
+    Serve {
+        /// The user whose tools, files and conversations the calls use
+        #[arg(long, default_value = "cli")]
+        user: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -498,11 +508,20 @@ async fn serve(settings: &Settings, addr: Option<&str>) -> anyhow::Result<ExitCo
     // Plugins' background services (e.g. the trigger scheduler) run beside the API and stop
     // first, so that nothing starts a prompt while the service shuts down.
     let background = agentic_conversation::start_background_services(&service);
+    // `/mcp`: agentic as a streamable HTTP MCP server, behind the API's authentication. Its
+    // open streams end when the server stops.
+    let mcp_stopping = tokio_util::sync::CancellationToken::new();
+    let mcp = agentic_plugin_mcp::http_router(
+        service.clone(),
+        listener.local_addr()?.ip().is_loopback(),
+        mcp_stopping.clone(),
+    );
     let shutdown = async move {
         agentic_api::shutdown_signal().await;
+        mcp_stopping.cancel();
         background.stop(std::time::Duration::from_secs(10)).await;
     };
-    agentic_api::serve(listener, service, api, shutdown).await?;
+    agentic_api::serve_with(listener, service, api, mcp, shutdown).await?;
     // Whoever started us may have stopped reading stderr by now.
     let _ = writeln!(std::io::stderr(), "agentic: stopped");
     Ok(ExitCode::SUCCESS)

@@ -2,16 +2,32 @@
 
 use std::process::ExitCode;
 
+use agentic_conversation::ConversationService;
 use agentic_core::Runtime;
 use agentic_plugin_mcp::{McpServers, McpTool, Status};
 use serde_json::json;
 
 use crate::McpAction;
+use crate::models;
 use crate::settings::Settings;
 
 pub(crate) async fn run(settings: &Settings, action: &McpAction) -> anyhow::Result<ExitCode> {
     match action {
         McpAction::List { json } => list(settings, *json).await,
+        McpAction::Serve { user } => {
+            let runtime = models::with_model_fallback(|| {
+                Runtime::builder()
+                    .config(settings.config.clone())
+                    .registered_plugins()
+                    .build()
+            })
+            .await?;
+            let service =
+                ConversationService::open(runtime.clone(), &settings.database_url()?).await?;
+            agentic_plugin_mcp::serve_stdio(service.clone(), user).await?;
+            service.shutdown().await?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

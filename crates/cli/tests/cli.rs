@@ -1041,3 +1041,173 @@ fn mcp_servers_are_listed_and_their_tools_run() {
     assert_eq!(sum.status.code(), Some(0), "{}", text(&sum.stderr));
     assert_eq!(text(&sum.stdout).trim(), r#""The sum of 40 and 2 is 42.""#);
 }
+
+/// `agentic mcp serve` driven by a real MCP client, the official Python SDK (`mcp` on PyPI,
+/// installed by `.ci/run`): tools listed and called, bad input refused, `agentic.execute`,
+/// `agentic.search_tools`, and `agentic.prompt` in code mode with its streamed text as progress.
+#[test]
+fn an_mcp_client_uses_agentic_over_stdio() {
+    if !python_mcp_sdk() {
+        return;
+    }
+    let files = scratch().join("mcp-files");
+    std::fs::create_dir_all(&files).unwrap();
+    let config = scratch().join("mcp-serve.toml");
+    std::fs::write(&config, format!("[fs]\nroot = \"{}\"\n", files.display())).unwrap();
+    let config = config.to_str().unwrap();
+    let turns = script(
+        "mcp-serve",
+        "- code: |\n    const t = time.now({ timezone: \"UTC\" });\n    output(\"It is \" + t.timezone + \" time.\");\n    done();\n",
+    );
+    let output = Command::new("python3")
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py"))
+        .args(["stdio", env!("CARGO_BIN_EXE_agentic"), "--config", config])
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env("AGENTIC_PROVIDER", format!("script:{}", turns.0.display()))
+        .env("AGENTIC_DATABASE_URL", database_url())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let seen = assert_mcp_client_saw(&output);
+    // fs.write needs approval: asked through elicitation, declined once, then accepted.
+    assert_eq!(seen["asked"].as_array().unwrap().len(), 2, "{seen}");
+    assert!(
+        seen["asked"][0].as_str().unwrap().contains("fs.write"),
+        "{seen}"
+    );
+    assert_eq!(seen["writes"][0]["isError"], true, "{seen}");
+    assert!(
+        seen["writes"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("was not approved"),
+        "{seen}"
+    );
+    assert_eq!(seen["writes"][1]["isError"], false, "{seen}");
+    assert_eq!(
+        std::fs::read_to_string(files.join("from-mcp.txt")).unwrap(),
+        "hello"
+    );
+}
+
+/// `/mcp` on `agentic serve`: the same client over streamable HTTP, as the user its
+/// `X-User-Id` names, behind the API's authentication.
+#[test]
+fn an_mcp_client_uses_agentic_over_streamable_http() {
+    if !python_mcp_sdk() {
+        return;
+    }
+    let turns = script(
+        "mcp-http",
+        "- code: |\n    const t = time.now({ timezone: \"UTC\" });\n    output(\"It is \" + t.timezone + \" time.\");\n    done();\n",
+    );
+    let (mut server, url) = serve(&turns);
+    let output = Command::new("python3")
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.py"))
+        .args(["http", &format!("{url}/mcp"), "mcp-alice"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    // Without X-User-Id the endpoint is refused like any API route.
+    let refused = Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST"])
+        .arg(format!("{url}/mcp"))
+        .output()
+        .unwrap();
+    // The prompt ran as the header's user: its conversation is theirs.
+    let theirs = Command::new("curl")
+        .args(["-s", "-H", "X-User-Id: mcp-alice"])
+        .arg(format!("{url}/api/conversations"))
+        .output()
+        .unwrap();
+    server.kill().unwrap();
+    let _ = server.wait();
+    let seen = assert_mcp_client_saw(&output);
+    assert_eq!(text(&refused.stdout), "401");
+    // This client offers no elicitation: a call that needs approval is refused, saying why.
+    assert_eq!(seen["asked"].as_array().unwrap().len(), 0, "{seen}");
+    for write in seen["writes"].as_array().unwrap() {
+        assert_eq!(write["isError"], true, "{seen}");
+        assert!(
+            write["text"]
+                .as_str()
+                .unwrap()
+                .contains("this MCP client cannot ask"),
+            "{seen}"
+        );
+    }
+    let conversation = seen["prompt"]["structured"]["conversationId"]
+        .as_str()
+        .unwrap();
+    assert!(
+        text(&theirs.stdout).contains(conversation),
+        "{}",
+        text(&theirs.stdout)
+    );
+}
+
+fn python_mcp_sdk() -> bool {
+    let has_sdk = Command::new("python3")
+        .args(["-c", "import mcp.client.stdio"])
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if !has_sdk {
+        assert!(
+            std::env::var("AGENTIC_REQUIRE_MCP_SERVERS").as_deref() != Ok("1"),
+            "AGENTIC_REQUIRE_MCP_SERVERS=1 but the Python MCP SDK is not installed"
+        );
+        eprintln!("skipped: pip install mcp installs the Python MCP SDK");
+    }
+    has_sdk
+}
+
+/// What tests/mcp/client.py saw, checked.
+fn assert_mcp_client_saw(output: &std::process::Output) -> serde_json::Value {
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let seen: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|error| panic!("{error}: {}", text(&output.stdout)));
+    assert_eq!(seen["server"], "agentic");
+    let tools: Vec<&str> = seen["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|tool| tool.as_str())
+        .collect();
+    for tool in [
+        "agentic.prompt",
+        "agentic.execute",
+        "agentic.search_tools",
+        "time.now",
+        "fs.read",
+    ] {
+        assert!(tools.contains(&tool), "{tool} not in {tools:?}");
+    }
+    assert_eq!(seen["now"]["isError"], false, "{seen}");
+    assert_eq!(seen["now"]["structured"]["timezone"], "Asia/Tokyo");
+    assert_eq!(seen["bad"]["isError"], true);
+    assert!(
+        seen["bad"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("invalid input for time.now"),
+        "{seen}"
+    );
+    assert_eq!(seen["execute"]["isError"], false, "{seen}");
+    assert_eq!(seen["execute"]["structured"]["value"], 42, "{seen}");
+    let found = seen["search"]["tools"].as_array().unwrap();
+    assert_eq!(found[0]["id"], "time.now", "{seen}");
+    assert!(
+        found[0]["declaration"]
+            .as_str()
+            .unwrap()
+            .contains("time.now(input"),
+        "{seen}"
+    );
+    let prompt = &seen["prompt"];
+    assert_eq!(prompt["isError"], false, "{seen}");
+    assert_eq!(prompt["structured"]["answer"], "It is UTC time.");
+    assert_eq!(prompt["structured"]["state"], "completed");
+    assert!(prompt["structured"]["conversationId"].is_string());
+    seen
+}

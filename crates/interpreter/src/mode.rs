@@ -708,7 +708,24 @@ impl CodeExecutor {
         }
         match outcome.result {
             Ok(value) => {
+                // A program that logged or returned `undefined`, `NaN`, … for the model to read
+                // (not yet an answer): what its results have, beside what it read.
+                let broken = !outcome.done
+                    && active
+                        .logs
+                        .iter()
+                        .map(String::as_str)
+                        .chain(value.as_str())
+                        .any(|text| crate::prompt::broken_answer(text).is_some());
+                let note = if broken {
+                    self.what_it_got(&active.code_output_id)
+                } else {
+                    String::new()
+                };
                 let mut output = json!({ "path": path, "value": value, "logs": active.logs });
+                if !note.trim().is_empty() {
+                    output["note"] = Value::String(note.trim().to_owned());
+                }
                 if let Some(complete) = &outcome.complete {
                     output["complete"] = complete.clone();
                 }

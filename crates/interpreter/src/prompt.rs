@@ -342,7 +342,6 @@ pub(crate) fn broken_answer(answer: &str) -> Option<&'static str> {
         })
 }
 
-/// How the error of a program that hid a tool group behind its own variable starts.
 /// HTTP statuses that say "try again": the request may pass unchanged a moment later.
 const TRANSIENT_STATUSES: &[u64] = &[408, 425, 429, 500, 502, 503, 504];
 
@@ -371,6 +370,7 @@ pub(crate) fn transient_failure(result: &ToolResult) -> bool {
     }
 }
 
+/// How the error of a program that hid a tool group behind its own variable starts.
 pub(crate) const HIDDEN_NAMESPACE: &str = "no tool ran: the program declares ";
 
 /// How the error of a program that gave a tool `NaN`, `undefined` or `[object Object]` starts.
@@ -759,6 +759,10 @@ fn feedback(result: &ToolResult, shown: &[String], limit: usize) -> String {
                 other => format!("Execution result: {other}"),
             };
             append_logs(&mut text, output.get("logs"));
+            if let Some(note) = output.get("note").and_then(Value::as_str) {
+                text.push_str("\nNote: ");
+                text.push_str(note);
+            }
             text
         }
         ToolResult::Error { error } => format!("Execution error: {error}"),

@@ -17,10 +17,12 @@ use agentic_core::{Plugin, PluginRegistration, PrepareContext, SetupContext};
 use async_trait::async_trait;
 
 pub mod config;
+mod serve;
 mod server;
 mod tool;
 
 pub use config::{ApprovalPolicy, McpConfig, ServerConfig};
+pub use serve::{AgenticServer, http_router, serve_stdio};
 pub use server::{Server, Status};
 pub use tool::{McpTool, result_value};
 

@@ -1,0 +1,505 @@
+//! agentic as an MCP server: every tool of every plugin (MCP-client tools included), plus
+//! `agentic.prompt`, `agentic.execute` and `agentic.search_tools`. `agentic mcp serve` runs
+//! it on stdio; `serve_handler` gives the handler for other transports.
+
+use std::sync::Arc;
+
+use agentic_conversation::{ConversationService, PromptRequest};
+use agentic_core::{Approval, PromptOutput, PromptState, State, ToolContext, ToolError};
+use agentic_core::{EventPayload, Received};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
+    ElicitationAction, Implementation, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ErrorData, ServerHandler};
+use serde_json::{Map, Value, json};
+
+/// The tools agentic adds of its own, besides the plugins' tools.
+const PROMPT_TOOL: &str = "agentic.prompt";
+const EXECUTE_TOOL: &str = "agentic.execute";
+const SEARCH_TOOL: &str = "agentic.search_tools";
+/// The interpreter's tool that runs JavaScript with every tool as a function.
+const RUN_CODE_TOOL: &str = "interpreter.run-code";
+/// Tools `agentic.search_tools` returns at most.
+const SEARCH_LIMIT: usize = 20;
+
+/// The MCP server side: one per connection (cheap: the services are shared).
+#[derive(Clone)]
+pub struct AgenticServer {
+    service: ConversationService,
+    user_id: String,
+}
+
+impl std::fmt::Debug for AgenticServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgenticServer")
+            .field("user_id", &self.user_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AgenticServer {
+    /// A server whose calls and prompts run as `user_id`.
+    pub fn new(service: ConversationService, user_id: &str) -> Self {
+        Self {
+            service,
+            user_id: user_id.to_owned(),
+        }
+    }
+
+    /// The user a request runs as: over HTTP the one its `X-User-Id` header names (checked by
+    /// the API's authentication), else the server's own.
+    fn user(&self, context: &RequestContext<RoleServer>) -> String {
+        context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.headers.get("x-user-id"))
+            .and_then(|value| value.to_str().ok())
+            .map(|user| user.trim().to_owned())
+            .unwrap_or_else(|| self.user_id.clone())
+    }
+
+    async fn prepared(&self, user: &str) -> Result<agentic_core::Prepared, ErrorData> {
+        self.service
+            .runtime()
+            .services()
+            .prepare(user, "mcp", "classic", &State::default())
+            .await
+            .map_err(|error| ErrorData::internal_error(format!("{error:#}"), None))
+    }
+
+    fn own_tools() -> Vec<Tool> {
+        let object = |value: Value| match value {
+            Value::Object(map) => Arc::new(map),
+            _ => Arc::new(Map::new()),
+        };
+        vec![
+            Tool::new_with_raw(
+                PROMPT_TOOL,
+                Some(
+                    "Run a prompt with agentic's agent: it works with its tools until it has an \
+                     answer. Returns the answer, the prompt id and the conversation id (pass it \
+                     back to continue the conversation)."
+                        .into(),
+                ),
+                object(json!({
+                    "type": "object",
+                    "properties": {
+                        "message": { "type": "string", "description": "The user's message." },
+                        "mode": { "type": "string", "description": "Execution mode: classic (the default), code, or one a plugin adds." },
+                        "conversationId": { "type": "string", "description": "Continue this conversation; a new one when absent." }
+                    },
+                    "required": ["message"],
+                    "additionalProperties": false
+                })),
+            )
+            .with_annotations(ToolAnnotations::new().read_only(false).destructive(false)),
+            Tool::new_with_raw(
+                EXECUTE_TOOL,
+                Some(
+                    "Run JavaScript in agentic's sandbox, where every agentic tool is a function \
+                     (`time.now({ timezone })`, `fs.read({ path })`, …; agentic.search_tools \
+                     gives their declarations). `input` is available as `input`. Returns the \
+                     script's last value and its log() lines. Tools that need approval are \
+                     refused inside scripts."
+                        .into(),
+                ),
+                object(json!({
+                    "type": "object",
+                    "properties": {
+                        "code": { "type": "string", "description": "The JavaScript program." },
+                        "input": { "description": "Any JSON value, available to the script as `input`." }
+                    },
+                    "required": ["code"],
+                    "additionalProperties": false
+                })),
+            )
+            .with_annotations(ToolAnnotations::new().read_only(false).destructive(false)),
+            Tool::new_with_raw(
+                SEARCH_TOOL,
+                Some(
+                    "Find agentic's tools by words: their ids, descriptions and TypeScript \
+                     declarations (the functions agentic.execute scripts call)."
+                        .into(),
+                ),
+                object(json!({
+                    "type": "object",
+                    "properties": {
+                        "query": { "type": "string", "description": "Words to look for, e.g. `read file`." }
+                    },
+                    "required": ["query"],
+                    "additionalProperties": false
+                })),
+            )
+            .with_annotations(ToolAnnotations::new().read_only(true)),
+        ]
+    }
+
+    /// A plugin tool as an MCP tool.
+    fn mcp_tool(tool: &dyn agentic_core::Tool) -> Tool {
+        let schema = match tool.input_schema() {
+            Value::Object(map) => map.clone(),
+            _ => Map::new(),
+        };
+        let mut schema = schema;
+        schema
+            .entry("type")
+            .or_insert_with(|| Value::String("object".to_owned()));
+        let mut listed = Tool::new_with_raw(
+            tool.id().to_owned(),
+            Some(tool.description().to_owned().into()),
+            Arc::new(schema),
+        );
+        // Only object output schemas are allowed by MCP.
+        if let Some(Value::Object(output)) = tool.output_schema()
+            && output.get("type").and_then(Value::as_str) == Some("object")
+        {
+            listed = listed.with_raw_output_schema(Arc::new(output.clone()));
+        }
+        let asks = matches!(tool.approval(&Value::Null), Approval::Required { .. });
+        listed.with_annotations(ToolAnnotations::new().destructive(asks))
+    }
+
+    async fn call(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        let user = self.user(&context);
+        match request.name.as_ref() {
+            PROMPT_TOOL => self.prompt(&user, arguments, context).await,
+            SEARCH_TOOL => self.search(&user, &arguments).await,
+            EXECUTE_TOOL => self.invoke(&user, RUN_CODE_TOOL, arguments, context).await,
+            name => self.invoke(&user, name, arguments, context).await,
+        }
+    }
+
+    async fn invoke(
+        &self,
+        user: &str,
+        id: &str,
+        input: Value,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let prepared = self.prepared(user).await?;
+        if prepared.tools.get(id).is_none() {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool \"{id}\"; tools/list names the tools"),
+                None,
+            ));
+        }
+        if let Approval::Required { reason } = prepared.tools.approval(id, &input)
+            && let Err(refusal) = self.ask_approval(id, &reason, &input, &context).await
+        {
+            return Ok(CallToolResult::error(vec![ContentBlock::text(refusal)]));
+        }
+        let services = self.service.runtime().services().clone();
+        let tool_context = ToolContext::new(user, "mcp", State::default(), services);
+        let call = prepared.tools.invoke(tool_context, id, input);
+        let result = tokio::select! {
+            result = call => result,
+            () = context.ct.cancelled() => Err(ToolError::failed("the call was cancelled")),
+        };
+        Ok(match result {
+            Ok(value) => result_of(value),
+            Err(error) => CallToolResult::error(vec![ContentBlock::text(error.to_string())]),
+        })
+    }
+
+    /// Asks the client's user through elicitation; `Err(why)` when it cannot or they said no.
+    async fn ask_approval(
+        &self,
+        id: &str,
+        reason: &str,
+        input: &Value,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(), String> {
+        if context.peer.supported_elicitation_modes().is_empty() {
+            return Err(format!(
+                "{id} needs a person's approval ({reason}), and this MCP client cannot ask \
+                 one (it offers no elicitation). Run it from agentic's CLI or API, or let it \
+                 run without approval in agentic's config."
+            ));
+        }
+        let schema = serde_json::from_value(json!({
+            "type": "object",
+            "properties": {
+                "approve": { "type": "boolean", "title": "Run this call?" }
+            },
+            "required": ["approve"]
+        }))
+        .map_err(|error| format!("building the approval form failed: {error}"))?;
+        let message = format!("agentic wants to run {id} ({reason}) with input {input}");
+        let params = ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message,
+            requested_schema: schema,
+        };
+        match context.peer.create_elicitation(params).await {
+            Ok(answer)
+                if answer.action == ElicitationAction::Accept
+                    && answer
+                        .content
+                        .as_ref()
+                        .and_then(|content| content.get("approve"))
+                        .and_then(Value::as_bool)
+                        == Some(true) =>
+            {
+                Ok(())
+            }
+            Ok(_) => Err(format!("{id} was not approved, so it did not run")),
+            Err(error) => Err(format!(
+                "{id} needs approval and asking for it failed: {error}"
+            )),
+        }
+    }
+
+    async fn search(&self, user: &str, arguments: &Value) -> Result<CallToolResult, ErrorData> {
+        let query = arguments
+            .get("query")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_lowercase();
+        let words: Vec<&str> = query.split_whitespace().collect();
+        let prepared = self.prepared(user).await?;
+        let mut found: Vec<(usize, Value)> = prepared
+            .tools
+            .iter()
+            .filter_map(|tool| {
+                // A word in the id counts more than one in the description.
+                let id = tool.id().to_lowercase();
+                let description = tool.description().to_lowercase();
+                let score: usize = words
+                    .iter()
+                    .map(|word| {
+                        3 * usize::from(id.contains(word)) + usize::from(description.contains(word))
+                    })
+                    .sum();
+                (score > 0 || words.is_empty()).then(|| {
+                    let declaration = agentic_core::typescript::declaration(
+                        tool.id(),
+                        tool.description(),
+                        tool.input_schema(),
+                        tool.output_schema(),
+                    );
+                    (
+                        score,
+                        json!({
+                            "id": tool.id(),
+                            "description": tool.description(),
+                            "declaration": declaration,
+                        }),
+                    )
+                })
+            })
+            .collect();
+        found.sort_by_key(|(score, _)| std::cmp::Reverse(*score));
+        let tools: Vec<Value> = found
+            .into_iter()
+            .take(SEARCH_LIMIT)
+            .map(|(_, tool)| tool)
+            .collect();
+        Ok(CallToolResult::structured(json!({ "tools": tools })))
+    }
+
+    async fn prompt(
+        &self,
+        user: &str,
+        arguments: Value,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let message = arguments
+            .get("message")
+            .and_then(Value::as_str)
+            .filter(|message| !message.trim().is_empty())
+            .ok_or_else(|| ErrorData::invalid_params("`message` is required", None))?
+            .to_owned();
+        let mode = arguments
+            .get("mode")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let conversation_id = arguments.get("conversationId").and_then(Value::as_str);
+        let mut conversation = match self.service.get_or_create(user, conversation_id).await {
+            Ok(conversation) => conversation,
+            Err(error) => {
+                return Ok(CallToolResult::error(vec![ContentBlock::text(
+                    error.to_string(),
+                )]));
+            }
+        };
+        let request = PromptRequest {
+            input: Some(message),
+            mode,
+            ..PromptRequest::default()
+        };
+        let started = match conversation.start(request).await {
+            Ok(started) => started,
+            Err(error) => {
+                return Ok(CallToolResult::error(vec![ContentBlock::text(
+                    error.to_string(),
+                )]));
+            }
+        };
+        let prompt_id = started.prompt_id().to_owned();
+        let conversation_id = started.conversation_id().to_owned();
+        // Streamed text becomes progress notifications, when the client asked for them.
+        let progress = context.meta.get_progress_token().map(|token| {
+            let mut events = self
+                .service
+                .runtime()
+                .services()
+                .events
+                .subscribe(Some(user));
+            let peer = context.peer.clone();
+            let prompt_id = prompt_id.clone();
+            tokio::spawn(async move {
+                let mut count = 0.0;
+                while let Some(received) = events.next().await {
+                    let Received::Event(event) = received else {
+                        continue;
+                    };
+                    if event.payload.prompt_id() != Some(prompt_id.as_str()) {
+                        continue;
+                    }
+                    if let EventPayload::PromptStream { delta, .. } = &event.payload {
+                        count += 1.0;
+                        let note = ProgressNotificationParam::new(token.clone(), count)
+                            .with_message(delta.clone());
+                        if peer.notify_progress(note).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+            })
+        });
+        let run = started.run();
+        let finished = tokio::select! {
+            finished = run => finished,
+            () = context.ct.cancelled() => {
+                if let Some(progress) = progress { progress.abort(); }
+                return Ok(CallToolResult::error(vec![ContentBlock::text("the prompt was cancelled by the client")]));
+            }
+        };
+        if let Some(progress) = progress {
+            progress.abort();
+        }
+        let prompt = match finished {
+            Ok(prompt) => prompt,
+            Err(error) => {
+                return Ok(CallToolResult::error(vec![ContentBlock::text(
+                    error.to_string(),
+                )]));
+            }
+        };
+        let answer: String = prompt
+            .output
+            .iter()
+            .filter_map(|output| match output {
+                PromptOutput::Text(text) => Some(text.content.as_str()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("");
+        let mut value = json!({
+            "answer": answer,
+            "promptId": prompt_id,
+            "conversationId": conversation_id,
+            "state": prompt.state.as_str(),
+        });
+        if let Some(error) = &prompt.error {
+            value["error"] = json!(error);
+        }
+        Ok(match prompt.state {
+            PromptState::Failed | PromptState::Interrupted => {
+                CallToolResult::structured_error(value)
+            }
+            _ => CallToolResult::structured(value),
+        })
+    }
+}
+
+/// A tool's value as an MCP result: objects as structured content (with the JSON as text for
+/// clients that read only text), strings as text, other values as JSON text.
+fn result_of(value: Value) -> CallToolResult {
+    match value {
+        Value::Object(_) => CallToolResult::structured(value),
+        Value::String(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
+        other => CallToolResult::success(vec![ContentBlock::text(other.to_string())]),
+    }
+}
+
+impl ServerHandler for AgenticServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("agentic", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "agentic's tools, its agent (agentic.prompt) and its JavaScript sandbox \
+                 (agentic.execute, with every tool as a function; agentic.search_tools finds \
+                 their declarations).",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let prepared = self.prepared(&self.user(&context)).await?;
+        let mut tools = Self::own_tools();
+        tools.extend(
+            prepared
+                .tools
+                .iter()
+                .map(|tool| Self::mcp_tool(tool.as_ref())),
+        );
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.call(request, context).await.map(Into::into)
+    }
+}
+
+/// Serves MCP on this process's stdin and stdout until the client closes them.
+pub async fn serve_stdio(service: ConversationService, user_id: &str) -> anyhow::Result<()> {
+    use rmcp::ServiceExt;
+    let running = AgenticServer::new(service, user_id)
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|error| anyhow::anyhow!("the MCP client did not start a session: {error}"))?;
+    running.waiting().await?;
+    Ok(())
+}
+
+/// `/mcp` as a streamable HTTP endpoint, for `agentic serve`: mount the router under the
+/// API's authentication. Each request runs as the user its `X-User-Id` header names (the
+/// API's authentication has checked it). `loopback_only` keeps rmcp's check that the `Host`
+/// header names this machine (against DNS rebinding), for a server that listens on loopback.
+pub fn http_router<S: Clone + Send + Sync + 'static>(
+    service: ConversationService,
+    loopback_only: bool,
+    stopping: tokio_util::sync::CancellationToken,
+) -> axum::Router<S> {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    let mut config = StreamableHttpServerConfig::default().with_cancellation_token(stopping);
+    if !loopback_only {
+        config = config.disable_allowed_hosts();
+    }
+    let server = AgenticServer::new(service, "-");
+    let endpoint = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    axum::Router::new().nest_service("/mcp", endpoint)
+}

@@ -38,8 +38,9 @@ fn main() -> anyhow::Result<()> {
             Some("store") => cargo_bench(&root, "agentic-conversation", "store"),
             Some("api") => bench_api(&root, &arguments[2..]),
             Some("local") => cargo_bench(&root, "agentic-plugin-local", "local"),
+            Some("mcp") => cargo_bench(&root, "agentic-plugin-mcp", "mcp"),
             _ => {
-                eprintln!("usage: cargo xtask bench <sandbox|tokens|fairness|store|api|local>");
+                eprintln!("usage: cargo xtask bench <sandbox|tokens|fairness|store|api|local|mcp>");
                 std::process::exit(2);
             }
         },
@@ -56,7 +57,8 @@ fn main() -> anyhow::Result<()> {
                  bench fairness  one user's scripts beside another user's endless loops\n  \
                  bench store     conversation store on SQLite and PostgreSQL (AGENTIC_TEST_POSTGRES_URL)\n  \
                  bench api [--baseline REV]   1,000 concurrent prompts against `agentic serve` and a\n                  fake model, spans without and with an OTLP exporter (and REV's build beside)\n  \
-                 bench local     the embedded local model: prompt and generation tokens/s, memory"
+                 bench local     the embedded local model: prompt and generation tokens/s, memory\n  \
+                 bench mcp       an MCP tool call through agentic against the SDK's own call, stdio and HTTP"
             );
             std::process::exit(2);
         }

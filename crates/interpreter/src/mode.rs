@@ -252,25 +252,28 @@ impl CodeExecutor {
                     "running",
                 )
                 .await?;
-            if let Some(earlier) = earlier
+            if earlier.is_some()
                 && self.count_errors_starting(crate::prompt::REPEATED) == 0
-                && let Some(error) = self.failed_iteration(earlier)
+                && let Some((number, last_run)) = self.last_run_of(&code, &code_output_id)
             {
-                // The same program again, after it failed: told once what failed, as small
-                // models often copy their code back unchanged past a long error.
-                let retold = crate::prompt::retold(&error);
+                // The same program again, after it failed (or ran with a note on values it left
+                // empty): told once what its last run met, as small models often copy their
+                // code back unchanged past a long error.
+                let error = match last_run {
+                    LastRun::Failed(error) => format!(
+                        "{} {number}, which failed with: {}\nChange the code that the error \
+                         points at. If the task cannot be done, say so in plain text.",
+                        crate::prompt::REPEATED,
+                        crate::prompt::retold(&error)
+                    ),
+                    LastRun::Noted(note) => format!(
+                        "{} {number}, which ran, but: {note} Change the code that reads those \
+                         fields. If the task cannot be done, say so in plain text.",
+                        crate::prompt::REPEATED
+                    ),
+                };
                 self.recorder
-                    .finish_tool(
-                        &code_output_id,
-                        ToolResult::Error {
-                            error: format!(
-                                "{} {earlier}, which failed with: {retold}\nChange the code \
-                                 that the error points at. If the task cannot be done, say so \
-                                 in plain text.",
-                                crate::prompt::REPEATED
-                            ),
-                        },
-                    )
+                    .finish_tool(&code_output_id, ToolResult::Error { error })
                     .await?;
                 continue;
             }
@@ -936,15 +939,33 @@ impl CodeExecutor {
             .count()
     }
 
-    /// The error of this turn's iteration `number` (from 1), when that iteration ran and failed.
-    fn failed_iteration(&self, number: usize) -> Option<String> {
+    /// The last execution of this turn before `current` that ran `code` (comments and blank
+    /// space aside) and failed, or ran with a note on values it left empty: its number (from
+    /// 1) and what it met. Copies that were not run are passed over.
+    fn last_run_of(&self, code: &str, current: &str) -> Option<(usize, LastRun)> {
+        let shape = code_shape(code);
         self.executions()
-            .nth(number.checked_sub(1)?)
-            .and_then(|tool| match &tool.result {
-                ToolResult::Error { error } if !error.starts_with(crate::prompt::NOT_RUN) => {
-                    Some(error.clone())
-                }
-                _ => None,
+            .enumerate()
+            .filter(|(_, tool)| tool.id != current)
+            .filter(|(_, tool)| {
+                tool.input
+                    .get("code")
+                    .and_then(Value::as_str)
+                    .is_some_and(|earlier| code_shape(earlier) == shape)
+            })
+            .filter(|(_, tool)| {
+                !matches!(&tool.result, ToolResult::Error { error } if error.starts_with(crate::prompt::NOT_RUN))
+            })
+            .last()
+            .and_then(|(index, tool)| {
+                let last_run = match &tool.result {
+                    ToolResult::Error { error } => LastRun::Failed(error.clone()),
+                    ToolResult::Success { output } => {
+                        LastRun::Noted(output.get("note")?.as_str()?.to_owned())
+                    }
+                    ToolResult::Pending { .. } => return None,
+                };
+                Some((index + 1, last_run))
             })
     }
 
@@ -1304,6 +1325,13 @@ fn json_answer(text: &str) -> Result<Value, serde_json::Error> {
         return Ok(value);
     }
     whole
+}
+
+/// What the last run of a program met, for the notice about a copy of it.
+enum LastRun {
+    Failed(String),
+    /// It ran, with a note on values it left empty.
+    Noted(String),
 }
 
 /// Whether a runtime error came from reading a value that is not there: a field of

@@ -304,3 +304,49 @@ fn code_mode_declares_mcp_tools_from_their_schemas() {
         );
     }
 }
+
+/// The reference knowledge-graph server, server-memory: entities written through one call are
+/// found by the next, and its output schemas make the results objects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_memory_server_keeps_what_it_is_told() {
+    if !servers_installed() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("agentic-mcp-memory-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("memory.jsonl");
+    let runtime = runtime(json!({
+        "memory": {
+            "command": "tests/servers/node_modules/.bin/mcp-server-memory",
+            "env": { "MEMORY_FILE_PATH": file.to_str().unwrap() },
+        }
+    }))
+    .await;
+    servers(&runtime).settled().await;
+    let created = call(
+        &runtime,
+        "memory.create_entities",
+        json!({ "entities": [{
+            "name": "Lena",
+            "entityType": "person",
+            "observations": ["Birthday on 12 August"],
+        }] }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(created["entities"][0]["name"], "Lena", "{created}");
+    let found = call(
+        &runtime,
+        "memory.search_nodes",
+        json!({ "query": "August" }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(found["entities"][0]["name"], "Lena", "{found}");
+    assert!(
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .contains("Birthday on 12 August")
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

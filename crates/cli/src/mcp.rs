@@ -3,11 +3,12 @@
 use std::process::ExitCode;
 
 use agentic_conversation::ConversationService;
-use agentic_core::Runtime;
-use agentic_plugin_mcp::{McpServers, McpTool, Status};
+use agentic_core::{Approval, Runtime, State};
+use agentic_plugin_mcp::{McpServers, Status};
 use serde_json::json;
 
 use crate::McpAction;
+use crate::local::USER;
 use crate::models;
 use crate::settings::Settings;
 
@@ -40,22 +41,27 @@ async fn list(settings: &Settings, as_json: bool) -> anyhow::Result<ExitCode> {
     let Some(servers) = runtime.services().extensions.get::<McpServers>() else {
         anyhow::bail!("the mcp plugin is not linked into this binary");
     };
-    servers.settled().await;
+    // The tools as a prompt gets them (this waits for every server's first start), so
+    // `requireApproval` patterns count as they do there.
+    let prepared = runtime
+        .services()
+        .prepare(USER, "cli", "classic", &State::default())
+        .await?;
     let mut listed = Vec::new();
     for server in servers.servers() {
         let (protocol, server_info) = server.identity();
         let tools: Vec<_> = server
             .tools()
             .iter()
+            .filter_map(|tool| prepared.tools.get(&server.tool_id(&tool.name)))
             .map(|tool| {
-                let tool = McpTool::new(server.clone(), tool);
                 let approval = matches!(
-                    agentic_core::Tool::approval(&tool, &serde_json::Value::Null),
-                    agentic_core::Approval::Required { .. }
+                    prepared.tools.approval(tool.id(), &serde_json::Value::Null),
+                    Approval::Required { .. }
                 );
                 json!({
-                    "id": agentic_core::Tool::id(&tool),
-                    "description": agentic_core::Tool::description(&tool),
+                    "id": tool.id(),
+                    "description": tool.description(),
                     "needsApproval": approval,
                 })
             })

@@ -166,6 +166,40 @@ impl ToolContext {
     }
 }
 
+/// How well a tool matches a search for `query`: each word of the query that meets a word of
+/// the tool's `names` (its id, the names it is called by) counts 3, one that meets a word of
+/// its `description` 1. A word meets a word it starts or that starts it, so `todos` and `todo`
+/// meet. 0 when nothing matches. Code mode's `searchTools` and MCP's `agentic.search_tools`
+/// rank by it.
+pub fn search_score(query: &str, names: &str, description: &str) -> usize {
+    let meets =
+        |a: &str, b: &str| a.len() >= 2 && b.len() >= 2 && (a.starts_with(b) || b.starts_with(a));
+    let names = search_words(names);
+    let description = search_words(description);
+    search_words(query)
+        .iter()
+        .map(|word| {
+            3 * usize::from(names.iter().any(|name| meets(name, word)))
+                + usize::from(description.iter().any(|other| meets(other, word)))
+        })
+        .sum()
+}
+
+/// Words of a text, lower case, split at anything that is not a letter or digit and between
+/// a lower-case letter and an upper-case one (so `fs.readFile` gives `fs`, `read`, `file`).
+fn search_words(text: &str) -> Vec<String> {
+    let mut spaced = String::new();
+    let mut previous_lower = false;
+    for c in text.chars() {
+        if c.is_uppercase() && previous_lower {
+            spaced.push(' ');
+        }
+        previous_lower = c.is_lowercase() || c.is_ascii_digit();
+        spaced.push(if c.is_alphanumeric() { c } else { ' ' });
+    }
+    spaced.split_whitespace().map(str::to_lowercase).collect()
+}
+
 /// The JSON Schema of a Rust type, as tools and plugin configs publish it.
 pub fn schema_of<T: JsonSchema>() -> Value {
     serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null)

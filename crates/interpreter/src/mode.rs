@@ -240,7 +240,8 @@ impl CodeExecutor {
             // rule below assumes a program gives the same result twice, which a flaky service
             // breaks. Such a program is run once more.
             let rerun = earlier.is_some_and(|earlier| {
-                self.iteration_met_transient_failure(earlier) && self.executions_with(&code) == 1
+                self.iteration_met_transient_failure(earlier)
+                    && self.executions_of(&code).count() == 1
             });
             let earlier = if rerun { None } else { earlier };
             let code_output_id = new_call_id();
@@ -720,14 +721,9 @@ impl CodeExecutor {
                         .map(String::as_str)
                         .chain(value.as_str())
                         .any(|text| crate::prompt::broken_answer(text).is_some());
-                let note = if broken {
-                    self.what_it_got(&active.code_output_id)
-                } else {
-                    String::new()
-                };
                 let mut output = json!({ "path": path, "value": value, "logs": active.logs });
-                if !note.trim().is_empty() {
-                    output["note"] = Value::String(note.trim().to_owned());
+                if broken && let Some(note) = self.got_note(&active.code_output_id) {
+                    output["note"] = Value::String(note);
                 }
                 if let Some(complete) = &outcome.complete {
                     output["complete"] = complete.clone();
@@ -862,13 +858,21 @@ impl CodeExecutor {
     /// space, to follow a sentence of an error; empty when there is nothing to say. See
     /// [`crate::got`].
     fn what_it_got(&self, code_output_id: &str) -> String {
-        self.recorder
-            .prompt()
-            .tool_output(code_output_id)
-            .and_then(|tool| tool.input.get("code")?.as_str())
-            .and_then(|code| crate::got::what_it_got(code, self.calls_of(code_output_id)))
+        self.got_note(code_output_id)
             .map(|got| format!(" {got}"))
             .unwrap_or_default()
+    }
+
+    /// [`Self::what_it_got`]'s note alone, if there is one.
+    fn got_note(&self, code_output_id: &str) -> Option<String> {
+        let code = self
+            .recorder
+            .prompt()
+            .tool_output(code_output_id)?
+            .input
+            .get("code")?
+            .as_str()?;
+        crate::got::what_it_got(code, self.calls_of(code_output_id))
     }
 
     /// For `ReferenceError: x is not defined` where an earlier program of this turn declared
@@ -939,47 +943,40 @@ impl CodeExecutor {
             .count()
     }
 
-    /// The last execution of this turn before `current` that ran `code` (comments and blank
-    /// space aside) and failed, or ran with a note on values it left empty: its number (from
-    /// 1) and what it met. Copies that were not run are passed over.
-    fn last_run_of(&self, code: &str, current: &str) -> Option<(usize, LastRun)> {
+    /// This turn's executions of `code` (comments and blank space aside: a small model copies
+    /// its last code with a fresh timestamp in a comment), with their numbers (from 1).
+    fn executions_of<'a>(&'a self, code: &str) -> impl Iterator<Item = (usize, &'a ToolOutput)> {
         let shape = code_shape(code);
         self.executions()
             .enumerate()
-            .filter(|(_, tool)| tool.id != current)
-            .filter(|(_, tool)| {
+            .filter(move |(_, tool)| {
                 tool.input
                     .get("code")
                     .and_then(Value::as_str)
                     .is_some_and(|earlier| code_shape(earlier) == shape)
             })
+            .map(|(index, tool)| (index + 1, tool))
+    }
+
+    /// The last execution of this turn before `current` that ran `code` and failed, or ran
+    /// with a note on values it left empty: its number and what it met. Copies that were not
+    /// run are passed over.
+    fn last_run_of(&self, code: &str, current: &str) -> Option<(usize, LastRun)> {
+        let (number, tool) = self
+            .executions_of(code)
+            .filter(|(_, tool)| tool.id != current)
             .filter(|(_, tool)| {
                 !matches!(&tool.result, ToolResult::Error { error } if error.starts_with(crate::prompt::NOT_RUN))
             })
-            .last()
-            .and_then(|(index, tool)| {
-                let last_run = match &tool.result {
-                    ToolResult::Error { error } => LastRun::Failed(error.clone()),
-                    ToolResult::Success { output } => {
-                        LastRun::Noted(output.get("note")?.as_str()?.to_owned())
-                    }
-                    ToolResult::Pending { .. } => return None,
-                };
-                Some((index + 1, last_run))
-            })
-    }
-
-    /// How many executions of this turn had `code` (comments and blank space aside).
-    fn executions_with(&self, code: &str) -> usize {
-        let shape = code_shape(code);
-        self.executions()
-            .filter(|tool| {
-                tool.input
-                    .get("code")
-                    .and_then(Value::as_str)
-                    .is_some_and(|earlier| code_shape(earlier) == shape)
-            })
-            .count()
+            .last()?;
+        let last_run = match &tool.result {
+            ToolResult::Error { error } => LastRun::Failed(error.clone()),
+            ToolResult::Success { output } => {
+                LastRun::Noted(output.get("note")?.as_str()?.to_owned())
+            }
+            ToolResult::Pending { .. } => return None,
+        };
+        Some((number, last_run))
     }
 
     /// Whether a tool call of iteration `number` (from 1) failed in a way that may pass when
@@ -996,19 +993,9 @@ impl CodeExecutor {
             .any(|call| crate::prompt::transient_failure(&call.result))
     }
 
-    /// The number (from 1) of an earlier iteration of this turn whose code was `code`, comments
-    /// and blank space aside (a small model copies its last code with a fresh timestamp in a
-    /// comment).
+    /// The number (from 1) of the first iteration of this turn whose code was `code`.
     fn earlier_iteration_with(&self, code: &str) -> Option<usize> {
-        let shape = code_shape(code);
-        self.executions()
-            .position(|tool| {
-                tool.input
-                    .get("code")
-                    .and_then(Value::as_str)
-                    .is_some_and(|earlier| code_shape(earlier) == shape)
-            })
-            .map(|index| index + 1)
+        self.executions_of(code).next().map(|(number, _)| number)
     }
 
     fn request(&self, prepared: &Prepared, bindings: &[ToolBinding]) -> ModelRequest {

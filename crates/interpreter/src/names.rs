@@ -273,39 +273,14 @@ pub(crate) fn is_identifier_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_' || c == '$'
 }
 
-/// Words of a text, lower case, split at anything that is not a letter or digit (so
-/// `fs.readFile` gives `fs`, `read`, `file`).
-fn words(text: &str) -> Vec<String> {
-    let mut spaced = String::new();
-    let mut previous_lower = false;
-    for c in text.chars() {
-        if c.is_uppercase() && previous_lower {
-            spaced.push(' ');
-        }
-        previous_lower = c.is_lowercase() || c.is_ascii_digit();
-        spaced.push(if c.is_alphanumeric() { c } else { ' ' });
-    }
-    spaced.split_whitespace().map(str::to_lowercase).collect()
-}
-
 /// Tools with at least one word of the query (a word matches a word it starts, so `todos`
 /// and `todo` meet), best first; names count three times as much as descriptions.
 pub(crate) fn rank_tools<'a>(tools: &'a [ToolBinding], query: &str) -> Vec<&'a ToolBinding> {
-    let wanted = words(query);
-    let meets =
-        |a: &str, b: &str| a.len() >= 2 && b.len() >= 2 && (a.starts_with(b) || b.starts_with(a));
     let mut scored: Vec<(usize, &ToolBinding)> = tools
         .iter()
         .filter_map(|tool| {
-            let names = words(&format!("{} {}", tool.id, tool.call_name()));
-            let description = words(&tool.description);
-            let score: usize = wanted
-                .iter()
-                .map(|word| {
-                    3 * usize::from(names.iter().any(|name| meets(name, word)))
-                        + usize::from(description.iter().any(|other| meets(other, word)))
-                })
-                .sum();
+            let names = format!("{} {}", tool.id, tool.call_name());
+            let score = agentic_core::tool::search_score(query, &names, &tool.description);
             (score > 0).then_some((score, tool))
         })
         .collect();

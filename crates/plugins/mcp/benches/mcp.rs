@@ -13,14 +13,17 @@
 use agentic_interpreter as _;
 use agentic_plugin_mcp as _;
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use agentic_core::{Runtime, State, ToolContext};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use serde_json::json;
 
-const EVERYTHING: &str = "tests/servers/node_modules/.bin/mcp-server-everything";
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use common::{EVERYTHING, everything_over_http};
 const ROUNDS: usize = 10;
 const CALLS_PER_ROUND: usize = 200;
 
@@ -73,28 +76,7 @@ async fn timed<F: std::future::Future<Output = ()>>(samples: &mut Samples, call:
 
 async fn run() {
     // HTTP: server-everything's streamable HTTP mode on a free port.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut http_server = tokio::process::Command::new(EVERYTHING)
-        .arg("streamableHttp")
-        .env("PORT", port.to_string())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let url = format!("http://127.0.0.1:{port}/mcp");
-    let start = Instant::now();
-    while tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .is_err()
-    {
-        assert!(start.elapsed() < Duration::from_secs(30), "no HTTP server");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let (mut http_server, url) = everything_over_http().await;
 
     let agentic = Runtime::builder()
         .config(agentic_core::Config::from_value(json!({

@@ -24,7 +24,7 @@ mod tool;
 pub use config::{ApprovalPolicy, McpConfig, ServerConfig};
 pub use serve::{AgenticServer, http_router, serve_stdio};
 pub use server::{Server, Status};
-pub use tool::{McpTool, result_value};
+use tool::McpTool;
 
 agentic_core::inventory::submit! {
     PluginRegistration { id: "mcp", create: create_plugin }

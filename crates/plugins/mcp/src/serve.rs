@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use agentic_conversation::{ConversationService, PromptRequest};
-use agentic_core::{Approval, PromptOutput, PromptState, State, ToolContext, ToolError};
+use agentic_core::tool::search_score;
+use agentic_core::{Approval, PromptState, State, ToolContext, ToolError};
 use agentic_core::{EventPayload, Received};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
@@ -15,6 +16,7 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Map, Value, json};
+use tokio_util::task::AbortOnDropHandle;
 
 /// The tools agentic adds of its own, besides the plugins' tools.
 const PROMPT_TOOL: &str = "agentic.prompt";
@@ -137,8 +139,8 @@ impl AgenticServer {
         ]
     }
 
-    /// A plugin tool as an MCP tool.
-    fn mcp_tool(tool: &dyn agentic_core::Tool) -> Tool {
+    /// A plugin tool as an MCP tool; `asks`: whether its calls need approval.
+    fn mcp_tool(tool: &dyn agentic_core::Tool, asks: bool) -> Tool {
         let schema = match tool.input_schema() {
             Value::Object(map) => map.clone(),
             _ => Map::new(),
@@ -158,7 +160,6 @@ impl AgenticServer {
         {
             listed = listed.with_raw_output_schema(Arc::new(output.clone()));
         }
-        let asks = matches!(tool.approval(&Value::Null), Approval::Required { .. });
         listed.with_annotations(ToolAnnotations::new().destructive(asks))
     }
 
@@ -257,50 +258,35 @@ impl AgenticServer {
         }
     }
 
+    /// Tools ranked as code mode's `searchTools` ranks them, with their declarations; an
+    /// empty query lists the first ones.
     async fn search(&self, user: &str, arguments: &Value) -> Result<CallToolResult, ErrorData> {
-        let query = arguments
-            .get("query")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_lowercase();
-        let words: Vec<&str> = query.split_whitespace().collect();
+        let query = arguments.get("query").and_then(Value::as_str).unwrap_or("");
         let prepared = self.prepared(user).await?;
-        let mut found: Vec<(usize, Value)> = prepared
+        let mut found: Vec<(usize, &Arc<dyn agentic_core::Tool>)> = prepared
             .tools
             .iter()
             .filter_map(|tool| {
-                // A word in the id counts more than one in the description.
-                let id = tool.id().to_lowercase();
-                let description = tool.description().to_lowercase();
-                let score: usize = words
-                    .iter()
-                    .map(|word| {
-                        3 * usize::from(id.contains(word)) + usize::from(description.contains(word))
-                    })
-                    .sum();
-                (score > 0 || words.is_empty()).then(|| {
-                    let declaration = agentic_core::typescript::declaration(
+                let score = search_score(query, tool.id(), tool.description());
+                (score > 0 || query.trim().is_empty()).then_some((score, tool))
+            })
+            .collect();
+        found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.id().cmp(b.1.id())));
+        let tools: Vec<Value> = found
+            .into_iter()
+            .take(SEARCH_LIMIT)
+            .map(|(_, tool)| {
+                json!({
+                    "id": tool.id(),
+                    "description": tool.description(),
+                    "declaration": agentic_core::typescript::declaration(
                         tool.id(),
                         tool.description(),
                         tool.input_schema(),
                         tool.output_schema(),
-                    );
-                    (
-                        score,
-                        json!({
-                            "id": tool.id(),
-                            "description": tool.description(),
-                            "declaration": declaration,
-                        }),
-                    )
+                    ),
                 })
             })
-            .collect();
-        found.sort_by_key(|(score, _)| std::cmp::Reverse(*score));
-        let tools: Vec<Value> = found
-            .into_iter()
-            .take(SEARCH_LIMIT)
-            .map(|(_, tool)| tool)
             .collect();
         Ok(CallToolResult::structured(json!({ "tools": tools })))
     }
@@ -355,7 +341,7 @@ impl AgenticServer {
                 .subscribe(Some(user));
             let peer = context.peer.clone();
             let prompt_id = prompt_id.clone();
-            tokio::spawn(async move {
+            AbortOnDropHandle::new(tokio::spawn(async move {
                 let mut count = 0.0;
                 while let Some(received) = events.next().await {
                     let Received::Event(event) = received else {
@@ -373,38 +359,30 @@ impl AgenticServer {
                         }
                     }
                 }
-            })
+            }))
         });
-        let run = started.run();
+        // The prompt runs on by itself, as the API runs its prompts: dropped halfway, it would
+        // keep its conversation taken until the next start.
+        let run = tokio::spawn(started.run());
         let finished = tokio::select! {
             finished = run => finished,
             () = context.ct.cancelled() => {
-                if let Some(progress) = progress { progress.abort(); }
-                return Ok(CallToolResult::error(vec![ContentBlock::text("the prompt was cancelled by the client")]));
+                return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                    "the client cancelled the call; prompt {prompt_id} of conversation \
+                     {conversation_id} goes on and keeps its result"
+                ))]));
             }
         };
-        if let Some(progress) = progress {
-            progress.abort();
-        }
-        let prompt = match finished {
+        drop(progress);
+        let prompt = match finished
+            .map_err(|error| error.to_string())
+            .and_then(|run| run.map_err(|error| error.to_string()))
+        {
             Ok(prompt) => prompt,
-            Err(error) => {
-                return Ok(CallToolResult::error(vec![ContentBlock::text(
-                    error.to_string(),
-                )]));
-            }
+            Err(error) => return Ok(CallToolResult::error(vec![ContentBlock::text(error)])),
         };
-        let answer: String = prompt
-            .output
-            .iter()
-            .filter_map(|output| match output {
-                PromptOutput::Text(text) => Some(text.content.as_str()),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-            .join("");
         let mut value = json!({
-            "answer": answer,
+            "answer": prompt.text(),
             "promptId": prompt_id,
             "conversationId": conversation_id,
             "state": prompt.state.as_str(),
@@ -449,12 +427,13 @@ impl ServerHandler for AgenticServer {
     ) -> Result<ListToolsResult, ErrorData> {
         let prepared = self.prepared(&self.user(&context)).await?;
         let mut tools = Self::own_tools();
-        tools.extend(
-            prepared
-                .tools
-                .iter()
-                .map(|tool| Self::mcp_tool(tool.as_ref())),
-        );
+        tools.extend(prepared.tools.iter().map(|tool| {
+            let asks = matches!(
+                prepared.tools.approval(tool.id(), &Value::Null),
+                Approval::Required { .. }
+            );
+            Self::mcp_tool(tool.as_ref(), asks)
+        }));
         Ok(ListToolsResult::with_all_items(tools))
     }
 

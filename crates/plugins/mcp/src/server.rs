@@ -140,6 +140,11 @@ impl Server {
         self.live.borrow().tools.clone()
     }
 
+    /// The agentic id of its tool `name`: `<server>.<name>`.
+    pub fn tool_id(&self, name: &str) -> String {
+        format!("{}.{name}", self.name)
+    }
+
     /// The process id of a running command server.
     pub fn pid(&self) -> Option<u32> {
         let live = self.live.borrow();

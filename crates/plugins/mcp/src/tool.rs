@@ -13,7 +13,7 @@ use crate::server::Server;
 /// Characters of a tool's description offered to a model at most.
 const MAX_DESCRIPTION: usize = 1_000;
 
-pub struct McpTool {
+pub(crate) struct McpTool {
     server: Arc<Server>,
     /// `<server>.<tool>`.
     id: String,
@@ -34,7 +34,7 @@ impl std::fmt::Debug for McpTool {
 }
 
 impl McpTool {
-    pub fn new(server: Arc<Server>, tool: &rmcp::model::Tool) -> Self {
+    pub(crate) fn new(server: Arc<Server>, tool: &rmcp::model::Tool) -> Self {
         let mut description = tool
             .description
             .as_deref()
@@ -67,7 +67,7 @@ impl McpTool {
         let destructive = annotations.and_then(|a| a.destructive_hint) == Some(true)
             && annotations.and_then(|a| a.read_only_hint) != Some(true);
         Self {
-            id: format!("{}.{}", server.name, tool.name),
+            id: server.tool_id(&tool.name),
             name: tool.name.to_string(),
             description,
             input_schema,
@@ -137,7 +137,7 @@ impl Tool for McpTool {
 
 /// A tool result as agentic's result: the structured content when there is some, else the
 /// text. `isError` becomes an error with the server's text.
-pub fn result_value(result: CallToolResult) -> Result<Value, ToolError> {
+pub(crate) fn result_value(result: CallToolResult) -> Result<Value, ToolError> {
     let text = content_text(&result.content);
     if result.is_error == Some(true) {
         let message = if text.trim().is_empty() {

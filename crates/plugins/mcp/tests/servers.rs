@@ -18,7 +18,9 @@ use agentic_plugin_mcp::{McpServers, Status};
 use agentic_testing::TimelineRunner;
 use serde_json::{Value, json};
 
-const EVERYTHING: &str = "tests/servers/node_modules/.bin/mcp-server-everything";
+mod common;
+
+use common::{EVERYTHING, everything_over_http};
 
 /// Whether the reference servers are installed; panics when CI requires them.
 fn servers_installed() -> bool {
@@ -231,33 +233,10 @@ async fn streamable_http_with_headers() {
     if !servers_installed() {
         return;
     }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut child = tokio::process::Command::new(EVERYTHING)
-        .arg("streamableHttp")
-        .env("PORT", port.to_string())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .is_err()
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "server-everything did not listen"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let (mut child, url) = everything_over_http().await;
     let runtime = runtime(json!({
         "remote": {
-            "url": format!("http://127.0.0.1:{port}/mcp"),
+            "url": url,
             "headers": { "X-Test": "agentic" },
         }
     }))

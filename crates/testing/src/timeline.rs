@@ -185,6 +185,15 @@ impl TimelineRunner {
         Ok(self)
     }
 
+    /// Replaces every occurrence of `text` itself, such as a path that differs per checkout.
+    pub fn mask_text(mut self, text: &str, replacement: &str) -> Self {
+        // An escaped text always compiles.
+        if let (false, Ok(regex)) = (text.is_empty(), Regex::new(&regex::escape(text))) {
+            self.masks.push((regex, replacement.to_owned()));
+        }
+        self
+    }
+
     /// Masks UUIDs as `[uuid]`: the ids of rows that plugins return.
     pub fn mask_uuids(mut self) -> Self {
         self.masks.extend(standard_masks(&[(

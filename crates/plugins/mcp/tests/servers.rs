@@ -53,7 +53,9 @@ fn mcp_timelines() {
     }
     // mcp-server-time answers with today's date, weekday and daylight-saving time, which
     // change the offsets: all masked, in the results and in the text the model reads.
+    // Paths the servers print are absolute: the checkout's place is masked.
     let runner = TimelineRunner::new()
+        .mask_text(env!("CARGO_MANIFEST_DIR"), "[crate]")
         .mask(
             r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}[+-]\d{2}:\d{2}",
             "[datetime]",

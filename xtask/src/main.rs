@@ -1,6 +1,7 @@
 //! Project tasks: `cargo xtask ci` runs everything CI checks; `cargo xtask deps` checks the
 //! dependency invariants from `docs/architecture.md`.
 
+mod conformance;
 mod eval;
 mod new_plugin;
 
@@ -31,6 +32,10 @@ fn main() -> anyhow::Result<()> {
             }
         },
         Some("eval") => eval(&root, &arguments[1..]),
+        Some("conformance") => {
+            run(&root, "cargo", &["build", "--package", "agentic-cli"], &[])?;
+            conformance::conformance(&root, &root.join("target/debug/agentic"))
+        }
         Some("bench") => match arguments.get(1).map(String::as_str) {
             Some("sandbox") => bench_sandbox(&root),
             Some("tokens") => cargo_bench(&root, "agentic-interpreter", "tokens"),
@@ -50,6 +55,7 @@ fn main() -> anyhow::Result<()> {
                  tasks:\n  \
                  eval   the real-model eval of eval/README.md (both modes, every task)\n  \
                  ci     format check, clippy -D warnings, dependency invariants, every test\n  \
+                 conformance   the MCP conformance suite against agentic's MCP server and client\n  \
                  deps   check that agentic-core depends on no HTTP, database or JS engine crate\n  \
                  new-plugin <name>   a new tool plugin crate, wired into the workspace and the binary\n  \
                  bench sandbox   sandbox overhead, ours beside the seed's QuickJS (needs node, npm)\n  \
@@ -89,6 +95,17 @@ fn ci(root: &Path) -> anyhow::Result<()> {
         &["test", "--workspace", "--locked"],
         &[("INSTA_UPDATE", "no"), ("CI", "true")],
     )?;
+    // The MCP conformance suite, against the binary the tests built.
+    let suite_installed = root
+        .join("crates/plugins/mcp/tests/conformance/node_modules/.bin/conformance")
+        .exists();
+    if suite_installed || std::env::var("AGENTIC_REQUIRE_MCP_SERVERS").is_ok_and(|v| v == "1") {
+        conformance::conformance(root, &root.join("target/debug/agentic"))?;
+    } else {
+        println!(
+            "xtask ci: skipped the MCP conformance suite (npm ci --prefix crates/plugins/mcp/tests/conformance)"
+        );
+    }
     // The eval's smoke run: one task through the whole harness with the embedded model (the
     // debug binary the tests built; its model loops are optimised in every profile).
     if std::env::var_os("OPENAI_BASE_URL").is_none() && std::env::var_os("OPENAI_API_KEY").is_none()

@@ -192,12 +192,15 @@ enum McpAction {
     /// Be an MCP server on stdin and stdout: agentic's tools, agentic.prompt,
     /// agentic.execute and agentic.search_tools, for an editor or another agent
     #[command(
-        after_help = "An MCP client's config, e.g.:\n  { \"command\": \"agentic\", \"args\": [\"mcp\", \"serve\"] }"
+        after_help = "An MCP client's config, e.g.:\n  { \"command\": \"agentic\", \"args\": [\"mcp\", \"serve\"] }\nOver HTTP on loopback:\n  agentic mcp serve --http 127.0.0.1:4100   (then http://127.0.0.1:4100/mcp)"
     )]
     Serve {
         /// The user whose tools, files and conversations the calls use
         #[arg(long, default_value = "cli")]
         user: String,
+        /// Serve streamable HTTP at /mcp on this loopback address instead of stdio
+        #[arg(long, value_name = "ADDR")]
+        http: Option<String>,
     },
 }
 
@@ -512,7 +515,7 @@ async fn serve(settings: &Settings, addr: Option<&str>) -> anyhow::Result<ExitCo
     // open streams end when the server stops.
     let mcp_stopping = tokio_util::sync::CancellationToken::new();
     let mcp = agentic_plugin_mcp::http_router(
-        service.clone(),
+        agentic_plugin_mcp::AgenticServer::behind_api(service.clone()),
         listener.local_addr()?.ip().is_loopback(),
         mcp_stopping.clone(),
     );

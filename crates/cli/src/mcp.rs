@@ -15,7 +15,7 @@ use crate::settings::Settings;
 pub(crate) async fn run(settings: &Settings, action: &McpAction) -> anyhow::Result<ExitCode> {
     match action {
         McpAction::List { json } => list(settings, *json).await,
-        McpAction::Serve { user } => {
+        McpAction::Serve { user, http } => {
             let runtime = models::with_model_fallback(|| {
                 Runtime::builder()
                     .config(settings.config.clone())
@@ -25,7 +25,26 @@ pub(crate) async fn run(settings: &Settings, action: &McpAction) -> anyhow::Resu
             .await?;
             let service =
                 ConversationService::open(runtime.clone(), &settings.database_url()?).await?;
-            agentic_plugin_mcp::serve_stdio(service.clone(), user).await?;
+            match http {
+                None => agentic_plugin_mcp::serve_stdio(service.clone(), user).await?,
+                Some(addr) => {
+                    let listener = tokio::net::TcpListener::bind(addr)
+                        .await
+                        .map_err(|error| anyhow::anyhow!("could not listen on {addr}: {error}"))?;
+                    eprintln!(
+                        "agentic: MCP at http://{}/mcp as user {user}",
+                        listener.local_addr()?
+                    );
+                    let stopping = tokio_util::sync::CancellationToken::new();
+                    let stop = stopping.clone();
+                    tokio::spawn(async move {
+                        agentic_api::shutdown_signal().await;
+                        stop.cancel();
+                    });
+                    agentic_plugin_mcp::serve_http(service.clone(), user, listener, stopping)
+                        .await?;
+                }
+            }
             service.shutdown().await?;
             Ok(ExitCode::SUCCESS)
         }

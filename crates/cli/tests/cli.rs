@@ -1147,6 +1147,19 @@ fn an_mcp_client_uses_agentic_over_streamable_http() {
     );
 }
 
+/// `agentic mcp serve --http` has no authentication, so it listens on loopback only.
+#[test]
+fn mcp_serve_over_http_listens_on_loopback_only() {
+    let turns = script("mcp-http-open", "- text: unused\n");
+    let refused = agentic(&["mcp", "serve", "--http", "0.0.0.0:0"], Some(&turns), None);
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused.stderr).contains("loopback only"),
+        "{}",
+        text(&refused.stderr)
+    );
+}
+
 fn python_mcp_sdk() -> bool {
     let has_sdk = Command::new("python3")
         .args(["-c", "import mcp.client.stdio"])

@@ -22,7 +22,7 @@ mod server;
 mod tool;
 
 pub use config::{ApprovalPolicy, McpConfig, ServerConfig};
-pub use serve::{AgenticServer, http_router, serve_stdio};
+pub use serve::{AgenticServer, http_router, serve_http, serve_stdio};
 pub use server::{Server, Status};
 use tool::McpTool;
 

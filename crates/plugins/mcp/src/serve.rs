@@ -32,6 +32,8 @@ const SEARCH_LIMIT: usize = 20;
 pub struct AgenticServer {
     service: ConversationService,
     user_id: String,
+    /// Behind the API's authentication, `X-User-Id` names the user of each request.
+    user_header: bool,
 }
 
 impl std::fmt::Debug for AgenticServer {
@@ -48,12 +50,26 @@ impl AgenticServer {
         Self {
             service,
             user_id: user_id.to_owned(),
+            user_header: false,
         }
     }
 
-    /// The user a request runs as: over HTTP the one its `X-User-Id` header names (checked by
-    /// the API's authentication), else the server's own.
+    /// A server behind the API's authentication, whose requests run as the user their
+    /// `X-User-Id` header names.
+    pub fn behind_api(service: ConversationService) -> Self {
+        Self {
+            service,
+            user_id: "-".to_owned(),
+            user_header: true,
+        }
+    }
+
+    /// The user a request runs as: behind the API the one its `X-User-Id` header names
+    /// (checked by the API's authentication), else the server's own.
     fn user(&self, context: &RequestContext<RoleServer>) -> String {
+        if !self.user_header {
+            return self.user_id.clone();
+        }
         context
             .extensions
             .get::<http::request::Parts>()
@@ -457,12 +473,11 @@ pub async fn serve_stdio(service: ConversationService, user_id: &str) -> anyhow:
     Ok(())
 }
 
-/// `/mcp` as a streamable HTTP endpoint, for `agentic serve`: mount the router under the
-/// API's authentication. Each request runs as the user its `X-User-Id` header names (the
-/// API's authentication has checked it). `loopback_only` keeps rmcp's check that the `Host`
-/// header names this machine (against DNS rebinding), for a server that listens on loopback.
+/// `/mcp` as a streamable HTTP endpoint serving `server`. `loopback_only` keeps rmcp's check
+/// that the `Host` header names this machine (against DNS rebinding), for a server that
+/// listens on loopback. Open streams end when `stopping` is cancelled.
 pub fn http_router<S: Clone + Send + Sync + 'static>(
-    service: ConversationService,
+    server: AgenticServer,
     loopback_only: bool,
     stopping: tokio_util::sync::CancellationToken,
 ) -> axum::Router<S> {
@@ -474,11 +489,33 @@ pub fn http_router<S: Clone + Send + Sync + 'static>(
     if !loopback_only {
         config = config.disable_allowed_hosts();
     }
-    let server = AgenticServer::new(service, "-");
     let endpoint = StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::new(LocalSessionManager::default()),
         config,
     );
     axum::Router::new().nest_service("/mcp", endpoint)
+}
+
+/// `agentic mcp serve --http`: MCP over streamable HTTP at `/mcp` on a loopback address, for
+/// one user, without the API (like stdio, anyone who can reach the port acts as that user;
+/// `agentic serve` puts `/mcp` behind the API's authentication). Runs until `stopping`.
+pub async fn serve_http(
+    service: ConversationService,
+    user_id: &str,
+    listener: tokio::net::TcpListener,
+    stopping: tokio_util::sync::CancellationToken,
+) -> anyhow::Result<()> {
+    let address = listener.local_addr()?;
+    anyhow::ensure!(
+        address.ip().is_loopback(),
+        "agentic mcp serve --http listens on loopback only ({address} is not); `agentic serve` \
+         serves /mcp behind the API's authentication on any address"
+    );
+    let router: axum::Router =
+        http_router(AgenticServer::new(service, user_id), true, stopping.clone());
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move { stopping.cancelled().await })
+        .await?;
+    Ok(())
 }

@@ -7,15 +7,16 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use agentic_core::ToolContext;
+use rmcp::ClientHandler;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
-    ClientCapabilities, ClientConfig, ClientRequest, Implementation, ProgressNotificationParam,
-    ProgressToken, RequestId, ServerResult,
+    ClientCapabilities, ClientConfig, ClientRequest, Implementation, InputRequest, InputResponses,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestId, ServerResult,
 };
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
 use rmcp::service::{NotificationContext, Peer, PeerRequestOptions, RoleClient, ServiceError};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{ClientHandler, ServiceExt};
 use serde::Serialize;
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::{Notify, watch};
@@ -243,7 +244,7 @@ impl Server {
                         }
                     });
                 }
-                tokio::time::timeout(startup, handler.serve(process))
+                tokio::time::timeout(startup, handler.serve_with_lifecycle(process, lifecycle()))
                     .await
                     .map_err(|_| anyhow::anyhow!("it did not finish starting within {startup:?}"))?
                     .map_err(|error| anyhow::anyhow!("starting it failed: {error}"))?
@@ -259,10 +260,13 @@ impl Server {
                 let config =
                     StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
                 let transport = StreamableHttpClientTransport::from_config(config);
-                tokio::time::timeout(startup, handler.serve(transport))
-                    .await
-                    .map_err(|_| anyhow::anyhow!("it did not answer within {startup:?}"))?
-                    .map_err(|error| anyhow::anyhow!("connecting failed: {error}"))?
+                tokio::time::timeout(
+                    startup,
+                    handler.serve_with_lifecycle(transport, lifecycle()),
+                )
+                .await
+                .map_err(|_| anyhow::anyhow!("it did not answer within {startup:?}"))?
+                .map_err(|error| anyhow::anyhow!("connecting failed: {error}"))?
             }
         };
         let peer = running.peer().clone();
@@ -362,8 +366,62 @@ impl Server {
         let Some(peer) = peer else {
             return Err(self.unavailable());
         };
+        let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        // A server of 2026-07-28 may answer "input required" (SEP-2322): the call is sent
+        // again with the answers and the server's state, a new request each round.
+        for _round in 0..MAX_INPUT_ROUNDS {
+            match self.call_once(context, &peer, tool, params.clone()).await? {
+                ServerResult::CallToolResult(result) => return Ok(result),
+                ServerResult::InputRequiredResult(asked) => {
+                    let requests = asked.input_requests.unwrap_or_default();
+                    if requests.is_empty() && asked.request_state.is_none() {
+                        return Err(format!(
+                            "the MCP server \"{}\" asked for input for {tool} without saying what",
+                            self.name
+                        ));
+                    }
+                    let answers = requests
+                        .into_iter()
+                        .map(|(key, request)| {
+                            input_answer(&request)
+                                .map(|answer| (key, answer))
+                                .ok_or_else(|| format!(
+                                    "the MCP server \"{}\" asked during {tool} for sampling, which agentic does not offer to servers",
+                                    self.name
+                                ))
+                        })
+                        .collect::<Result<InputResponses, String>>()?;
+                    params.input_responses = (!answers.is_empty()).then_some(answers);
+                    params.request_state = asked.request_state;
+                }
+                other => {
+                    return Err(format!(
+                        "the MCP server \"{}\" answered tools/call \"{tool}\" with something else than a tool result: {}",
+                        self.name,
+                        serde_json::to_string(&other)
+                            .unwrap_or_default()
+                            .chars()
+                            .take(300)
+                            .collect::<String>()
+                    ));
+                }
+            }
+        }
+        Err(format!(
+            "the MCP server \"{}\" still asked for input after {MAX_INPUT_ROUNDS} rounds of {tool}",
+            self.name
+        ))
+    }
+
+    /// One `tools/call` request, with its progress and its cancellation.
+    async fn call_once(
+        &self,
+        context: &ToolContext,
+        peer: &Peer<RoleClient>,
+        tool: &str,
+        params: CallToolRequestParams,
+    ) -> Result<ServerResult, String> {
         let timeout = Duration::from_millis(self.config.timeout_ms);
-        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         let options = PeerRequestOptions::with_timeout(timeout).reset_timeout_on_progress();
         let handle = peer
             .send_cancellable_request(
@@ -385,19 +443,7 @@ impl Server {
         };
         let response = handle.await_response().await;
         guard.id = None;
-        match response {
-            Ok(ServerResult::CallToolResult(result)) => Ok(result),
-            Ok(other) => Err(format!(
-                "the MCP server \"{}\" answered tools/call \"{tool}\" with something else than a tool result: {}",
-                self.name,
-                serde_json::to_string(&other)
-                    .unwrap_or_default()
-                    .chars()
-                    .take(300)
-                    .collect::<String>()
-            )),
-            Err(error) => Err(self.failure(tool, &error)),
-        }
+        response.map_err(|error| self.failure(tool, &error))
     }
 
     fn failure(&self, tool: &str, error: &ServiceError) -> String {
@@ -479,6 +525,21 @@ impl Drop for InFlight<'_> {
     }
 }
 
+/// Rounds of "input required" one call may take.
+const MAX_INPUT_ROUNDS: usize = 8;
+
+/// What agentic answers a server's request for input in the middle of a call. It declares
+/// neither elicitation nor sampling, and offers no roots: a question is declined (the tool
+/// goes on without, or fails saying why), roots are none, and sampling or any other request
+/// (`None`) fails the call.
+fn input_answer(request: &InputRequest) -> Option<serde_json::Value> {
+    match request {
+        InputRequest::Elicitation(_) => Some(serde_json::json!({ "action": "decline" })),
+        InputRequest::ListRoots(_) => Some(serde_json::json!({ "roots": [] })),
+        _ => None,
+    }
+}
+
 fn http_header_name(key: &str) -> anyhow::Result<http::HeaderName> {
     http::HeaderName::from_bytes(key.as_bytes())
         .map_err(|_| anyhow::anyhow!("\"{key}\" is not a valid HTTP header name"))
@@ -512,5 +573,16 @@ impl ClientHandler for Handler {
         if let Some(server) = self.server.upgrade() {
             server.tools_changed.notify_one();
         }
+    }
+}
+
+/// How a connection starts: `server/discover` for servers of 2026-07-28 and later (stateless,
+/// each request carrying its own version and capabilities), and the `initialize` handshake at
+/// 2025-11-25 (which older servers negotiate down) for a server that answers discover with an
+/// error, or not at all within the SDK's 10 s.
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::V_2025_11_25),
     }
 }

@@ -38,7 +38,10 @@ fn main() -> anyhow::Result<()> {
         }
         Some("bench") => match arguments.get(1).map(String::as_str) {
             Some("sandbox") => bench_sandbox(&root),
-            Some("tokens") => cargo_bench(&root, "agentic-interpreter", "tokens"),
+            Some("tokens") => {
+                cargo_bench(&root, "agentic-interpreter", "tokens")?;
+                cargo_bench(&root, "agentic-plugin-mcp", "tokens")
+            }
             Some("fairness") => cargo_bench(&root, "agentic-interpreter", "fairness"),
             Some("store") => cargo_bench(&root, "agentic-conversation", "store"),
             Some("api") => bench_api(&root, &arguments[2..]),
@@ -59,7 +62,7 @@ fn main() -> anyhow::Result<()> {
                  deps   check that agentic-core depends on no HTTP, database or JS engine crate\n  \
                  new-plugin <name>   a new tool plugin crate, wired into the workspace and the binary\n  \
                  bench sandbox   sandbox overhead, ours beside the seed's QuickJS (needs node, npm)\n  \
-                 bench tokens    model calls and prompt tokens, classic against code mode\n  \
+                 bench tokens    model calls and prompt tokens, classic against code mode (also over 120 MCP tools)\n  \
                  bench fairness  one user's scripts beside another user's endless loops\n  \
                  bench store     conversation store on SQLite and PostgreSQL (AGENTIC_TEST_POSTGRES_URL)\n  \
                  bench api [--baseline REV]   1,000 concurrent prompts against `agentic serve` and a\n                  fake model, spans without and with an OTLP exporter (and REV's build beside)\n  \

@@ -581,14 +581,65 @@ fn explain_unknown_member(error: &mut ScriptError, tools: &[ToolBinding]) {
         if methods.is_empty() || methods.contains(&format!("{namespace}.{method}").as_str()) {
             continue;
         }
-        error.hint = Some(format!(
-            "{namespace} has no function {method}; its functions are {}. Each takes one object \
-             (see the declarations in the rules, or describeTool(\"{}\")).",
-            methods.join(", "),
-            methods[0]
-        ));
+        error.hint = Some(unknown_member_hint(&namespace, &method, &methods));
         return;
     }
+}
+
+/// Functions named in the hint for an unknown one, at most.
+const MEMBERS_NAMED: usize = 12;
+
+/// The hint for `namespace.method(` that is not a function: the function spelled otherwise
+/// (`customersList` for `customers_list`), else the namespace's functions, the likeliest first
+/// when there are many.
+fn unknown_member_hint(namespace: &str, method: &str, methods: &[&str]) -> String {
+    let plain = |name: &str| -> String {
+        name.rsplit('.')
+            .next()
+            .unwrap_or(name)
+            .chars()
+            .filter(|c| c.is_alphanumeric())
+            .flat_map(char::to_lowercase)
+            .collect()
+    };
+    let wanted = plain(method);
+    if let Some(same) = methods.iter().find(|name| plain(name) == wanted) {
+        return format!(
+            "{namespace} has no function {method}: it is spelled {same}, as the tool names \
+             it. Each takes one object (describeTool(\"{same}\") gives its declaration)."
+        );
+    }
+    let mut ranked: Vec<&str> = methods.to_vec();
+    if ranked.len() > MEMBERS_NAMED {
+        // Most shared letter pairs first, so a near miss is among those named.
+        let pairs = |name: &str| -> Vec<(char, char)> {
+            let chars: Vec<char> = plain(name).chars().collect();
+            chars.windows(2).map(|pair| (pair[0], pair[1])).collect()
+        };
+        let wanted_pairs = pairs(method);
+        ranked.sort_by_key(|name| {
+            let shared = pairs(name)
+                .iter()
+                .filter(|pair| wanted_pairs.contains(pair))
+                .count();
+            std::cmp::Reverse(shared)
+        });
+    }
+    let more = if ranked.len() > MEMBERS_NAMED {
+        format!(
+            " and {} more (searchTools(\"words\") finds them)",
+            ranked.len() - MEMBERS_NAMED
+        )
+    } else {
+        String::new()
+    };
+    let named: Vec<&str> = ranked.iter().take(MEMBERS_NAMED).copied().collect();
+    format!(
+        "{namespace} has no function {method}; its functions are {}{more}. Each takes one \
+         object (see the declarations in the rules, or describeTool(\"{}\")).",
+        named.join(", "),
+        named.first().copied().unwrap_or_default()
+    )
 }
 
 /// `a.b(` pairs in a line of code.
@@ -1564,6 +1615,29 @@ fn find_position(rendered: &str, parsing: bool) -> Option<(u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unknown_function_is_named_as_the_tool_spells_it_or_among_the_likeliest() {
+        let methods: Vec<String> = ["customers", "deals", "invoices"]
+            .iter()
+            .flat_map(|kind| {
+                ["list", "get", "create", "update", "delete"]
+                    .map(|operation| format!("shop.{kind}_{operation}"))
+            })
+            .collect();
+        let methods: Vec<&str> = methods.iter().map(String::as_str).collect();
+        let hint = unknown_member_hint("shop", "customersList", &methods);
+        assert!(hint.contains("it is spelled shop.customers_list"), "{hint}");
+        let hint = unknown_member_hint("shop", "dealList", &methods);
+        assert!(hint.contains("and 3 more (searchTools"), "{hint}");
+        let named = hint.split("; its functions are ").nth(1).unwrap();
+        assert!(named.starts_with("shop.deals_list"), "{hint}");
+        let few = unknown_member_hint("shop", "nothing", &methods[..2]);
+        assert!(
+            few.contains("its functions are shop.customers_list, shop.customers_get."),
+            "{few}"
+        );
+    }
 
     /// Only Boa's own position is cut from a message: a host error that quotes serde's
     /// `at line 1 column 1` and the text after it (`llmJson()`'s) keeps them.

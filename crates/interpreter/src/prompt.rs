@@ -181,9 +181,27 @@ pub(crate) fn system_prompt(
              describeTool(\"id\") for one's declaration before you use it, and \
              searchTools(\"words\") to find tools.",
         );
+        // A namespace's functions share its prefix, which is said once.
         for (plugin, group) in &groups {
-            let names: Vec<String> = group.iter().map(|binding| binding.call_name()).collect();
-            text.push_str(&format!("\n## {plugin}: {}", names.join(", ")));
+            let mut plain: Vec<String> = Vec::new();
+            let mut namespaced: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+            for binding in group {
+                match binding.namespace_and_method() {
+                    Some((namespace, method)) => {
+                        namespaced.entry(namespace).or_default().push(method);
+                    }
+                    None => plain.push(binding.call_name()),
+                }
+            }
+            if !plain.is_empty() {
+                text.push_str(&format!("\n## {plugin}: {}", plain.join(", ")));
+            }
+            for (namespace, methods) in namespaced {
+                text.push_str(&format!(
+                    "\n## {plugin}, called as {namespace}.<name>: {}",
+                    methods.join(", ")
+                ));
+            }
         }
     }
     text.push_str(&context_sections(context));

@@ -35,3 +35,21 @@ fn the_code_mode_system_prompt() {
     );
     insta::assert_snapshot!(system);
 }
+
+/// Tools that do not fit their share of the context window are named, not declared; the
+/// functions of a namespace are listed once under it.
+#[test]
+fn the_code_mode_system_prompt_names_tools_that_do_not_fit() {
+    let runner = TimelineRunner::new()
+        .plugin(kit::plugin())
+        .keep_code_mode_system_prompt();
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/prompts/names_only.yaml");
+    let timeline = runner.run_file_blocking(&path).unwrap();
+    let system = timeline.requests[0]["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let tools = &system[system.find("\n\nTools, by name only").expect(&system)..];
+    insta::assert_snapshot!(tools);
+}

@@ -168,12 +168,7 @@ impl Plugin for FsPlugin {
     }
 
     async fn setup(&self, context: &mut SetupContext<'_>) -> anyhow::Result<()> {
-        let config: FsConfig = if context.config.section("fs").is_null() {
-            FsConfig::default()
-        } else {
-            context.config.plugin("fs")?
-        };
-        let _ = self.config.set(config);
+        let _ = self.config.set(fs_config(context.config)?);
         Ok(())
     }
 
@@ -270,6 +265,20 @@ pub fn user_directory_name(user_id: &str) -> String {
         name.push('%');
     }
     name
+}
+
+fn fs_config(config: &agentic_core::Config) -> anyhow::Result<FsConfig> {
+    Ok(if config.section("fs").is_null() {
+        FsConfig::default()
+    } else {
+        config.plugin("fs")?
+    })
+}
+
+/// The user's files as the `[fs]` section of `config` places them: where other plugins keep
+/// what a user should find among their files (the mcp plugin's images, say).
+pub fn user_root(config: &agentic_core::Config, user_id: &str) -> anyhow::Result<Root> {
+    Root::for_user(&fs_config(config)?, user_id)
 }
 
 /// The directory a user's paths live under: the configured root, or with `perUser` the
@@ -444,9 +453,19 @@ impl Root {
         content: &str,
         append: bool,
     ) -> Result<WriteOutput, ToolError> {
+        self.write_bytes(relative, content.as_bytes().to_vec(), append)
+            .await
+    }
+
+    /// Writes bytes, creating the file's directories; the same confinement as `write`.
+    pub async fn write_bytes(
+        &self,
+        relative: &str,
+        content: Vec<u8>,
+        append: bool,
+    ) -> Result<WriteOutput, ToolError> {
         let clean = Self::relative_path(relative)?;
         let relative = relative.trim().to_owned();
-        let content = content.to_owned();
         self.blocking(move |dir| {
             let failed = |error: std::io::Error| Self::failure("write", &relative, &error);
             if clean.as_os_str().is_empty()
@@ -476,7 +495,7 @@ impl Root {
                 options.truncate(true);
             }
             let mut file = dir.open_with(&clean, &options).map_err(failed)?;
-            file.write_all(content.as_bytes()).map_err(failed)?;
+            file.write_all(&content).map_err(failed)?;
             Ok(WriteOutput {
                 path: shown(&clean),
                 bytes: content.len() as u64,

@@ -119,7 +119,10 @@ async fn measure(mode: &str, turns: Vec<Turn>) -> Measured {
     let requests = provider.requests();
     if std::env::var_os("BENCH_DUMP").is_some() {
         for request in &requests {
-            println!("----- {mode}\n{}", serde_json::to_string_pretty(&request.messages).unwrap());
+            println!(
+                "----- {mode}\n{}",
+                serde_json::to_string_pretty(&request.messages).unwrap()
+            );
         }
     }
     // One estimator for both modes: everything the model is sent, messages and tool schemas.

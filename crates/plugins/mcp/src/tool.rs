@@ -131,14 +131,155 @@ impl Tool for McpTool {
             .call(&context, &self.name, arguments)
             .await
             .map_err(ToolError::Failed)?;
-        result_value(result)
+        let saved = save_binary_content(&context, &self.id, &result.content).await;
+        result_value(result, &saved)
+    }
+}
+
+/// Where a binary content block (an image, audio, a blob resource) went.
+#[derive(Debug, Clone)]
+pub(crate) enum Saved {
+    /// Not binary: nothing to save.
+    Nothing,
+    /// Saved among the user's files at this path (and added to the timeline as a file).
+    At(String),
+    /// Could not be saved, and why.
+    Failed(String),
+}
+
+/// Saves each binary block of a result among the user's files (the `[fs]` root), under
+/// `mcp/<server>/`, and adds it to the prompt's timeline as a file output: a model reads a
+/// line saying where it is instead of kilobytes of base64, and the user gets the file.
+pub(crate) async fn save_binary_content(
+    context: &ToolContext,
+    tool_id: &str,
+    content: &[ContentBlock],
+) -> Vec<Saved> {
+    let mut saved = Vec::with_capacity(content.len());
+    let mut root = None;
+    for block in content {
+        let Some((data, mime_type, name)) = binary_block(block) else {
+            saved.push(Saved::Nothing);
+            continue;
+        };
+        let root = match &mut root {
+            Some(root) => root,
+            None => root.insert(agentic_plugin_fs::user_root(
+                &context.services.config,
+                &context.user_id,
+            )),
+        };
+        let outcome = match root {
+            Ok(root) => save_one(context, root, tool_id, data, mime_type, name).await,
+            Err(error) => Saved::Failed(format!("the user's files are not available: {error}")),
+        };
+        saved.push(outcome);
+    }
+    saved
+}
+
+/// A binary block's base64 data, MIME type and, for a resource, its URI's last segment.
+fn binary_block(block: &ContentBlock) -> Option<(&str, &str, Option<&str>)> {
+    match block {
+        ContentBlock::Image(image) => Some((&image.data, &image.mime_type, None)),
+        ContentBlock::Audio(audio) => Some((&audio.data, &audio.mime_type, None)),
+        ContentBlock::Resource(embedded) => match &embedded.resource {
+            ResourceContents::BlobResourceContents {
+                uri,
+                mime_type,
+                blob,
+                ..
+            } => Some((
+                blob,
+                mime_type.as_deref().unwrap_or("application/octet-stream"),
+                uri.rsplit('/').next(),
+            )),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+async fn save_one(
+    context: &ToolContext,
+    root: &agentic_plugin_fs::Root,
+    tool_id: &str,
+    data: &str,
+    mime_type: &str,
+    name: Option<&str>,
+) -> Saved {
+    use base64::Engine as _;
+    let bytes = match base64::engine::general_purpose::STANDARD.decode(data.trim()) {
+        Ok(bytes) => bytes,
+        Err(error) => return Saved::Failed(format!("its data is not base64: {error}")),
+    };
+    let (server, tool) = tool_id.split_once('.').unwrap_or(("mcp", tool_id));
+    let unique = uuid::Uuid::new_v4().simple().to_string();
+    let stem = format!("{}-{}", file_part(tool), &unique[..8]);
+    let file = match name.map(file_part).filter(|name| name.contains('.')) {
+        Some(name) => format!("{stem}-{name}"),
+        None => format!("{stem}.{}", extension(mime_type)),
+    };
+    let path = format!("mcp/{}/{file}", file_part(server));
+    match root.write_bytes(&path, bytes, false).await {
+        Ok(written) => {
+            context.emit_file(
+                &written.path,
+                mime_type,
+                Some(&format!("from the MCP tool {tool_id}")),
+            );
+            Saved::At(written.path)
+        }
+        Err(error) => Saved::Failed(error.to_string()),
+    }
+}
+
+/// A name as a file name's part: letters, digits, `.`, `_` and `-`, at most 64 of them.
+fn file_part(name: &str) -> String {
+    let part: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    let part = part.trim_start_matches('.');
+    if part.is_empty() {
+        "file".to_owned()
+    } else {
+        part.to_owned()
+    }
+}
+
+fn extension(mime_type: &str) -> &'static str {
+    match mime_type.split(';').next().unwrap_or("").trim() {
+        "image/png" => "png",
+        "image/jpeg" => "jpg",
+        "image/gif" => "gif",
+        "image/webp" => "webp",
+        "image/svg+xml" => "svg",
+        "audio/wav" | "audio/x-wav" => "wav",
+        "audio/mpeg" => "mp3",
+        "audio/ogg" => "ogg",
+        "application/gzip" => "gz",
+        "application/pdf" => "pdf",
+        "application/zip" => "zip",
+        "application/json" => "json",
+        "text/plain" => "txt",
+        "text/csv" => "csv",
+        _ => "bin",
     }
 }
 
 /// A tool result as agentic's result: the structured content when there is some, else the
-/// text. `isError` becomes an error with the server's text.
-pub(crate) fn result_value(result: CallToolResult) -> Result<Value, ToolError> {
-    let text = content_text(&result.content);
+/// text. `isError` becomes an error with the server's text. `saved` says, block by block,
+/// where binary content went.
+pub(crate) fn result_value(result: CallToolResult, saved: &[Saved]) -> Result<Value, ToolError> {
+    let text = content_text(&result.content, saved);
     if result.is_error == Some(true) {
         let message = if text.trim().is_empty() {
             result
@@ -158,10 +299,11 @@ pub(crate) fn result_value(result: CallToolResult) -> Result<Value, ToolError> {
 }
 
 /// The content blocks as one text: text as it is, other blocks as a line saying what they
-/// are.
-fn content_text(content: &[ContentBlock]) -> String {
+/// are (and where a binary one was saved).
+fn content_text(content: &[ContentBlock], saved: &[Saved]) -> String {
     let mut parts: Vec<String> = Vec::new();
-    for block in content {
+    for (index, block) in content.iter().enumerate() {
+        let before = parts.len();
         match block {
             ContentBlock::Text(text) => parts.push(text.text.clone()),
             ContentBlock::Image(image) => parts.push(format!(
@@ -194,6 +336,19 @@ fn content_text(content: &[ContentBlock]) -> String {
                 parts.push(format!("[resource link {} ({})]", link.uri, link.name));
             }
             _ => parts.push("[content of a kind agentic does not know]".to_owned()),
+        }
+        if let (Some(part), Some(place)) = (parts.get_mut(before), saved.get(index)) {
+            match place {
+                Saved::At(path) if part.ends_with(']') => {
+                    part.pop();
+                    part.push_str(&format!(", saved as {path}]"));
+                }
+                Saved::Failed(reason) if part.ends_with(']') => {
+                    part.pop();
+                    part.push_str(&format!(", not saved: {reason}]"));
+                }
+                _ => {}
+            }
         }
     }
     parts.join("\n")

@@ -53,9 +53,16 @@ fn mcp_timelines() {
     }
     // mcp-server-time answers with today's date, weekday and daylight-saving time, which
     // change the offsets: all masked, in the results and in the text the model reads.
-    // Paths the servers print are absolute: the checkout's place is masked.
+    // Binary content is saved here (the timelines' `[fs]` root).
+    let files = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../target/mcp-timeline-files");
+    let _ = std::fs::remove_dir_all(&files);
+    std::fs::create_dir_all(&files).unwrap();
+    // Paths the servers print are absolute: the checkout's place is masked, and so is the
+    // unique part of a saved file's name.
     let runner = TimelineRunner::new()
         .mask_text(env!("CARGO_MANIFEST_DIR"), "[crate]")
+        .mask(r"-[0-9a-f]{8}([.-])", "-[unique]$1")
+        .unwrap()
         .mask(
             r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}[+-]\d{2}:\d{2}",
             "[datetime]",
@@ -72,6 +79,30 @@ fn mcp_timelines() {
         .unwrap()
         .redact_keys(&["day_of_week", "is_dst", "time_difference"]);
     agentic_testing::assert_timelines!(runner);
+    // The image is a PNG, the blob the gzip of "hello", both among the user's files.
+    let saved: Vec<_> = std::fs::read_dir(files.join("mcp/everything"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    assert_eq!(saved.len(), 2, "{saved:?}");
+    let image = saved
+        .iter()
+        .find(|path| path.extension().is_some_and(|e| e == "png"));
+    assert!(
+        std::fs::read(image.unwrap())
+            .unwrap()
+            .starts_with(b"\x89PNG"),
+        "{saved:?}"
+    );
+    let zipped = saved
+        .iter()
+        .find(|path| path.to_string_lossy().ends_with("hello.txt.gz"));
+    assert!(
+        std::fs::read(zipped.unwrap())
+            .unwrap()
+            .starts_with(&[0x1f, 0x8b]),
+        "{saved:?}"
+    );
     assert_eq!(
         std::fs::read_to_string("tests/fixture/notes.txt").unwrap(),
         "The launch is on 2026-09-15.\n",
@@ -116,6 +147,30 @@ async fn wait_for(what: &str, limit: Duration, mut check: impl FnMut() -> bool) 
         assert!(start.elapsed() < limit, "waited {limit:?} for {what}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A call dropped before its answer (a cancelled prompt, a timeout around it) is cancelled on
+/// the server: `notifications/cancelled` reaches it, and its handler stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_call_is_cancelled_on_the_server() {
+    if !servers_installed() {
+        return;
+    }
+    let probe = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/servers/cancel_probe.py");
+    let runtime = runtime(json!({ "probe": { "command": "python3", "args": [probe] } })).await;
+    let marker = std::env::temp_dir().join(format!("agentic-cancel-{}", std::process::id()));
+    let _ = std::fs::remove_file(&marker);
+    let call = call(&runtime, "probe.wait", json!({ "marker": marker }));
+    let dropped = tokio::time::timeout(Duration::from_secs(2), call).await;
+    assert!(dropped.is_err(), "the call ended by itself: {dropped:?}");
+    wait_for(
+        "the server to see the cancellation",
+        Duration::from_secs(10),
+        || marker.exists(),
+    )
+    .await;
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "cancelled");
+    let _ = std::fs::remove_file(&marker);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -156,6 +156,32 @@ fn check_core_dependencies(root: &Path) -> anyhow::Result<()> {
             forbidden.join(", ")
         );
     }
+    // Invariant 20: plugins meet through agentic-core, never through each other.
+    let mut plugins: Vec<String> = std::fs::read_dir(root.join("crates/plugins"))?
+        .filter_map(Result::ok)
+        .filter(|entry| entry.path().join("Cargo.toml").exists())
+        .map(|entry| format!("agentic-plugin-{}", entry.file_name().to_string_lossy()))
+        .collect();
+    plugins.sort();
+    let names: Vec<&str> = plugins.iter().map(String::as_str).collect();
+    for plugin in &plugins {
+        let others: Vec<&str> = names
+            .iter()
+            .copied()
+            .filter(|name| name != plugin)
+            .collect();
+        let found = normal_dependencies_among(root, plugin, &others)?;
+        if !found.is_empty() {
+            bail!(
+                "{plugin} must not depend on another plugin: {}",
+                found.join(", ")
+            );
+        }
+    }
+    println!(
+        "xtask deps: no plugin depends on another ({} plugins)",
+        plugins.len()
+    );
     Ok(())
 }
 

@@ -46,7 +46,8 @@ pub use runtime::{
 };
 pub use state::State;
 pub use tool::{
-    Approval, FnTool, InputValidator, Tool, ToolContext, ToolError, ToolSet, define_tool, schema_of,
+    Approval, FnTool, InputValidator, SaveUserFile, Tool, ToolContext, ToolError, ToolSet,
+    UserFiles, define_tool, schema_of,
 };
 
 // Re-exported so that plugin crates can `inventory::submit!` without naming the version.

@@ -166,6 +166,30 @@ impl ToolContext {
     }
 }
 
+/// Where a plugin puts a file a user should find among their own files (an MCP tool's image,
+/// say). The fs plugin provides it in the extensions as [`UserFiles`]; without it there is no
+/// such place.
+#[async_trait]
+pub trait SaveUserFile: Send + Sync {
+    /// Writes `bytes` at `relative` among `user_id`'s files, creating directories; answers
+    /// with the path as that user's tools name it.
+    async fn save(
+        &self,
+        user_id: &str,
+        relative: &str,
+        bytes: Vec<u8>,
+    ) -> Result<String, ToolError>;
+}
+
+/// The extension that holds the user files' place: `services.extensions.get::<UserFiles>()`.
+pub struct UserFiles(pub Arc<dyn SaveUserFile>);
+
+impl std::fmt::Debug for UserFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserFiles").finish_non_exhaustive()
+    }
+}
+
 /// How well a tool matches a search for `query`: each word of the query that meets a word of
 /// the tool's `names` (its id, the names it is called by) counts 3, one that meets a word of
 /// its `description` 1. A word meets a word it starts or that starts it, so `todos` and `todo`

@@ -168,7 +168,14 @@ impl Plugin for FsPlugin {
     }
 
     async fn setup(&self, context: &mut SetupContext<'_>) -> anyhow::Result<()> {
-        let _ = self.config.set(fs_config(context.config)?);
+        let config = fs_config(context.config)?;
+        // Other plugins save files a user should find among theirs here.
+        context
+            .extensions
+            .insert(Arc::new(agentic_core::UserFiles(Arc::new(Files {
+                config: config.clone(),
+            }))));
+        let _ = self.config.set(config);
         Ok(())
     }
 
@@ -275,10 +282,24 @@ fn fs_config(config: &agentic_core::Config) -> anyhow::Result<FsConfig> {
     })
 }
 
-/// The user's files as the `[fs]` section of `config` places them: where other plugins keep
-/// what a user should find among their files (the mcp plugin's images, say).
-pub fn user_root(config: &agentic_core::Config, user_id: &str) -> anyhow::Result<Root> {
-    Root::for_user(&fs_config(config)?, user_id)
+/// The user's files, for other plugins (`agentic_core::UserFiles`): under the same root, with
+/// the same confinement, as `fs.write`.
+struct Files {
+    config: FsConfig,
+}
+
+#[async_trait]
+impl agentic_core::SaveUserFile for Files {
+    async fn save(
+        &self,
+        user_id: &str,
+        relative: &str,
+        bytes: Vec<u8>,
+    ) -> Result<String, ToolError> {
+        let root = Root::for_user(&self.config, user_id)
+            .map_err(|error| ToolError::failed(format!("{error:#}")))?;
+        Ok(root.write_bytes(relative, bytes, false).await?.path)
+    }
 }
 
 /// The directory a user's paths live under: the configured root, or with `perUser` the

@@ -147,7 +147,8 @@ pub(crate) enum Saved {
     Failed(String),
 }
 
-/// Saves each binary block of a result among the user's files (the `[fs]` root), under
+/// Saves each binary block of a result among the user's files (`agentic_core::UserFiles`, the
+/// fs plugin's root), under
 /// `mcp/<server>/`, and adds it to the prompt's timeline as a file output: a model reads a
 /// line saying where it is instead of kilobytes of base64, and the user gets the file.
 pub(crate) async fn save_binary_content(
@@ -155,25 +156,17 @@ pub(crate) async fn save_binary_content(
     tool_id: &str,
     content: &[ContentBlock],
 ) -> Vec<Saved> {
+    let files = context.services.extensions.get::<agentic_core::UserFiles>();
     let mut saved = Vec::with_capacity(content.len());
-    let mut root = None;
     for block in content {
         let Some((data, mime_type, name)) = binary_block(block) else {
             saved.push(Saved::Nothing);
             continue;
         };
-        let root = match &mut root {
-            Some(root) => root,
-            None => root.insert(agentic_plugin_fs::user_root(
-                &context.services.config,
-                &context.user_id,
-            )),
-        };
-        let outcome = match root {
-            Ok(root) => save_one(context, root, tool_id, data, mime_type, name).await,
-            Err(error) => Saved::Failed(format!("the user's files are not available: {error}")),
-        };
-        saved.push(outcome);
+        saved.push(match &files {
+            Some(files) => save_one(context, &files.0, tool_id, data, mime_type, name).await,
+            None => Saved::Failed("no plugin keeps user files (the fs plugin does)".to_owned()),
+        });
     }
     saved
 }
@@ -202,7 +195,7 @@ fn binary_block(block: &ContentBlock) -> Option<(&str, &str, Option<&str>)> {
 
 async fn save_one(
     context: &ToolContext,
-    root: &agentic_plugin_fs::Root,
+    files: &Arc<dyn agentic_core::SaveUserFile>,
     tool_id: &str,
     data: &str,
     mime_type: &str,
@@ -221,14 +214,14 @@ async fn save_one(
         None => format!("{stem}.{}", extension(mime_type)),
     };
     let path = format!("mcp/{}/{file}", file_part(server));
-    match root.write_bytes(&path, bytes, false).await {
-        Ok(written) => {
+    match files.save(&context.user_id, &path, bytes).await {
+        Ok(path) => {
             context.emit_file(
-                &written.path,
+                &path,
                 mime_type,
                 Some(&format!("from the MCP tool {tool_id}")),
             );
-            Saved::At(written.path)
+            Saved::At(path)
         }
         Err(error) => Saved::Failed(error.to_string()),
     }

@@ -7,6 +7,8 @@
 
 // Integration tests are a separate crate: name the plugins so the linker keeps them.
 use agentic_interpreter as _;
+// Binary content goes to the user's files, which the fs plugin keeps.
+use agentic_plugin_fs as _;
 use agentic_plugin_mcp as _;
 
 use std::path::Path;

@@ -202,6 +202,21 @@ enum McpAction {
         #[arg(long, value_name = "ADDR")]
         http: Option<String>,
     },
+    /// Authorize agentic with a `url` server that asks for OAuth: opens the authorization
+    /// page and keeps the tokens for later connections
+    #[command(after_help = "Example:\n  agentic mcp login tracker")]
+    Login {
+        /// The server's name in [mcp.servers]
+        server: String,
+        /// Print the authorization URL without opening a browser
+        #[arg(long)]
+        no_browser: bool,
+    },
+    /// Forget the OAuth tokens `agentic mcp login` kept for a server
+    Logout {
+        /// The server's name in [mcp.servers]
+        server: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use agentic_conversation::ConversationService;
 use agentic_core::{Approval, Runtime, State};
-use agentic_plugin_mcp::{McpServers, Status};
+use agentic_plugin_mcp::{McpConfig, McpServers, Server, Status};
 use serde_json::json;
 
 use crate::McpAction;
@@ -15,6 +15,8 @@ use crate::settings::Settings;
 pub(crate) async fn run(settings: &Settings, action: &McpAction) -> anyhow::Result<ExitCode> {
     match action {
         McpAction::List { json } => list(settings, *json).await,
+        McpAction::Login { server, no_browser } => login(settings, server, *no_browser).await,
+        McpAction::Logout { server } => logout(settings, server).await,
         McpAction::Serve { user, http } => {
             let runtime = models::with_model_fallback(|| {
                 Runtime::builder()
@@ -49,6 +51,81 @@ pub(crate) async fn run(settings: &Settings, action: &McpAction) -> anyhow::Resu
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// The configured servers, without starting any.
+fn configured(settings: &Settings) -> anyhow::Result<McpServers> {
+    let config: McpConfig = if settings.config.section("mcp").is_null() {
+        McpConfig::default()
+    } else {
+        settings.config.plugin("mcp")?
+    };
+    Ok(McpServers::new(config))
+}
+
+fn named<'a>(servers: &'a McpServers, name: &str) -> anyhow::Result<&'a std::sync::Arc<Server>> {
+    servers
+        .servers()
+        .iter()
+        .find(|server| server.name == name)
+        .ok_or_else(|| {
+            let names: Vec<&str> = servers.servers().iter().map(|s| s.name.as_str()).collect();
+            anyhow::anyhow!(
+                "no MCP server is named \"{name}\"; [mcp.servers] has: {}",
+                if names.is_empty() {
+                    "none".to_owned()
+                } else {
+                    names.join(", ")
+                }
+            )
+        })
+}
+
+async fn login(settings: &Settings, name: &str, no_browser: bool) -> anyhow::Result<ExitCode> {
+    let servers = configured(settings)?;
+    let server = named(&servers, name)?;
+    let file = server
+        .login(|url| {
+            outln!("Open this address to authorize agentic with \"{name}\":");
+            outln!("{url}");
+            if !no_browser {
+                open_browser(url);
+            }
+        })
+        .await?;
+    outln!(
+        "Authorized. agentic keeps the tokens in {} and refreshes them; `agentic mcp logout {name}` forgets them.",
+        file.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Tries the desktop's browser; the address is printed either way.
+fn open_browser(url: &str) {
+    let opener = if cfg!(target_os = "macos") {
+        "open"
+    } else {
+        "xdg-open"
+    };
+    let _ = std::process::Command::new(opener)
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+}
+
+async fn logout(settings: &Settings, name: &str) -> anyhow::Result<ExitCode> {
+    let servers = configured(settings)?;
+    let server = named(&servers, name)?;
+    match &server.credentials {
+        Some(file) if file.exists() => {
+            std::fs::remove_file(file)?;
+            outln!("Forgot the OAuth tokens of \"{name}\".");
+        }
+        _ => outln!("agentic keeps no OAuth tokens for \"{name}\"."),
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn list(settings: &Settings, as_json: bool) -> anyhow::Result<ExitCode> {
@@ -91,7 +168,15 @@ async fn list(settings: &Settings, as_json: bool) -> anyhow::Result<ExitCode> {
                 line.extend(server.config.args.iter().cloned());
                 json!({ "command": line.join(" ") })
             }
-            (None, Some(url)) => json!({ "url": url }),
+            (None, Some(url)) => {
+                let authorized = server.credentials.as_deref().is_some_and(|file| {
+                    agentic_plugin_mcp::oauth::has_credentials(
+                        &agentic_plugin_mcp::config::expand(url).unwrap_or_default(),
+                        file,
+                    )
+                });
+                json!({ "url": url, "oauthAuthorized": authorized })
+            }
             (None, None) => json!({}),
         };
         listed.push(json!({
@@ -124,7 +209,12 @@ async fn list(settings: &Settings, as_json: bool) -> anyhow::Result<ExitCode> {
                 .and_then(|transport| transport.values().next())
                 .and_then(|value| value.as_str())
                 .unwrap_or("");
-            outln!("{}  {state}  ({via})", server.name);
+            let oauth = if entry["transport"]["oauthAuthorized"] == true {
+                ", OAuth: authorized"
+            } else {
+                ""
+            };
+            outln!("{}  {state}  ({via}{oauth})", server.name);
             if let Some(protocol) = entry["protocol"].as_str() {
                 let name = entry["server"].as_str().unwrap_or("?");
                 outln!("  {name}, protocol {protocol}");

@@ -11,6 +11,25 @@ use serde::Deserialize;
 pub struct McpConfig {
     /// The servers, by name. A server's tools are named `<name>.<tool>`.
     pub servers: BTreeMap<String, ServerConfig>,
+    /// Where `agentic mcp login` keeps each server's OAuth tokens (default:
+    /// `<data dir>/agentic/mcp-credentials`).
+    pub credentials_dir: Option<String>,
+}
+
+/// OAuth settings of a `url` server, for `agentic mcp login`. All optional: without them
+/// agentic registers itself with the authorization server (dynamic client registration).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct OAuthConfig {
+    /// A client registered with the authorization server beforehand.
+    pub client_id: Option<String>,
+    /// That client's secret, e.g. `${TRACKER_CLIENT_SECRET}`.
+    pub client_secret: Option<String>,
+    /// Scopes to ask for (default: what the server's challenge or metadata names).
+    pub scopes: Vec<String>,
+    /// The HTTPS URL of a client ID metadata document describing agentic, used when the
+    /// authorization server supports those.
+    pub client_metadata_url: Option<String>,
 }
 
 /// One MCP server: a command to start (stdio) or a URL (streamable HTTP).
@@ -35,6 +54,9 @@ pub struct ServerConfig {
     /// HTTP headers sent with every request, e.g. `Authorization = "Bearer ${TOKEN}"`.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// OAuth for a `url` server (see `agentic mcp login`).
+    #[serde(default)]
+    pub oauth: Option<OAuthConfig>,
     /// Which calls need a person's approval: `destructive` (the default: tools the server
     /// marks `destructiveHint` and not `readOnlyHint`), `always` or `never`.
     /// `requireApproval` patterns apply as well, as for any tool.
@@ -93,9 +115,9 @@ impl ServerConfig {
     pub fn transport(&self, name: &str) -> anyhow::Result<Transport> {
         match (&self.command, &self.url) {
             (Some(command), None) => {
-                if !self.headers.is_empty() {
+                if !self.headers.is_empty() || self.oauth.is_some() {
                     anyhow::bail!(
-                        "MCP server \"{name}\": `headers` only apply to a `url` server, not a `command`"
+                        "MCP server \"{name}\": `headers` and `oauth` only apply to a `url` server, not a `command`"
                     );
                 }
                 Ok(Transport::Stdio {

@@ -17,11 +17,12 @@ use agentic_core::{Plugin, PluginRegistration, PrepareContext, SetupContext};
 use async_trait::async_trait;
 
 pub mod config;
+pub mod oauth;
 mod serve;
 mod server;
 mod tool;
 
-pub use config::{ApprovalPolicy, McpConfig, ServerConfig};
+pub use config::{ApprovalPolicy, McpConfig, OAuthConfig, ServerConfig};
 pub use serve::{AgenticServer, http_router, serve_http, serve_stdio};
 pub use server::{Server, Status};
 use tool::McpTool;
@@ -36,20 +37,38 @@ fn create_plugin() -> Arc<dyn Plugin> {
 
 /// Every configured server of this process. `agentic mcp list` reads it from the runtime's
 /// extensions.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct McpServers {
     servers: Vec<Arc<Server>>,
+    /// Where OAuth tokens are kept (`[mcp] credentialsDir`), or why there is no such place.
+    credentials: Result<std::path::PathBuf, String>,
 }
 
 impl McpServers {
     pub fn new(config: McpConfig) -> Self {
+        let credentials = oauth::credentials_dir(config.credentials_dir.as_deref())
+            .map_err(|error| format!("{error:#}"));
         Self {
             servers: config
                 .servers
                 .into_iter()
-                .map(|(name, server)| Server::new(name, server))
+                .map(|(name, server)| {
+                    let file = credentials
+                        .as_ref()
+                        .ok()
+                        .map(|dir| oauth::credentials_file(dir, &name));
+                    Server::new(name, server, file)
+                })
                 .collect(),
+            credentials,
         }
+    }
+
+    /// The directory of the OAuth credential files.
+    pub fn credentials_dir(&self) -> anyhow::Result<&std::path::Path> {
+        self.credentials
+            .as_deref()
+            .map_err(|error| anyhow::anyhow!("{error}"))
     }
 
     pub fn servers(&self) -> &[Arc<Server>] {

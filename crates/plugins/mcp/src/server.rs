@@ -64,6 +64,8 @@ struct Live {
 pub struct Server {
     pub name: String,
     pub config: ServerConfig,
+    /// The file `agentic mcp login` keeps this server's OAuth tokens in.
+    pub credentials: Option<std::path::PathBuf>,
     live: watch::Sender<Live>,
     /// Progress tokens of calls in flight → the call's context, for `prompt.stream` events.
     progress: Mutex<HashMap<ProgressToken, ToolContext>>,
@@ -83,7 +85,11 @@ impl std::fmt::Debug for Server {
 }
 
 impl Server {
-    pub fn new(name: String, config: ServerConfig) -> Arc<Self> {
+    pub fn new(
+        name: String,
+        config: ServerConfig,
+        credentials: Option<std::path::PathBuf>,
+    ) -> Arc<Self> {
         let disabled = if config.enabled {
             config
                 .transport(&name)
@@ -100,6 +106,7 @@ impl Server {
         Arc::new(Self {
             name,
             config,
+            credentials,
             live: watch::Sender::new(live),
             progress: Mutex::default(),
             stderr: Mutex::default(),
@@ -257,16 +264,42 @@ impl Server {
                         .map_err(|_| anyhow::anyhow!("the value of header {key} is not valid"))?;
                     custom.insert(name, value);
                 }
-                let config =
-                    StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
-                let transport = StreamableHttpClientTransport::from_config(config);
-                tokio::time::timeout(
-                    startup,
-                    handler.serve_with_lifecycle(transport, lifecycle()),
-                )
-                .await
-                .map_err(|_| anyhow::anyhow!("it did not answer within {startup:?}"))?
-                .map_err(|error| anyhow::anyhow!("connecting failed: {error}"))?
+                let config = StreamableHttpClientTransportConfig::with_uri(url.clone())
+                    .custom_headers(custom);
+                let authorized = match &self.credentials {
+                    Some(file) => {
+                        crate::oauth::authorized_client(&url, file, self.config.oauth.as_ref())
+                            .await?
+                    }
+                    None => None,
+                };
+                let connected = match authorized {
+                    Some(client) => {
+                        let transport = StreamableHttpClientTransport::with_client(client, config);
+                        tokio::time::timeout(
+                            startup,
+                            handler.serve_with_lifecycle(transport, lifecycle()),
+                        )
+                        .await
+                    }
+                    None => {
+                        let transport = StreamableHttpClientTransport::from_config(config);
+                        tokio::time::timeout(
+                            startup,
+                            handler.serve_with_lifecycle(transport, lifecycle()),
+                        )
+                        .await
+                    }
+                };
+                match connected {
+                    Err(_) => anyhow::bail!("it did not answer within {startup:?}"),
+                    Ok(Err(error)) if error.is_authorization_required() => anyhow::bail!(
+                        "it needs authorization: run `agentic mcp login {}`",
+                        self.name
+                    ),
+                    Ok(Err(error)) => anyhow::bail!("connecting failed: {error}"),
+                    Ok(Ok(running)) => running,
+                }
             }
         };
         let peer = running.peer().clone();
@@ -282,7 +315,16 @@ impl Server {
         let tools = tokio::time::timeout(startup, peer.list_all_tools())
             .await
             .map_err(|_| anyhow::anyhow!("tools/list did not answer within {startup:?}"))?
-            .map_err(|error| anyhow::anyhow!("tools/list failed: {error}"))?;
+            .map_err(|error| {
+                if error.is_authorization_required() {
+                    anyhow::anyhow!(
+                        "it needs authorization again: run `agentic mcp login {}`",
+                        self.name
+                    )
+                } else {
+                    anyhow::anyhow!("tools/list failed: {error}")
+                }
+            })?;
         self.tool_lists.fetch_add(1, Ordering::Relaxed);
         tracing::info!(
             target: "agentic::mcp",
@@ -352,6 +394,58 @@ impl Server {
             }
             Status::Ready => format!("the MCP server \"{}\" is not connected", self.name),
         }
+    }
+
+    /// `agentic mcp login`: the OAuth authorization-code flow for this `url` server; `show`
+    /// gets the URL a person opens. Answers with the file the tokens are kept in.
+    pub async fn login(&self, show: impl FnOnce(&str)) -> anyhow::Result<std::path::PathBuf> {
+        let Transport::Http { url, headers } = self.config.transport(&self.name)? else {
+            anyhow::bail!(
+                "MCP server \"{}\" is a command; OAuth is for `url` servers",
+                self.name
+            );
+        };
+        let Some(credentials) = self.credentials.clone() else {
+            anyhow::bail!("there is no place to keep OAuth tokens: set `[mcp] credentialsDir`");
+        };
+        // The server's 401 names its authorization server (and the scopes it wants).
+        let mut custom = HashMap::new();
+        for (key, value) in headers {
+            let name = http_header_name(&key)?;
+            let value = http::HeaderValue::from_str(&value)
+                .map_err(|_| anyhow::anyhow!("the value of header {key} is not valid"))?;
+            custom.insert(name, value);
+        }
+        let config =
+            StreamableHttpClientTransportConfig::with_uri(url.clone()).custom_headers(custom);
+        let transport = StreamableHttpClientTransport::from_config(config);
+        let handler = Handler {
+            server: std::sync::Weak::new(),
+        };
+        let startup = Duration::from_millis(self.config.startup_timeout_ms);
+        let challenge = match tokio::time::timeout(
+            startup,
+            handler.serve_with_lifecycle(transport, lifecycle()),
+        )
+        .await
+        {
+            Ok(Ok(running)) => {
+                let _ = running.cancel().await;
+                None
+            }
+            Ok(Err(error)) => error.auth_challenge().map(str::to_owned),
+            Err(_) => None,
+        };
+        crate::oauth::login(
+            crate::oauth::Login {
+                url: &url,
+                oauth: self.config.oauth.as_ref(),
+                challenge,
+                credentials,
+            },
+            show,
+        )
+        .await
     }
 
     /// Calls `tool` with `arguments`. Progress becomes `prompt.stream` events of the call; a
@@ -447,6 +541,12 @@ impl Server {
     }
 
     fn failure(&self, tool: &str, error: &ServiceError) -> String {
+        if error.is_authorization_required() {
+            return format!(
+                "the MCP server \"{}\" needs authorization for {tool}: run `agentic mcp login {}`",
+                self.name, self.name
+            );
+        }
         match error {
             ServiceError::Timeout { timeout } => format!(
                 "the MCP server \"{}\" did not finish {tool} within {:.0} s; the call was cancelled",

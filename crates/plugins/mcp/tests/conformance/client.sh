@@ -27,7 +27,73 @@ for call in json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}").get("t
 '
 }
 
+# Every tool the server lists, called with no arguments.
+call_every_tool() {
+  local listed
+  listed="$("$agentic" mcp list --json || true)"
+  python3 -c '
+import json, sys
+try:
+    servers = json.loads(sys.argv[1])
+except ValueError:
+    servers = []
+for server in servers:
+    for tool in server["tools"]:
+        print(tool["id"])
+' "$listed" | while read -r id; do
+    "$agentic" invoke "$id" '{}' || true
+  done
+}
+
+# `agentic mcp login`, with curl as the browser.
+login() {
+  "$agentic" mcp login test --no-browser >"$dir/login.out" &
+  local pid=$! address=""
+  for _ in $(seq 1 200); do
+    address="$(grep -m1 '^http' "$dir/login.out" || true)"
+    [ -n "$address" ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  [ -n "$address" ] && curl -s -L -o /dev/null "$address" || true
+  wait "$pid"
+}
+
 case "${MCP_CONFORMANCE_SCENARIO:-}" in
+  auth/*)
+    # OAuth as a person does it: `agentic mcp login` prints the authorization address and
+    # waits for the redirect; curl plays the browser (the suite's authorization server
+    # approves at once). The suite's client ID metadata document and, when the scenario
+    # gives one, its pre-registered client go in the server's `oauth` table, and the
+    # tokens in this run's own directory.
+    python3 - "$dir/agentic.toml" <<'PY'
+import json, os, sys
+context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+oauth = {}
+# As the suite's own client does: a client ID metadata document, except where the
+# scenario checks registration with a new authorization server.
+if os.environ.get("MCP_CONFORMANCE_SCENARIO") != "auth/authorization-server-migration":
+    oauth["clientMetadataUrl"] = "https://conformance-test.local/client-metadata.json"
+if context.get("client_id"):
+    oauth["clientId"] = context["client_id"]
+if context.get("client_secret"):
+    oauth["clientSecret"] = context["client_secret"]
+with open(sys.argv[1], "a") as config:
+    config.write("[mcp.servers.test.oauth]\n")
+    for key, value in oauth.items():
+        config.write(f"{key} = {json.dumps(value)}\n")
+    config.write(f"[mcp]\ncredentialsDir = {json.dumps(os.path.dirname(sys.argv[1]) + '/credentials')}\n")
+PY
+    login
+    call_every_tool
+    # Told that the server needs authorization again (its authorization server changed, or
+    # it wants more scope), a person logs in again and retries.
+    state="$("$agentic" mcp list --json 2>/dev/null || true)"
+    if [[ "$state" == *"agentic mcp login"* ]]; then
+      login
+      call_every_tool
+    fi
+    ;;
   tools_call | tools-call)
     invoke add_numbers '{"a": 5, "b": 3}'
     ;;

@@ -1053,7 +1053,17 @@ fn an_mcp_client_uses_agentic_over_stdio() {
     let files = scratch().join("mcp-files");
     std::fs::create_dir_all(&files).unwrap();
     let config = scratch().join("mcp-serve.toml");
-    std::fs::write(&config, format!("[fs]\nroot = \"{}\"\n", files.display())).unwrap();
+    let everything = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../plugins/mcp/tests/servers/node_modules/.bin/mcp-server-everything");
+    std::fs::write(
+        &config,
+        format!(
+            "[fs]\nroot = \"{}\"\n[mcp.servers.everything]\ncommand = \"{}\"\n",
+            files.display(),
+            everything.display()
+        ),
+    )
+    .unwrap();
     let config = config.to_str().unwrap();
     let turns = script(
         "mcp-serve",
@@ -1088,6 +1098,13 @@ fn an_mcp_client_uses_agentic_over_stdio() {
     assert_eq!(
         std::fs::read_to_string(files.join("from-mcp.txt")).unwrap(),
         "hello"
+    );
+    // server-everything's progress reached this client through agentic, both ways.
+    let relayed = seen["relayed"].as_array().unwrap();
+    assert!(!relayed.is_empty(), "{seen}");
+    assert!(
+        relayed[0].as_str().unwrap().contains("progress 1/3"),
+        "{seen}"
     );
 }
 

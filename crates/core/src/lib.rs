@@ -46,7 +46,7 @@ pub use runtime::{
 };
 pub use state::State;
 pub use tool::{
-    Approval, FnTool, InputValidator, SaveUserFile, Tool, ToolContext, ToolError, ToolSet,
+    Approval, FnTool, InputValidator, Tool, ToolContext, ToolError, ToolSet, UserFileStore,
     UserFiles, define_tool, schema_of,
 };
 

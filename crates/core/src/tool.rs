@@ -167,10 +167,10 @@ impl ToolContext {
 }
 
 /// Where a plugin puts a file a user should find among their own files (an MCP tool's image,
-/// say). The fs plugin provides it in the extensions as [`UserFiles`]; without it there is no
-/// such place.
+/// say), and reads one back. The fs plugin provides it in the extensions as [`UserFiles`];
+/// without it there is no such place.
 #[async_trait]
-pub trait SaveUserFile: Send + Sync {
+pub trait UserFileStore: Send + Sync {
     /// Writes `bytes` at `relative` among `user_id`'s files, creating directories; answers
     /// with the path as that user's tools name it.
     async fn save(
@@ -179,10 +179,14 @@ pub trait SaveUserFile: Send + Sync {
         relative: &str,
         bytes: Vec<u8>,
     ) -> Result<String, ToolError>;
+
+    /// The bytes of the file at `relative` among `user_id`'s files, when it has at most
+    /// `limit` of them.
+    async fn read(&self, user_id: &str, relative: &str, limit: u64) -> Result<Vec<u8>, ToolError>;
 }
 
 /// The extension that holds the user files' place: `services.extensions.get::<UserFiles>()`.
-pub struct UserFiles(pub Arc<dyn SaveUserFile>);
+pub struct UserFiles(pub Arc<dyn UserFileStore>);
 
 impl std::fmt::Debug for UserFiles {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

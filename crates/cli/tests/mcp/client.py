@@ -81,6 +81,26 @@ async def use(read, write, elicitation):
                 {"message": "What time is it?", "mode": "code"},
                 progress_callback=on_progress,
             )
+            if "everything.trigger-long-running-operation" in seen["tools"]:
+                # An MCP server's progress, through agentic's client and back out of its server.
+                relayed = []
+
+                async def on_relayed(value, total, message):
+                    relayed.append(message)
+
+                await session.call_tool(
+                    "everything.trigger-long-running-operation",
+                    {"duration": 1, "steps": 3},
+                    progress_callback=on_relayed,
+                )
+                seen["relayed"] = relayed
+                # Its image, saved among the user's files, comes back as image content.
+                image = await session.call_tool("everything.get-tiny-image", {})
+                seen["image"] = [
+                    {"type": block.type, "mimeType": getattr(block, "mime_type", None),
+                     "bytes": len(getattr(block, "data", "") or "") * 3 // 4}
+                    for block in image.content
+                ]
             writes = []
             for _ in range(2):
                 written = await session.call_tool(

@@ -289,7 +289,7 @@ struct Files {
 }
 
 #[async_trait]
-impl agentic_core::SaveUserFile for Files {
+impl agentic_core::UserFileStore for Files {
     async fn save(
         &self,
         user_id: &str,
@@ -299,6 +299,12 @@ impl agentic_core::SaveUserFile for Files {
         let root = Root::for_user(&self.config, user_id)
             .map_err(|error| ToolError::failed(format!("{error:#}")))?;
         Ok(root.write_bytes(relative, bytes, false).await?.path)
+    }
+
+    async fn read(&self, user_id: &str, relative: &str, limit: u64) -> Result<Vec<u8>, ToolError> {
+        let root = Root::for_user(&self.config, user_id)
+            .map_err(|error| ToolError::failed(format!("{error:#}")))?;
+        root.read_bytes(relative, limit).await
     }
 }
 
@@ -408,6 +414,27 @@ impl Root {
         tokio::task::spawn_blocking(move || work(root.open()?))
             .await
             .map_err(|error| ToolError::failed(format!("the file operation failed: {error}")))?
+    }
+
+    /// A whole file's bytes, when it has at most `limit` of them; the same confinement as
+    /// `read`.
+    pub async fn read_bytes(&self, relative: &str, limit: u64) -> Result<Vec<u8>, ToolError> {
+        let clean = Self::relative_path(relative)?;
+        let relative = relative.trim().to_owned();
+        self.blocking(move |dir| {
+            let failed = |error: std::io::Error| Self::failure("read", &relative, &error);
+            let mut file = dir.open(&clean).map_err(failed)?;
+            let size = file.metadata().map_err(failed)?.len();
+            if size > limit {
+                return Err(ToolError::failed(format!(
+                    "\"{relative}\" has {size} bytes, more than {limit}"
+                )));
+            }
+            let mut bytes = Vec::new();
+            file.read_to_end(&mut bytes).map_err(failed)?;
+            Ok(bytes)
+        })
+        .await
     }
 
     pub async fn read(

@@ -6,12 +6,13 @@ use std::sync::Arc;
 
 use agentic_conversation::{ConversationService, PromptRequest};
 use agentic_core::tool::search_score;
-use agentic_core::{Approval, PromptState, State, ToolContext, ToolError};
+use agentic_core::{Approval, FileOutput, PromptState, State, ToolContext, ToolError};
 use agentic_core::{EventPayload, Received};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
     ElicitationAction, Implementation, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    ProgressNotificationParam, ResourceContents, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
@@ -24,6 +25,8 @@ const EXECUTE_TOOL: &str = "agentic.execute";
 const SEARCH_TOOL: &str = "agentic.search_tools";
 /// The interpreter's tool that runs JavaScript with every tool as a function.
 const RUN_CODE_TOOL: &str = "interpreter.run-code";
+/// Bytes of a file a call made that are sent back as content at most.
+const MAX_FILE_CONTENT: u64 = 10 * 1024 * 1024;
 /// Tools `agentic.search_tools` returns at most.
 const SEARCH_LIMIT: usize = 20;
 
@@ -214,16 +217,102 @@ impl AgenticServer {
             return Ok(CallToolResult::error(vec![ContentBlock::text(refusal)]));
         }
         let services = self.service.runtime().services().clone();
-        let tool_context = ToolContext::new(user, "mcp", State::default(), services);
-        let call = prepared.tools.invoke(tool_context, id, input);
+        // Its own id, so that the output it streams (a shell command's, say) reaches this
+        // client as progress.
+        let call_id = format!("mcp-{}", uuid::Uuid::new_v4());
+        let tool_context = ToolContext::new(user, &call_id, State::default(), services);
+        let _progress = self.forward_stream(user, &call_id, &context);
+        let call = prepared.tools.invoke(tool_context.clone(), id, input);
         let result = tokio::select! {
             result = call => result,
             () = context.ct.cancelled() => Err(ToolError::failed("the call was cancelled")),
         };
-        Ok(match result {
+        let files = tool_context.take_files();
+        let mut result = match result {
             Ok(value) => result_of(value),
             Err(error) => CallToolResult::error(vec![ContentBlock::text(error.to_string())]),
-        })
+        };
+        result.content.extend(self.file_content(user, &files).await);
+        Ok(result)
+    }
+
+    /// The files a call added to the timeline, as content: images and audio as themselves,
+    /// other files as embedded resources (`file:` URIs of their path among the user's files);
+    /// a file that cannot be read is named instead.
+    async fn file_content(&self, user: &str, files: &[FileOutput]) -> Vec<ContentBlock> {
+        use base64::Engine as _;
+        let Some(store) = self
+            .service
+            .runtime()
+            .services()
+            .extensions
+            .get::<agentic_core::UserFiles>()
+        else {
+            return Vec::new();
+        };
+        let mut content = Vec::new();
+        for file in files {
+            let bytes = match store.0.read(user, &file.path, MAX_FILE_CONTENT).await {
+                Ok(bytes) => bytes,
+                Err(error) => {
+                    content.push(ContentBlock::text(format!(
+                        "[file {} ({}) not attached: {error}]",
+                        file.path, file.mime_type
+                    )));
+                    continue;
+                }
+            };
+            let data = base64::engine::general_purpose::STANDARD.encode(bytes);
+            content.push(if file.mime_type.starts_with("image/") {
+                ContentBlock::image(data, &file.mime_type)
+            } else if file.mime_type.starts_with("audio/") {
+                ContentBlock::audio(data, &file.mime_type)
+            } else {
+                ContentBlock::resource(
+                    ResourceContents::blob(data, format!("file:{}", file.path))
+                        .with_mime_type(&file.mime_type),
+                )
+            });
+        }
+        content
+    }
+
+    /// Forwards the `prompt.stream` text of `prompt_id` (a prompt, or one tool call) as
+    /// progress notifications, when the client gave a progress token; until dropped.
+    fn forward_stream(
+        &self,
+        user: &str,
+        prompt_id: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> Option<AbortOnDropHandle<()>> {
+        let token = context.meta.get_progress_token()?;
+        let mut events = self
+            .service
+            .runtime()
+            .services()
+            .events
+            .subscribe(Some(user));
+        let peer = context.peer.clone();
+        let prompt_id = prompt_id.to_owned();
+        Some(AbortOnDropHandle::new(tokio::spawn(async move {
+            let mut count = 0.0;
+            while let Some(received) = events.next().await {
+                let Received::Event(event) = received else {
+                    continue;
+                };
+                if event.payload.prompt_id() != Some(prompt_id.as_str()) {
+                    continue;
+                }
+                if let EventPayload::PromptStream { delta, .. } = &event.payload {
+                    count += 1.0;
+                    let note = ProgressNotificationParam::new(token.clone(), count)
+                        .with_message(delta.clone());
+                    if peer.notify_progress(note).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        })))
     }
 
     /// Asks the client's user through elicitation; `Err(why)` when it cannot or they said no.
@@ -348,35 +437,7 @@ impl AgenticServer {
         let prompt_id = started.prompt_id().to_owned();
         let conversation_id = started.conversation_id().to_owned();
         // Streamed text becomes progress notifications, when the client asked for them.
-        let progress = context.meta.get_progress_token().map(|token| {
-            let mut events = self
-                .service
-                .runtime()
-                .services()
-                .events
-                .subscribe(Some(user));
-            let peer = context.peer.clone();
-            let prompt_id = prompt_id.clone();
-            AbortOnDropHandle::new(tokio::spawn(async move {
-                let mut count = 0.0;
-                while let Some(received) = events.next().await {
-                    let Received::Event(event) = received else {
-                        continue;
-                    };
-                    if event.payload.prompt_id() != Some(prompt_id.as_str()) {
-                        continue;
-                    }
-                    if let EventPayload::PromptStream { delta, .. } = &event.payload {
-                        count += 1.0;
-                        let note = ProgressNotificationParam::new(token.clone(), count)
-                            .with_message(delta.clone());
-                        if peer.notify_progress(note).await.is_err() {
-                            break;
-                        }
-                    }
-                }
-            }))
-        });
+        let progress = self.forward_stream(user, &prompt_id, &context);
         // The prompt runs on by itself, as the API runs its prompts: dropped halfway, it would
         // keep its conversation taken until the next start.
         let run = tokio::spawn(started.run());

@@ -195,7 +195,7 @@ fn binary_block(block: &ContentBlock) -> Option<(&str, &str, Option<&str>)> {
 
 async fn save_one(
     context: &ToolContext,
-    files: &Arc<dyn agentic_core::SaveUserFile>,
+    files: &Arc<dyn agentic_core::UserFileStore>,
     tool_id: &str,
     data: &str,
     mime_type: &str,

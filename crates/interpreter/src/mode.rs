@@ -1011,12 +1011,14 @@ impl CodeExecutor {
             let config = &self.shared.config;
             let budget_tokens =
                 (config.context_window as f64 * config.declarations_share.clamp(0.0, 1.0)) as u64;
+            let message = self.recorder.prompt().input.clone().unwrap_or_default();
             system_prompt(
                 bindings,
                 &prepared.tools,
                 &plugin_of,
                 &prepared.context,
                 budget_tokens,
+                &message,
             )
         });
         let mut messages = self.conversation(system.clone());

@@ -147,6 +147,7 @@ pub(crate) fn system_prompt(
     plugin_of: &dyn Fn(&str) -> String,
     context: &[ContextItem],
     budget_tokens: u64,
+    message: &str,
 ) -> String {
     let mut text = RULES.to_owned();
     text.push_str(&example(bindings));
@@ -176,16 +177,45 @@ pub(crate) fn system_prompt(
         );
         text.push_str(&declared);
     } else {
-        text.push_str(
-            "\n\nTools, by name only (there are too many to declare here): call \
-             describeTool(\"id\") for one's declaration before you use it, and \
-             searchTools(\"words\") to find tools.",
-        );
+        // Too many to declare: those the message speaks of are declared, the rest named.
+        let relevant = relevant_tools(bindings, tools, message, budget_tokens);
+        if relevant.is_empty() {
+            text.push_str(
+                "\n\nTools, by name only (there are too many to declare here): call \
+                 describeTool(\"id\") for one's declaration before you use it, and \
+                 searchTools(\"words\") to find tools.",
+            );
+        } else {
+            text.push_str(
+                "\n\nTools for this message (TypeScript declarations; `input?:` may be left \
+                 out, `field?:` is optional):",
+            );
+            let mut by_plugin: BTreeMap<String, Vec<String>> = BTreeMap::new();
+            for binding in &relevant {
+                if let Some(declared) = declaration(tools, binding) {
+                    by_plugin
+                        .entry(plugin_of(&binding.id))
+                        .or_default()
+                        .push(declared);
+                }
+            }
+            for (plugin, declarations) in by_plugin {
+                text.push_str(&format!("\n## {plugin}\n{}", declarations.join("\n")));
+            }
+            text.push_str(
+                "\n\nOther tools, by name only (there are too many to declare here): call \
+                 describeTool(\"id\") for one's declaration before you use it, and \
+                 searchTools(\"words\") to find tools.",
+            );
+        }
         // A namespace's functions share its prefix, which is said once.
         for (plugin, group) in &groups {
             let mut plain: Vec<String> = Vec::new();
             let mut namespaced: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
             for binding in group {
+                if relevant.iter().any(|chosen| chosen.id == binding.id) {
+                    continue;
+                }
                 match binding.namespace_and_method() {
                     Some((namespace, method)) => {
                         namespaced.entry(namespace).or_default().push(method);
@@ -206,6 +236,57 @@ pub(crate) fn system_prompt(
     }
     text.push_str(&context_sections(context));
     text
+}
+
+/// Tools declared for a message when not all fit: at most this many.
+const RELEVANT_TOOLS: usize = 10;
+
+/// Words of a message that say nothing about which tool it needs.
+const STOP_WORDS: &[&str] = &[
+    "about", "after", "all", "and", "any", "are", "but", "can", "could", "does", "each", "for",
+    "from", "get", "give", "has", "have", "how", "into", "its", "just", "like", "many", "me",
+    "more", "most", "much", "not", "now", "of", "one", "only", "our", "out", "over", "please",
+    "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "those",
+    "under", "was", "were", "what", "when", "where", "which", "who", "why", "will", "with",
+    "would", "you", "your",
+];
+
+/// The tools a message speaks of, best first: ranked by the words they share with it (as
+/// `searchTools` ranks; short and common words left out), at most [`RELEVANT_TOOLS`], and
+/// their declarations within `budget_tokens`.
+fn relevant_tools<'a>(
+    bindings: &'a [ToolBinding],
+    tools: &ToolSet,
+    message: &str,
+    budget_tokens: u64,
+) -> Vec<&'a ToolBinding> {
+    let words: Vec<String> = message
+        .split(|c: char| !c.is_alphanumeric())
+        .map(str::to_lowercase)
+        .filter(|word| word.chars().count() >= 3 && !STOP_WORDS.contains(&word.as_str()))
+        .filter(|word| !word.chars().all(|c| c.is_ascii_digit()))
+        .collect();
+    if words.is_empty() {
+        return Vec::new();
+    }
+    let query = words.join(" ");
+    let mut chosen = Vec::new();
+    let mut spent = 0;
+    for binding in crate::names::rank_tools(bindings, &query) {
+        if chosen.len() == RELEVANT_TOOLS {
+            break;
+        }
+        let Some(declared) = declaration(tools, binding) else {
+            continue;
+        };
+        let cost = estimate_tokens(&declared);
+        if spent + cost > budget_tokens {
+            break;
+        }
+        spent += cost;
+        chosen.push(binding);
+    }
+    chosen
 }
 
 /// The context items from `prepare()`, a `## title` section each.

@@ -53,3 +53,21 @@ fn the_code_mode_system_prompt_names_tools_that_do_not_fit() {
     let tools = &system[system.find("\n\nTools, by name only").expect(&system)..];
     insta::assert_snapshot!(tools);
 }
+
+/// Over their share, the tools the message speaks of (`sort`) are declared, within the
+/// share, and the others named.
+#[test]
+fn the_code_mode_system_prompt_declares_the_tools_a_message_speaks_of() {
+    let runner = TimelineRunner::new()
+        .plugin(kit::plugin())
+        .keep_code_mode_system_prompt();
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/prompts/relevant.yaml");
+    let timeline = runner.run_file_blocking(&path).unwrap();
+    let system = timeline.requests[0]["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let tools = &system[system.find("\n\nTools for this message").expect(&system)..];
+    insta::assert_snapshot!(tools);
+}

@@ -4,10 +4,10 @@
 //! and prompt tokens.
 //!
 //! Classic mode sends every tool's schema with every model call. Code mode declares the
-//! tools while they fit its share of the context window; 120 do not, so it lists them by
-//! name, and the model asks `describeTool` for the two it needs before it writes the program
-//! (discovery). Both modes call the same two tools of the same server and give the same
-//! answer.
+//! tools while they fit its share of the context window; 120 do not, so it declares the ten
+//! that share the most words with the message and names the rest (discovery), and the model
+//! writes the program at once. Both modes call the same two tools of the same server and give
+//! the same answer.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -57,19 +57,14 @@ fn code_turns() -> Vec<Turn> {
         code: Some(code.to_owned()),
         ..Turn::default()
     };
-    vec![
-        code(
-            "[describeTool(\"backoffice.customers_list\"), describeTool(\"backoffice.deals_list\")].join(\"\\n\");",
-        ),
-        code(
-            "const oslo = backoffice.customers_list({ city: \"Oslo\" }).items;\n\
-             const open = backoffice.deals_list({ status: \"open\" }).items;\n\
-             const total = {};\n\
-             for (const deal of open) total[deal.customerId] = (total[deal.customerId] || 0) + deal.amount;\n\
-             const names = oslo.filter(c => (total[c.id] || 0) > 30000).map(c => c.name);\n\
-             done(\"Oslo customers with open deals over 30,000 NOK: \" + names.join(\", \"));",
-        ),
-    ]
+    vec![code(
+        "const oslo = backoffice.customers_list({ city: \"Oslo\" }).items;\n\
+         const open = backoffice.deals_list({ status: \"open\" }).items;\n\
+         const total = {};\n\
+         for (const deal of open) total[deal.customerId] = (total[deal.customerId] || 0) + deal.amount;\n\
+         const names = oslo.filter(c => (total[c.id] || 0) > 30000).map(c => c.name);\n\
+         done(\"Oslo customers with open deals over 30,000 NOK: \" + names.join(\", \"));",
+    )]
 }
 
 struct Measured {

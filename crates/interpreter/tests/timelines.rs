@@ -61,8 +61,7 @@ fn the_code_mode_system_prompt_declares_the_tools_a_message_speaks_of() {
     let runner = TimelineRunner::new()
         .plugin(kit::plugin())
         .keep_code_mode_system_prompt();
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/prompts/relevant.yaml");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/prompts/relevant.yaml");
     let timeline = runner.run_file_blocking(&path).unwrap();
     let system = timeline.requests[0]["messages"][0]["content"]
         .as_str()

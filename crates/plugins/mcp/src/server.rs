@@ -257,13 +257,7 @@ impl Server {
                     .map_err(|error| anyhow::anyhow!("starting it failed: {error}"))?
             }
             Transport::Http { url, headers } => {
-                let mut custom = HashMap::new();
-                for (key, value) in headers {
-                    let name = http_header_name(&key)?;
-                    let value = http::HeaderValue::from_str(&value)
-                        .map_err(|_| anyhow::anyhow!("the value of header {key} is not valid"))?;
-                    custom.insert(name, value);
-                }
+                let custom = http_headers(headers)?;
                 let config = StreamableHttpClientTransportConfig::with_uri(url.clone())
                     .custom_headers(custom);
                 let authorized = match &self.credentials {
@@ -409,13 +403,7 @@ impl Server {
             anyhow::bail!("there is no place to keep OAuth tokens: set `[mcp] credentialsDir`");
         };
         // The server's 401 names its authorization server (and the scopes it wants).
-        let mut custom = HashMap::new();
-        for (key, value) in headers {
-            let name = http_header_name(&key)?;
-            let value = http::HeaderValue::from_str(&value)
-                .map_err(|_| anyhow::anyhow!("the value of header {key} is not valid"))?;
-            custom.insert(name, value);
-        }
+        let custom = http_headers(headers)?;
         let config =
             StreamableHttpClientTransportConfig::with_uri(url.clone()).custom_headers(custom);
         let transport = StreamableHttpClientTransport::from_config(config);
@@ -638,6 +626,20 @@ fn input_answer(request: &InputRequest) -> Option<serde_json::Value> {
         InputRequest::ListRoots(_) => Some(serde_json::json!({ "roots": [] })),
         _ => None,
     }
+}
+
+/// The configured headers as HTTP headers, or which one is not valid.
+fn http_headers(
+    headers: std::collections::BTreeMap<String, String>,
+) -> anyhow::Result<HashMap<http::HeaderName, http::HeaderValue>> {
+    let mut custom = HashMap::new();
+    for (key, value) in headers {
+        let name = http_header_name(&key)?;
+        let value = http::HeaderValue::from_str(&value)
+            .map_err(|_| anyhow::anyhow!("the value of header {key} is not valid"))?;
+        custom.insert(name, value);
+    }
+    Ok(custom)
 }
 
 fn http_header_name(key: &str) -> anyhow::Result<http::HeaderName> {

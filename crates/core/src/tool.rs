@@ -233,6 +233,46 @@ pub fn schema_of<T: JsonSchema>() -> Value {
     serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null)
 }
 
+/// ` (… is a query operator …)` when a field of `input` holds a database-style operator
+/// (`amount: {"$gt": 30000}`), a habit of models that tools do not share: they take plain
+/// values, and a comparison belongs in code. Empty otherwise.
+fn query_operator_hint(input: &Value) -> String {
+    let Some(fields) = input.as_object() else {
+        return String::new();
+    };
+    for (field, value) in fields {
+        let Some(operators) = value.as_object() else {
+            continue;
+        };
+        let Some((operator, operand)) = operators.iter().next() else {
+            continue;
+        };
+        if !operators.keys().all(|key| key.starts_with('$')) {
+            continue;
+        }
+        let comparison = match operator.as_str() {
+            "$gt" => Some(">"),
+            "$gte" => Some(">="),
+            "$lt" => Some("<"),
+            "$lte" => Some("<="),
+            "$ne" => Some("!=="),
+            "$eq" => Some("==="),
+            _ => None,
+        };
+        let example = match comparison {
+            Some(comparison) => {
+                format!(", e.g. results.filter(item => item.{field} {comparison} {operand})")
+            }
+            None => String::new(),
+        };
+        return format!(
+            " (`{field}: {value}` is a query operator, which tools do not take: pass plain \
+             values, or leave `{field}` out and filter the results in code{example})"
+        );
+    }
+    String::new()
+}
+
 /// A tool's input schema compiled for validation (or why it does not compile).
 #[derive(Clone)]
 pub struct InputValidator(Result<Arc<jsonschema::Validator>, String>);
@@ -562,6 +602,7 @@ impl ToolSet {
                      each: for (const item of items) {id}(item))"
                 ));
             }
+            problems.push_str(&query_operator_hint(input));
             Err(invalid(format!(
                 "{problems}. Expected {}. Example: {}{}",
                 crate::typescript::call_signature(id, schema),

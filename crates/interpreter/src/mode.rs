@@ -701,13 +701,29 @@ impl CodeExecutor {
             && self.count_errors_starting(crate::prompt::NOTHING_SHOWN) == 0
         {
             // `done()` alone, in a turn that showed nothing: the user would get an empty
-            // answer. Told once; a second `done()` alone ends the turn.
-            let error = format!(
-                "{}: done() was called without an answer and nothing was shown with output(). \
-                 End with done(answer), the answer as text for the user. The program's tool \
-                 calls did run; do not repeat its writes.",
-                crate::prompt::NOTHING_SHOWN
-            );
+            // answer. Told once; a second `done()` alone ends the turn. An empty text (an
+            // empty list joined) usually means "none": that is an answer too, in words.
+            let empty_text = outcome
+                .complete
+                .as_ref()
+                .and_then(|complete| complete.get("response"))
+                .is_some_and(|response| response.as_str() == Some(""));
+            let error = if empty_text {
+                format!(
+                    "{}: done() got an empty text (an empty list joined, say), so the user \
+                     would see nothing. If nothing matched, that is the answer: say it in \
+                     words, e.g. done(names.length ? names.join(\", \") : \"None found.\"). The \
+                     program's tool calls did run; do not repeat its writes.",
+                    crate::prompt::NOTHING_SHOWN
+                )
+            } else {
+                format!(
+                    "{}: done() was called without an answer and nothing was shown with \
+                     output(). End with done(answer), the answer as text for the user. The \
+                     program's tool calls did run; do not repeat its writes.",
+                    crate::prompt::NOTHING_SHOWN
+                )
+            };
             return self.send_back(&active, error).await;
         }
         match outcome.result {

@@ -266,8 +266,9 @@ fn query_operator_hint(input: &Value) -> String {
             None => String::new(),
         };
         return format!(
-            " (`{field}: {value}` is a query operator, which tools do not take: pass plain \
-             values, or leave `{field}` out and filter the results in code{example})"
+            " (`{field}: {value}` is a query operator, which tools do not take; a plain value \
+             matches only itself. To compare, leave `{field}` out and filter the results in \
+             code{example})"
         );
     }
     String::new()

@@ -8,15 +8,25 @@
 //! the server's own (`<data dir>/agentic/mcp-credentials/<server>.json`, mode 0600, bound to
 //! the server's URL), and every later connection sends them, refreshing them when they expire.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::stream::BoxStream;
+use http::{HeaderName, HeaderValue};
+use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::auth::{
     AuthClient, AuthError, AuthorizationCallback, AuthorizationManager, AuthorizationRequest,
-    CredentialStore, OAuthClientConfig, OAuthState, StoredCredentials,
+    CredentialStore, OAuthClientConfig, OAuthState, StoredCredentials, WWWAuthenticateParams,
+};
+use rmcp::transport::streamable_http_client::{
+    SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+    StreamableHttpResponseLimits,
 };
 use serde::{Deserialize, Serialize};
+use sse_stream::Sse;
 
 use crate::config::{OAuthConfig, expand};
 
@@ -184,6 +194,160 @@ pub fn has_credentials(url: &str, file: &Path) -> bool {
         .is_some_and(|saved| saved.url == url && saved.credentials.token_response.is_some())
 }
 
+/// The file where a connection keeps the server's last "insufficient scope" challenge, for
+/// the next `login` to ask for more.
+pub fn challenge_file(credentials: &Path) -> PathBuf {
+    credentials.with_extension("challenge")
+}
+
+/// rmcp's OAuth client, keeping a 403 `insufficient_scope` challenge where `login` finds it:
+/// a call that needs more scope fails, and the next `agentic mcp login` asks for what the
+/// server named beside what was granted (step-up authorization).
+#[derive(Clone)]
+pub(crate) struct StepUp {
+    inner: AuthClient<rmcp_reqwest::Client>,
+    challenge: PathBuf,
+}
+
+impl StepUp {
+    pub(crate) fn new(inner: AuthClient<rmcp_reqwest::Client>, credentials: &Path) -> Self {
+        Self {
+            inner,
+            challenge: challenge_file(credentials),
+        }
+    }
+
+    fn keep<T, E: std::error::Error + Send + Sync + 'static>(
+        &self,
+        result: Result<T, StreamableHttpError<E>>,
+    ) -> Result<T, StreamableHttpError<E>> {
+        if let Err(StreamableHttpError::InsufficientScope(challenge)) = &result {
+            if let Err(error) = std::fs::write(&self.challenge, &challenge.www_authenticate_header)
+            {
+                tracing::warn!(target: "agentic::mcp", error = %error, "could not keep the server's scope challenge");
+            }
+        }
+        result
+    }
+}
+
+type StepUpError = <AuthClient<rmcp_reqwest::Client> as StreamableHttpClient>::Error;
+
+impl StreamableHttpClient for StepUp {
+    type Error = StepUpError;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        let result = self
+            .inner
+            .post_message(uri, message, session_id, auth_header, custom_headers)
+            .await;
+        self.keep(result)
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        let result = self
+            .inner
+            .post_message_with_max_sse_event_size(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await;
+        self.keep(result)
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        let result = self
+            .inner
+            .post_message_with_response_limits(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                limits,
+            )
+            .await;
+        self.keep(result)
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), StreamableHttpError<Self::Error>> {
+        self.inner
+            .delete_session(uri, session_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
+        let result = self
+            .inner
+            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
+            .await;
+        self.keep(result)
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
+        let result = self
+            .inner
+            .get_stream_with_max_sse_event_size(
+                uri,
+                session_id,
+                last_event_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await;
+        self.keep(result)
+    }
+}
+
 /// What `login` needs to know of the server.
 #[derive(Debug)]
 pub struct Login<'a> {
@@ -217,14 +381,38 @@ pub async fn login(login: Login<'_>, show: impl FnOnce(&str)) -> anyhow::Result<
             request = request.with_scopes(oauth.scopes.iter().cloned());
         }
     }
-    if let Some(challenge) = login.challenge {
-        request = request.with_challenge(challenge);
-    }
-    // A new login replaces what was kept.
+    // A call that met "insufficient scope" left the server's challenge: this login asks for
+    // the scopes it names beside those granted before (step-up), and answers that challenge.
     let store = FileCredentials {
         path: login.credentials.clone(),
         url: login.url.to_owned(),
     };
+    let step_up = std::fs::read_to_string(challenge_file(&login.credentials)).ok();
+    let challenge = step_up.clone().or(login.challenge);
+    if let Some(header) = &step_up {
+        let granted = store
+            .load()
+            .await
+            .ok()
+            .flatten()
+            .map(|stored| stored.granted_scopes)
+            .unwrap_or_default();
+        let base = rmcp_reqwest::Url::parse(login.url)?;
+        let wanted = WWWAuthenticateParams::parse(header, &base).scope;
+        let mut scopes: Vec<String> = granted;
+        for scope in wanted.iter().flat_map(|scope| scope.split_whitespace()) {
+            if !scopes.iter().any(|granted| granted == scope) {
+                scopes.push(scope.to_owned());
+            }
+        }
+        if !scopes.is_empty() {
+            request = request.with_scopes(scopes);
+        }
+    }
+    if let Some(challenge) = challenge {
+        request = request.with_challenge(challenge);
+    }
+    // A new login replaces what was kept.
     store
         .clear()
         .await
@@ -255,6 +443,7 @@ pub async fn login(login: Login<'_>, show: impl FnOnce(&str)) -> anyhow::Result<
         )
         .await
         .map_err(|error| anyhow::anyhow!("the authorization server refused the code: {error}"))?;
+    let _ = std::fs::remove_file(challenge_file(&login.credentials));
     Ok(login.credentials)
 }
 

@@ -6,6 +6,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use std::path::Path;
+
 use agentic_core::ToolContext;
 use rmcp::ClientHandler;
 use rmcp::model::{
@@ -269,6 +271,8 @@ impl Server {
                 };
                 let connected = match authorized {
                     Some(client) => {
+                        let keeps = self.credentials.as_deref().unwrap_or(Path::new("."));
+                        let client = crate::oauth::StepUp::new(client, keeps);
                         let transport = StreamableHttpClientTransport::with_client(client, config);
                         tokio::time::timeout(
                             startup,
@@ -541,6 +545,18 @@ impl Server {
                 self.name,
                 timeout.as_secs_f64()
             ),
+            ServiceError::TransportClosed | ServiceError::TransportSend(_)
+                if self
+                    .credentials
+                    .as_deref()
+                    .is_some_and(|file| crate::oauth::challenge_file(file).exists()) =>
+            {
+                format!(
+                    "the MCP server \"{}\" needs more access for {tool} than agentic was given \
+                     (insufficient scope): run `agentic mcp login {}` to grant it",
+                    self.name, self.name
+                )
+            }
             ServiceError::TransportClosed | ServiceError::TransportSend(_) => format!(
                 "the MCP server \"{}\" stopped during the call to {tool}; it is being restarted",
                 self.name

@@ -41,7 +41,7 @@ for server in servers:
     for tool in server["tools"]:
         print(tool["id"])
 ' "$listed" | while read -r id; do
-    "$agentic" invoke "$id" '{}' || true
+    "$agentic" invoke "$id" '{}' 2> >(tee -a "$dir/invoke.err" >&2) || true
   done
 }
 
@@ -87,9 +87,10 @@ PY
     login
     call_every_tool
     # Told that the server needs authorization again (its authorization server changed, or
-    # it wants more scope), a person logs in again and retries.
+    # a call needs more scope), a person logs in again and retries.
     state="$("$agentic" mcp list --json 2>/dev/null || true)"
-    if [[ "$state" == *"agentic mcp login"* ]]; then
+    touch "$dir/invoke.err"
+    if [[ "$state" == *"agentic mcp login"* || "$(cat "$dir/invoke.err")" == *"agentic mcp login"* ]]; then
       login
       call_every_tool
     fi

@@ -221,11 +221,10 @@ impl StepUp {
         &self,
         result: Result<T, StreamableHttpError<E>>,
     ) -> Result<T, StreamableHttpError<E>> {
-        if let Err(StreamableHttpError::InsufficientScope(challenge)) = &result {
-            if let Err(error) = std::fs::write(&self.challenge, &challenge.www_authenticate_header)
-            {
-                tracing::warn!(target: "agentic::mcp", error = %error, "could not keep the server's scope challenge");
-            }
+        if let Err(StreamableHttpError::InsufficientScope(challenge)) = &result
+            && let Err(error) = std::fs::write(&self.challenge, &challenge.www_authenticate_header)
+        {
+            tracing::warn!(target: "agentic::mcp", error = %error, "could not keep the server's scope challenge");
         }
         result
     }

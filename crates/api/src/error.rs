@@ -135,6 +135,9 @@ impl From<ConversationError> for ApiError {
             busy @ ConversationError::Busy { .. } => {
                 Self::new(StatusCode::CONFLICT, "busy", busy.to_string())
             }
+            not @ ConversationError::NotCancellable { .. } => {
+                Self::new(StatusCode::CONFLICT, "not_cancellable", not.to_string())
+            }
             ConversationError::Prompt(error) => error.into(),
             ConversationError::Store(error) => Self::internal(&error),
         }

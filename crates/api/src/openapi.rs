@@ -48,6 +48,7 @@ pub fn document() -> Value {
     let prompt_body = generator.subschema_for::<PromptBody>();
     let prompt_accepted = generator.subschema_for::<PromptAccepted>();
     let stored_prompt = generator.subschema_for::<StoredPrompt>();
+    let cancelled_prompt = stored_prompt.clone();
     let approve_body = generator.subschema_for::<ApproveBody>();
     let reject_body = generator.subschema_for::<RejectBody>();
     let decision = generator.subschema_for::<DecisionAccepted>();
@@ -119,6 +120,19 @@ pub fn document() -> Value {
                 (400, "invalid id or body"),
                 (404, "no such prompt for this user"),
                 (409, "no such tool call is waiting"),
+            ],
+        },
+        Operation {
+            method: "post",
+            path: "/api/prompts/{id}/cancel",
+            summary: "Stop a prompt that runs or waits for approval; what it produced is kept",
+            public: false,
+            body: None,
+            ok: (200, Some(cancelled_prompt), "the prompt, now cancelled"),
+            errors: &[
+                (400, "invalid id"),
+                (404, "no such prompt for this user"),
+                (409, "the prompt has already finished"),
             ],
         },
         Operation {

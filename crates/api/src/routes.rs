@@ -71,6 +71,7 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/api/prompts/{id}", get(get_prompt))
         .route("/api/prompts/{id}/approve", post(approve))
         .route("/api/prompts/{id}/reject", post(reject))
+        .route("/api/prompts/{id}/cancel", post(cancel))
         .route("/api/conversations", get(list_conversations))
         .route(
             "/api/conversations/{id}",
@@ -256,6 +257,22 @@ async fn reject(
         }),
     )
         .into_response())
+}
+
+/// Stops a prompt where it stands. Not in the background: the answer is the prompt as it
+/// ended, and a client that hangs up does not stop the cancel halfway.
+async fn cancel(
+    State(state): State<AppState>,
+    Extension(UserId(user)): Extension<UserId>,
+    Path(id): Path<String>,
+) -> Result<Json<StoredPrompt>, ApiError> {
+    check_id("prompt", &id)?;
+    let service = state.service().clone();
+    let cancelling = tokio::spawn(async move { service.cancel(&user, &id).await });
+    let stored = cancelling.await.map_err(|error| {
+        ApiError::internal(&anyhow::anyhow!("cancelling the prompt failed: {error}"))
+    })??;
+    Ok(Json(stored))
 }
 
 async fn list_conversations(

@@ -4,11 +4,11 @@
 
 mod support;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use agentic_api::ApiConfig;
 use serde_json::{Value, json};
-use support::{read_events, server, server_with, server_with_files};
+use support::{Server, read_events, server, server_with, server_with_files};
 
 /// Sends the request and reads its error answer.
 async fn error_for(request: reqwest::RequestBuilder) -> (u16, String) {
@@ -57,6 +57,7 @@ async fn health_openapi_and_docs_need_no_identity_and_work_offline() {
         ("GET", "/api/prompts/{id}"),
         ("POST", "/api/prompts/{id}/approve"),
         ("POST", "/api/prompts/{id}/reject"),
+        ("POST", "/api/prompts/{id}/cancel"),
         ("GET", "/api/conversations"),
         ("GET", "/api/conversations/{id}"),
         ("DELETE", "/api/conversations/{id}"),
@@ -1047,4 +1048,164 @@ async fn a_body_that_never_arrives_in_full_gets_a_408() {
     let answer = String::from_utf8_lossy(&answer);
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains("body_timeout"), "{answer}");
+}
+
+#[tokio::test]
+async fn a_prompt_can_be_cancelled_running_or_waiting_and_its_conversation_goes_on() {
+    let turns = r#"
+- toolCalls:
+    - { id: call_slow, name: slow.wait, input: { ms: 60000 } }
+- text: After the cancel, the model sees the call ended.
+- toolCalls:
+    - { id: call_del, name: kit.delete, input: { path: a.txt } }
+- code: |
+    const r = await slow.wait({ ms: 60000 });
+    done(r);
+"#;
+    let mut server = server(turns).await;
+    let events = {
+        let (base, client) = (server.base.clone(), server.client.clone());
+        tokio::spawn(async move {
+            let mut cancels = 0;
+            read_events(
+                &client,
+                &base,
+                "alice",
+                "/api/events/stream",
+                None,
+                |event| {
+                    cancels += usize::from(event.event == "prompt.cancelled");
+                    cancels == 3
+                },
+            )
+            .await
+        })
+    };
+
+    // Running, mid-tool: the call is closed as an error and the conversation is free.
+    let (prompt, conversation) = server
+        .prompt("alice", json!({ "input": "wait a minute" }))
+        .await;
+    wait_until_tool_runs(&server, &prompt).await;
+    let started = Instant::now();
+    let cancelled = server
+        .post_json("alice", &format!("/api/prompts/{prompt}/cancel"), json!({}))
+        .await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(cancelled["state"], "cancelled", "{cancelled}");
+    assert_eq!(
+        cancelled["output"][0]["result"]["error"],
+        agentic_core::CANCELLED_TOOL_ERROR
+    );
+    let stored = server.wait_for("alice", &prompt, &["cancelled"]).await;
+    assert_eq!(stored["output"], cancelled["output"]);
+    // Twice, or someone else's: refused.
+    assert_eq!(
+        error_for(server.post("alice", &format!("/api/prompts/{prompt}/cancel"), json!({}))).await,
+        (409, "not_cancellable".into())
+    );
+    assert_eq!(
+        error_for(server.post("bob", &format!("/api/prompts/{prompt}/cancel"), json!({}))).await,
+        (404, "not_found".into())
+    );
+    assert_eq!(
+        error_for(server.post("alice", "/api/prompts/nope/cancel", json!({}))).await,
+        (400, "invalid_id".into())
+    );
+    let (next, _) = server
+        .prompt(
+            "alice",
+            json!({ "input": "and now?", "conversationId": conversation }),
+        )
+        .await;
+    let done = server.wait_for("alice", &next, &["completed"]).await;
+    assert_eq!(
+        done["output"][0]["content"],
+        "After the cancel, the model sees the call ended."
+    );
+    let history = format!("{:?}", server.provider.requests().last().unwrap().messages);
+    assert!(history.contains("Cancelled"), "{history}");
+
+    // Waiting for approval: it ends there, and the decision comes too late.
+    let (waiting, conversation) = server
+        .prompt("alice", json!({ "input": "delete a.txt" }))
+        .await;
+    server
+        .wait_for("alice", &waiting, &["waiting_for_approval"])
+        .await;
+    let cancelled = server
+        .post_json(
+            "alice",
+            &format!("/api/prompts/{waiting}/cancel"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(cancelled["state"], "cancelled", "{cancelled}");
+    assert_eq!(
+        error_for(server.post(
+            "alice",
+            &format!("/api/prompts/{waiting}/approve"),
+            json!({ "toolCallId": "call_del" }),
+        ))
+        .await,
+        (409, "not_waiting".into())
+    );
+    assert!(
+        server
+            .get_json("alice", &format!("/api/conversations/{conversation}"))
+            .await["activePromptId"]
+            .is_null()
+    );
+
+    // Code mode, inside a script's tool call: the script and its call stop.
+    let (code, _) = server
+        .prompt("alice", json!({ "input": "wait in code", "mode": "code" }))
+        .await;
+    wait_until_tool_runs(&server, &code).await;
+    let started = Instant::now();
+    let cancelled = server
+        .post_json("alice", &format!("/api/prompts/{code}/cancel"), json!({}))
+        .await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(cancelled["state"], "cancelled", "{cancelled}");
+    assert!(
+        cancelled["output"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|output| output["result"]["error"] == agentic_core::CANCELLED_TOOL_ERROR),
+        "{cancelled}"
+    );
+
+    let seen = tokio::time::timeout(Duration::from_secs(10), events)
+        .await
+        .expect("three prompt.cancelled events")
+        .unwrap();
+    let ids: Vec<&str> = seen
+        .iter()
+        .filter(|event| event.event == "prompt.cancelled")
+        .map(|event| event.data["data"]["promptId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [prompt.as_str(), waiting.as_str(), code.as_str()]);
+    server.shutdown().await;
+}
+
+/// Waits until the prompt has a tool call that has started and not finished.
+async fn wait_until_tool_runs(server: &Server, prompt: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let stored = server
+            .get_json("alice", &format!("/api/prompts/{prompt}"))
+            .await;
+        let pending = stored["output"].as_array().is_some_and(|outputs| {
+            outputs
+                .iter()
+                .any(|output| output["type"] == "tool" && output["result"]["type"] == "pending")
+        });
+        if pending {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no tool call ran: {stored}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

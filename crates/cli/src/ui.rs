@@ -87,7 +87,9 @@ pub(crate) async fn follow(
                     driver.reject(tool_call_id, &refusal).await?;
                 }
             },
-            EventPayload::PromptCompleted { .. } | EventPayload::PromptError { .. } => break,
+            EventPayload::PromptCompleted { .. }
+            | EventPayload::PromptError { .. }
+            | EventPayload::PromptCancelled { .. } => break,
             _ => {}
         }
     }

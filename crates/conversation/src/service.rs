@@ -33,6 +33,11 @@ pub enum ConversationError {
         conversation_id: String,
         prompt_id: String,
     },
+    #[error("prompt \"{prompt_id}\" is {state} and cannot be cancelled")]
+    NotCancellable {
+        prompt_id: String,
+        state: &'static str,
+    },
     #[error(transparent)]
     Prompt(#[from] PromptServiceError),
     #[error(transparent)]
@@ -243,6 +248,69 @@ impl ConversationService {
     ) -> Result<Prompt, ConversationError> {
         self.decide(user_id, prompt_id, tool_call_id, Some(reason))
             .await
+    }
+
+    /// Stops one of the user's prompts, running or waiting for approval: what it produced so
+    /// far is kept, tool calls that had not finished get an error result, and it ends as
+    /// `cancelled`, which frees its conversation for the next prompt.
+    pub async fn cancel(
+        &self,
+        user_id: &str,
+        prompt_id: &str,
+    ) -> Result<StoredPrompt, ConversationError> {
+        let mut stored = self.prompt(user_id, prompt_id).await?;
+        if stored.prompt.state.is_finished() {
+            return Err(ConversationError::NotCancellable {
+                prompt_id: prompt_id.to_owned(),
+                state: stored.prompt.state.as_str(),
+            });
+        }
+        let prompts = self.inner.runtime.prompts();
+        let handle = prompts.get(prompt_id);
+        let state = match &handle {
+            Some(handle) => {
+                let Some(ended) = prompts.cancel(prompt_id).await else {
+                    return Err(ConversationError::PromptNotFound(prompt_id.to_owned()));
+                };
+                if ended.state != PromptState::Cancelled {
+                    // It finished on its own before the cancel reached it.
+                    return Err(ConversationError::NotCancellable {
+                        prompt_id: prompt_id.to_owned(),
+                        state: ended.state.as_str(),
+                    });
+                }
+                stored.prompt = ended;
+                Some(handle.lock().await.state().snapshot())
+            }
+            None if stored.prompt.state == PromptState::WaitingForApproval => {
+                // Waiting across a restart, with no executor in memory: end it in the store.
+                agentic_core::close_cancelled(&mut stored.prompt);
+                self.inner.runtime.services().events.publish(
+                    user_id,
+                    agentic_core::EventPayload::PromptCancelled {
+                        prompt_id: prompt_id.to_owned(),
+                        output: stored.prompt.output.clone(),
+                        usage: stored.prompt.usage.clone(),
+                    },
+                );
+                None
+            }
+            None => {
+                return Err(ConversationError::NotCancellable {
+                    prompt_id: prompt_id.to_owned(),
+                    state: "running in another process",
+                });
+            }
+        };
+        self.inner
+            .store
+            .save_prompt(&stored.prompt, PromptChange::Prompt)
+            .await?;
+        self.inner
+            .store
+            .release(&stored.conversation_id, prompt_id, state)
+            .await?;
+        Ok(stored)
     }
 
     async fn decide(
@@ -548,7 +616,10 @@ async fn settle(
     };
     match result {
         Ok(finished) => {
-            if finished.state != PromptState::WaitingForApproval {
+            // A cancelled prompt is stored and released by `cancel`, which ended it.
+            if finished.state != PromptState::WaitingForApproval
+                && finished.state != PromptState::Cancelled
+            {
                 inner
                     .store
                     .release(conversation_id, &finished.id, Some(state))

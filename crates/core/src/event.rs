@@ -64,6 +64,14 @@ pub enum EventPayload {
     },
     #[serde(rename = "prompt.error", rename_all = "camelCase")]
     PromptError { prompt_id: String, error: String },
+    /// Someone stopped the prompt: `output` is its timeline as it stands, tool calls that were
+    /// running or waiting closed as errors.
+    #[serde(rename = "prompt.cancelled", rename_all = "camelCase")]
+    PromptCancelled {
+        prompt_id: String,
+        output: Vec<PromptOutput>,
+        usage: PromptUsage,
+    },
     #[serde(rename = "conversation.updated", rename_all = "camelCase")]
     ConversationUpdated { conversation_id: String },
 }
@@ -78,6 +86,7 @@ impl EventPayload {
             Self::ApprovalRequested { .. } => "prompt.approval-requested",
             Self::PromptCompleted { .. } => "prompt.completed",
             Self::PromptError { .. } => "prompt.error",
+            Self::PromptCancelled { .. } => "prompt.cancelled",
             Self::ConversationUpdated { .. } => "conversation.updated",
         }
     }
@@ -90,7 +99,8 @@ impl EventPayload {
             | Self::PromptStream { prompt_id, .. }
             | Self::ApprovalRequested { prompt_id, .. }
             | Self::PromptCompleted { prompt_id, .. }
-            | Self::PromptError { prompt_id, .. } => Some(prompt_id),
+            | Self::PromptError { prompt_id, .. }
+            | Self::PromptCancelled { prompt_id, .. } => Some(prompt_id),
             Self::ConversationUpdated { .. } => None,
         }
     }

@@ -41,8 +41,8 @@ pub use provider::{
 };
 pub use recorder::PromptRecorder;
 pub use runtime::{
-    Capabilities, ExecutorHandle, ModeInfo, ModelNames, PromptOptions, PromptService,
-    PromptServiceError, Runtime, RuntimeBuilder, Services,
+    CANCELLED_TOOL_ERROR, Capabilities, ExecutorHandle, ModeInfo, ModelNames, PromptOptions,
+    PromptService, PromptServiceError, Runtime, RuntimeBuilder, Services, close_cancelled,
 };
 pub use state::State;
 pub use tool::{

@@ -121,6 +121,8 @@ pub enum PromptState {
     Failed,
     /// The process stopped while the prompt was running.
     Interrupted,
+    /// Someone stopped the prompt; its outputs up to then are kept.
+    Cancelled,
 }
 
 impl PromptState {
@@ -131,12 +133,16 @@ impl PromptState {
             Self::WaitingForApproval => "waiting_for_approval",
             Self::Failed => "failed",
             Self::Interrupted => "interrupted",
+            Self::Cancelled => "cancelled",
         }
     }
 
     /// True when nothing more will happen to the prompt without outside action.
     pub fn is_finished(self) -> bool {
-        matches!(self, Self::Completed | Self::Failed | Self::Interrupted)
+        matches!(
+            self,
+            Self::Completed | Self::Failed | Self::Interrupted | Self::Cancelled
+        )
     }
 }
 

@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::{Context as _, bail};
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use crate::classic::classic_mode;
@@ -17,7 +18,7 @@ use crate::mode::{
 use crate::plugin::{
     Extensions, Plugin, PrepareContext, Prepared, SetupContext, registered_plugins,
 };
-use crate::prompt::{DEFAULT_MODE, ModelKind, Prompt};
+use crate::prompt::{DEFAULT_MODE, ModelKind, Prompt, PromptOutput, PromptState, ToolResult};
 use crate::provider::{CompletionService, ModelProvider, ProviderFactory};
 use crate::state::State;
 use crate::telemetry;
@@ -411,11 +412,23 @@ enum Step<'a> {
 /// A live executor, shared between whoever runs it and whoever approves its tool calls.
 pub type ExecutorHandle = Arc<tokio::sync::Mutex<Box<dyn PromptExecutor>>>;
 
+/// An unfinished prompt, as [`PromptService`] keeps it.
+struct Active {
+    handle: ExecutorHandle,
+    conversation: Option<String>,
+    cancel: CancellationToken,
+}
+
+/// The error a tool call records when its prompt is cancelled while it runs or waits.
+pub const CANCELLED_TOOL_ERROR: &str =
+    "Cancelled: the prompt was stopped before this tool call finished";
+
 /// Creates executors by mode and keeps the unfinished ones reachable by prompt id.
 pub struct PromptService {
     services: Arc<Services>,
-    /// Each unfinished prompt's executor, and its conversation (for its spans).
-    active: Mutex<HashMap<String, (ExecutorHandle, Option<String>)>>,
+    /// Each unfinished prompt's executor, its conversation (for its spans), and what cancels
+    /// it.
+    active: Mutex<HashMap<String, Active>>,
 }
 
 impl std::fmt::Debug for PromptService {
@@ -471,8 +484,14 @@ impl PromptService {
         });
         let (prompt_id, user_id) = (executor.id().to_owned(), executor.user_id().to_owned());
         let handle: ExecutorHandle = Arc::new(tokio::sync::Mutex::new(executor));
-        self.lock_active()
-            .insert(prompt_id.clone(), (handle.clone(), conversation_id.clone()));
+        self.lock_active().insert(
+            prompt_id.clone(),
+            Active {
+                handle: handle.clone(),
+                conversation: conversation_id.clone(),
+                cancel: CancellationToken::new(),
+            },
+        );
         self.services.events.publish(
             &user_id,
             EventPayload::PromptCreated {
@@ -490,29 +509,82 @@ impl PromptService {
     }
 
     /// Takes one step of an executor, as an `invoke_agent` span that counts as a running
-    /// prompt; forgets the executor once its prompt is finished.
+    /// prompt; forgets the executor once its prompt is finished. A cancel, before or during
+    /// the step, drops the step where it stands and ends the prompt as `cancelled`.
     async fn advance(
         &self,
         handle: &ExecutorHandle,
         step: Step<'_>,
     ) -> Result<Prompt, PromptServiceError> {
         let mut executor = handle.lock().await;
-        let conversation = self
-            .lock_active()
-            .get(executor.id())
-            .and_then(|(_, conversation)| conversation.clone());
+        let (conversation, cancel) = match self.lock_active().get(executor.id()) {
+            Some(active) => (active.conversation.clone(), active.cancel.clone()),
+            None => (None, CancellationToken::new()),
+        };
+        if cancel.is_cancelled() {
+            return Ok(self.end_cancelled(executor.prompt()));
+        }
         let span = telemetry::prompt_span(executor.prompt(), conversation.as_deref());
         let _running = telemetry::prompt_running(&executor.prompt().mode);
-        let result = match step {
-            Step::Run => executor.run(),
-            Step::Approve(id) => executor.approve(id),
-            Step::Reject(id, reason) => executor.reject(id, reason),
-        }
-        .instrument(span.clone())
-        .await;
+        let result = {
+            let stepping = match step {
+                Step::Run => executor.run(),
+                Step::Approve(id) => executor.approve(id),
+                Step::Reject(id, reason) => executor.reject(id, reason),
+            }
+            .instrument(span.clone());
+            tokio::select! {
+                result = stepping => Some(result),
+                () = cancel.cancelled() => None,
+            }
+        };
+        let Some(result) = result else {
+            let prompt = self.end_cancelled(executor.prompt());
+            telemetry::prompt_ran(&span, &prompt);
+            return Ok(prompt);
+        };
         telemetry::prompt_ran(&span, executor.prompt());
         self.forget_if_finished(executor.prompt());
         Ok(result?)
+    }
+
+    /// Stops a prompt of this process: a running step is dropped where it stands (the model's
+    /// answer, a tool, a code-mode script and its worker), and a prompt waiting for approval
+    /// ends there. Returns the prompt as it ends, `cancelled`, with tool calls that had not
+    /// finished closed as errors; the caller stores it. `None` when the prompt is not active
+    /// here; a prompt that already finished is returned as it is.
+    pub async fn cancel(&self, prompt_id: &str) -> Option<Prompt> {
+        let (handle, cancel) = {
+            let active = self.lock_active();
+            let entry = active.get(prompt_id)?;
+            (entry.handle.clone(), entry.cancel.clone())
+        };
+        cancel.cancel();
+        // A running step sees the token and lets go of the executor; one that waits for a
+        // decision has nobody stepping it, so it ends here.
+        let executor = handle.lock().await;
+        let prompt = executor.prompt();
+        if prompt.state.is_finished() {
+            return Some(prompt.clone());
+        }
+        Some(self.end_cancelled(prompt))
+    }
+
+    /// The prompt as a cancel leaves it; publishes `prompt.cancelled` once and forgets it.
+    fn end_cancelled(&self, prompt: &Prompt) -> Prompt {
+        let mut ended = prompt.clone();
+        close_cancelled(&mut ended);
+        if self.lock_active().remove(&ended.id).is_some() {
+            self.services.events.publish(
+                &ended.user_id,
+                EventPayload::PromptCancelled {
+                    prompt_id: ended.id.clone(),
+                    output: ended.output.clone(),
+                    usage: ended.usage.clone(),
+                },
+            );
+        }
+        ended
     }
 
     /// Creates and runs in one go.
@@ -527,7 +599,7 @@ impl PromptService {
     pub fn get(&self, prompt_id: &str) -> Option<ExecutorHandle> {
         self.lock_active()
             .get(prompt_id)
-            .map(|(handle, _)| handle.clone())
+            .map(|active| active.handle.clone())
     }
 
     pub async fn approve(
@@ -565,9 +637,25 @@ impl PromptService {
         }
     }
 
-    fn lock_active(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<String, (ExecutorHandle, Option<String>)>> {
+    fn lock_active(&self) -> std::sync::MutexGuard<'_, HashMap<String, Active>> {
         self.active.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// Ends a prompt as `cancelled`: tool calls still running or waiting for approval get an
+/// error result, so the timeline stays valid for the model in the next prompt.
+pub fn close_cancelled(prompt: &mut Prompt) {
+    let now = chrono::Utc::now();
+    for output in &mut prompt.output {
+        if let PromptOutput::Tool(tool) = output
+            && tool.result.is_pending()
+        {
+            tool.result = ToolResult::Error {
+                error: CANCELLED_TOOL_ERROR.to_owned(),
+            };
+            tool.end = Some(now);
+        }
+    }
+    prompt.state = PromptState::Cancelled;
+    prompt.error = Some("cancelled".to_owned());
 }

@@ -53,6 +53,7 @@ async fn start(turns: &str, api: ApiConfig, files: bool, events: Option<usize>) 
     let mut builder = Runtime::builder()
         .config(Config::from_value(config))
         .plugin(agentic_testing::kit::plugin())
+        .plugin(Arc::new(Slow))
         .plugin(Arc::new(agentic_interpreter::InterpreterPlugin::default()));
     if files {
         builder = builder.plugin(Arc::new(agentic_plugin_fs::FsPlugin::default()));
@@ -78,6 +79,36 @@ async fn start(turns: &str, api: ApiConfig, files: bool, events: Option<usize>) 
         stop: Some(stop),
         handle: Some(handle),
         _dir: dir,
+    }
+}
+
+/// `slow.wait`: a tool that takes as long as it is told to, for prompts caught mid-call.
+struct Slow;
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Wait {
+    ms: u64,
+}
+
+#[async_trait::async_trait]
+impl agentic_core::Plugin for Slow {
+    fn id(&self) -> &str {
+        "slow"
+    }
+
+    async fn prepare(&self, context: &mut agentic_core::PrepareContext) -> anyhow::Result<()> {
+        context.add_tool(
+            agentic_core::define_tool(
+                "slow.wait",
+                "Waits this many milliseconds",
+                |_cx, input: Wait| async move {
+                    tokio::time::sleep(Duration::from_millis(input.ms)).await;
+                    Ok::<_, agentic_core::ToolError>(format!("waited {} ms", input.ms))
+                },
+            )
+            .into_arc(),
+        );
+        Ok(())
     }
 }
 

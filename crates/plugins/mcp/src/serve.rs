@@ -444,9 +444,14 @@ impl AgenticServer {
         let finished = tokio::select! {
             finished = run => finished,
             () = context.ct.cancelled() => {
+                // The client gave up: stop the prompt too, keeping what it produced.
+                let ended = match self.service.cancel(user, &prompt_id).await {
+                    Ok(_) => "was cancelled; what it produced is kept".to_owned(),
+                    Err(error) => format!("could not be cancelled: {error}"),
+                };
                 return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
                     "the client cancelled the call; prompt {prompt_id} of conversation \
-                     {conversation_id} goes on and keeps its result"
+                     {conversation_id} {ended}"
                 ))]));
             }
         };
@@ -468,7 +473,7 @@ impl AgenticServer {
             value["error"] = json!(error);
         }
         Ok(match prompt.state {
-            PromptState::Failed | PromptState::Interrupted => {
+            PromptState::Failed | PromptState::Interrupted | PromptState::Cancelled => {
                 CallToolResult::structured_error(value)
             }
             _ => CallToolResult::structured(value),

@@ -26,6 +26,7 @@ fn is_public(path: &str) -> bool {
         || path == "/api/openapi.json"
         || path.starts_with("/api/docs")
         || path == "/metrics"
+        || crate::playground::is_playground(path)
 }
 
 /// A user id is 1 to 128 characters of letters, digits and `_ - . @ : +`.

@@ -16,6 +16,7 @@ pub mod error;
 mod events;
 pub mod metrics;
 pub mod openapi;
+mod playground;
 mod routes;
 pub mod types;
 
@@ -254,6 +255,7 @@ pub fn router(state: AppState) -> Router {
 pub fn router_with(state: AppState, extra: Router<AppState>) -> Router {
     routes::routes()
         .merge(openapi::docs())
+        .merge(playground::routes())
         .merge(extra)
         .route("/metrics", axum::routing::get(metrics::scrape))
         .layer(axum::middleware::from_fn_with_state(

@@ -222,6 +222,18 @@ pub fn document() -> Value {
         },
         Operation {
             method: "get",
+            path: "/api/files",
+            summary: "One of the caller's files, such as a file output's path, as bytes",
+            public: false,
+            body: None,
+            ok: (200, None, "the file's bytes, typed by its extension"),
+            errors: &[
+                (400, "no path"),
+                (404, "no such file among the caller's, or no fs plugin"),
+            ],
+        },
+        Operation {
+            method: "get",
             path: "/api/health",
             summary: "Health check (no authentication)",
             public: true,
@@ -237,6 +249,12 @@ pub fn document() -> Value {
         if operation.path.contains("{id}") {
             parameters.push(json!({
                 "name": "id", "in": "path", "required": true, "schema": { "type": "string" }
+            }));
+        }
+        if operation.path == "/api/files" {
+            parameters.push(json!({
+                "name": "path", "in": "query", "required": true,
+                "description": "the path among the caller's files", "schema": { "type": "string" }
             }));
         }
         if operation.path == "/api/events/stream" {

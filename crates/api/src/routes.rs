@@ -81,6 +81,7 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/api/tools/{id}", get(get_tool))
         .route("/api/tools/{id}/invoke", post(invoke_tool))
         .route("/api/capabilities", get(capabilities))
+        .route("/api/files", get(get_file))
         .route("/api/events/stream", get(events::stream))
         .route("/api/health", get(health))
         .fallback(unknown_route)
@@ -374,6 +375,84 @@ async fn invoke_tool(
             "tool_panicked",
             error.to_string(),
         )),
+    }
+}
+
+/// The largest file `GET /api/files` serves.
+pub(crate) const FILE_LIMIT: u64 = 32 * 1024 * 1024;
+
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileQuery {
+    /// The file's path among the caller's files, as a file output names it.
+    pub path: String,
+}
+
+/// One of the caller's files (a file output's `path`), read through the same confinement as
+/// the fs tools: another user's files, or anything outside the caller's, are not found.
+async fn get_file(
+    State(state): State<AppState>,
+    Extension(UserId(user)): Extension<UserId>,
+    query: Result<axum::extract::Query<FileQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    let axum::extract::Query(query) = query?;
+    let Some(files) = state
+        .service()
+        .runtime()
+        .services()
+        .extensions
+        .get::<agentic_core::UserFiles>()
+    else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "no_files",
+            "this server keeps no user files (the fs plugin is not loaded)",
+        ));
+    };
+    let bytes = files
+        .0
+        .read(&user, &query.path, FILE_LIMIT)
+        .await
+        .map_err(|error| {
+            ApiError::new(StatusCode::NOT_FOUND, "file_not_found", error.to_string())
+        })?;
+    let content_type = content_type_of(&query.path);
+    let mut response = ([(axum::http::header::CONTENT_TYPE, content_type)], bytes).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        axum::http::header::X_CONTENT_TYPE_OPTIONS,
+        axum::http::HeaderValue::from_static("nosniff"),
+    );
+    // Opened directly, nothing in it runs in this origin.
+    headers.insert(
+        axum::http::header::CONTENT_SECURITY_POLICY,
+        axum::http::HeaderValue::from_static("sandbox; default-src 'none'"),
+    );
+    headers.insert(
+        axum::http::header::CACHE_CONTROL,
+        axum::http::HeaderValue::from_static("private, no-store"),
+    );
+    Ok(response)
+}
+
+/// The type a browser may show inline: images and plain text; anything else is bytes.
+fn content_type_of(path: &str) -> &'static str {
+    let extension = path
+        .rsplit_once('.')
+        .map(|(_, extension)| extension.to_ascii_lowercase())
+        .unwrap_or_default();
+    match extension.as_str() {
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        "svg" => "image/svg+xml",
+        "txt" | "md" | "csv" | "log" => "text/plain; charset=utf-8",
+        "json" => "application/json",
+        "wav" => "audio/wav",
+        "mp3" => "audio/mpeg",
+        "pdf" => "application/pdf",
+        _ => "application/octet-stream",
     }
 }
 

@@ -65,6 +65,7 @@ async fn health_openapi_and_docs_need_no_identity_and_work_offline() {
         ("GET", "/api/tools/{id}"),
         ("POST", "/api/tools/{id}/invoke"),
         ("GET", "/api/capabilities"),
+        ("GET", "/api/files"),
         ("GET", "/api/events/stream"),
         ("GET", "/api/health"),
     ]
@@ -1208,4 +1209,104 @@ async fn wait_until_tool_runs(server: &Server, prompt: &str) {
         assert!(Instant::now() < deadline, "no tool call ran: {stored}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+#[tokio::test]
+async fn the_playground_is_served_offline_and_public_and_files_only_to_their_owner() {
+    let turns = r#"
+- toolCalls:
+    - { id: call_w, name: fs.write, input: { path: "charts/a.svg", content: "<svg xmlns='http://www.w3.org/2000/svg'/>" } }
+- text: Written.
+"#;
+    let mut server = server_with_files(turns).await;
+    // The page and its files: no identity needed, compiled in, with a strict policy.
+    for (path, kind) in [
+        ("/", "text/html"),
+        ("/assets/app.js", "text/javascript"),
+        ("/assets/app.css", "text/css"),
+    ] {
+        let response = server
+            .client
+            .get(format!("{}{path}", server.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+        let headers = response.headers().clone();
+        assert!(headers["content-type"].to_str().unwrap().starts_with(kind));
+        assert!(
+            headers["content-security-policy"]
+                .to_str()
+                .unwrap()
+                .contains("script-src 'self'")
+        );
+        let etag = headers["etag"].to_str().unwrap().to_owned();
+        let body = response.bytes().await.unwrap();
+        assert!(!body.is_empty());
+        let again = server
+            .client
+            .get(format!("{}{path}", server.base))
+            .header("if-none-match", &etag)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(again.status(), 304, "{path}");
+    }
+    let page = server
+        .client
+        .get(format!("{}/", server.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("/assets/app.js"));
+    assert!(!page.contains("http://") && !page.contains("https://"));
+
+    // A file a prompt wrote, to its owner only.
+    let (prompt, _) = server.prompt("alice", json!({ "input": "chart" })).await;
+    server
+        .wait_for("alice", &prompt, &["waiting_for_approval"])
+        .await;
+    server
+        .post(
+            "alice",
+            &format!("/api/prompts/{prompt}/approve"),
+            json!({ "toolCallId": "call_w" }),
+        )
+        .send()
+        .await
+        .unwrap();
+    server.wait_for("alice", &prompt, &["completed"]).await;
+    let own = server
+        .get("alice", "/api/files?path=charts/a.svg")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(own.status(), 200);
+    assert_eq!(own.headers()["content-type"], "image/svg+xml");
+    assert!(
+        own.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .starts_with("sandbox")
+    );
+    assert!(own.text().await.unwrap().starts_with("<svg"));
+    for (user, path) in [
+        ("bob", "/api/files?path=charts/a.svg"),
+        ("bob", "/api/files?path=../alice/charts/a.svg"),
+        ("alice", "/api/files?path=../../api.db"),
+        ("alice", "/api/files?path=/etc/passwd"),
+        ("alice", "/api/files?path=nothing-here.txt"),
+    ] {
+        let (status, code) = error_for(server.get(user, path)).await;
+        assert_eq!(status, 404, "{user} {path}: {code}");
+    }
+    assert_eq!(
+        error_for(server.get("alice", "/api/files")).await.0,
+        400,
+        "no path"
+    );
+    server.shutdown().await;
 }

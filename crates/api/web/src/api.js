@@ -1,0 +1,165 @@
+// The API client: every request carries the signed-in identity; the event stream is read with
+// fetch (EventSource cannot send headers) and resumes with Last-Event-ID after a drop.
+
+const SESSION_KEY = "agentic.session";
+
+export function loadSession() {
+  try {
+    const saved = JSON.parse(localStorage.getItem(SESSION_KEY) || "null");
+    if (saved && typeof saved.user === "string" && saved.user) return saved;
+  } catch {
+    // A damaged entry is the same as none.
+  }
+  return null;
+}
+
+export function saveSession(session) {
+  if (session) localStorage.setItem(SESSION_KEY, JSON.stringify(session));
+  else localStorage.removeItem(SESSION_KEY);
+}
+
+export class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+function headers(session, extra) {
+  const all = { "X-User-Id": session.user, ...extra };
+  if (session.token) all.Authorization = `Bearer ${session.token}`;
+  return all;
+}
+
+async function failure(response) {
+  let code = "http_" + response.status;
+  let message = `${response.status} ${response.statusText}`;
+  try {
+    const body = await response.json();
+    if (body && body.error) {
+      code = body.error.code || code;
+      message = body.error.message || message;
+    }
+  } catch {
+    // Not our JSON error shape: keep the status line.
+  }
+  return new ApiError(response.status, code, message);
+}
+
+export async function request(session, method, path, body) {
+  const init = { method, headers: headers(session) };
+  if (body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  let response;
+  try {
+    response = await fetch(path, init);
+  } catch (error) {
+    throw new ApiError(0, "network", `the server cannot be reached (${error.message})`);
+  }
+  if (!response.ok) throw await failure(response);
+  if (response.status === 204) return null;
+  return response.json();
+}
+
+/// A user's file, as an object URL (for previews and downloads).
+export async function fileUrl(session, path) {
+  const response = await fetch(`/api/files?path=${encodeURIComponent(path)}`, {
+    headers: headers(session),
+  });
+  if (!response.ok) throw await failure(response);
+  return URL.createObjectURL(await response.blob());
+}
+
+/// Follows the user's events until `stop()`: `onEvent({id, event, data})` for each, in order;
+/// `onState("live" | "reconnecting" | "failed", detail)` as the connection changes. After a drop
+/// it reconnects with the id of the last event it saw, so nothing is missed or seen twice.
+export function followEvents(session, { lastEventId, onEvent, onState }) {
+  let stopped = false;
+  let controller = null;
+  let last = lastEventId ?? null;
+  let delay = 250;
+
+  async function connect() {
+    while (!stopped) {
+      controller = new AbortController();
+      try {
+        const extra = last !== null ? { "Last-Event-ID": String(last) } : {};
+        const response = await fetch("/api/events/stream", {
+          headers: headers(session, extra),
+          signal: controller.signal,
+        });
+        if (!response.ok) {
+          const error = await failure(response);
+          if (response.status === 401 || response.status === 400) {
+            onState("failed", error.message);
+            return;
+          }
+          throw error;
+        }
+        onState("live");
+        delay = 250;
+        await read(response.body.getReader());
+      } catch (error) {
+        if (stopped) return;
+        onState("reconnecting", error.message);
+      }
+      if (stopped) return;
+      await new Promise((resolve) => setTimeout(resolve, delay));
+      delay = Math.min(delay * 2, 5000);
+    }
+  }
+
+  async function read(reader) {
+    const decoder = new TextDecoder();
+    let buffer = "";
+    let event = { id: null, event: "message", data: [] };
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error("the event stream ended");
+      buffer += decoder.decode(value, { stream: true });
+      let newline;
+      while ((newline = buffer.search(/\r\n|\r|\n/)) >= 0) {
+        const line = buffer.slice(0, newline);
+        buffer = buffer.slice(newline + (buffer.startsWith("\r\n", newline) ? 2 : 1));
+        if (line === "") {
+          if (event.data.length > 0) dispatch(event);
+          event = { id: null, event: "message", data: [] };
+          continue;
+        }
+        if (line.startsWith(":")) continue;
+        const colon = line.indexOf(":");
+        const field = colon < 0 ? line : line.slice(0, colon);
+        let text = colon < 0 ? "" : line.slice(colon + 1);
+        if (text.startsWith(" ")) text = text.slice(1);
+        if (field === "data") event.data.push(text);
+        else if (field === "event") event.event = text;
+        else if (field === "id") event.id = text;
+      }
+    }
+  }
+
+  function dispatch(event) {
+    if (event.id !== null && event.id !== "") last = event.id;
+    let data;
+    try {
+      data = JSON.parse(event.data.join("\n"));
+    } catch {
+      return;
+    }
+    onEvent({ id: event.id, event: event.event, data });
+  }
+
+  connect();
+  return {
+    stop() {
+      stopped = true;
+      if (controller) controller.abort();
+    },
+    lastEventId() {
+      return last;
+    },
+  };
+}

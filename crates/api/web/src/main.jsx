@@ -1,0 +1,944 @@
+// The playground: sign in, conversations, a live timeline, approvals and tools.
+
+import { render } from "preact";
+import { memo } from "preact/compat";
+import { useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
+
+import { ApiError, fileUrl, followEvents, loadSession, request, saveSession } from "./api.js";
+import { highlightLines, markdown, prettyJson } from "./render.js";
+import {
+  applyEvent,
+  callLine,
+  duration,
+  errorLine,
+  formatMs,
+  fromStored,
+  groupOutputs,
+  isFinished,
+  newPrompt,
+  promptTime,
+  waitingCall,
+} from "./timeline.js";
+
+// What the browser tests read: how long each change of the timeline took to draw.
+const stats = (window.agenticStats = { commits: [], firstPaint: null, errors: [] });
+
+// ----- routing: #/, #/c/<id>, #/tools, #/tools/<id> -----
+
+function parseRoute() {
+  const hash = location.hash.replace(/^#/, "") || "/";
+  const parts = hash.split("/").filter(Boolean).map(decodeURIComponent);
+  if (parts[0] === "c" && parts[1]) return { view: "conversation", id: parts[1] };
+  if (parts[0] === "tools") return { view: "tools", id: parts[1] || null };
+  return { view: "conversation", id: null };
+}
+
+function useRoute() {
+  const [route, setRoute] = useState(parseRoute);
+  useEffect(() => {
+    const changed = () => setRoute(parseRoute());
+    addEventListener("hashchange", changed);
+    return () => removeEventListener("hashchange", changed);
+  }, []);
+  return route;
+}
+
+function go(path) {
+  location.hash = "#" + path;
+}
+
+// ----- theme -----
+
+function useTheme() {
+  const [theme, setTheme] = useState(() => localStorage.getItem("agentic.theme") || "auto");
+  useEffect(() => {
+    const dark =
+      theme === "dark" || (theme === "auto" && matchMedia("(prefers-color-scheme: dark)").matches);
+    document.documentElement.dataset.theme = dark ? "dark" : "light";
+    localStorage.setItem("agentic.theme", theme);
+  }, [theme]);
+  const next = () => setTheme((current) => (current === "auto" ? "dark" : current === "dark" ? "light" : "auto"));
+  return [theme, next];
+}
+
+// ----- events: one stream for the signed-in user, shared by every view -----
+
+function createBus() {
+  const listeners = new Set();
+  return {
+    subscribe(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+    emit(event) {
+      for (const listener of listeners) listener(event);
+    },
+  };
+}
+
+// ----- the app -----
+
+function App() {
+  const [session, setSession] = useState(loadSession);
+  const [theme, nextTheme] = useTheme();
+  const signOut = () => {
+    saveSession(null);
+    setSession(null);
+  };
+  if (!session) {
+    return (
+      <SignIn
+        onSignedIn={(signed) => {
+          saveSession(signed);
+          setSession(signed);
+        }}
+      />
+    );
+  }
+  return <Shell session={session} onSignOut={signOut} theme={theme} nextTheme={nextTheme} />;
+}
+
+function SignIn({ onSignedIn, message }) {
+  const saved = loadSession();
+  const [user, setUser] = useState(saved?.user || "");
+  const [token, setToken] = useState(saved?.token || "");
+  const [error, setError] = useState(message || null);
+  const [busy, setBusy] = useState(false);
+  const submit = async (event) => {
+    event.preventDefault();
+    const session = { user: user.trim(), token: token.trim() };
+    if (!session.user) {
+      setError("Enter a user id.");
+      return;
+    }
+    setBusy(true);
+    try {
+      await request(session, "GET", "/api/capabilities");
+      onSignedIn(session);
+    } catch (failure) {
+      if (failure.status === 401 && !session.token) {
+        setError(`This server needs a token: set the one it was started with (AGENTIC_API_TOKEN). ${failure.message}`);
+      } else if (failure.status === 401) {
+        setError(`The server refused these credentials: ${failure.message}`);
+      } else {
+        setError(failure.message);
+      }
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <main class="signin">
+      <form onSubmit={submit} aria-labelledby="signin-title">
+        <h1 id="signin-title">agentic</h1>
+        <p class="muted">Sign in to this server's playground.</p>
+        <label>
+          User id
+          <input name="user" autocomplete="username" value={user} onInput={(e) => setUser(e.currentTarget.value)} autofocus />
+        </label>
+        <label>
+          API token <span class="muted">(when the server has one)</span>
+          <input name="token" type="password" autocomplete="current-password" value={token} onInput={(e) => setToken(e.currentTarget.value)} />
+        </label>
+        {error && (
+          <p class="error" role="alert">
+            {error}
+          </p>
+        )}
+        <button type="submit" disabled={busy}>
+          Sign in
+        </button>
+      </form>
+    </main>
+  );
+}
+
+function Shell({ session, onSignOut, theme, nextTheme }) {
+  const route = useRoute();
+  const bus = useMemo(createBus, [session]);
+  const [conversations, setConversations] = useState([]);
+  const [capabilities, setCapabilities] = useState(null);
+  const [stream, setStream] = useState("connecting");
+  const [problem, setProblem] = useState(null);
+  const [menuOpen, setMenuOpen] = useState(false);
+
+  const refresh = useCallback(async () => {
+    try {
+      setConversations(await request(session, "GET", "/api/conversations"));
+    } catch (error) {
+      setProblem(error.message);
+    }
+  }, [session]);
+
+  useEffect(() => {
+    refresh();
+    request(session, "GET", "/api/capabilities")
+      .then(setCapabilities)
+      .catch((error) => setProblem(error.message));
+  }, [session, refresh]);
+
+  useEffect(() => {
+    const key = `agentic.lastEventId.${session.user}`;
+    const follower = followEvents(session, {
+      lastEventId: sessionStorage.getItem(key),
+      onEvent(event) {
+        if (event.id) sessionStorage.setItem(key, event.id);
+        bus.emit(event);
+        if (event.event === "conversation.updated" || event.event === "prompt.created") refresh();
+      },
+      onState(state, detail) {
+        setStream(state);
+        if (state === "failed") setProblem(detail);
+      },
+    });
+    return () => follower.stop();
+  }, [session, bus, refresh]);
+
+  useEffect(() => setMenuOpen(false), [route.view, route.id]);
+
+  return (
+    <div class={`shell ${menuOpen ? "menu-open" : ""}`}>
+      <header class="topbar">
+        <button class="icon menu-toggle" aria-label="Conversations" aria-expanded={menuOpen} onClick={() => setMenuOpen(!menuOpen)}>
+          ☰
+        </button>
+        <strong class="brand">agentic</strong>
+        <span class={`stream stream-${stream}`} title="event stream" aria-live="polite">
+          {stream === "live" ? "live" : stream}
+        </span>
+        <span class="spacer" />
+        <span class="muted who">{session.user}</span>
+        <button class="icon" onClick={nextTheme} aria-label={`Theme: ${theme}`} title={`Theme: ${theme}`}>
+          {theme === "dark" ? "☾" : theme === "light" ? "☀" : "◐"}
+        </button>
+        <button class="link" onClick={onSignOut}>
+          Sign out
+        </button>
+      </header>
+      <nav class="sidebar" aria-label="Conversations">
+        <button class="new" onClick={() => go("/")}>
+          + New conversation
+        </button>
+        <a href="#/tools" class={`nav-tools ${route.view === "tools" ? "current" : ""}`}>
+          Tools
+        </a>
+        <ul class="conversations">
+          {conversations.map((conversation) => (
+            <li key={conversation.id}>
+              <a
+                href={`#/c/${conversation.id}`}
+                class={route.id === conversation.id ? "current" : ""}
+                aria-current={route.id === conversation.id ? "page" : undefined}
+              >
+                <span class="title">{conversation.title || "Untitled"}</span>
+                <span class="muted small">
+                  {new Date(conversation.updatedAt).toLocaleString()}
+                  {conversation.activePromptId ? " · running" : ""}
+                </span>
+              </a>
+            </li>
+          ))}
+          {conversations.length === 0 && <li class="muted empty">No conversations yet.</li>}
+        </ul>
+      </nav>
+      <main class="content">
+        {problem && (
+          <p class="error banner" role="alert">
+            {problem}{" "}
+            <button class="link" onClick={() => setProblem(null)}>
+              dismiss
+            </button>
+          </p>
+        )}
+        {route.view === "tools" ? (
+          <ToolsView session={session} selected={route.id} />
+        ) : (
+          <ConversationView
+            key={route.id || "new"}
+            session={session}
+            conversationId={route.id}
+            bus={bus}
+            capabilities={capabilities}
+            onChanged={refresh}
+          />
+        )}
+      </main>
+    </div>
+  );
+}
+
+// ----- a conversation -----
+
+function ConversationView({ session, conversationId, bus, capabilities, onChanged }) {
+  const [prompts, setPrompts] = useState([]);
+  const [title, setTitle] = useState(null);
+  const [loading, setLoading] = useState(Boolean(conversationId));
+  const [error, setError] = useState(null);
+  const promptIds = useRef(new Set());
+  const pending = useRef([]);
+  const loaded = useRef(!conversationId);
+  const startedAt = useRef(performance.now());
+
+  // Events come from the moment the view opens; those that arrive before the conversation is
+  // loaded wait, then apply on top of it.
+  const apply = useCallback((event) => {
+    const data = event.data?.data ?? {};
+    const promptId = data.promptId;
+    if (!promptId) return;
+    if (event.event === "prompt.created") {
+      if (data.conversationId && data.conversationId === conversationId && !promptIds.current.has(promptId)) {
+        promptIds.current.add(promptId);
+        setPrompts((list) => (list.some((p) => p.id === promptId) ? list : [...list, newPrompt(promptId, "", data.mode)]));
+      }
+      return;
+    }
+    if (!promptIds.current.has(promptId)) return;
+    event.receivedAt = performance.now();
+    setPrompts((list) => list.map((prompt) => (prompt.id === promptId ? applyEvent(prompt, event.event, data) : prompt)));
+    if (isFinished(stateAfter(event.event))) onChanged();
+  }, [conversationId, onChanged]);
+
+  const load = useCallback(async () => {
+    if (!conversationId) return;
+    try {
+      const detail = await request(session, "GET", `/api/conversations/${encodeURIComponent(conversationId)}`);
+      const list = detail.prompts.filter((stored) => stored.visible !== false).map(fromStored);
+      promptIds.current = new Set(list.map((prompt) => prompt.id));
+      setTitle(detail.title);
+      setPrompts(list);
+      setError(null);
+    } catch (failure) {
+      setError(failure.status === 404 ? "This conversation does not exist, or is not yours." : failure.message);
+    } finally {
+      setLoading(false);
+      loaded.current = true;
+      const waiting = pending.current;
+      pending.current = [];
+      waiting.forEach(apply);
+    }
+  }, [session, conversationId, apply]);
+
+  useEffect(() => {
+    load();
+  }, [load]);
+
+  useEffect(
+    () =>
+      bus.subscribe((event) => {
+        if (event.event === "stream.gap" || event.event === "stream.lagged") {
+          load();
+          return;
+        }
+        if (!loaded.current) pending.current.push(event);
+        else apply(event);
+      }),
+    [bus, apply, load],
+  );
+
+  useLayoutEffect(() => {
+    if (!loading && stats.firstPaint === null && conversationId) {
+      const now = performance.now();
+      stats.firstPaint = { sinceNavigation: now, sinceOpen: now - startedAt.current, prompts: prompts.length };
+    }
+  }, [loading]);
+
+  const send = async ({ input, mode, model }) => {
+    const body = { input, mode, model };
+    if (conversationId) body.conversationId = conversationId;
+    const accepted = await request(session, "POST", "/api/prompt", body);
+    if (!conversationId) {
+      go(`/c/${accepted.conversationId}`);
+      return;
+    }
+    if (!promptIds.current.has(accepted.promptId)) {
+      promptIds.current.add(accepted.promptId);
+      setPrompts((list) => [...list, newPrompt(accepted.promptId, input, mode)]);
+    } else {
+      setPrompts((list) => list.map((prompt) => (prompt.id === accepted.promptId ? { ...prompt, input } : prompt)));
+    }
+    onChanged();
+  };
+
+  const running = prompts.find((prompt) => !isFinished(prompt.state));
+
+  return (
+    <section class="conversation" aria-label={title || "New conversation"}>
+      <h2 class="conversation-title">{conversationId ? title || "…" : "New conversation"}</h2>
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
+      {loading ? <p class="muted">Loading…</p> : <Timeline prompts={prompts} session={session} />}
+      {!loading && !conversationId && (
+        <p class="muted hint">Ask something below. Pick code mode to let the model write a script that calls the tools.</p>
+      )}
+      <Composer
+        capabilities={capabilities}
+        running={running}
+        onSend={send}
+        onStop={() =>
+          running &&
+          request(session, "POST", `/api/prompts/${running.id}/cancel`).catch((failure) => setError(failure.message))
+        }
+      />
+    </section>
+  );
+}
+
+function stateAfter(eventName) {
+  return { "prompt.completed": "completed", "prompt.error": "failed", "prompt.cancelled": "cancelled" }[eventName] || "running";
+}
+
+function Timeline({ prompts, session }) {
+  const end = useRef(null);
+  const drawnAt = useRef(0);
+  useLayoutEffect(() => {
+    const started = drawnAt.current;
+    const outputs = prompts.reduce((sum, prompt) => sum + prompt.output.length, 0);
+    stats.commits.push({ outputs, ms: started ? performance.now() - started : 0 });
+    if (stats.commits.length > 5000) stats.commits.shift();
+    end.current?.scrollIntoView({ block: "end" });
+  });
+  // When the list is about to be drawn: the time from here to the layout effect is the cost of
+  // one change.
+  drawnAt.current = performance.now();
+  return (
+    <ol class="timeline" aria-live="polite">
+      {prompts.map((prompt) => (
+        <PromptView key={prompt.id} prompt={prompt} session={session} />
+      ))}
+      <li ref={end} class="timeline-end" aria-hidden="true" />
+    </ol>
+  );
+}
+
+const PromptView = memo(function PromptView({ prompt, session }) {
+  const groups = useMemo(() => groupOutputs(prompt.output), [prompt.output]);
+  const waiting = waitingCall(prompt);
+  const time = promptTime(prompt);
+  return (
+    <li class={`prompt state-${prompt.state}`} data-prompt-id={prompt.id}>
+      {prompt.input && (
+        <div class="bubble user">
+          <div class="who small muted">you · {prompt.mode}</div>
+          <div class="user-text">{prompt.input}</div>
+        </div>
+      )}
+      <div class="bubble agent">
+        {groups.map((group) =>
+          group.kind === "code" ? (
+            <CodeExecution key={group.output.id} execution={group.output} calls={group.calls} liveTool={prompt.liveTool} waiting={waiting} />
+          ) : group.kind === "tool" ? (
+            <ToolCard key={group.output.id} output={group.output} live={prompt.liveTool[group.output.id]} />
+          ) : group.kind === "file" ? (
+            <FileCard key={group.output.id} output={group.output} session={session} />
+          ) : (
+            <Markdown key={group.output.id} text={group.output.content} />
+          ),
+        )}
+        {prompt.live && <Markdown text={prompt.live} streaming />}
+        {waiting && <Approval prompt={prompt} waiting={waiting} session={session} />}
+        <footer class="prompt-footer small muted">
+          <span class={`badge ${prompt.state}`}>{prompt.state.replace(/_/g, " ")}</span>
+          {prompt.state === "running" && <span class="spinner" aria-label="running" />}
+          {prompt.usage && prompt.usage.totalTokens > 0 && (
+            <span class="usage">
+              {prompt.usage.inputTokens} in · {prompt.usage.outputTokens} out tokens
+              {prompt.usage.modelCalls ? ` · ${prompt.usage.modelCalls} model calls` : ""}
+              {typeof prompt.usage.cost === "number" ? ` · $${prompt.usage.cost.toFixed(4)}` : ""}
+            </span>
+          )}
+          {time !== null && <span class="time">{formatMs(time)}</span>}
+          {prompt.error && prompt.state !== "cancelled" && <span class="error">{prompt.error}</span>}
+        </footer>
+      </div>
+    </li>
+  );
+});
+
+const Markdown = memo(function Markdown({ text, streaming }) {
+  const html = useMemo(() => markdown(text), [text]);
+  return <div class={`markdown ${streaming ? "streaming" : ""}`} dangerouslySetInnerHTML={{ __html: html }} />;
+});
+
+function resultState(output) {
+  const result = output.result || {};
+  if (result.type === "pending") return result.reason === "running" ? "running" : "waiting";
+  return result.type === "error" ? "error" : "ok";
+}
+
+const ToolCard = memo(function ToolCard({ output, live, nested, marked }) {
+  const state = resultState(output);
+  const ms = duration(output);
+  return (
+    <details class={`tool ${state} ${nested ? "nested" : ""} ${marked ? "marked" : ""}`} open={state === "error" || state === "waiting"} data-tool={output.function}>
+      <summary>
+        <span class="tool-id">{output.function}</span>
+        <span class={`badge ${state}`}>{state}</span>
+        {ms !== null && <span class="muted small">{formatMs(ms)}</span>}
+      </summary>
+      <div class="tool-body">
+        <div class="label small muted">input</div>
+        <pre class="json">{prettyJson(output.input)}</pre>
+        {live && (
+          <>
+            <div class="label small muted">live output</div>
+            <pre class="live">{live}</pre>
+          </>
+        )}
+        {output.result?.type === "success" && (
+          <>
+            <div class="label small muted">result</div>
+            <pre class="json">{prettyJson(output.result.output)}</pre>
+          </>
+        )}
+        {output.result?.type === "error" && <pre class="error">{output.result.error}</pre>}
+        {output.result?.type === "pending" && <p class="muted small">{output.result.reason}</p>}
+      </div>
+    </details>
+  );
+});
+
+function CodeBlock({ code, marks }) {
+  const lines = useMemo(() => highlightLines(code), [code]);
+  return (
+    <pre class="code" tabindex="0">
+      <code>
+        {lines.map((html, index) => {
+          const mark = marks?.[index + 1];
+          return (
+            <span key={index} class={`line ${mark ? "mark-" + mark : ""}`} data-line={index + 1}>
+              <span class="ln" aria-hidden="true">
+                {index + 1}
+              </span>
+              <span class="src" dangerouslySetInnerHTML={{ __html: html || " " }} />
+            </span>
+          );
+        })}
+      </code>
+    </pre>
+  );
+}
+
+const CodeExecution = memo(function CodeExecution({ execution, calls, liveTool, waiting }) {
+  const code = execution.input?.code ?? "";
+  const result = execution.result || {};
+  const state = resultState(execution);
+  const marks = {};
+  const errored = result.type === "error" ? errorLine(result.error) : null;
+  if (errored) marks[errored] = "error";
+  let pausedLine = null;
+  if (waiting) {
+    const index = calls.findIndex((call) => call.id === waiting.toolCallId);
+    if (index >= 0) {
+      const nth = calls.slice(0, index).filter((call) => call.function === waiting.toolName).length;
+      pausedLine = callLine(code, waiting.toolName, nth);
+      if (pausedLine) marks[pausedLine] = "paused";
+    }
+  }
+  calls.forEach((call) => {
+    if (call.result?.type === "error") {
+      const line = errorLine(call.result.error);
+      if (line) marks[line] = "error";
+    }
+  });
+  const value = result.type === "success" ? result.output : null;
+  const ms = duration(execution);
+  return (
+    <section class={`execution ${state}`} data-execution={execution.id} aria-label="code execution">
+      <header>
+        <span class="tool-id">code.execute</span>
+        <span class={`badge ${state}`}>{state}</span>
+        {ms !== null && <span class="muted small">{formatMs(ms)}</span>}
+        {pausedLine && <span class="small paused-note">paused at line {pausedLine}</span>}
+      </header>
+      <CodeBlock code={code} marks={marks} />
+      {calls.length > 0 && (
+        <div class="calls" aria-label="tool calls made by the code">
+          <div class="label small muted">{calls.length} tool call{calls.length === 1 ? "" : "s"}</div>
+          {calls.map((call) => (
+            <ToolCard key={call.id} output={call} live={liveTool[call.id]} nested marked={waiting?.toolCallId === call.id} />
+          ))}
+        </div>
+      )}
+      {liveTool[execution.id] && <pre class="live">{liveTool[execution.id]}</pre>}
+      {value && value.logs && value.logs.length > 0 && (
+        <>
+          <div class="label small muted">logs</div>
+          <pre class="logs">{value.logs.join("\n")}</pre>
+        </>
+      )}
+      {value && value.value !== undefined && value.value !== null && (
+        <>
+          <div class="label small muted">value</div>
+          <pre class="json">{prettyJson(value.value)}</pre>
+        </>
+      )}
+      {result.type === "error" && (
+        <pre class="error" data-error-line={errored || undefined}>
+          {result.error}
+        </pre>
+      )}
+    </section>
+  );
+});
+
+function FileCard({ output, session }) {
+  const [url, setUrl] = useState(null);
+  const [error, setError] = useState(null);
+  const image = output.mimeType?.startsWith("image/");
+  useEffect(() => {
+    let revoked = null;
+    if (image) {
+      fileUrl(session, output.path)
+        .then((made) => {
+          revoked = made;
+          setUrl(made);
+        })
+        .catch((failure) => setError(failure.message));
+    }
+    return () => revoked && URL.revokeObjectURL(revoked);
+  }, [output.path]);
+  const download = async (event) => {
+    event.preventDefault();
+    try {
+      const made = url || (await fileUrl(session, output.path));
+      const link = document.createElement("a");
+      link.href = made;
+      link.download = output.path.split("/").pop();
+      link.click();
+    } catch (failure) {
+      setError(failure.message);
+    }
+  };
+  return (
+    <figure class="file">
+      {image && url && <img src={url} alt={output.description || output.path} />}
+      <figcaption>
+        <a href="#" onClick={download}>
+          {output.path}
+        </a>{" "}
+        <span class="muted small">{output.mimeType}</span>
+        {output.description && <div class="small">{output.description}</div>}
+        {error && <div class="error small">{error}</div>}
+      </figcaption>
+    </figure>
+  );
+}
+
+function Approval({ prompt, waiting, session }) {
+  const [reason, setReason] = useState("");
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState(null);
+  const decide = async (decision) => {
+    setBusy(true);
+    setError(null);
+    try {
+      const body = { toolCallId: waiting.toolCallId };
+      if (decision === "reject" && reason.trim()) body.reason = reason.trim();
+      await request(session, "POST", `/api/prompts/${prompt.id}/${decision}`, body);
+    } catch (failure) {
+      setError(failure.message);
+      setBusy(false);
+    }
+  };
+  return (
+    <section class="approval" role="region" aria-label="approval needed">
+      <h3>
+        Approve <code>{waiting.toolName}</code>?
+      </h3>
+      <p>{waiting.reason}</p>
+      <pre class="json">{prettyJson(waiting.input)}</pre>
+      {prompt.mode === "code" && <p class="small muted">The script is paused at the marked line above.</p>}
+      <div class="actions">
+        <button class="approve" disabled={busy} onClick={() => decide("approve")}>
+          Approve
+        </button>
+        <input aria-label="reason for rejecting" placeholder="Reason (optional)" value={reason} onInput={(e) => setReason(e.currentTarget.value)} onKeyDown={(e) => e.key === "Enter" && decide("reject")} />
+        <button class="reject" disabled={busy} onClick={() => decide("reject")}>
+          Reject
+        </button>
+      </div>
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
+    </section>
+  );
+}
+
+function Composer({ capabilities, running, onSend, onStop }) {
+  const [input, setInput] = useState("");
+  const [mode, setMode] = useState(() => localStorage.getItem("agentic.mode") || "code");
+  const [model, setModel] = useState("normal");
+  const [error, setError] = useState(null);
+  const [busy, setBusy] = useState(false);
+  const modes = capabilities?.modes ?? [];
+  useEffect(() => {
+    if (modes.length && !modes.some((known) => known.id === mode)) setMode(modes[0].id);
+  }, [capabilities]);
+  useEffect(() => localStorage.setItem("agentic.mode", mode), [mode]);
+  const submit = async (event) => {
+    event?.preventDefault();
+    const text = input.trim();
+    if (!text || busy || running) return;
+    setBusy(true);
+    setError(null);
+    try {
+      await onSend({ input: text, mode, model });
+      setInput("");
+    } catch (failure) {
+      setError(failure instanceof ApiError ? failure.message : String(failure));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <form class="composer" onSubmit={submit}>
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
+      <textarea
+        name="input"
+        aria-label="Message"
+        placeholder={running ? "A prompt is running…" : "Message (Enter sends, Shift+Enter for a new line)"}
+        value={input}
+        rows={3}
+        onInput={(e) => setInput(e.currentTarget.value)}
+        onKeyDown={(e) => {
+          if (e.key === "Enter" && !e.shiftKey && !e.isComposing) submit(e);
+        }}
+      />
+      <div class="composer-row">
+        <label>
+          Mode{" "}
+          <select name="mode" value={mode} onChange={(e) => setMode(e.currentTarget.value)}>
+            {modes.map((known) => (
+              <option key={known.id} value={known.id}>
+                {known.name || known.id}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Model{" "}
+          <select name="model" value={model} onChange={(e) => setModel(e.currentTarget.value)}>
+            <option value="normal">normal{capabilities?.models?.normal ? ` (${capabilities.models.normal})` : ""}</option>
+            <option value="high">high{capabilities?.models?.high ? ` (${capabilities.models.high})` : ""}</option>
+          </select>
+        </label>
+        <span class="spacer" />
+        {running ? (
+          <button type="button" class="stop" onClick={onStop}>
+            Stop
+          </button>
+        ) : (
+          <button type="submit" class="send" disabled={busy || !input.trim()}>
+            Send
+          </button>
+        )}
+      </div>
+    </form>
+  );
+}
+
+// ----- tools -----
+
+function ToolsView({ session, selected }) {
+  const [tools, setTools] = useState(null);
+  const [filter, setFilter] = useState("");
+  const [error, setError] = useState(null);
+  useEffect(() => {
+    request(session, "GET", "/api/tools").then(setTools).catch((failure) => setError(failure.message));
+  }, [session]);
+  const shown = (tools || []).filter((tool) => (tool.id + " " + tool.description).toLowerCase().includes(filter.toLowerCase()));
+  return (
+    <section class="tools">
+      <h2>Tools</h2>
+      {error && <p class="error">{error}</p>}
+      <div class="tools-layout">
+        <div class="tool-list">
+          <input type="search" aria-label="Filter tools" placeholder="Filter" value={filter} onInput={(e) => setFilter(e.currentTarget.value)} />
+          <ul>
+            {shown.map((tool) => (
+              <li key={tool.id}>
+                <a href={`#/tools/${encodeURIComponent(tool.id)}`} class={selected === tool.id ? "current" : ""}>
+                  <code>{tool.id}</code>
+                  <span class="small muted">{tool.description}</span>
+                </a>
+              </li>
+            ))}
+          </ul>
+        </div>
+        {selected && <ToolDetail key={selected} session={session} id={selected} />}
+      </div>
+    </section>
+  );
+}
+
+function ToolDetail({ session, id }) {
+  const [tool, setTool] = useState(null);
+  const [error, setError] = useState(null);
+  const [result, setResult] = useState(null);
+  const [values, setValues] = useState({});
+  const [busy, setBusy] = useState(false);
+  useEffect(() => {
+    request(session, "GET", `/api/tools/${encodeURIComponent(id)}`).then(setTool).catch((failure) => setError(failure.message));
+  }, [id]);
+  if (error && !tool) return <p class="error">{error}</p>;
+  if (!tool) return <p class="muted">Loading…</p>;
+  const schema = tool.inputSchema || {};
+  const properties = schema.properties || {};
+  const required = new Set(schema.required || []);
+  const invoke = async (event) => {
+    event.preventDefault();
+    setBusy(true);
+    setError(null);
+    setResult(null);
+    try {
+      const input = buildInput(properties, values);
+      const answer = await request(session, "POST", `/api/tools/${encodeURIComponent(id)}/invoke`, input);
+      setResult(answer.output);
+    } catch (failure) {
+      setError(
+        failure.code === "approval_required"
+          ? `This call needs approval, so it cannot run from here: ${failure.message}`
+          : failure.message,
+      );
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <article class="tool-detail">
+      <h3>
+        <code>{tool.id}</code>
+      </h3>
+      <p>{tool.description}</p>
+      {tool.plugin && <p class="small muted">from the {tool.plugin} plugin</p>}
+      <form onSubmit={invoke} class="tool-form">
+        {Object.entries(properties).map(([name, property]) => (
+          <Field key={name} name={name} property={property} required={required.has(name)} value={values[name]} onChange={(value) => setValues({ ...values, [name]: value })} />
+        ))}
+        {Object.keys(properties).length === 0 && <p class="small muted">This tool takes no input.</p>}
+        <p class="small muted">Some tools ask for approval before they run (for instance writes and commands); those can only run inside a prompt.</p>
+        <button type="submit" disabled={busy}>
+          Invoke
+        </button>
+      </form>
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
+      {result !== null && (
+        <>
+          <div class="label small muted">result</div>
+          <pre class="json result">{prettyJson(result)}</pre>
+        </>
+      )}
+      <details>
+        <summary>Input schema</summary>
+        <pre class="json">{prettyJson(schema)}</pre>
+      </details>
+      {tool.outputSchema && (
+        <details>
+          <summary>Output schema</summary>
+          <pre class="json">{prettyJson(tool.outputSchema)}</pre>
+        </details>
+      )}
+    </article>
+  );
+}
+
+function typeOf(property) {
+  const type = Array.isArray(property.type) ? property.type.find((t) => t !== "null") : property.type;
+  if (property.enum) return "enum";
+  return type || "json";
+}
+
+function Field({ name, property, required, value, onChange }) {
+  const type = typeOf(property);
+  const label = (
+    <span>
+      {name}
+      {required && <span aria-label="required"> *</span>}
+      {property.description && <span class="small muted"> — {property.description}</span>}
+    </span>
+  );
+  if (type === "boolean") {
+    return (
+      <label class="check">
+        <input type="checkbox" name={name} checked={Boolean(value)} onChange={(e) => onChange(e.currentTarget.checked)} /> {label}
+      </label>
+    );
+  }
+  if (type === "enum") {
+    return (
+      <label>
+        {label}
+        <select name={name} value={value ?? ""} required={required} onChange={(e) => onChange(e.currentTarget.value)}>
+          <option value="">—</option>
+          {property.enum.map((choice) => (
+            <option key={String(choice)} value={String(choice)}>
+              {String(choice)}
+            </option>
+          ))}
+        </select>
+      </label>
+    );
+  }
+  if (type === "string" || type === "number" || type === "integer") {
+    return (
+      <label>
+        {label}
+        <input
+          name={name}
+          type={type === "string" ? "text" : "number"}
+          step={type === "integer" ? 1 : "any"}
+          required={required}
+          value={value ?? ""}
+          onInput={(e) => onChange(e.currentTarget.value)}
+        />
+      </label>
+    );
+  }
+  return (
+    <label>
+      {label} <span class="small muted">(JSON)</span>
+      <textarea name={name} rows={3} required={required} value={value ?? ""} onInput={(e) => onChange(e.currentTarget.value)} />
+    </label>
+  );
+}
+
+function buildInput(properties, values) {
+  const input = {};
+  for (const [name, property] of Object.entries(properties)) {
+    const value = values[name];
+    if (value === undefined || value === "") continue;
+    const type = typeOf(property);
+    if (type === "number" || type === "integer") input[name] = Number(value);
+    else if (type === "boolean") input[name] = value;
+    else if (type === "enum") {
+      const choice = property.enum.find((option) => String(option) === value);
+      input[name] = choice === undefined ? value : choice;
+    } else if (type === "string") input[name] = value;
+    else {
+      try {
+        input[name] = JSON.parse(value);
+      } catch {
+        throw new ApiError(0, "invalid_json", `${name} is not valid JSON`);
+      }
+    }
+  }
+  return input;
+}
+
+addEventListener("error", (event) => stats.errors.push(String(event.message)));
+addEventListener("unhandledrejection", (event) => stats.errors.push(String(event.reason?.message || event.reason)));
+
+render(<App />, document.getElementById("app"));

@@ -1,0 +1,65 @@
+// Markdown (sanitised) and JavaScript (highlighted, one entry per line).
+
+import DOMPurify from "dompurify";
+import { Marked } from "marked";
+import hljs from "highlight.js/lib/core";
+import javascript from "highlight.js/lib/languages/javascript";
+import json from "highlight.js/lib/languages/json";
+
+hljs.registerLanguage("javascript", javascript);
+hljs.registerLanguage("json", json);
+
+const marked = new Marked({ gfm: true, breaks: false, async: false });
+
+// Links a model writes open in a new tab and cannot reach back into the playground.
+DOMPurify.addHook("afterSanitizeAttributes", (node) => {
+  if (node.tagName === "A") {
+    node.setAttribute("target", "_blank");
+    node.setAttribute("rel", "noopener noreferrer");
+  }
+});
+
+/// A model's markdown as HTML that is safe to insert: no scripts, handlers, or foreign forms.
+export function markdown(text) {
+  const html = marked.parse(text || "");
+  return DOMPurify.sanitize(html, {
+    FORBID_TAGS: ["style", "form", "input", "button", "textarea", "select", "iframe"],
+    FORBID_ATTR: ["style"],
+  });
+}
+
+/// Highlighted code split into lines, each a string of HTML with its spans closed, so lines
+/// can be numbered and marked one by one.
+export function highlightLines(code, language = "javascript") {
+  const html = hljs.highlight(code || "", { language, ignoreIllegals: true }).value;
+  const lines = [];
+  const open = [];
+  let line = "";
+  const tag = /<span class="([^"]*)">|<\/span>|\n|[^<\n]+|</g;
+  let match;
+  while ((match = tag.exec(html)) !== null) {
+    const piece = match[0];
+    if (piece === "\n") {
+      line += "</span>".repeat(open.length);
+      lines.push(line);
+      line = open.map((name) => `<span class="${name}">`).join("");
+    } else if (match[1] !== undefined) {
+      open.push(match[1]);
+      line += piece;
+    } else if (piece === "</span>") {
+      open.pop();
+      line += piece;
+    } else {
+      line += piece;
+    }
+  }
+  line += "</span>".repeat(open.length);
+  lines.push(line);
+  return lines;
+}
+
+export function prettyJson(value) {
+  if (value === undefined) return "";
+  if (typeof value === "string") return value;
+  return JSON.stringify(value, null, 2);
+}

@@ -363,26 +363,52 @@ function ConversationView({ session, conversationId, bus, capabilities, onChange
 
   return (
     <section class="conversation" aria-label={title || "New conversation"}>
-      <h2 class="conversation-title">{conversationId ? title || "…" : "New conversation"}</h2>
-      {error && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
-      {loading ? <p class="muted">Loading…</p> : <Timeline prompts={prompts} session={session} />}
-      {!loading && !conversationId && (
-        <p class="muted hint">Ask something below. Pick code mode to let the model write a script that calls the tools.</p>
-      )}
-      <Composer
-        capabilities={capabilities}
-        running={running}
-        onSend={send}
-        onStop={() =>
-          running &&
-          request(session, "POST", `/api/prompts/${running.id}/cancel`).catch((failure) => setError(failure.message))
-        }
-      />
+      <Scroller>
+        <div class="column">
+          <h2 class="conversation-title">{conversationId ? title || "…" : "New conversation"}</h2>
+          {error && (
+            <p class="error" role="alert">
+              {error}
+            </p>
+          )}
+          {loading ? <p class="muted">Loading…</p> : <Timeline prompts={prompts} session={session} />}
+          {!loading && !conversationId && (
+            <p class="muted hint">Ask something below. Pick code mode to let the model write a script that calls the tools.</p>
+          )}
+        </div>
+      </Scroller>
+      <div class="column">
+        <Composer
+          capabilities={capabilities}
+          running={running}
+          onSend={send}
+          onStop={() =>
+            running &&
+            request(session, "POST", `/api/prompts/${running.id}/cancel`).catch((failure) => setError(failure.message))
+          }
+        />
+      </div>
     </section>
+  );
+}
+
+/// The scrolling part of a conversation: it follows new output while the reader is at the
+/// bottom, and stays put while they read further up.
+function Scroller({ children }) {
+  const box = useRef(null);
+  const atBottom = useRef(true);
+  useLayoutEffect(() => {
+    const element = box.current;
+    if (element && atBottom.current) element.scrollTop = element.scrollHeight;
+  });
+  const onScroll = () => {
+    const element = box.current;
+    if (element) atBottom.current = element.scrollHeight - element.scrollTop - element.clientHeight < 80;
+  };
+  return (
+    <div class="scroller" ref={box} onScroll={onScroll}>
+      {children}
+    </div>
   );
 }
 
@@ -391,14 +417,12 @@ function stateAfter(eventName) {
 }
 
 function Timeline({ prompts, session }) {
-  const end = useRef(null);
   const drawnAt = useRef(0);
   useLayoutEffect(() => {
     const started = drawnAt.current;
     const outputs = prompts.reduce((sum, prompt) => sum + prompt.output.length, 0);
     stats.commits.push({ outputs, ms: started ? performance.now() - started : 0 });
     if (stats.commits.length > 5000) stats.commits.shift();
-    end.current?.scrollIntoView({ block: "end" });
   });
   // When the list is about to be drawn: the time from here to the layout effect is the cost of
   // one change.
@@ -408,7 +432,6 @@ function Timeline({ prompts, session }) {
       {prompts.map((prompt) => (
         <PromptView key={prompt.id} prompt={prompt} session={session} />
       ))}
-      <li ref={end} class="timeline-end" aria-hidden="true" />
     </ol>
   );
 }

@@ -25,7 +25,7 @@ fn turns() -> String {
 # 1. classic: a tool call, then the answer
 - toolCalls:
     - { id: call_time, name: time.now, input: {} }
-- text: "It is **now**, according to `time.now`."
+- text: "It is **now**, according to `time.now`. <img src=x onerror=\"window.pwned=1\"><script>window.pwned=2</script>"
 # 2. code: nested calls, logs, streamed live output, then the answer
 - code: |
     const listing = fs.list({});
@@ -37,6 +37,12 @@ fn turns() -> String {
     const before = fs.list({});
     fs.write({ path: "approved.txt", content: "yes" });
     done("Saved approved.txt.");
+# 3b. code: an error on line 2, then a program that works
+- code: |
+    const n = 1;
+    throw new Error("not counted yet");
+- code: |
+    done("Recovered after the error.");
 # 4. classic: a write that is rejected
 - toolCalls:
     - { id: call_reject, name: fs.write, input: { path: rejected.txt, content: "no" } }
@@ -49,6 +55,10 @@ fn turns() -> String {
 - code: |
     for (let i = 0; i < 1000; i++) { time.now({}); }
     done("Called time.now 1000 times.");
+# 7b. code: an MCP tool's image becomes a file output
+- code: |
+    const image = everything.getTinyImage({});
+    done("Here is the tiny image.");
 "#,
     );
     // 8. a hundred short prompts for the first-paint measurement.
@@ -77,6 +87,25 @@ fn the_playground_works_in_a_real_browser() {
         ),
     )
     .unwrap();
+    let everything = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../plugins/mcp/tests/servers/node_modules/.bin/mcp-server-everything");
+    if !everything.exists() {
+        assert!(
+            std::env::var("AGENTIC_REQUIRE_MCP_SERVERS").as_deref() != Ok("1"),
+            "AGENTIC_REQUIRE_MCP_SERVERS=1 but {} is missing",
+            everything.display()
+        );
+        eprintln!(
+            "skipped: the npm MCP servers are not installed (npm ci --prefix crates/plugins/mcp/tests/servers)"
+        );
+        return;
+    }
+    let mut toml = std::fs::read_to_string(&config).unwrap();
+    toml.push_str(&format!(
+        "\n[mcp.servers.everything]\ncommand = \"{}\"\n",
+        everything.display()
+    ));
+    std::fs::write(&config, toml).unwrap();
     let database = format!("sqlite://{}", dir.join("agentic.db").display());
     let (mut server, base, log) = serve_with(
         &turns,
@@ -152,6 +181,13 @@ async fn scenarios(page: &Page, base: &str, _turns: &Script) -> Outcome {
         .await?;
     page.wait_text(".tool .tool-id", "time.now").await?;
     page.wait_text(".markdown strong", "now").await?;
+    // What the model writes is sanitised: no handlers, no scripts.
+    let hostile = page
+        .js("return [window.pwned, document.querySelectorAll('.markdown script, .markdown [onerror], .markdown img').length]")
+        .await?;
+    if hostile != json!([null, 0]) {
+        return Err(format!("the model's markup ran or survived: {hostile}"));
+    }
     page.shot("03-classic-tool-call").await?;
     page.click(".tool > summary").await?;
     page.wait_text(".tool .tool-body", "result").await?;
@@ -195,6 +231,8 @@ async fn scenarios(page: &Page, base: &str, _turns: &Script) -> Outcome {
     page.wait_text(".execution .line.mark-paused", "fs.write")
         .await?;
     page.wait_text(".execution .paused-note", "line 2").await?;
+    page.wait_text(".approval .paused-code .line.mark-paused", "fs.write")
+        .await?;
     page.shot("05-approval-code-mode").await?;
     page.click(".approval button.approve").await?;
     page.wait_count(".prompt .badge.completed", 3).await?;
@@ -203,15 +241,25 @@ async fn scenarios(page: &Page, base: &str, _turns: &Script) -> Outcome {
         return Err("the approval stayed on screen".into());
     }
 
+    // 3b. An error points at its line.
+    page.fill(".composer textarea", "Count them\n").await?;
+    page.wait_text(".markdown", "Recovered after the error.")
+        .await?;
+    page.wait_text(".execution .line.mark-error", "throw new Error")
+        .await?;
+    page.wait_text(".execution pre.error", "not counted yet")
+        .await?;
+    page.shot("06-error-line").await?;
+
     // 4. Reject with a reason, in classic mode.
     page.select("select[name=mode]", "classic").await?;
     page.fill(".composer textarea", "Write rejected.txt\n")
         .await?;
     page.wait_css(".approval").await?;
     page.fill(".approval input", "not today").await?;
-    page.shot("06-approval-classic").await?;
+    page.shot("07-approval-classic").await?;
     page.click(".approval button.reject").await?;
-    page.wait_count(".prompt .badge.completed", 4).await?;
+    page.wait_count(".prompt .badge.completed", 5).await?;
     page.wait_text(".tool pre.error", "Rejected by user: not today")
         .await?;
     page.wait_text(".markdown", "Understood, I did not write it.")
@@ -221,12 +269,12 @@ async fn scenarios(page: &Page, base: &str, _turns: &Script) -> Outcome {
     page.fill(".composer textarea", "Take your time\n").await?;
     page.wait_count(".prompt.state-running", 1).await?;
     page.client.refresh().await.map_err(|e| e.to_string())?;
-    page.wait_count(".prompt", 5).await?;
+    page.wait_count(".prompt", 6).await?;
     page.wait_count(".prompt.state-running", 1).await?;
-    page.shot("07-reloaded-while-running").await?;
+    page.shot("08-reloaded-while-running").await?;
     page.wait_text(".markdown", "The slow answer arrived.")
         .await?;
-    page.wait_count(".prompt .badge.completed", 5).await?;
+    page.wait_count(".prompt .badge.completed", 6).await?;
 
     // 6. Stop a running prompt.
     page.fill(".composer textarea", "This will be stopped\n")
@@ -236,7 +284,7 @@ async fn scenarios(page: &Page, base: &str, _turns: &Script) -> Outcome {
     page.wait_text(".prompt .badge.cancelled", "cancelled")
         .await?;
     page.wait_css("button.send").await?;
-    page.shot("08-stopped").await?;
+    page.shot("09-stopped").await?;
 
     // 7. A thousand outputs: each change is drawn within 50 ms.
     page.select("select[name=mode]", "code").await?;
@@ -245,7 +293,7 @@ async fn scenarios(page: &Page, base: &str, _turns: &Script) -> Outcome {
         .await?;
     page.wait_text(".markdown", "Called time.now 1000 times.")
         .await?;
-    page.wait_count(".prompt .badge.completed", 6).await?;
+    page.wait_count(".prompt .badge.completed", 7).await?;
     let outputs = page.count(".execution .calls .tool").await?;
     let commits = page
         .js("return window.agenticStats.commits.filter(c => c.ms > 0).map(c => c.ms)")
@@ -271,11 +319,30 @@ async fn scenarios(page: &Page, base: &str, _turns: &Script) -> Outcome {
         return Err(format!("{outputs} nested calls shown, expected 1,000"));
     }
     if worst > 50.0 {
+        let slowest = page
+            .js("return window.agenticStats.commits.slice().sort((a, b) => b.ms - a.ms).slice(0, 5)")
+            .await?;
+        println!("slowest changes: {slowest}");
         return Err(format!(
             "a change of a 1,000-output timeline took {worst:.1} ms to draw (target 50 ms)"
         ));
     }
-    page.shot("09-thousand-outputs").await?;
+    page.shot("10-thousand-outputs").await?;
+
+    // 7b. A file output: an MCP tool's image, previewed from the user's files.
+    page.fill(".composer textarea", "Show me the tiny image\n")
+        .await?;
+    page.wait_text(".markdown", "Here is the tiny image.")
+        .await?;
+    page.wait_text(".file figcaption", "mcp/everything/")
+        .await?;
+    page.wait_until(
+        "const i = document.querySelector('.file img'); return !!i && i.complete && i.naturalWidth > 0",
+        vec![],
+        "the image preview",
+    )
+    .await?;
+    page.shot("11-file-output").await?;
 
     // Tools: browse, read the schema, invoke from a form; approval-bound tools say so.
     page.goto("/#/tools").await?;
@@ -285,7 +352,7 @@ async fn scenarios(page: &Page, base: &str, _turns: &Script) -> Outcome {
     page.click(".tool-detail button[type=submit]").await?;
     page.wait_text(".tool-detail .result", "approved.txt")
         .await?;
-    page.shot("10-tools").await?;
+    page.shot("12-tools").await?;
     page.goto("/#/tools/fs.write").await?;
     page.wait_text(".tool-detail h3", "fs.write").await?;
     page.fill(".tool-detail input[name=path]", "x.txt").await?;
@@ -302,7 +369,7 @@ async fn scenarios(page: &Page, base: &str, _turns: &Script) -> Outcome {
     page.goto(&format!("/#/c/{conversation}")).await?;
     page.js("localStorage.setItem('agentic.theme', 'dark'); location.reload()")
         .await?;
-    page.wait_count(".prompt", 7).await?;
+    page.wait_count(".prompt", 9).await?;
     let overflow = page
         .js("return document.documentElement.scrollWidth - window.innerWidth")
         .await?;
@@ -315,7 +382,7 @@ async fn scenarios(page: &Page, base: &str, _turns: &Script) -> Outcome {
     if theme != json!("dark") {
         return Err(format!("theme is {theme}"));
     }
-    page.shot("11-phone-dark").await?;
+    page.shot("13-phone-dark").await?;
     page.client
         .set_window_size(1280, 900)
         .await
@@ -339,7 +406,7 @@ async fn scenarios(page: &Page, base: &str, _turns: &Script) -> Outcome {
         .await?;
     page.goto(&format!("/#/c/{conversation}")).await?;
     page.wait_text(".conversation .error", "not yours").await?;
-    page.shot("12-second-user").await?;
+    page.shot("14-second-user").await?;
 
     // First paint of a conversation with a hundred prompts, from a fresh load.
     let many = hundred_prompts(base).await?;
@@ -355,7 +422,7 @@ async fn scenarios(page: &Page, base: &str, _turns: &Script) -> Outcome {
             "a conversation of 100 prompts took {since:.0} ms to show (target 1 s)"
         ));
     }
-    page.shot("13-hundred-prompts").await?;
+    page.shot("15-hundred-prompts").await?;
     Ok(())
 }
 

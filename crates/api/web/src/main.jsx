@@ -21,7 +21,12 @@ import {
 } from "./timeline.js";
 
 // What the browser tests read: how long each change of the timeline took to draw.
-const stats = (window.agenticStats = { commits: [], firstPaint: null, errors: [] });
+const stats = (window.agenticStats = {
+  commits: [],
+  firstPaint: null,
+  errors: [],
+  streamed: { text: 0, tool: 0 },
+});
 
 // ----- routing: #/, #/c/<id>, #/tools, #/tools/<id> -----
 
@@ -293,7 +298,7 @@ function ConversationView({ session, conversationId, bus, capabilities, onChange
       return;
     }
     if (!promptIds.current.has(promptId)) return;
-    event.receivedAt = performance.now();
+    if (event.event === "prompt.stream") stats.streamed[data.toolCallId ? "tool" : "text"] += 1;
     setPrompts((list) => list.map((prompt) => (prompt.id === promptId ? applyEvent(prompt, event.event, data) : prompt)));
     if (isFinished(stateAfter(event.event))) onChanged();
   }, [conversationId, onChanged]);
@@ -461,7 +466,14 @@ const PromptView = memo(function PromptView({ prompt, session }) {
           ),
         )}
         {prompt.live && <Markdown text={prompt.live} streaming />}
-        {waiting && <Approval prompt={prompt} waiting={waiting} session={session} />}
+        {waiting && (
+          <Approval
+            prompt={prompt}
+            waiting={waiting}
+            session={session}
+            execution={groups.find((group) => group.kind === "code" && group.calls.some((call) => call.id === waiting.toolCallId))}
+          />
+        )}
         <footer class="prompt-footer small muted">
           <span class={`badge ${prompt.state}`}>{prompt.state.replace(/_/g, " ")}</span>
           {prompt.state === "running" && <span class="spinner" aria-label="running" />}
@@ -544,11 +556,17 @@ function CodeBlock({ code, marks }) {
   );
 }
 
-const CodeExecution = memo(function CodeExecution({ execution, calls, liveTool, waiting }) {
+/// Which lines of an execution's code to mark: the error's, and the one paused for approval.
+function executionMarks(execution, calls, waiting) {
   const code = execution.input?.code ?? "";
   const result = execution.result || {};
-  const state = resultState(execution);
   const marks = {};
+  calls.forEach((call) => {
+    if (call.result?.type === "error") {
+      const line = errorLine(call.result.error);
+      if (line) marks[line] = "error";
+    }
+  });
   const errored = result.type === "error" ? errorLine(result.error) : null;
   if (errored) marks[errored] = "error";
   let pausedLine = null;
@@ -560,12 +578,14 @@ const CodeExecution = memo(function CodeExecution({ execution, calls, liveTool, 
       if (pausedLine) marks[pausedLine] = "paused";
     }
   }
-  calls.forEach((call) => {
-    if (call.result?.type === "error") {
-      const line = errorLine(call.result.error);
-      if (line) marks[line] = "error";
-    }
-  });
+  return { marks, errored, pausedLine };
+}
+
+const CodeExecution = memo(function CodeExecution({ execution, calls, liveTool, waiting }) {
+  const code = execution.input?.code ?? "";
+  const result = execution.result || {};
+  const state = resultState(execution);
+  const { marks, errored, pausedLine } = executionMarks(execution, calls, waiting);
   const value = result.type === "success" ? result.output : null;
   const ms = duration(execution);
   return (
@@ -650,7 +670,7 @@ function FileCard({ output, session }) {
   );
 }
 
-function Approval({ prompt, waiting, session }) {
+function Approval({ prompt, waiting, session, execution }) {
   const [reason, setReason] = useState("");
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState(null);
@@ -673,7 +693,7 @@ function Approval({ prompt, waiting, session }) {
       </h3>
       <p>{waiting.reason}</p>
       <pre class="json">{prettyJson(waiting.input)}</pre>
-      {prompt.mode === "code" && <p class="small muted">The script is paused at the marked line above.</p>}
+      {execution && <PausedCode execution={execution} waiting={waiting} />}
       <div class="actions">
         <button class="approve" disabled={busy} onClick={() => decide("approve")}>
           Approve
@@ -689,6 +709,19 @@ function Approval({ prompt, waiting, session }) {
         </p>
       )}
     </section>
+  );
+}
+
+/// The script of a code-mode prompt that waits, with the line of the waiting call marked.
+function PausedCode({ execution, waiting }) {
+  const { marks, pausedLine } = executionMarks(execution.output, execution.calls, waiting);
+  return (
+    <div class="paused-code">
+      <div class="small muted">
+        {pausedLine ? `The script is paused at line ${pausedLine}:` : "The script is paused in this code:"}
+      </div>
+      <CodeBlock code={execution.output.input?.code ?? ""} marks={marks} />
+    </div>
   );
 }
 

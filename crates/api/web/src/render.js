@@ -19,13 +19,26 @@ DOMPurify.addHook("afterSanitizeAttributes", (node) => {
   }
 });
 
-/// A model's markdown as HTML that is safe to insert: no scripts, handlers, or foreign forms.
+/// A model's markdown as HTML that is safe to insert: no scripts, handlers, or foreign forms,
+/// and no image that would make the browser fetch something (only inline `data:` images show;
+/// the others become their alt text). Files the prompt made appear as file outputs instead.
 export function markdown(text) {
   const html = marked.parse(text || "");
-  return DOMPurify.sanitize(html, {
-    FORBID_TAGS: ["style", "form", "input", "button", "textarea", "select", "iframe"],
-    FORBID_ATTR: ["style"],
+  const fragment = DOMPurify.sanitize(html, {
+    FORBID_TAGS: ["style", "form", "input", "button", "textarea", "select", "iframe", "video", "audio", "source", "picture"],
+    FORBID_ATTR: ["style", "srcset"],
+    RETURN_DOM_FRAGMENT: true,
   });
+  for (const image of fragment.querySelectorAll("img")) {
+    const source = image.getAttribute("src") || "";
+    if (!/^data:image\/(png|jpeg|gif|webp);/i.test(source)) {
+      const alt = image.getAttribute("alt");
+      image.replaceWith(document.createTextNode(alt ? `[image: ${alt}]` : "[image]"));
+    }
+  }
+  const holder = document.createElement("div");
+  holder.appendChild(fragment);
+  return holder.innerHTML;
 }
 
 /// Highlighted code split into lines, each a string of HTML with its spans closed, so lines

@@ -39,6 +39,26 @@ function upsertOutput(outputs, output) {
   return next;
 }
 
+/// The final timeline an event carries, reusing the outputs the view already has where nothing
+/// changed, so a finished prompt of a thousand outputs is not drawn again from scratch.
+function reconcile(previous, next) {
+  if (!next) return previous;
+  const known = new Map(previous.map((output) => [output.id, output]));
+  let changed = next.length !== previous.length;
+  const merged = next.map((output, index) => {
+    const old = known.get(output.id);
+    const same =
+      old &&
+      old.end === output.end &&
+      old.type === output.type &&
+      old.content === output.content &&
+      old.result?.type === output.result?.type;
+    if (!same || previous[index] !== old) changed = true;
+    return same ? old : output;
+  });
+  return changed ? merged : previous;
+}
+
 const FINISHED = new Set(["completed", "failed", "interrupted", "cancelled"]);
 
 export function isFinished(state) {
@@ -84,7 +104,7 @@ export function applyEvent(prompt, type, data) {
       return {
         ...prompt,
         state: "completed",
-        output: data.output ?? prompt.output,
+        output: reconcile(prompt.output, data.output),
         usage: data.usage ?? prompt.usage,
         live: "",
         approval: null,
@@ -94,7 +114,7 @@ export function applyEvent(prompt, type, data) {
       return {
         ...prompt,
         state: "cancelled",
-        output: data.output ?? prompt.output,
+        output: reconcile(prompt.output, data.output),
         usage: data.usage ?? prompt.usage,
         error: "cancelled",
         live: "",

@@ -32,6 +32,10 @@ fn main() -> anyhow::Result<()> {
             }
         },
         Some("eval") => eval(&root, &arguments[1..]),
+        Some("web") => web(
+            &root,
+            arguments.get(1).map(String::as_str) == Some("--check"),
+        ),
         Some("conformance") => {
             run(&root, "cargo", &["build", "--package", "agentic-cli"], &[])?;
             conformance::conformance(&root, &root.join("target/debug/agentic"))
@@ -60,6 +64,7 @@ fn main() -> anyhow::Result<()> {
                  ci     format check, clippy -D warnings, dependency invariants, every test\n  \
                  conformance   the MCP conformance suite against agentic's MCP server and client\n  \
                  deps   check that agentic-core depends on no HTTP, database or JS engine crate\n  \
+                 web [--check]   build the playground into crates/api/web/dist (or check it is current)\n  \
                  new-plugin <name>   a new tool plugin crate, wired into the workspace and the binary\n  \
                  bench sandbox   sandbox overhead, ours beside the seed's QuickJS (needs node, npm)\n  \
                  bench tokens    model calls and prompt tokens, classic against code mode (also over 120 MCP tools)\n  \
@@ -91,6 +96,12 @@ fn ci(root: &Path) -> anyhow::Result<()> {
         &[],
     )?;
     check_core_dependencies(root)?;
+    // The playground the binary embeds must be what its sources and lockfile build.
+    if root.join("crates/api/web/node_modules").exists() || std::env::var_os("CI").is_some() {
+        web(root, true)?;
+    } else {
+        println!("xtask ci: skipped the playground's build check (npm ci --prefix crates/api/web)");
+    }
     // A missing or changed snapshot fails instead of being written.
     run(
         root,
@@ -134,6 +145,20 @@ fn ci(root: &Path) -> anyhow::Result<()> {
     }
     println!("xtask ci: all checks passed");
     Ok(())
+}
+
+/// Builds the playground (`crates/api/web`, see its `build.mjs`) into `dist/`, which
+/// `agentic-api` embeds; with `check`, fails when the committed `dist/` is not what it builds.
+fn web(root: &Path, check: bool) -> anyhow::Result<()> {
+    let dir = root.join("crates/api/web");
+    if !dir.join("node_modules").exists() {
+        bail!("the playground's packages are not installed: npm ci --prefix crates/api/web");
+    }
+    let mut arguments = vec!["build.mjs"];
+    if check {
+        arguments.push("--check");
+    }
+    run(&dir, "node", &arguments, &[])
 }
 
 /// The invariant of `docs/architecture.md`: the contract crate stays free of HTTP clients and

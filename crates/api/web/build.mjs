@@ -4,6 +4,7 @@
 import { build } from "esbuild";
 import { copyFileSync, mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
+import { gzipSync } from "node:zlib";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -31,6 +32,16 @@ copyFileSync(join(out, "app-style.css"), join(out, "app.css"));
 rmSync(join(out, "app-style.css"));
 rmSync(join(out, "app-style.js"), { force: true });
 copyFileSync(join(here, "index.html"), join(out, "index.html"));
+
+// The page's whole weight, gzipped, against its budget.
+const BUDGET = 300 * 1024;
+let weight = 0;
+for (const name of readdirSync(out)) weight += gzipSync(readFileSync(join(out, name)), { level: 9 }).length;
+console.log(`playground assets: ${(weight / 1024).toFixed(1)} KB gzipped (budget ${BUDGET / 1024} KB)`);
+if (weight > BUDGET) {
+  console.error("the playground's assets are over their budget");
+  process.exit(1);
+}
 
 if (check) {
   const committed = join(here, "dist");

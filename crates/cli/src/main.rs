@@ -160,7 +160,7 @@ enum Command {
         #[command(subcommand)]
         action: McpAction,
     },
-    /// Serve the HTTP API (see /api/docs) until Ctrl-C or SIGTERM
+    /// Serve the HTTP API (see /api/docs) and the web playground (/) until Ctrl-C or SIGTERM
     #[command(after_help = "Examples:\n  agentic serve\n  agentic serve --addr 0.0.0.0:4000")]
     Serve {
         /// Address to listen on [default: 127.0.0.1:4000]
@@ -520,7 +520,7 @@ async fn serve(settings: &Settings, addr: Option<&str>) -> anyhow::Result<ExitCo
         .await
         .with_context(|| format!("could not listen on {addr}"))?;
     eprintln!(
-        "agentic: listening on http://{} (docs at /api/docs)",
+        "agentic: listening on http://{} (the playground at /, docs at /api/docs)",
         listener.local_addr()?
     );
     // Plugins' background services (e.g. the trigger scheduler) run beside the API and stop

@@ -69,6 +69,10 @@ pub struct ToolSummary {
     pub description: String,
     /// The plugin that offers it.
     pub plugin: Option<String>,
+    /// Some calls may wait for a person's approval (always, or depending on the input); such
+    /// calls are refused by `POST /api/tools/{id}/invoke` and run only inside a prompt.
+    #[serde(default)]
+    pub may_need_approval: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
@@ -77,6 +81,9 @@ pub struct ToolDetail {
     pub id: String,
     pub description: String,
     pub plugin: Option<String>,
+    /// As in the summary.
+    #[serde(default)]
+    pub may_need_approval: bool,
     /// JSON Schema of the input.
     pub input_schema: Value,
     /// JSON Schema of the output, when the tool declares one.
@@ -104,6 +111,7 @@ impl ToolSummary {
                 id: tool.id().to_owned(),
                 description: tool.description().to_owned(),
                 plugin: prepared.tool_plugins.get(tool.id()).cloned(),
+                may_need_approval: prepared.tools.may_need_approval(tool.id()),
             })
             .collect()
     }
@@ -117,6 +125,7 @@ impl ToolDetail {
             id: tool.id().to_owned(),
             description: tool.description().to_owned(),
             plugin: prepared.tool_plugins.get(tool.id()).cloned(),
+            may_need_approval: prepared.tools.may_need_approval(tool.id()),
             input_schema: tool.input_schema().clone(),
             output_schema: tool.output_schema().cloned(),
         })

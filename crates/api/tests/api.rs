@@ -538,6 +538,17 @@ async fn tools_capabilities_and_direct_invocation() {
     );
     let tool: Value = server.get_json("alice", "/api/tools/kit.add").await;
     assert_eq!(tool["inputSchema"]["required"], json!(["a", "b"]));
+    assert_eq!(tool["mayNeedApproval"], false);
+    let asks: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|tool| tool["mayNeedApproval"] == true)
+        .map(|tool| tool["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(asks, ["kit.delete"]);
+    let delete: Value = server.get_json("alice", "/api/tools/kit.delete").await;
+    assert_eq!(delete["mayNeedApproval"], true);
     assert_eq!(
         error_for(server.get("alice", "/api/tools/kit.nope")).await,
         (404, "not_found".into())

@@ -17,6 +17,9 @@ use serde_json::{Value, json};
 use support::{Script, scratch, script, serve_with};
 
 const TOKEN: &str = "playground-token";
+/// WebDriver's Tab and Enter keys.
+const TAB: char = '\u{e004}';
+const ENTER: char = '\u{e007}';
 
 /// Every model answer of the test, in the order the scenarios ask for them.
 fn turns() -> String {
@@ -258,7 +261,9 @@ async fn scenarios(page: &Page, base: &str, _turns: &Script) -> Outcome {
     page.wait_css(".approval").await?;
     page.fill(".approval input", "not today").await?;
     page.shot("07-approval-classic").await?;
-    page.click(".approval button.reject").await?;
+    // From the keyboard: Enter in the reason field rejects.
+    page.fill(".approval input", &format!("not today{ENTER}"))
+        .await?;
     page.wait_count(".prompt .badge.completed", 5).await?;
     page.wait_text(".tool pre.error", "Rejected by user: not today")
         .await?;
@@ -355,6 +360,13 @@ async fn scenarios(page: &Page, base: &str, _turns: &Script) -> Outcome {
     page.shot("12-tools").await?;
     page.goto("/#/tools/fs.write").await?;
     page.wait_text(".tool-detail h3", "fs.write").await?;
+    page.wait_text(".tool-detail .approval-note", "approval")
+        .await?;
+    page.wait_text(".tool-list a.current .asks", "asks approval")
+        .await?;
+    if page.count(".tool-list a .asks").await? >= page.count(".tool-list a").await? {
+        return Err("every tool says it asks for approval".into());
+    }
     page.fill(".tool-detail input[name=path]", "x.txt").await?;
     page.fill(".tool-detail input[name=content]", "x").await?;
     page.click(".tool-detail button[type=submit]").await?;
@@ -383,25 +395,42 @@ async fn scenarios(page: &Page, base: &str, _turns: &Script) -> Outcome {
         return Err(format!("theme is {theme}"));
     }
     page.shot("13-phone-dark").await?;
+    // The conversations are behind the menu button at this width.
+    if page
+        .js("return getComputedStyle(document.querySelector('.sidebar')).display")
+        .await?
+        != json!("none")
+    {
+        return Err("the sidebar covers the phone's screen".into());
+    }
+    page.click(".menu-toggle").await?;
+    page.wait_until(
+        "return getComputedStyle(document.querySelector('.sidebar')).display !== 'none'",
+        vec![],
+        "the menu to open",
+    )
+    .await?;
+    page.shot("13b-phone-menu").await?;
+    page.click(".conversations a").await?;
     page.client
         .set_window_size(1280, 900)
         .await
         .map_err(|e| e.to_string())?;
-    // The menu, from the keyboard: Tab reaches the composer and Enter sends.
-    let focused = page
-        .js("document.querySelector('.composer textarea').focus(); return document.activeElement.name")
+    // Every control can be reached with Tab: none is taken out of the order.
+    let unreachable = page
+        .js("return document.querySelectorAll('button[tabindex=\"-1\"], a[tabindex=\"-1\"], select[tabindex=\"-1\"], textarea[tabindex=\"-1\"]').length")
         .await?;
-    if focused != json!("input") {
-        return Err(format!("focus went to {focused}"));
+    if unreachable != json!(0) {
+        return Err(format!("{unreachable} controls cannot be reached with Tab"));
     }
 
     // A second user sees none of alice's conversations, even by address.
     page.js("localStorage.clear(); sessionStorage.clear()")
         .await?;
     page.goto("/").await?;
-    page.fill("input[name=user]", "bob").await?;
-    page.fill("input[name=token]", TOKEN).await?;
-    page.click("button[type=submit]").await?;
+    // Keyboard only: the user id, Tab to the token, Enter signs in.
+    page.fill("input[name=user]", &format!("bob{TAB}{TOKEN}{ENTER}"))
+        .await?;
     page.wait_text(".conversations", "No conversations yet.")
         .await?;
     page.goto(&format!("/#/c/{conversation}")).await?;

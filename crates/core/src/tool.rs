@@ -55,6 +55,11 @@ pub trait Tool: Send + Sync {
     fn approval(&self, _input: &Value) -> Approval {
         Approval::NotRequired
     }
+    /// Whether some calls of this tool may need approval, for people browsing the tools (the
+    /// call's own [`Tool::approval`] decides).
+    fn may_need_approval(&self) -> bool {
+        false
+    }
     /// Runs the tool on input that already passed [`Tool::input_schema`].
     async fn invoke(&self, context: ToolContext, input: Value) -> Result<Value, ToolError>;
 }
@@ -348,6 +353,8 @@ pub struct FnTool {
     aliases: Vec<String>,
     handler: BoxedHandler,
     approval: BoxedApproval,
+    /// Whether an approval rule was set.
+    asks: bool,
 }
 
 impl std::fmt::Debug for FnTool {
@@ -399,6 +406,7 @@ where
         aliases: Vec::new(),
         handler: boxed,
         approval: Arc::new(|_| Approval::NotRequired),
+        asks: false,
     }
 }
 
@@ -415,6 +423,7 @@ impl FnTool {
         self.approval = Arc::new(move |_| Approval::Required {
             reason: reason.clone(),
         });
+        self.asks = true;
         self
     }
 
@@ -434,6 +443,7 @@ impl FnTool {
                 Err(_) => Approval::NotRequired,
             },
         );
+        self.asks = true;
         self
     }
 
@@ -467,6 +477,9 @@ impl Tool for FnTool {
     }
     fn approval(&self, input: &Value) -> Approval {
         (self.approval)(input)
+    }
+    fn may_need_approval(&self) -> bool {
+        self.asks
     }
     async fn invoke(&self, context: ToolContext, input: Value) -> Result<Value, ToolError> {
         (self.handler)(context, input).await
@@ -684,6 +697,13 @@ impl ToolSet {
             }
             None => Value::String(text),
         }
+    }
+
+    /// Whether some calls of tool `id` may need approval: the tool says so, or the
+    /// configuration requires it.
+    pub fn may_need_approval(&self, id: &str) -> bool {
+        self.get(id)
+            .is_some_and(|tool| tool.may_need_approval() || self.approval_required_by_config(id))
     }
 
     /// The approval a call needs; unknown tools need none (they fail anyway).

@@ -823,7 +823,10 @@ function ToolsView({ session, selected }) {
             {shown.map((tool) => (
               <li key={tool.id}>
                 <a href={`#/tools/${encodeURIComponent(tool.id)}`} class={selected === tool.id ? "current" : ""}>
-                  <code>{tool.id}</code>
+                  <code>
+                    {tool.id}
+                    {tool.mayNeedApproval && <span class="badge waiting asks">asks approval</span>}
+                  </code>
                   <span class="small muted">{tool.description}</span>
                 </a>
               </li>
@@ -881,7 +884,11 @@ function ToolDetail({ session, id }) {
           <Field key={name} name={name} property={property} required={required.has(name)} value={values[name]} onChange={(value) => setValues({ ...values, [name]: value })} />
         ))}
         {Object.keys(properties).length === 0 && <p class="small muted">This tool takes no input.</p>}
-        <p class="small muted">Some tools ask for approval before they run (for instance writes and commands); those can only run inside a prompt.</p>
+        {tool.mayNeedApproval && (
+          <p class="small approval-note" role="note">
+            Calls of this tool may need a person's approval. Those are refused here: ask for it in a prompt, where the call waits for you to approve it.
+          </p>
+        )}
         <button type="submit" disabled={busy}>
           Invoke
         </button>

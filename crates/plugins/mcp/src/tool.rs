@@ -115,6 +115,14 @@ impl Tool for McpTool {
         }
     }
 
+    fn may_need_approval(&self) -> bool {
+        match self.server.config.approval {
+            ApprovalPolicy::Never => false,
+            ApprovalPolicy::Always => true,
+            ApprovalPolicy::Destructive => self.destructive,
+        }
+    }
+
     async fn invoke(&self, context: ToolContext, input: Value) -> Result<Value, ToolError> {
         let arguments = match input {
             Value::Object(map) => map,

@@ -51,8 +51,11 @@ fn main() -> anyhow::Result<()> {
             Some("api") => bench_api(&root, &arguments[2..]),
             Some("local") => cargo_bench(&root, "agentic-plugin-local", "local"),
             Some("mcp") => cargo_bench(&root, "agentic-plugin-mcp", "mcp"),
+            Some("playground") => bench_playground(&root),
             _ => {
-                eprintln!("usage: cargo xtask bench <sandbox|tokens|fairness|store|api|local|mcp>");
+                eprintln!(
+                    "usage: cargo xtask bench <sandbox|tokens|fairness|store|api|local|mcp|playground>"
+                );
                 std::process::exit(2);
             }
         },
@@ -72,7 +75,8 @@ fn main() -> anyhow::Result<()> {
                  bench store     conversation store on SQLite and PostgreSQL (AGENTIC_TEST_POSTGRES_URL)\n  \
                  bench api [--baseline REV]   1,000 concurrent prompts against `agentic serve` and a\n                  fake model, spans without and with an OTLP exporter (and REV's build beside)\n  \
                  bench local     the embedded local model: prompt and generation tokens/s, memory\n  \
-                 bench mcp       an MCP tool call through agentic against the SDK's own call, stdio and HTTP"
+                 bench mcp       an MCP tool call through agentic against the SDK's own call, stdio and HTTP\n  \
+                 bench playground   the playground in headless Chromium: assets, redraws of a 1,000-output\n                  timeline, first paint of 100 prompts (needs chromium, chromium-driver)"
             );
             std::process::exit(2);
         }
@@ -145,6 +149,30 @@ fn ci(root: &Path) -> anyhow::Result<()> {
     }
     println!("xtask ci: all checks passed");
     Ok(())
+}
+
+/// The playground's browser test with its timing targets checked: the release binary, the
+/// assets' weight, each redraw while 1,000 outputs arrive, and five loads of 100 prompts.
+fn bench_playground(root: &Path) -> anyhow::Result<()> {
+    web(root, true)?;
+    run(
+        root,
+        "cargo",
+        &[
+            "test",
+            "--release",
+            "--package",
+            "agentic-cli",
+            "--test",
+            "playground",
+            "--",
+            "--nocapture",
+        ],
+        &[
+            ("AGENTIC_PLAYGROUND_TARGETS", "1"),
+            ("AGENTIC_REQUIRE_BROWSER", "1"),
+        ],
+    )
 }
 
 /// Builds the playground (`crates/api/web`, see its `build.mjs`) into `dist/`, which

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
-use support::{Script, scratch, script, serve_with};
+use support::{scratch, script, serve_with};
 
 const TOKEN: &str = "playground-token";
 /// WebDriver's Tab and Enter keys.
@@ -52,6 +52,8 @@ fn turns() -> String {
 - text: "Understood, I did not write it."
 # 5. a slow answer, across a reload
 - { text: "The slow answer arrived.", delayMs: 4000 }
+# 5b. an answer that arrives while the page is offline
+- { text: "Answered while you were away.", delayMs: 2500 }
 # 6. a prompt that is stopped
 - { text: "never shown", delayMs: 60000 }
 # 7. code: a thousand outputs
@@ -124,8 +126,10 @@ fn the_playground_works_in_a_real_browser() {
         .build()
         .unwrap();
     let outcome = runtime.block_on(async {
-        let page = Page::open(&browser, &base, &shots).await;
-        let result = scenarios(&page, &base, &turns).await;
+        // The browser reaches the server through a proxy the test can cut.
+        let proxy = Proxy::start(&base).await;
+        let page = Page::open(&browser, &proxy.url, &shots).await;
+        let result = scenarios(&page, &proxy, &base).await;
         let errors = page.console_errors().await;
         page.client.clone().close().await.ok();
         result.map(|()| errors)
@@ -140,8 +144,11 @@ fn the_playground_works_in_a_real_browser() {
                 ("/api/tools/fs.write/invoke", 403),
                 ("/api/conversations/", 404),
             ];
+            // While the test cuts the connection, the event stream and its reconnects fail.
+            let offline = "/api/events/stream - Failed to load resource: net::ERR_";
             let unexpected: Vec<&String> = errors
                 .iter()
+                .filter(|error| !error.contains(offline))
                 .filter(|error| {
                     !expected.iter().any(|(path, status)| {
                         error.contains(path)
@@ -162,7 +169,7 @@ fn the_playground_works_in_a_real_browser() {
 
 type Outcome = Result<(), String>;
 
-async fn scenarios(page: &Page, base: &str, _turns: &Script) -> Outcome {
+async fn scenarios(page: &Page, proxy: &Proxy, base: &str) -> Outcome {
     // Sign-in: the token is asked for, and a missing one is explained.
     page.goto("/").await?;
     page.wait_css("form[aria-labelledby=signin-title]").await?;
@@ -281,6 +288,30 @@ async fn scenarios(page: &Page, base: &str, _turns: &Script) -> Outcome {
         .await?;
     page.wait_count(".prompt .badge.completed", 6).await?;
 
+    // 5b. A dropped connection: the answer arrives while the page is offline, and the stream
+    // picks it up on reconnecting, from the last event it saw.
+    page.fill(".composer textarea", "Are you there?\n").await?;
+    page.wait_count(".prompt.state-running", 1).await?;
+    proxy.cut(true);
+    page.wait_text(".stream", "reconnecting").await?;
+    let waiting_prompt = page
+        .js("return document.querySelector('.prompt.state-running').dataset.promptId")
+        .await?;
+    let waiting_prompt = waiting_prompt
+        .as_str()
+        .ok_or("no running prompt")?
+        .to_owned();
+    wait_completed(base, "alice", &waiting_prompt).await?;
+    page.shot("08b-offline").await?;
+    if page.count(".prompt .badge.completed").await? != 6 {
+        return Err("the page saw the answer while offline".into());
+    }
+    proxy.cut(false);
+    page.wait_text(".stream", "live").await?;
+    page.wait_text(".markdown", "Answered while you were away.")
+        .await?;
+    page.wait_count(".prompt .badge.completed", 7).await?;
+
     // 6. Stop a running prompt.
     page.fill(".composer textarea", "This will be stopped\n")
         .await?;
@@ -298,7 +329,7 @@ async fn scenarios(page: &Page, base: &str, _turns: &Script) -> Outcome {
         .await?;
     page.wait_text(".markdown", "Called time.now 1000 times.")
         .await?;
-    page.wait_count(".prompt .badge.completed", 7).await?;
+    page.wait_count(".prompt .badge.completed", 8).await?;
     let outputs = page.count(".execution .calls .tool").await?;
     let commits = page
         .js("return window.agenticStats.commits.filter(c => c.ms > 0).map(c => c.ms)")
@@ -328,9 +359,9 @@ async fn scenarios(page: &Page, base: &str, _turns: &Script) -> Outcome {
             .js("return window.agenticStats.commits.slice().sort((a, b) => b.ms - a.ms).slice(0, 5)")
             .await?;
         println!("slowest changes: {slowest}");
-        return Err(format!(
+        over_target(format!(
             "a change of a 1,000-output timeline took {worst:.1} ms to draw (target 50 ms)"
-        ));
+        ))?;
     }
     page.shot("10-thousand-outputs").await?;
 
@@ -381,7 +412,7 @@ async fn scenarios(page: &Page, base: &str, _turns: &Script) -> Outcome {
     page.goto(&format!("/#/c/{conversation}")).await?;
     page.js("localStorage.setItem('agentic.theme', 'dark'); location.reload()")
         .await?;
-    page.wait_count(".prompt", 9).await?;
+    page.wait_count(".prompt", 10).await?;
     let overflow = page
         .js("return document.documentElement.scrollWidth - window.innerWidth")
         .await?;
@@ -437,22 +468,78 @@ async fn scenarios(page: &Page, base: &str, _turns: &Script) -> Outcome {
     page.wait_text(".conversation .error", "not yours").await?;
     page.shot("14-second-user").await?;
 
-    // First paint of a conversation with a hundred prompts, from a fresh load.
+    // First paint of a conversation with a hundred prompts, from a fresh load (the median of
+    // five loads under `cargo xtask bench playground`).
     let many = hundred_prompts(base).await?;
     page.goto("/").await?;
     page.goto(&format!("/#/c/{many}")).await?;
-    page.client.refresh().await.map_err(|e| e.to_string())?;
-    page.wait_count(".prompt", 100).await?;
-    let paint = page.js("return window.agenticStats.firstPaint").await?;
-    report("first-paint", paint.clone());
-    let since = paint["sinceNavigation"].as_f64().ok_or("no first paint")?;
+    let loads = if targets_checked() { 5 } else { 1 };
+    let mut paints = Vec::new();
+    for _ in 0..loads {
+        page.client.refresh().await.map_err(|e| e.to_string())?;
+        page.wait_count(".prompt", 100).await?;
+        page.wait_until(
+            "return !!window.agenticStats.firstPaint",
+            vec![],
+            "the first paint",
+        )
+        .await?;
+        let paint = page.js("return window.agenticStats.firstPaint").await?;
+        paints.push(paint["sinceNavigation"].as_f64().ok_or("no first paint")?);
+    }
+    paints.sort_by(f64::total_cmp);
+    let since = paints[paints.len() / 2];
+    report(
+        "first-paint",
+        json!({ "prompts": 100, "loads": paints, "medianMs": since }),
+    );
     if since > 1000.0 {
-        return Err(format!(
+        over_target(format!(
             "a conversation of 100 prompts took {since:.0} ms to show (target 1 s)"
-        ));
+        ))?;
     }
     page.shot("15-hundred-prompts").await?;
     Ok(())
+}
+
+/// Timing targets fail the run only under `cargo xtask bench playground`
+/// (`AGENTIC_PLAYGROUND_TARGETS=1`): on a shared CI machine they are reported, not checked.
+fn targets_checked() -> bool {
+    std::env::var("AGENTIC_PLAYGROUND_TARGETS").as_deref() == Ok("1")
+}
+
+fn over_target(message: String) -> Outcome {
+    if targets_checked() {
+        Err(message)
+    } else {
+        println!("playground: over target (checked by `cargo xtask bench playground`): {message}");
+        Ok(())
+    }
+}
+
+/// Polls the API until the user's prompt has completed.
+async fn wait_completed(base: &str, user: &str, prompt: &str) -> Outcome {
+    let client = reqwest::Client::new();
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let stored: Value = client
+            .get(format!("{base}/api/prompts/{prompt}"))
+            .header("x-user-id", user)
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .map_err(|e| e.to_string())?
+            .json()
+            .await
+            .map_err(|e| e.to_string())?;
+        if stored["state"] == "completed" {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("prompt {prompt} did not complete: {stored}"));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Runs a hundred prompts for bob through the API; returns their conversation.
@@ -511,6 +598,46 @@ fn report(name: &str, value: Value) {
         .join("playground")
         .join(format!("{name}.json"));
     let _ = std::fs::write(path, value.to_string());
+}
+
+/// A TCP proxy in front of the server, so the test can drop the browser's connections (and
+/// refuse new ones) as a network would, and then let them through again.
+struct Proxy {
+    url: String,
+    down: tokio::sync::watch::Sender<bool>,
+}
+
+impl Proxy {
+    async fn start(base: &str) -> Self {
+        let upstream = base.trim_start_matches("http://").to_owned();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (down, watching) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let mut watching = watching.clone();
+                if *watching.borrow() {
+                    continue; // dropped: the connection closes unanswered
+                }
+                let upstream = upstream.clone();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = tokio::net::TcpStream::connect(&upstream).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = watching.wait_for(|down| *down) => {}
+                    }
+                });
+            }
+        });
+        Self { url, down }
+    }
+
+    /// Drops every open connection and refuses new ones (`true`), or lets them through.
+    fn cut(&self, down: bool) {
+        let _ = self.down.send(down);
+    }
 }
 
 /// chromedriver and Chromium, when this machine has them.

@@ -1273,6 +1273,17 @@ async fn the_playground_is_served_offline_and_public_and_files_only_to_their_own
         .await
         .unwrap();
     assert!(page.contains("/assets/app.js"));
+    // Gzipped when asked for.
+    let zipped = server
+        .client
+        .get(format!("{}/assets/app.js", server.base))
+        .header("accept-encoding", "gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(zipped.headers()["content-encoding"], "gzip");
+    let zipped_len = zipped.bytes().await.unwrap().len();
+    assert!(zipped_len < 100 * 1024, "{zipped_len} bytes");
     assert!(!page.contains("http://") && !page.contains("https://"));
 
     // A file a prompt wrote, to its owner only.

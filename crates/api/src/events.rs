@@ -58,7 +58,7 @@ pub(crate) async fn stream(
     let mut gap = false;
     let mut last_event_id = last_event_id;
     if let Some(after) = last_event_id {
-        if after > events.last_seq() {
+        if after > events.last_seq() && !events.is_relayed() {
             // An id from before this server started (ids restart with the process): what came
             // since is unknown, and every new event counts.
             gap = true;

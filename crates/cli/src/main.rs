@@ -515,6 +515,19 @@ async fn serve(settings: &Settings, addr: Option<&str>) -> anyhow::Result<ExitCo
     })
     .await?;
     let service = ConversationService::open(runtime, &settings.database_url()?).await?;
+    // On PostgreSQL, every server on the database shows every user's events, in one order.
+    let _relay = if service.store().backend() == agentic_conversation::sea_orm::DbBackend::Postgres
+    {
+        Some(
+            agentic_conversation::relay::start(
+                service.store().clone(),
+                service.runtime().services().events.clone(),
+            )
+            .await?,
+        )
+    } else {
+        None
+    };
     let addr = settings.addr(addr);
     let listener = tokio::net::TcpListener::bind(&addr)
         .await

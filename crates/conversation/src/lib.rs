@@ -18,6 +18,7 @@ pub mod compress;
 pub mod entity;
 pub mod migration;
 pub mod registry;
+pub mod relay;
 pub mod service;
 pub mod store;
 mod writes;

@@ -197,7 +197,50 @@ pub fn user_id() -> ColumnDef {
 }
 
 fn core_migrations() -> Vec<Arc<dyn MigrationTrait>> {
-    vec![Arc::new(CreateConversations)]
+    vec![Arc::new(CreateConversations), Arc::new(CreateEventLog)]
+}
+
+/// The log through which servers on one PostgreSQL share their events (`relay.rs`); unused
+/// on SQLite.
+struct CreateEventLog;
+
+impl MigrationName for CreateEventLog {
+    fn name(&self) -> &str {
+        "0002_event_log"
+    }
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for CreateEventLog {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), sea_orm::DbErr> {
+        manager
+            .create_table(
+                Table::create()
+                    .table("event_log")
+                    .if_not_exists()
+                    .col(
+                        ColumnDef::new("id")
+                            .big_integer()
+                            .not_null()
+                            .auto_increment()
+                            .primary_key(),
+                    )
+                    .col(user_id())
+                    .col(ColumnDef::new("payload").text().not_null())
+                    .col(timestamp("created_at"))
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .name("event_log_created_at")
+                    .table("event_log")
+                    .col("created_at")
+                    .to_owned(),
+            )
+            .await
+    }
 }
 
 /// The first schema: conversations, prompts and the output journal.

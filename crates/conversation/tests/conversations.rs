@@ -566,6 +566,7 @@ async fn plugin_migrations_run_once_at_startup() {
                 names,
                 vec![
                     "agentic/0001_conversations".to_owned(),
+                    "agentic/0002_event_log".to_owned(),
                     "notes/0001_notes".to_owned()
                 ],
                 "{}",

@@ -132,6 +132,10 @@ struct EventServiceInner {
     /// [`EventService::subscribe_lossless`]).
     lossless: Mutex<Vec<(String, mpsc::UnboundedSender<Arc<Event>>)>>,
     next_seq: AtomicU64,
+    /// When events go through a shared log (several servers on one database), `publish` hands
+    /// them here and they are delivered to this process's subscribers when the log gives them
+    /// back, with the log's sequence number ([`EventService::deliver`]).
+    relay: std::sync::OnceLock<mpsc::UnboundedSender<(String, EventPayload)>>,
     /// The most recent events, so a reconnecting client can be replayed what it missed.
     recent: Mutex<VecDeque<Arc<Event>>>,
     recent_capacity: usize,
@@ -161,17 +165,31 @@ impl EventService {
                 user_capacity: capacity.min(MAX_USER_CAPACITY),
                 lossless: Mutex::default(),
                 next_seq: AtomicU64::new(1),
+                relay: std::sync::OnceLock::new(),
                 recent: Mutex::new(VecDeque::with_capacity(capacity)),
                 recent_capacity: capacity,
             }),
         }
     }
 
-    /// Publishes an event for one user. Never blocks, whoever is listening.
+    /// Publishes an event for one user. Never blocks, whoever is listening. With a relay (see
+    /// [`EventService::relay_to`]) the event goes to the shared log first and reaches
+    /// subscribers, here and on every other server, when the log delivers it; the event
+    /// returned then has `seq` 0.
     pub fn publish(&self, user_id: &str, payload: EventPayload) -> Arc<Event> {
+        if let Some(relay) = self.inner.relay.get() {
+            if relay.send((user_id.to_owned(), payload.clone())).is_ok() {
+                return Arc::new(Event {
+                    seq: 0,
+                    user_id: user_id.to_owned(),
+                    payload,
+                });
+            }
+            // The relay is gone (its server is stopping): deliver here at least.
+        }
         // The replay window and the sequence number are updated under one lock so that
         // `seq` order and replay order agree.
-        let mut recent = self
+        let recent = self
             .inner
             .recent
             .lock()
@@ -181,6 +199,53 @@ impl EventService {
             user_id: user_id.to_owned(),
             payload,
         });
+        self.dispatch(recent, event.clone());
+        event
+    }
+
+    /// From now on, `publish` sends events to `relay` instead of delivering them; whoever
+    /// reads the relay writes them to the shared log and calls [`EventService::deliver`] for
+    /// each event the log gives back, in the log's order. Only the first call takes effect.
+    pub fn relay_to(&self, relay: mpsc::UnboundedSender<(String, EventPayload)>) -> bool {
+        self.inner.relay.set(relay).is_ok()
+    }
+
+    /// Whether events go through a shared log ([`EventService::relay_to`]): their `seq` is then
+    /// the log's, the same on every server and kept across restarts.
+    pub fn is_relayed(&self) -> bool {
+        self.inner.relay.get().is_some()
+    }
+
+    /// How many recent events are kept for replay.
+    pub fn replay_capacity(&self) -> usize {
+        self.inner.recent_capacity
+    }
+
+    /// Delivers an event of the shared log to this process's subscribers, with the log's
+    /// sequence number, which must grow from call to call.
+    pub fn deliver(&self, seq: u64, user_id: &str, payload: EventPayload) {
+        let recent = self
+            .inner
+            .recent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.inner.next_seq.fetch_max(seq + 1, Ordering::SeqCst);
+        let event = Arc::new(Event {
+            seq,
+            user_id: user_id.to_owned(),
+            payload,
+        });
+        self.dispatch(recent, event);
+    }
+
+    /// Puts an event in the replay window and sends it to its subscribers; `recent` is the
+    /// replay lock, held since the event's `seq` was chosen.
+    fn dispatch(
+        &self,
+        mut recent: std::sync::MutexGuard<'_, VecDeque<Arc<Event>>>,
+        event: Arc<Event>,
+    ) {
+        let user_id = event.user_id.as_str();
         if recent.len() == self.inner.recent_capacity {
             recent.pop_front();
         }
@@ -207,7 +272,8 @@ impl EventService {
             // A send fails only once the subscription is dropped.
             lossless.retain(|(user, sender)| user != user_id || sender.send(event.clone()).is_ok());
         }
-        event
+        drop(lossless);
+        drop(recent);
     }
 
     /// Follows every event of one user, in order, however far the subscriber falls behind:

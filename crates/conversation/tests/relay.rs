@@ -1,0 +1,148 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Servers on one PostgreSQL share their events (`relay.rs`): two services, each with its own
+//! runtime and event hub, as two `agentic serve` processes have them. Every event published on
+//! either reaches both, in one order, with the same `seq`; a subscriber that resumes on the
+//! other server from its last `seq` misses nothing and sees nothing twice.
+
+mod support;
+
+use std::time::Duration;
+
+use agentic_conversation::relay;
+use agentic_core::{EventPayload, EventSubscription, Received};
+use support::{databases, kit_config, service_with};
+
+async fn next_event(subscription: &mut EventSubscription) -> (u64, String) {
+    match tokio::time::timeout(Duration::from_secs(10), subscription.next())
+        .await
+        .expect("an event within 10 s")
+        .expect("the hub is open")
+    {
+        Received::Event(event) => {
+            let EventPayload::ConversationUpdated { conversation_id } = &event.payload else {
+                panic!("unexpected event {event:?}");
+            };
+            (event.seq, conversation_id.clone())
+        }
+        Received::Lagged(missed) => panic!("lagged by {missed}"),
+    }
+}
+
+#[tokio::test]
+async fn servers_on_one_postgres_share_events_in_one_order() {
+    for db in databases().await {
+        if db.name != "postgres" {
+            // One SQLite file is one server: nothing to share, and the relay refuses.
+            let (service, _) = service_with(&db, "[]", kit_config(serde_json::json!({}))).await;
+            assert!(
+                relay::start(
+                    service.store().clone(),
+                    service.runtime().services().events.clone()
+                )
+                .await
+                .is_err()
+            );
+            continue;
+        }
+        let (a, _) = service_with(&db, "[]", kit_config(serde_json::json!({}))).await;
+        let (b, _) = service_with(&db, "[]", kit_config(serde_json::json!({}))).await;
+        let hub_a = a.runtime().services().events.clone();
+        let hub_b = b.runtime().services().events.clone();
+        let _relay_a = relay::start(a.store().clone(), hub_a.clone())
+            .await
+            .unwrap();
+        let _relay_b = relay::start(b.store().clone(), hub_b.clone())
+            .await
+            .unwrap();
+        let mut on_a = hub_a.subscribe(Some("alice"));
+        let mut on_b = hub_b.subscribe(Some("alice"));
+        let mut bob_on_b = hub_b.subscribe(Some("bob"));
+
+        // Published on both servers at once, large and small.
+        let big = "x".repeat(20_000);
+        let publishing = {
+            let (hub_a, hub_b, big) = (hub_a.clone(), hub_b.clone(), big.clone());
+            tokio::spawn(async move {
+                for index in 0..200 {
+                    let (hub, name) = if index % 2 == 0 {
+                        (&hub_a, format!("a-{index}"))
+                    } else {
+                        (&hub_b, format!("b-{index}"))
+                    };
+                    let name = if index % 50 == 7 {
+                        format!("{name}-{big}")
+                    } else {
+                        name
+                    };
+                    hub.publish(
+                        "alice",
+                        EventPayload::ConversationUpdated {
+                            conversation_id: name,
+                        },
+                    );
+                    if index % 10 == 0 {
+                        tokio::task::yield_now().await;
+                    }
+                }
+                hub_a.publish(
+                    "bob",
+                    EventPayload::ConversationUpdated {
+                        conversation_id: "bob's".to_owned(),
+                    },
+                );
+            })
+        };
+        let mut seen_a = Vec::new();
+        let mut seen_b = Vec::new();
+        for _ in 0..200 {
+            seen_a.push(next_event(&mut on_a).await);
+            seen_b.push(next_event(&mut on_b).await);
+        }
+        publishing.await.unwrap();
+        // One order, one numbering, on both servers; every event once.
+        assert_eq!(seen_a, seen_b);
+        let seqs: Vec<u64> = seen_a.iter().map(|(seq, _)| *seq).collect();
+        assert!(seqs.windows(2).all(|pair| pair[0] < pair[1]), "{seqs:?}");
+        let mut names: Vec<&str> = seen_a.iter().map(|(_, name)| name.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), 200);
+        // Each server's own events keep the order it published them in.
+        let from_a: Vec<usize> = seen_a
+            .iter()
+            .filter_map(|(_, name)| name.strip_prefix("a-"))
+            .map(|rest| rest.split('-').next().unwrap().parse().unwrap())
+            .collect();
+        assert!(
+            from_a.windows(2).all(|pair| pair[0] < pair[1]),
+            "{from_a:?}"
+        );
+        // Other users' events reach only their subscribers, on the other server too.
+        assert_eq!(next_event(&mut bob_on_b).await.1, "bob's");
+
+        // A client that followed A resumes on B from its last seq: nothing lost, nothing twice.
+        let resume_after = seen_a[99].0;
+        let (replayed, complete) = hub_b.replay_since("alice", resume_after);
+        assert!(complete);
+        let replayed: Vec<(u64, String)> = replayed
+            .iter()
+            .filter_map(|event| match &event.payload {
+                EventPayload::ConversationUpdated { conversation_id } => {
+                    Some((event.seq, conversation_id.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(replayed, seen_a[100..].to_vec());
+
+        // A server that starts later fills its replay window from the log.
+        let (c, _) = service_with(&db, "[]", kit_config(serde_json::json!({}))).await;
+        let hub_c = c.runtime().services().events.clone();
+        let _relay_c = relay::start(c.store().clone(), hub_c.clone())
+            .await
+            .unwrap();
+        let (window, _) = hub_c.replay_since("alice", resume_after);
+        assert_eq!(window.len(), 100);
+        assert_eq!(window[0].seq, seen_a[100].0);
+    }
+}

@@ -177,15 +177,15 @@ impl EventService {
     /// subscribers, here and on every other server, when the log delivers it; the event
     /// returned then has `seq` 0.
     pub fn publish(&self, user_id: &str, payload: EventPayload) -> Arc<Event> {
-        if let Some(relay) = self.inner.relay.get() {
-            if relay.send((user_id.to_owned(), payload.clone())).is_ok() {
-                return Arc::new(Event {
-                    seq: 0,
-                    user_id: user_id.to_owned(),
-                    payload,
-                });
-            }
-            // The relay is gone (its server is stopping): deliver here at least.
+        // When the relay is gone (its server is stopping), the event is delivered here at least.
+        if let Some(relay) = self.inner.relay.get()
+            && relay.send((user_id.to_owned(), payload.clone())).is_ok()
+        {
+            return Arc::new(Event {
+                seq: 0,
+                user_id: user_id.to_owned(),
+                payload,
+            });
         }
         // The replay window and the sequence number are updated under one lock so that
         // `seq` order and replay order agree.

@@ -516,7 +516,7 @@ async fn serve(settings: &Settings, addr: Option<&str>) -> anyhow::Result<ExitCo
     .await?;
     let service = ConversationService::open(runtime, &settings.database_url()?).await?;
     // On PostgreSQL, every server on the database shows every user's events, in one order.
-    let _relay = if service.store().backend() == agentic_conversation::sea_orm::DbBackend::Postgres
+    let relay = if service.store().backend() == agentic_conversation::sea_orm::DbBackend::Postgres
     {
         Some(
             agentic_conversation::relay::start(
@@ -551,6 +551,9 @@ async fn serve(settings: &Settings, addr: Option<&str>) -> anyhow::Result<ExitCo
         agentic_api::shutdown_signal().await;
         mcp_stopping.cancel();
         background.stop(std::time::Duration::from_secs(10)).await;
+        // Its listening connection must go back before the database closes; what is published
+        // from here on is delivered on this server only.
+        drop(relay);
     };
     agentic_api::serve_with(listener, service, api, mcp, shutdown).await?;
     // Whoever started us may have stopped reading stderr by now.

@@ -42,7 +42,8 @@ struct Signal {
     events: Option<Vec<(String, Value)>>,
 }
 
-/// The running relay; it stops when this is dropped.
+/// The running relay; it stops when this is dropped. Drop it before the database closes: its
+/// listening connection holds on to the pool until then.
 #[derive(Debug)]
 pub struct EventRelay {
     stop: CancellationToken,

@@ -516,8 +516,7 @@ async fn serve(settings: &Settings, addr: Option<&str>) -> anyhow::Result<ExitCo
     .await?;
     let service = ConversationService::open(runtime, &settings.database_url()?).await?;
     // On PostgreSQL, every server on the database shows every user's events, in one order.
-    let relay = if service.store().backend() == agentic_conversation::sea_orm::DbBackend::Postgres
-    {
+    let relay = if service.store().backend() == agentic_conversation::sea_orm::DbBackend::Postgres {
         Some(
             agentic_conversation::relay::start(
                 service.store().clone(),

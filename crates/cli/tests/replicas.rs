@@ -1,0 +1,164 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Several `agentic serve` processes on one PostgreSQL: events published by one reach clients
+//! of another, in one order, and a client resumes on another server with `Last-Event-ID`.
+//! Needs `AGENTIC_TEST_POSTGRES_URL` (`.ci/run` starts the server and sets it, with
+//! `AGENTIC_REQUIRE_POSTGRES`); skipped without it.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use agentic_conversation::sea_orm::{ConnectionTrait as _, Database};
+use futures::StreamExt as _;
+use serde_json::{Value, json};
+use support::{script, serve_with};
+
+/// A fresh database on the test server, or `None` when there is no server to use.
+async fn fresh_database() -> Option<String> {
+    let Ok(admin) = std::env::var("AGENTIC_TEST_POSTGRES_URL") else {
+        assert!(
+            std::env::var_os("AGENTIC_REQUIRE_POSTGRES").is_none(),
+            "AGENTIC_REQUIRE_POSTGRES is set but AGENTIC_TEST_POSTGRES_URL is not"
+        );
+        eprintln!("skipped: AGENTIC_TEST_POSTGRES_URL is unset");
+        return None;
+    };
+    let name = format!("agentic_replicas_{}", std::process::id());
+    let connection = Database::connect(&admin).await.unwrap();
+    connection
+        .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name}"))
+        .await
+        .unwrap();
+    connection
+        .execute_unprepared(&format!("CREATE DATABASE {name}"))
+        .await
+        .unwrap();
+    let (base, _) = admin.rsplit_once('/').unwrap();
+    Some(format!("{base}/{name}"))
+}
+
+/// Reads `(id, event, data)` from an event stream up to and including `prompt.completed`.
+async fn read_prompt(response: reqwest::Response) -> Vec<(u64, String, Value)> {
+    let mut stream = eventsource_stream::EventStream::new(response.bytes_stream());
+    let mut events = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let next = tokio::time::timeout_at(deadline, stream.next())
+            .await
+            .unwrap_or_else(|_| panic!("no prompt.completed within 30 s: {events:?}"))
+            .expect("the stream ended");
+        let event = next.unwrap();
+        let done = event.event == "prompt.completed";
+        events.push((
+            event.id.parse().unwrap_or_default(),
+            event.event,
+            serde_json::from_str(&event.data).unwrap_or(Value::Null),
+        ));
+        if done {
+            return events;
+        }
+    }
+}
+
+#[test]
+fn servers_on_one_postgres_share_events_and_stop_cleanly() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let Some(database) = runtime.block_on(fresh_database()) else {
+        return;
+    };
+    let turns = script(
+        "replicas",
+        "- { text: \"Answered on A, streamed to B.\", delayMs: 300 }\n",
+    );
+    let (mut a, url_a, log_a) = serve_with(&turns, &database, &[], &[]);
+    let (mut b, url_b, log_b) = serve_with(&turns, &database, &[], &[]);
+    let client = reqwest::Client::new();
+    runtime.block_on(async {
+        // A client of B follows alice; the prompt runs on A.
+        let following = client
+            .get(format!("{url_b}/api/events/stream"))
+            .header("x-user-id", "alice")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(following.status(), 200);
+        let reading = tokio::spawn(read_prompt(following));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let started: Value = client
+            .post(format!("{url_a}/api/prompt"))
+            .header("x-user-id", "alice")
+            .json(&json!({ "input": "Hello?" }))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let prompt = started["promptId"].as_str().unwrap().to_owned();
+        let on_b = reading.await.unwrap();
+        let names: Vec<&str> = on_b.iter().map(|(_, name, _)| name.as_str()).collect();
+        assert_eq!(names.first(), Some(&"prompt.created"), "{names:?}");
+        assert!(names.contains(&"prompt.stream"), "{names:?}");
+        assert!(
+            on_b.iter()
+                .all(|(_, _, data)| data["data"]["promptId"] == prompt.as_str()),
+            "{on_b:?}"
+        );
+        let ids: Vec<u64> = on_b.iter().map(|(id, _, _)| *id).collect();
+        assert!(ids.windows(2).all(|pair| pair[0] < pair[1]), "{ids:?}");
+
+        // Resumed on A after the third: the rest, once each, with the same ids.
+        let resumed = client
+            .get(format!("{url_a}/api/events/stream"))
+            .header("x-user-id", "alice")
+            .header("last-event-id", ids[2].to_string())
+            .send()
+            .await
+            .unwrap();
+        let again = read_prompt(resumed).await;
+        let again_ids: Vec<u64> = again.iter().map(|(id, _, _)| *id).collect();
+        assert_eq!(again_ids, ids[3..].to_vec());
+    });
+    // Both stop on SIGTERM, promptly (the relay lets go of the database first).
+    for (server, log) in [(&mut a, &log_a), (&mut b, &log_b)] {
+        let started = Instant::now();
+        terminate(server.id());
+        loop {
+            if server.try_wait().unwrap().is_some() {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(15),
+                "a server did not stop:\n{}",
+                log.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // Its last words arrive through the reader thread a moment later.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !log.lock().unwrap().contains("agentic: stopped") {
+            assert!(Instant::now() < deadline, "{}", log.lock().unwrap());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    runtime.block_on(async {
+        let admin = std::env::var("AGENTIC_TEST_POSTGRES_URL").unwrap();
+        let name = database.rsplit('/').next().unwrap();
+        let connection = Database::connect(&admin).await.unwrap();
+        let _ = connection
+            .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name}"))
+            .await;
+    });
+}
+
+/// SIGTERM, as a service manager stops a server.
+fn terminate(pid: u32) {
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}

@@ -515,15 +515,10 @@ async fn serve(settings: &Settings, addr: Option<&str>) -> anyhow::Result<ExitCo
     })
     .await?;
     let service = ConversationService::open(runtime, &settings.database_url()?).await?;
-    // On PostgreSQL, every server on the database shows every user's events, in one order.
+    // On PostgreSQL, every server on the database shows every user's events, in one order, and
+    // a decision taken on one reaches the server where its prompt waits.
     let relay = if service.store().backend() == agentic_conversation::sea_orm::DbBackend::Postgres {
-        Some(
-            agentic_conversation::relay::start(
-                service.store().clone(),
-                service.runtime().services().events.clone(),
-            )
-            .await?,
-        )
+        Some(agentic_conversation::relay::start_for(&service).await?)
     } else {
         None
     };

@@ -20,10 +20,12 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::Store;
+use crate::{ConversationService, Decision, DecisionForwarder, Store};
 
 /// The channel every server listens on.
 const CHANNEL: &str = "agentic_events";
+/// Where decisions for another server's prompts go (`{"to": instance, "decision": …}`).
+const DECISIONS: &str = "agentic_decisions";
 /// The advisory lock that orders appends across servers.
 const APPEND_LOCK: i64 = 7_416_057_331;
 /// NOTIFY payloads must stay under 8,000 bytes; events that do not fit are read from the table.
@@ -55,9 +57,84 @@ impl Drop for EventRelay {
     }
 }
 
+/// A decision on its way to the server that holds its prompt.
+#[derive(Debug, Serialize, Deserialize)]
+struct Forwarded {
+    to: String,
+    decision: Decision,
+}
+
+/// Sends decisions to other servers with `NOTIFY agentic_decisions`.
+struct NotifyForwarder {
+    store: Store,
+}
+
+#[async_trait::async_trait]
+impl DecisionForwarder for NotifyForwarder {
+    async fn forward(&self, instance: &str, decision: Decision) -> anyhow::Result<()> {
+        let text = serde_json::to_string(&Forwarded {
+            to: instance.to_owned(),
+            decision,
+        })?;
+        self.store
+            .connection()
+            .execute_raw(Statement::from_sql_and_values(
+                DbBackend::Postgres,
+                "SELECT pg_notify($1, $2)",
+                [DECISIONS.into(), text.into()],
+            ))
+            .await?;
+        Ok(())
+    }
+}
+
+/// [`start`] for a whole service: its events, and its decisions. An approval or a rejection
+/// taken on this server for a prompt that waits on another live server is sent there, and
+/// those sent here for this server's prompts are taken here.
+pub async fn start_for(service: &ConversationService) -> anyhow::Result<EventRelay> {
+    let (sender, mut receiver) = mpsc::unbounded_channel::<Decision>();
+    let relay = start_with(
+        service.store().clone(),
+        service.runtime().services().events.clone(),
+        Some(sender),
+    )
+    .await?;
+    service.forward_decisions(std::sync::Arc::new(NotifyForwarder {
+        store: service.store().clone(),
+    }));
+    let service = service.clone();
+    let stop = relay.stop.clone();
+    tokio::spawn(async move {
+        loop {
+            let decision = tokio::select! {
+                () = stop.cancelled() => return,
+                decision = receiver.recv() => match decision {
+                    Some(decision) => decision,
+                    None => return,
+                },
+            };
+            let service = service.clone();
+            tokio::spawn(async move {
+                if let Err(error) = service.take_decision(&decision).await {
+                    tracing::warn!(prompt = %decision.prompt_id, %error, "a forwarded decision failed");
+                }
+            });
+        }
+    });
+    Ok(relay)
+}
+
 /// Starts sharing `events` through the store's PostgreSQL database. Fails on SQLite, where one
 /// server is the only server.
 pub async fn start(store: Store, events: EventService) -> anyhow::Result<EventRelay> {
+    start_with(store, events, None).await
+}
+
+async fn start_with(
+    store: Store,
+    events: EventService,
+    decisions: Option<mpsc::UnboundedSender<Decision>>,
+) -> anyhow::Result<EventRelay> {
     if store.backend() != DbBackend::Postgres {
         bail!("events are shared between servers only on PostgreSQL");
     }
@@ -66,6 +143,9 @@ pub async fn start(store: Store, events: EventService) -> anyhow::Result<EventRe
         .await
         .context("could not open the connection that listens for events")?;
     listener.listen(CHANNEL).await?;
+    if decisions.is_some() {
+        listener.listen(DECISIONS).await?;
+    }
     // The most recent events fill the replay window, so a client that reconnects after this
     // server restarted can still resume; subscribers start after them.
     let recent = read_rows(
@@ -89,7 +169,16 @@ pub async fn start(store: Store, events: EventService) -> anyhow::Result<EventRe
     events.relay_to(sender);
     let stop = CancellationToken::new();
     tokio::spawn(append(store.clone(), receiver, stop.clone()));
-    tokio::spawn(listen(store.clone(), events, listener, last, stop.clone()));
+    let own = store.instance_id().map(str::to_owned);
+    let decisions = decisions.zip(own);
+    tokio::spawn(listen(
+        store.clone(),
+        events,
+        listener,
+        last,
+        decisions,
+        stop.clone(),
+    ));
     tokio::spawn(prune(store, stop.clone()));
     Ok(EventRelay { stop })
 }
@@ -210,6 +299,7 @@ async fn listen(
     events: EventService,
     mut listener: sqlx::postgres::PgListener,
     mut last: i64,
+    decisions: Option<(mpsc::UnboundedSender<Decision>, String)>,
     stop: CancellationToken,
 ) {
     loop {
@@ -218,6 +308,19 @@ async fn listen(
             received = listener.try_recv() => received,
         };
         let signal = match received {
+            Ok(Some(notification)) if notification.channel() == DECISIONS => {
+                match (
+                    serde_json::from_str::<Forwarded>(notification.payload()),
+                    &decisions,
+                ) {
+                    (Ok(forwarded), Some((taker, own))) if &forwarded.to == own => {
+                        let _ = taker.send(forwarded.decision);
+                    }
+                    (Err(error), _) => tracing::warn!(%error, "unreadable forwarded decision"),
+                    _ => {}
+                }
+                continue;
+            }
             Ok(Some(notification)) => {
                 match serde_json::from_str::<Signal>(notification.payload()) {
                     Ok(signal) => Some(signal),

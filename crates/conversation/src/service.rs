@@ -65,6 +65,9 @@ pub struct ConversationService {
 struct Inner {
     runtime: Arc<Runtime>,
     store: Store,
+    /// Sends a decision to the live server that holds its prompt (several servers on one
+    /// PostgreSQL; see `relay.rs`).
+    forwarder: std::sync::OnceLock<Arc<dyn DecisionForwarder>>,
     resuming: tokio::sync::Mutex<()>,
     compressor: Compressor,
     recovery: Recovery,
@@ -105,6 +108,7 @@ impl ConversationService {
             inner: Arc::new(Inner {
                 runtime,
                 store,
+                forwarder: std::sync::OnceLock::new(),
                 resuming: tokio::sync::Mutex::new(()),
                 compressor,
                 recovery,
@@ -313,6 +317,23 @@ impl ConversationService {
         Ok(stored)
     }
 
+    /// From now on, a decision about a prompt that a live server other than this one holds is
+    /// sent there instead of being taken here.
+    pub fn forward_decisions(&self, forwarder: Arc<dyn DecisionForwarder>) {
+        let _ = self.inner.forwarder.set(forwarder);
+    }
+
+    /// Takes a decision another server forwarded here.
+    pub async fn take_decision(&self, decision: &Decision) -> Result<Prompt, ConversationError> {
+        self.decide(
+            &decision.user_id,
+            &decision.prompt_id,
+            &decision.tool_call_id,
+            decision.rejection.as_ref().map(|reason| reason.as_deref()),
+        )
+        .await
+    }
+
     async fn decide(
         &self,
         user_id: &str,
@@ -321,6 +342,33 @@ impl ConversationService {
         rejection: Option<Option<&str>>,
     ) -> Result<Prompt, ConversationError> {
         let prompts = self.inner.runtime.prompts();
+        // Held by another live server: the decision goes there, where the prompt waits.
+        if prompts.get(prompt_id).is_none()
+            && let Some(forwarder) = self.inner.forwarder.get()
+            && let Some(owner) = self.inner.store.live_owner(user_id, prompt_id).await?
+        {
+            let stored = self.prompt(user_id, prompt_id).await?;
+            if stored.prompt.state != PromptState::WaitingForApproval {
+                return Err(
+                    PromptServiceError::Executor(agentic_core::ExecutorError::NotWaiting(
+                        tool_call_id.to_owned(),
+                    ))
+                    .into(),
+                );
+            }
+            forwarder
+                .forward(
+                    &owner,
+                    Decision {
+                        user_id: user_id.to_owned(),
+                        prompt_id: prompt_id.to_owned(),
+                        tool_call_id: tool_call_id.to_owned(),
+                        rejection: rejection.map(|reason| reason.map(str::to_owned)),
+                    },
+                )
+                .await?;
+            return Ok(stored.prompt);
+        }
         // Getting or rebuilding the executor is one step, so two decisions arriving together
         // cannot both rebuild it (and run the tool twice).
         let resuming = self.inner.resuming.lock().await;
@@ -382,6 +430,23 @@ impl ConversationService {
             conversation,
         }
     }
+}
+
+/// An approval or a rejection of one waiting tool call.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Decision {
+    pub user_id: String,
+    pub prompt_id: String,
+    pub tool_call_id: String,
+    /// `None` approves; `Some(reason)` rejects (with no reason when the inner one is `None`).
+    pub rejection: Option<Option<String>>,
+}
+
+/// Delivers a decision to another live server (the one whose process holds the prompt).
+#[async_trait]
+pub trait DecisionForwarder: Send + Sync {
+    async fn forward(&self, instance: &str, decision: Decision) -> anyhow::Result<()>;
 }
 
 /// One conversation of one user.

@@ -655,6 +655,33 @@ impl Store {
         Ok(Some(stored_prompt(row, journal)?))
     }
 
+    /// The server whose process last ran the user's prompt, when that server is still alive
+    /// and is not this one: where a decision about the prompt has to go.
+    pub async fn live_owner(
+        &self,
+        user_id: &str,
+        prompt_id: &str,
+    ) -> anyhow::Result<Option<String>> {
+        let Some(row) = prompt::Entity::find_by_id(prompt_id.to_owned())
+            .filter(prompt::Column::UserId.eq(user_id))
+            .one(&self.db)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let Some(owner) = row.instance_id else {
+            return Ok(None);
+        };
+        if Some(owner.as_str()) == self.instance_id() {
+            return Ok(None);
+        }
+        Ok(self
+            .live_instances()
+            .await?
+            .contains(&owner)
+            .then_some(owner))
+    }
+
     async fn journal(&self, row: &prompt::Model) -> anyhow::Result<Vec<prompt_output::Model>> {
         if row.state != PromptState::Running.as_str() {
             return Ok(Vec::new());

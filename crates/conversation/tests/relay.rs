@@ -146,3 +146,70 @@ async fn servers_on_one_postgres_share_events_in_one_order() {
         assert_eq!(window[0].seq, seen_a[100].0);
     }
 }
+
+#[tokio::test]
+async fn a_decision_on_one_server_reaches_the_prompt_waiting_on_another() {
+    let turns = r#"
+- code: |
+    const deleted = kit.delete({ path: "a.txt" });
+    done("Done: " + deleted);
+"#;
+    for db in databases().await {
+        if db.name != "postgres" {
+            continue;
+        }
+        let (a, _) = service_with(&db, turns, kit_config(serde_json::json!({}))).await;
+        let (b, _) = service_with(&db, "[]", kit_config(serde_json::json!({}))).await;
+        let _relay_a = relay::start_for(&a).await.unwrap();
+        let _relay_b = relay::start_for(&b).await.unwrap();
+        // A code-mode prompt waits on A: its script is paused in A's sandbox.
+        let mut conversation = a.create("alice").await.unwrap();
+        let started = conversation
+            .start(agentic_conversation::PromptRequest {
+                input: Some("Delete a.txt".to_owned()),
+                mode: Some("code".to_owned()),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let prompt_id = started.prompt_id().to_owned();
+        let waiting = started.run().await.unwrap();
+        assert_eq!(waiting.state, agentic_core::PromptState::WaitingForApproval);
+        let call = waiting
+            .output
+            .iter()
+            .find_map(|output| match output {
+                agentic_core::PromptOutput::Tool(tool)
+                    if tool.function == "kit.delete" && tool.result.is_pending() =>
+                {
+                    Some(tool.id.clone())
+                }
+                _ => None,
+            })
+            .unwrap();
+        // Approved on B, it runs on A, once: B never builds an executor of its own.
+        b.approve("alice", &prompt_id, &call).await.unwrap();
+        assert!(b.runtime().prompts().get(&prompt_id).is_none());
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let done = loop {
+            let stored = b.prompt("alice", &prompt_id).await.unwrap();
+            if stored.prompt.state.is_finished() {
+                break stored.prompt;
+            }
+            assert!(std::time::Instant::now() < deadline, "{stored:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(done.state, agentic_core::PromptState::Completed, "{done:?}");
+        assert_eq!(done.text(), "Done: deleted a.txt");
+        let deletes = done
+            .output
+            .iter()
+            .filter(|output| {
+                matches!(output, agentic_core::PromptOutput::Tool(tool) if tool.function == "kit.delete")
+            })
+            .count();
+        assert_eq!(deletes, 1);
+        // A decision about a prompt that no longer waits is refused, wherever it is taken.
+        assert!(b.approve("alice", &prompt_id, &call).await.is_err());
+    }
+}

@@ -194,6 +194,11 @@ function Shell({ session, onSignOut, theme, nextTheme }) {
       onState(state, detail) {
         setStream(state);
         if (state === "failed") setProblem(detail);
+        // Back after a drop: what failed meanwhile is read again.
+        if (state === "live") {
+          setProblem((current) => (current && current.startsWith("the server cannot be reached") ? null : current));
+          refresh();
+        }
       },
     });
     return () => follower.stop();

@@ -60,6 +60,27 @@ async fn read_prompt(response: reqwest::Response) -> Vec<(u64, String, Value)> {
     }
 }
 
+/// Polls a prompt until it is in `state`.
+async fn wait_for_state(client: &reqwest::Client, url: &str, prompt: &str, state: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let stored: Value = client
+            .get(format!("{url}/api/prompts/{prompt}"))
+            .header("x-user-id", "alice")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if stored["state"] == state {
+            return stored;
+        }
+        assert!(Instant::now() < deadline, "never {state}: {stored}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[test]
 fn servers_on_one_postgres_share_events_and_stop_cleanly() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -71,10 +92,20 @@ fn servers_on_one_postgres_share_events_and_stop_cleanly() {
     };
     let turns = script(
         "replicas",
-        "- { text: \"Answered on A, streamed to B.\", delayMs: 300 }\n",
+        "- { text: \"Answered on A, streamed to B.\", delayMs: 300 }\n\
+         - code: |\n    fs.write({ path: \"approved.txt\", content: \"once\" });\n    done(\"Saved.\");\n",
     );
-    let (mut a, url_a, log_a) = serve_with(&turns, &database, &[], &[]);
-    let (mut b, url_b, log_b) = serve_with(&turns, &database, &[], &[]);
+    let files = support::scratch().join("replica-files");
+    let _ = std::fs::remove_dir_all(&files);
+    let config = support::scratch().join("replicas.toml");
+    std::fs::write(
+        &config,
+        format!("[fs]\nroot = \"{}\"\nperUser = true\n", files.display()),
+    )
+    .unwrap();
+    let options = ["--config", config.to_str().unwrap()];
+    let (mut a, url_a, log_a) = serve_with(&turns, &database, &options, &[]);
+    let (mut b, url_b, log_b) = serve_with(&turns, &database, &options, &[]);
     let client = reqwest::Client::new();
     runtime.block_on(async {
         // A client of B follows alice; the prompt runs on A.
@@ -121,6 +152,49 @@ fn servers_on_one_postgres_share_events_and_stop_cleanly() {
         let again = read_prompt(resumed).await;
         let again_ids: Vec<u64> = again.iter().map(|(id, _, _)| *id).collect();
         assert_eq!(again_ids, ids[3..].to_vec());
+
+        // A code-mode script paused for approval on A, approved on B: it goes on on A.
+        let started: Value = client
+            .post(format!("{url_a}/api/prompt"))
+            .header("x-user-id", "alice")
+            .json(&json!({ "input": "Save it", "mode": "code" }))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let prompt = started["promptId"].as_str().unwrap().to_owned();
+        let waiting = wait_for_state(&client, &url_b, &prompt, "waiting_for_approval").await;
+        let call = waiting["output"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|output| output["function"] == "fs.write")
+            .unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let approved = client
+            .post(format!("{url_b}/api/prompts/{prompt}/approve"))
+            .header("x-user-id", "alice")
+            .json(&json!({ "toolCallId": call }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(approved.status(), 202);
+        let done = wait_for_state(&client, &url_b, &prompt, "completed").await;
+        let writes = done["output"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|output| output["function"] == "fs.write")
+            .count();
+        assert_eq!(writes, 1, "{done}");
+        assert_eq!(
+            done["output"].as_array().unwrap().last().unwrap()["content"],
+            "Saved."
+        );
     });
     // Both stop on SIGTERM, promptly (the relay lets go of the database first).
     for (server, log) in [(&mut a, &log_a), (&mut b, &log_b)] {

@@ -48,13 +48,14 @@ fn main() -> anyhow::Result<()> {
             }
             Some("fairness") => cargo_bench(&root, "agentic-interpreter", "fairness"),
             Some("store") => cargo_bench(&root, "agentic-conversation", "store"),
+            Some("relay") => cargo_bench(&root, "agentic-conversation", "relay"),
             Some("api") => bench_api(&root, &arguments[2..]),
             Some("local") => cargo_bench(&root, "agentic-plugin-local", "local"),
             Some("mcp") => cargo_bench(&root, "agentic-plugin-mcp", "mcp"),
             Some("playground") => bench_playground(&root),
             _ => {
                 eprintln!(
-                    "usage: cargo xtask bench <sandbox|tokens|fairness|store|api|local|mcp|playground>"
+                    "usage: cargo xtask bench <sandbox|tokens|fairness|store|relay|api|local|mcp|playground>"
                 );
                 std::process::exit(2);
             }
@@ -73,6 +74,7 @@ fn main() -> anyhow::Result<()> {
                  bench tokens    model calls and prompt tokens, classic against code mode (also over 120 MCP tools)\n  \
                  bench fairness  one user's scripts beside another user's endless loops\n  \
                  bench store     conversation store on SQLite and PostgreSQL (AGENTIC_TEST_POSTGRES_URL)\n  \
+                 bench relay     events from one server to another through PostgreSQL (AGENTIC_TEST_POSTGRES_URL)\n  \
                  bench api [--baseline REV]   1,000 concurrent prompts against `agentic serve` and a\n                  fake model, spans without and with an OTLP exporter (and REV's build beside)\n  \
                  bench local     the embedded local model: prompt and generation tokens/s, memory\n  \
                  bench mcp       an MCP tool call through agentic against the SDK's own call, stdio and HTTP\n  \

@@ -111,7 +111,7 @@ async fn run() {
     }
     let elapsed = started.elapsed();
     publisher.await.unwrap();
-    let sent_at = sent_at.lock().unwrap();
+    let sent_at = sent_at.lock().unwrap().clone();
     let mut times: Vec<Duration> = arrived
         .iter()
         .map(|(index, at)| at.duration_since(sent_at[*index]))

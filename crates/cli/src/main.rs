@@ -522,6 +522,12 @@ async fn serve(settings: &Settings, addr: Option<&str>) -> anyhow::Result<ExitCo
     } else {
         None
     };
+    // A server that dies leaves its running prompts to the others (`[conversation] takeover`).
+    if agentic_conversation::CompressionSettings::from_config(&service.runtime().services().config)?
+        .takeover
+    {
+        service.take_over_prompts();
+    }
     let addr = settings.addr(addr);
     let listener = tokio::net::TcpListener::bind(&addr)
         .await

@@ -23,7 +23,12 @@ async fn fresh_database() -> Option<String> {
         eprintln!("skipped: AGENTIC_TEST_POSTGRES_URL is unset");
         return None;
     };
-    let name = format!("agentic_replicas_{}", std::process::id());
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let name = format!(
+        "agentic_replicas_{}_{}",
+        std::process::id(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    );
     let connection = Database::connect(&admin).await.unwrap();
     connection
         .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name}"))
@@ -235,4 +240,110 @@ fn terminate(pid: u32) {
         .status()
         .unwrap();
     assert!(status.success());
+}
+
+#[test]
+fn a_dead_servers_running_prompts_are_taken_over() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let Some(database) = runtime.block_on(fresh_database()) else {
+        return;
+    };
+    let config = support::scratch().join("takeover.toml");
+    std::fs::write(&config, "[shell]\nallow = [\"sleep\"]\n").unwrap();
+    let options = ["--config", config.to_str().unwrap()];
+    // A's model never answers in time; then A runs a long command. B answers what it takes.
+    let slow = script(
+        "takeover-a",
+        "- { text: \"never arrives\", delayMs: 60000 }\n",
+    );
+    let long_call = script(
+        "takeover-a2",
+        "- toolCalls:\n    - { id: call_sleep, name: shell.exec, input: { command: \"sleep 30\" } }\n",
+    );
+    let answers = script(
+        "takeover-b",
+        "- text: \"Taken over and answered.\"\n- text: \"Recovered after the interrupted call.\"\n",
+    );
+    let (mut b, url_b, log_b) = serve_with(&answers, &database, &options, &[]);
+    let client = reqwest::Client::new();
+    for (turns, input, expected) in [
+        (&slow, "Take your time", "Taken over and answered."),
+        (
+            &long_call,
+            "Sleep a while",
+            "Recovered after the interrupted call.",
+        ),
+    ] {
+        let (mut a, url_a, _) = serve_with(turns, &database, &options, &[]);
+        runtime.block_on(async {
+            let started: Value = client
+                .post(format!("{url_a}/api/prompt"))
+                .header("x-user-id", "alice")
+                .json(&json!({ "input": input }))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let prompt = started["promptId"].as_str().unwrap().to_owned();
+            // Mid-round: the model thinking, or the command running.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                let stored: Value = client
+                    .get(format!("{url_b}/api/prompts/{prompt}"))
+                    .header("x-user-id", "alice")
+                    .send()
+                    .await
+                    .unwrap()
+                    .json()
+                    .await
+                    .unwrap();
+                let calling = stored["output"]
+                    .as_array()
+                    .is_some_and(|outputs| !outputs.is_empty());
+                if stored["state"] == "running" && (input != "Sleep a while" || calling) {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "{stored}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            a.kill().unwrap();
+            a.wait().unwrap();
+            let killed = Instant::now();
+            let done = wait_for_state(&client, &url_b, &prompt, "completed").await;
+            let took = killed.elapsed();
+            // Measured, not a bound: within 2 s here (a killed process on this host is found
+            // dead at once; the takeover loop looks every 2 s).
+            println!("taken over and completed {took:?} after the kill");
+            let outputs = done["output"].as_array().unwrap();
+            assert_eq!(outputs.last().unwrap()["content"], expected, "{done}");
+            if input == "Sleep a while" {
+                let call = &outputs[0];
+                assert_eq!(call["function"], "shell.exec");
+                let error = call["result"]["error"].as_str().unwrap_or_default();
+                assert!(error.contains("not run again"), "{done}");
+            }
+            // Nothing left running or pending anywhere in it.
+            assert!(
+                !done.to_string().contains("\"pending\""),
+                "{done}\n{}",
+                log_b.lock().unwrap()
+            );
+        });
+    }
+    terminate(b.id());
+    let _ = b.wait();
+    runtime.block_on(async {
+        let admin = std::env::var("AGENTIC_TEST_POSTGRES_URL").unwrap();
+        let name = database.rsplit('/').next().unwrap();
+        let connection = Database::connect(&admin).await.unwrap();
+        let _ = connection
+            .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .await;
+    });
 }

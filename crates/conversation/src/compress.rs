@@ -30,6 +30,9 @@ pub struct CompressionSettings {
     pub compress_at: f64,
     /// The most recent prompts, always kept verbatim.
     pub keep_recent: usize,
+    /// Whether `agentic serve` takes over the running prompts of a server on the same database
+    /// that died (modes that can resume: classic); otherwise they stay `interrupted`.
+    pub takeover: bool,
 }
 
 impl Default for CompressionSettings {
@@ -39,6 +42,7 @@ impl Default for CompressionSettings {
             context_windows: BTreeMap::new(),
             compress_at: 0.8,
             keep_recent: 4,
+            takeover: true,
         }
     }
 }

@@ -68,6 +68,8 @@ struct Inner {
     /// Sends a decision to the live server that holds its prompt (several servers on one
     /// PostgreSQL; see `relay.rs`).
     forwarder: std::sync::OnceLock<Arc<dyn DecisionForwarder>>,
+    /// Whether this service takes over prompts of servers that died (`take_over_prompts`).
+    takeover: std::sync::atomic::AtomicBool,
     resuming: tokio::sync::Mutex<()>,
     compressor: Compressor,
     recovery: Recovery,
@@ -109,6 +111,7 @@ impl ConversationService {
                 runtime,
                 store,
                 forwarder: std::sync::OnceLock::new(),
+                takeover: std::sync::atomic::AtomicBool::new(false),
                 resuming: tokio::sync::Mutex::new(()),
                 compressor,
                 recovery,
@@ -315,6 +318,98 @@ impl ConversationService {
             .release(&stored.conversation_id, prompt_id, state)
             .await?;
         Ok(stored)
+    }
+
+    /// From now on (under `agentic serve`), this service takes over the running prompts of
+    /// servers on the same database that died, in modes that can resume: tool calls that were
+    /// running there get an error result saying so (they are not run again), and the round in
+    /// flight is asked again, here. Checked every 2 s.
+    pub fn take_over_prompts(&self) {
+        if self
+            .inner
+            .takeover
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            return;
+        }
+        tokio::spawn(take_over_loop(Arc::downgrade(&self.inner)));
+    }
+
+    /// Resumes prompts this service took over, each in its own task.
+    async fn resume_taken(&self) -> anyhow::Result<usize> {
+        let taken = self
+            .inner
+            .store
+            .take_over(&resumable(&self.inner.runtime))
+            .await?;
+        let count = taken.len();
+        for mut stored in taken {
+            let prompt_id = stored.prompt.id.clone();
+            tracing::warn!(prompt = %prompt_id, "taking over a prompt whose server stopped");
+            // Calls that were running there may or may not have taken effect: they are not run
+            // again, and the model reads why.
+            let now = chrono::Utc::now();
+            let mut closed = Vec::new();
+            for (index, output) in stored.prompt.output.iter_mut().enumerate() {
+                if let agentic_core::PromptOutput::Tool(tool) = output
+                    && tool.result.is_pending()
+                {
+                    tool.result = agentic_core::ToolResult::Error {
+                        error: crate::store::TAKEN_OVER_TOOL_ERROR.to_owned(),
+                    };
+                    tool.end = Some(now);
+                    closed.push(index);
+                }
+            }
+            for index in closed {
+                self.inner
+                    .store
+                    .save_prompt(&stored.prompt, PromptChange::Output(index))
+                    .await?;
+            }
+            let handle = self.executor_for(&stored).await?;
+            let service = self.clone();
+            let conversation_id = stored.conversation_id.clone();
+            tokio::spawn(async move {
+                let result = service.inner.runtime.prompts().run(&handle).await;
+                if let Err(error) = settle(&service.inner, &conversation_id, &handle, result).await
+                {
+                    tracing::warn!(prompt = %prompt_id, %error, "a prompt taken over failed");
+                }
+            });
+        }
+        Ok(count)
+    }
+
+    /// An executor for a stored prompt, with its conversation's history and state.
+    async fn executor_for(
+        &self,
+        stored: &StoredPrompt,
+    ) -> Result<agentic_core::ExecutorHandle, ConversationError> {
+        let conversation = self
+            .inner
+            .store
+            .conversation(&stored.prompt.user_id, &stored.conversation_id)
+            .await?
+            .ok_or_else(|| ConversationError::NotFound(stored.conversation_id.clone()))?;
+        let all = self
+            .inner
+            .store
+            .conversation_prompts(&conversation.id)
+            .await?;
+        let history = history_before(&conversation, &all, stored.position);
+        Ok(self.inner.runtime.prompts().create(PromptOptions {
+            user_id: stored.prompt.user_id.clone(),
+            input: stored.prompt.input.clone(),
+            model: stored.prompt.model,
+            mode: Some(stored.prompt.mode.clone()),
+            history,
+            state: State::from_map(conversation.state.clone()),
+            max_rounds: None,
+            resume_prompt: Some(stored.prompt.clone()),
+            checkpoint: Some(self.checkpoint()),
+            conversation_id: Some(conversation.id.clone()),
+        })?)
     }
 
     /// From now on, a decision about a prompt that a live server other than this one holds is
@@ -746,8 +841,32 @@ async fn keep_alive(inner: std::sync::Weak<Inner>) {
         if let Err(error) = inner.store.heartbeat().await {
             tracing::warn!(error = %format!("{error:#}"), "could not renew the instance lease");
         }
+        // Prompts this server can take over are taken before the sweep would interrupt them.
+        if inner.takeover.load(std::sync::atomic::Ordering::SeqCst) {
+            let service = ConversationService {
+                inner: inner.clone(),
+            };
+            if let Err(error) = service.resume_taken().await {
+                tracing::warn!(error = %format!("{error:#}"), "could not take over prompts of stopped servers");
+            }
+        }
         if let Err(error) = inner.store.recover(&resumable(&inner.runtime)).await {
             tracing::warn!(error = %format!("{error:#}"), "could not sweep prompts of stopped instances");
+        }
+    }
+}
+
+/// How often a server looks for prompts of servers that died (see `take_over_prompts`).
+const TAKE_OVER_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
+async fn take_over_loop(inner: std::sync::Weak<Inner>) {
+    let mut ticks = tokio::time::interval(TAKE_OVER_EVERY);
+    loop {
+        ticks.tick().await;
+        let Some(inner) = inner.upgrade() else { return };
+        let service = ConversationService { inner };
+        if let Err(error) = service.resume_taken().await {
+            tracing::warn!(error = %format!("{error:#}"), "could not take over prompts of stopped servers");
         }
     }
 }

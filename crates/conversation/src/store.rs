@@ -112,6 +112,10 @@ pub struct Recovery {
 pub const INSTANCE_LEASE: Duration = Duration::from_secs(60);
 
 /// The error text a pending tool result gets when its prompt is interrupted.
+/// The error a tool call gets when its server died while it ran and another server took the
+/// prompt over: it is not run again.
+pub const TAKEN_OVER_TOOL_ERROR: &str = "Interrupted: the server running this tool call stopped before its result was recorded; it was not run again, and it may or may not have taken effect";
+
 pub const INTERRUPTED_TOOL_ERROR: &str =
     "Interrupted: the process stopped before this tool call finished";
 
@@ -707,6 +711,69 @@ impl Store {
         })
         .await?;
         Ok(())
+    }
+
+    /// Makes this instance the owner of every `running` prompt whose instance is gone and that
+    /// `resumable` accepts, one prompt at a time and only if no other instance took it first;
+    /// returns the prompts it took, as stored.
+    pub async fn take_over(
+        &self,
+        resumable: &(dyn Fn(&Prompt) -> bool + Send + Sync),
+    ) -> anyhow::Result<Vec<StoredPrompt>> {
+        let Some(me) = self.instance_id().map(str::to_owned) else {
+            return Ok(Vec::new());
+        };
+        let rows = prompt::Entity::find()
+            .filter(prompt::Column::State.eq(PromptState::Running.as_str()))
+            .all(&self.db)
+            .await?;
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let live = self.live_instances().await?;
+        let mut taken = Vec::new();
+        for row in rows {
+            let previous = row.instance_id.clone();
+            if previous
+                .as_ref()
+                .is_some_and(|instance| live.contains(instance))
+            {
+                continue;
+            }
+            let journal = self.journal(&row).await?;
+            let Ok(stored) = stored_prompt(row, journal) else {
+                continue;
+            };
+            if !resumable(&stored.prompt) {
+                continue;
+            }
+            let (id, me) = (stored.prompt.id.clone(), me.clone());
+            let claimed = self
+                .write_with(move |transaction| {
+                    let (id, me, previous) = (id.clone(), me.clone(), previous.clone());
+                    Box::pin(async move {
+                        let mut update = prompt::Entity::update_many()
+                            .col_expr(
+                                prompt::Column::InstanceId,
+                                sea_orm::sea_query::Expr::value(Some(me)),
+                            )
+                            .filter(prompt::Column::Id.eq(id))
+                            .filter(prompt::Column::State.eq(PromptState::Running.as_str()));
+                        update = match previous {
+                            Some(previous) => {
+                                update.filter(prompt::Column::InstanceId.eq(previous))
+                            }
+                            None => update.filter(prompt::Column::InstanceId.is_null()),
+                        };
+                        Ok(update.exec(transaction).await?.rows_affected)
+                    })
+                })
+                .await?;
+            if claimed == 1 {
+                taken.push(stored);
+            }
+        }
+        Ok(taken)
     }
 
     /// Run at startup and then now and again: every `running` prompt of an instance that is

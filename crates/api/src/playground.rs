@@ -2,6 +2,8 @@
 //! compiled into the binary, so nothing is fetched at run time. Public like `/api/docs`: the
 //! page asks for the user id and token itself and sends them with every API call.
 
+use std::sync::LazyLock;
+
 use axum::Router;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -9,9 +11,32 @@ use axum::routing::get;
 
 use crate::AppState;
 
-const INDEX: &[u8] = include_bytes!("../web/dist/index.html");
-const SCRIPT: &[u8] = include_bytes!("../web/dist/app.js");
-const STYLE: &[u8] = include_bytes!("../web/dist/app.css");
+/// One of the page's files, with its `ETag`, computed once.
+struct Asset {
+    body: &'static [u8],
+    content_type: &'static str,
+    tag: LazyLock<String>,
+}
+
+const INDEX_BYTES: &[u8] = include_bytes!("../web/dist/index.html");
+const SCRIPT_BYTES: &[u8] = include_bytes!("../web/dist/app.js");
+const STYLE_BYTES: &[u8] = include_bytes!("../web/dist/app.css");
+
+static INDEX: Asset = Asset {
+    body: INDEX_BYTES,
+    content_type: "text/html; charset=utf-8",
+    tag: LazyLock::new(|| etag(INDEX_BYTES)),
+};
+static SCRIPT: Asset = Asset {
+    body: SCRIPT_BYTES,
+    content_type: "text/javascript; charset=utf-8",
+    tag: LazyLock::new(|| etag(SCRIPT_BYTES)),
+};
+static STYLE: Asset = Asset {
+    body: STYLE_BYTES,
+    content_type: "text/css; charset=utf-8",
+    tag: LazyLock::new(|| etag(STYLE_BYTES)),
+};
 
 /// Only the page's own files run and load; the model's markdown cannot pull in anything else.
 const POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self'; \
@@ -20,14 +45,17 @@ const POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self'; \
 
 pub(crate) fn routes() -> Router<AppState> {
     Router::new()
-        .route("/", get(|headers: HeaderMap| async move { asset(&headers, INDEX, "text/html; charset=utf-8") }))
+        .route(
+            "/",
+            get(|headers: HeaderMap| async move { serve(&headers, &INDEX) }),
+        )
         .route(
             "/assets/app.js",
-            get(|headers: HeaderMap| async move { asset(&headers, SCRIPT, "text/javascript; charset=utf-8") }),
+            get(|headers: HeaderMap| async move { serve(&headers, &SCRIPT) }),
         )
         .route(
             "/assets/app.css",
-            get(|headers: HeaderMap| async move { asset(&headers, STYLE, "text/css; charset=utf-8") }),
+            get(|headers: HeaderMap| async move { serve(&headers, &STYLE) }),
         )
         // Gzipped for clients that take it (a third of the size); only these routes, never the
         // event stream, which must not wait in a compressor's buffer.
@@ -41,8 +69,8 @@ pub(crate) fn is_playground(path: &str) -> bool {
 
 /// One file, revalidated on every load (an `ETag` of its content), so a new binary's page is
 /// never mixed with an old one's cached script.
-fn asset(headers: &HeaderMap, body: &'static [u8], content_type: &'static str) -> Response {
-    let tag = etag(body);
+fn serve(headers: &HeaderMap, asset: &'static Asset) -> Response {
+    let tag: &str = &asset.tag;
     let fresh = headers
         .get(header::IF_NONE_MATCH)
         .and_then(|value| value.to_str().ok())
@@ -50,10 +78,10 @@ fn asset(headers: &HeaderMap, body: &'static [u8], content_type: &'static str) -
     let mut response = if fresh {
         StatusCode::NOT_MODIFIED.into_response()
     } else {
-        ([(header::CONTENT_TYPE, content_type)], body).into_response()
+        ([(header::CONTENT_TYPE, asset.content_type)], asset.body).into_response()
     };
     let set = response.headers_mut();
-    if let Ok(value) = HeaderValue::from_str(&tag) {
+    if let Ok(value) = HeaderValue::from_str(tag) {
         set.insert(header::ETAG, value);
     }
     set.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));

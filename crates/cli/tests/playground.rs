@@ -569,26 +569,7 @@ async fn hundred_prompts(base: &str) -> Result<String, String> {
             .ok_or_else(|| format!("not accepted: {accepted}"))?
             .to_owned();
         conversation = accepted["conversationId"].as_str().map(str::to_owned);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let stored: Value = client
-                .get(format!("{base}/api/prompts/{prompt}"))
-                .header("x-user-id", "bob")
-                .bearer_auth(TOKEN)
-                .send()
-                .await
-                .map_err(|e| e.to_string())?
-                .json()
-                .await
-                .map_err(|e| e.to_string())?;
-            if stored["state"] == "completed" {
-                break;
-            }
-            if Instant::now() > deadline {
-                return Err(format!("prompt {index} did not complete: {stored}"));
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_completed(base, "bob", &prompt).await?;
     }
     conversation.ok_or_else(|| "no conversation".to_owned())
 }

@@ -65,8 +65,22 @@ async fn read_prompt(response: reqwest::Response) -> Vec<(u64, String, Value)> {
     }
 }
 
-/// Polls a prompt until it is in `state`.
+/// Polls a prompt of alice's until it is in `state`.
 async fn wait_for_state(client: &reqwest::Client, url: &str, prompt: &str, state: &str) -> Value {
+    wait_until(client, url, prompt, &format!("never {state}"), |stored| {
+        stored["state"] == state
+    })
+    .await
+}
+
+/// Polls a prompt of alice's until `done` says so; fails with `what` after 30 s.
+async fn wait_until(
+    client: &reqwest::Client,
+    url: &str,
+    prompt: &str,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let stored: Value = client
@@ -78,12 +92,37 @@ async fn wait_for_state(client: &reqwest::Client, url: &str, prompt: &str, state
             .json()
             .await
             .unwrap();
-        if stored["state"] == state {
+        if done(&stored) {
             return stored;
         }
-        assert!(Instant::now() < deadline, "never {state}: {stored}");
+        assert!(Instant::now() < deadline, "{what}: {stored}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Starts a prompt of alice's on the server at `url`; returns its id.
+async fn start_prompt(client: &reqwest::Client, url: &str, body: Value) -> String {
+    let started: Value = client
+        .post(format!("{url}/api/prompt"))
+        .header("x-user-id", "alice")
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    started["promptId"].as_str().unwrap().to_owned()
+}
+
+/// Removes a database [`fresh_database`] made.
+async fn drop_database(database: &str) {
+    let admin = std::env::var("AGENTIC_TEST_POSTGRES_URL").unwrap();
+    let name = database.rsplit('/').next().unwrap();
+    let connection = Database::connect(&admin).await.unwrap();
+    let _ = connection
+        .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .await;
 }
 
 #[test]
@@ -123,17 +162,7 @@ fn servers_on_one_postgres_share_events_and_stop_cleanly() {
         assert_eq!(following.status(), 200);
         let reading = tokio::spawn(read_prompt(following));
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let started: Value = client
-            .post(format!("{url_a}/api/prompt"))
-            .header("x-user-id", "alice")
-            .json(&json!({ "input": "Hello?" }))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let prompt = started["promptId"].as_str().unwrap().to_owned();
+        let prompt = start_prompt(&client, &url_a, json!({ "input": "Hello?" })).await;
         let on_b = reading.await.unwrap();
         let names: Vec<&str> = on_b.iter().map(|(_, name, _)| name.as_str()).collect();
         assert_eq!(names.first(), Some(&"prompt.created"), "{names:?}");
@@ -159,17 +188,12 @@ fn servers_on_one_postgres_share_events_and_stop_cleanly() {
         assert_eq!(again_ids, ids[3..].to_vec());
 
         // A code-mode script paused for approval on A, approved on B: it goes on on A.
-        let started: Value = client
-            .post(format!("{url_a}/api/prompt"))
-            .header("x-user-id", "alice")
-            .json(&json!({ "input": "Save it", "mode": "code" }))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let prompt = started["promptId"].as_str().unwrap().to_owned();
+        let prompt = start_prompt(
+            &client,
+            &url_a,
+            json!({ "input": "Save it", "mode": "code" }),
+        )
+        .await;
         let waiting = wait_for_state(&client, &url_b, &prompt, "waiting_for_approval").await;
         let call = waiting["output"]
             .as_array()
@@ -223,14 +247,7 @@ fn servers_on_one_postgres_share_events_and_stop_cleanly() {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
-    runtime.block_on(async {
-        let admin = std::env::var("AGENTIC_TEST_POSTGRES_URL").unwrap();
-        let name = database.rsplit('/').next().unwrap();
-        let connection = Database::connect(&admin).await.unwrap();
-        let _ = connection
-            .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name}"))
-            .await;
-    });
+    runtime.block_on(drop_database(&database));
 }
 
 /// SIGTERM, as a service manager stops a server.
@@ -279,38 +296,15 @@ fn a_dead_servers_running_prompts_are_taken_over() {
     ] {
         let (mut a, url_a, _) = serve_with(turns, &database, &options, &[]);
         runtime.block_on(async {
-            let started: Value = client
-                .post(format!("{url_a}/api/prompt"))
-                .header("x-user-id", "alice")
-                .json(&json!({ "input": input }))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            let prompt = started["promptId"].as_str().unwrap().to_owned();
+            let prompt = start_prompt(&client, &url_a, json!({ "input": input })).await;
             // Mid-round: the model thinking, or the command running.
-            let deadline = Instant::now() + Duration::from_secs(10);
-            loop {
-                let stored: Value = client
-                    .get(format!("{url_b}/api/prompts/{prompt}"))
-                    .header("x-user-id", "alice")
-                    .send()
-                    .await
-                    .unwrap()
-                    .json()
-                    .await
-                    .unwrap();
+            wait_until(&client, &url_b, &prompt, "never mid-round", |stored| {
                 let calling = stored["output"]
                     .as_array()
                     .is_some_and(|outputs| !outputs.is_empty());
-                if stored["state"] == "running" && (input != "Sleep a while" || calling) {
-                    break;
-                }
-                assert!(Instant::now() < deadline, "{stored}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
+                stored["state"] == "running" && (input != "Sleep a while" || calling)
+            })
+            .await;
             tokio::time::sleep(Duration::from_millis(300)).await;
             a.kill().unwrap();
             a.wait().unwrap();
@@ -338,12 +332,5 @@ fn a_dead_servers_running_prompts_are_taken_over() {
     }
     terminate(b.id());
     let _ = b.wait();
-    runtime.block_on(async {
-        let admin = std::env::var("AGENTIC_TEST_POSTGRES_URL").unwrap();
-        let name = database.rsplit('/').next().unwrap();
-        let connection = Database::connect(&admin).await.unwrap();
-        let _ = connection
-            .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-            .await;
-    });
+    runtime.block_on(drop_database(&database));
 }

@@ -92,35 +92,15 @@ impl DecisionForwarder for NotifyForwarder {
 /// taken on this server for a prompt that waits on another live server is sent there, and
 /// those sent here for this server's prompts are taken here.
 pub async fn start_for(service: &ConversationService) -> anyhow::Result<EventRelay> {
-    let (sender, mut receiver) = mpsc::unbounded_channel::<Decision>();
     let relay = start_with(
         service.store().clone(),
         service.runtime().services().events.clone(),
-        Some(sender),
+        Some(service.clone()),
     )
     .await?;
     service.forward_decisions(std::sync::Arc::new(NotifyForwarder {
         store: service.store().clone(),
     }));
-    let service = service.clone();
-    let stop = relay.stop.clone();
-    tokio::spawn(async move {
-        loop {
-            let decision = tokio::select! {
-                () = stop.cancelled() => return,
-                decision = receiver.recv() => match decision {
-                    Some(decision) => decision,
-                    None => return,
-                },
-            };
-            let service = service.clone();
-            tokio::spawn(async move {
-                if let Err(error) = service.take_decision(&decision).await {
-                    tracing::warn!(prompt = %decision.prompt_id, %error, "a forwarded decision failed");
-                }
-            });
-        }
-    });
     Ok(relay)
 }
 
@@ -133,13 +113,13 @@ pub async fn start(store: Store, events: EventService) -> anyhow::Result<EventRe
 async fn start_with(
     store: Store,
     events: EventService,
-    decisions: Option<mpsc::UnboundedSender<Decision>>,
+    decisions: Option<ConversationService>,
 ) -> anyhow::Result<EventRelay> {
     if store.backend() != DbBackend::Postgres {
         bail!("events are shared between servers only on PostgreSQL");
     }
     let pool = store.connection().get_postgres_connection_pool().clone();
-    let mut listener = sqlx::postgres::PgListener::connect_with(&pool)
+    let mut listener = sea_orm::sqlx::postgres::PgListener::connect_with(&pool)
         .await
         .context("could not open the connection that listens for events")?;
     listener.listen(CHANNEL).await?;
@@ -297,9 +277,9 @@ async fn append_batch(store: &Store, rows: Vec<(String, Value)>) -> anyhow::Resu
 async fn listen(
     store: Store,
     events: EventService,
-    mut listener: sqlx::postgres::PgListener,
+    mut listener: sea_orm::sqlx::postgres::PgListener,
     mut last: i64,
-    decisions: Option<(mpsc::UnboundedSender<Decision>, String)>,
+    decisions: Option<(ConversationService, String)>,
     stop: CancellationToken,
 ) {
     loop {
@@ -313,8 +293,14 @@ async fn listen(
                     serde_json::from_str::<Forwarded>(notification.payload()),
                     &decisions,
                 ) {
-                    (Ok(forwarded), Some((taker, own))) if &forwarded.to == own => {
-                        let _ = taker.send(forwarded.decision);
+                    (Ok(forwarded), Some((service, own))) if &forwarded.to == own => {
+                        let service = service.clone();
+                        tokio::spawn(async move {
+                            let decision = forwarded.decision;
+                            if let Err(error) = service.take_decision(&decision).await {
+                                tracing::warn!(prompt = %decision.prompt_id, %error, "a forwarded decision failed");
+                            }
+                        });
                     }
                     (Err(error), _) => tracing::warn!(%error, "unreadable forwarded decision"),
                     _ => {}

@@ -291,15 +291,8 @@ impl ConversationService {
             }
             None if stored.prompt.state == PromptState::WaitingForApproval => {
                 // Waiting across a restart, with no executor in memory: end it in the store.
-                agentic_core::close_cancelled(&mut stored.prompt);
-                self.inner.runtime.services().events.publish(
-                    user_id,
-                    agentic_core::EventPayload::PromptCancelled {
-                        prompt_id: prompt_id.to_owned(),
-                        output: stored.prompt.output.clone(),
-                        usage: stored.prompt.usage.clone(),
-                    },
-                );
+                let event = agentic_core::close_cancelled(&mut stored.prompt);
+                self.inner.runtime.services().events.publish(user_id, event);
                 None
             }
             None => {
@@ -336,31 +329,20 @@ impl ConversationService {
     }
 
     /// Resumes prompts this service took over, each in its own task.
-    async fn resume_taken(&self) -> anyhow::Result<usize> {
+    async fn resume_taken(&self) -> anyhow::Result<()> {
         let taken = self
             .inner
             .store
             .take_over(&resumable(&self.inner.runtime))
             .await?;
-        let count = taken.len();
         for mut stored in taken {
             let prompt_id = stored.prompt.id.clone();
             tracing::warn!(prompt = %prompt_id, "taking over a prompt whose server stopped");
             // Calls that were running there may or may not have taken effect: they are not run
             // again, and the model reads why.
-            let now = chrono::Utc::now();
-            let mut closed = Vec::new();
-            for (index, output) in stored.prompt.output.iter_mut().enumerate() {
-                if let agentic_core::PromptOutput::Tool(tool) = output
-                    && tool.result.is_pending()
-                {
-                    tool.result = agentic_core::ToolResult::Error {
-                        error: crate::store::TAKEN_OVER_TOOL_ERROR.to_owned(),
-                    };
-                    tool.end = Some(now);
-                    closed.push(index);
-                }
-            }
+            let closed = stored
+                .prompt
+                .close_pending_tools(crate::store::TAKEN_OVER_TOOL_ERROR);
             for index in closed {
                 self.inner
                     .store
@@ -378,7 +360,7 @@ impl ConversationService {
                 }
             });
         }
-        Ok(count)
+        Ok(())
     }
 
     /// An executor for a stored prompt, with its conversation's history and state.
@@ -477,30 +459,7 @@ impl ConversationService {
                     .into(),
                 );
             }
-            let conversation = self
-                .inner
-                .store
-                .conversation(user_id, &stored.conversation_id)
-                .await?
-                .ok_or_else(|| ConversationError::NotFound(stored.conversation_id.clone()))?;
-            let all = self
-                .inner
-                .store
-                .conversation_prompts(&conversation.id)
-                .await?;
-            let history = history_before(&conversation, &all, stored.position);
-            prompts.create(PromptOptions {
-                user_id: user_id.to_owned(),
-                input: stored.prompt.input.clone(),
-                model: stored.prompt.model,
-                mode: Some(stored.prompt.mode.clone()),
-                history,
-                state: State::from_map(conversation.state.clone()),
-                max_rounds: None,
-                resume_prompt: Some(stored.prompt.clone()),
-                checkpoint: Some(self.checkpoint()),
-                conversation_id: Some(conversation.id.clone()),
-            })?;
+            self.executor_for(&stored).await?;
         }
         let handle = prompts
             .get(prompt_id)

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use agentic_core::prompt::{ModelKind, Prompt, PromptOutput, PromptState, PromptUsage, ToolResult};
+use agentic_core::prompt::{ModelKind, Prompt, PromptOutput, PromptState, PromptUsage};
 use agentic_core::{Extensions, PromptChange};
 use anyhow::{Context as _, bail};
 use chrono::{DateTime, Utc};
@@ -852,23 +852,12 @@ impl Store {
 /// Ends a prompt as `interrupted`, closing its pending tool results as errors so the
 /// conversation stays valid for the model.
 pub fn interrupt(prompt: &mut Prompt, was_waiting: bool) {
-    let now = Utc::now();
-    for output in &mut prompt.output {
-        if let PromptOutput::Tool(tool) = output
-            && tool.result.is_pending()
-        {
-            tool.result = ToolResult::Error {
-                error: if was_waiting {
-                    "Interrupted: the process stopped while this tool call waited for \
-                     approval; it did not run"
-                        .to_owned()
-                } else {
-                    INTERRUPTED_TOOL_ERROR.to_owned()
-                },
-            };
-            tool.end = Some(now);
-        }
-    }
+    prompt.close_pending_tools(if was_waiting {
+        "Interrupted: the process stopped while this tool call waited for approval; it did \
+         not run"
+    } else {
+        INTERRUPTED_TOOL_ERROR
+    });
     prompt.state = PromptState::Interrupted;
     prompt.error = Some(if was_waiting {
         "interrupted: the process stopped while the prompt waited for approval".to_owned()

@@ -174,19 +174,16 @@ impl EventService {
 
     /// Publishes an event for one user. Never blocks, whoever is listening. With a relay (see
     /// [`EventService::relay_to`]) the event goes to the shared log first and reaches
-    /// subscribers, here and on every other server, when the log delivers it; the event
-    /// returned then has `seq` 0.
-    pub fn publish(&self, user_id: &str, payload: EventPayload) -> Arc<Event> {
-        // When the relay is gone (its server is stopping), the event is delivered here at least.
-        if let Some(relay) = self.inner.relay.get()
-            && relay.send((user_id.to_owned(), payload.clone())).is_ok()
-        {
-            return Arc::new(Event {
-                seq: 0,
-                user_id: user_id.to_owned(),
-                payload,
-            });
-        }
+    /// subscribers, here and on every other server, when the log delivers it.
+    pub fn publish(&self, user_id: &str, payload: EventPayload) {
+        let payload = match self.inner.relay.get() {
+            Some(relay) => match relay.send((user_id.to_owned(), payload)) {
+                Ok(()) => return,
+                // The relay is gone (its server is stopping): deliver here at least.
+                Err(mpsc::error::SendError((_, payload))) => payload,
+            },
+            None => payload,
+        };
         // The replay window and the sequence number are updated under one lock so that
         // `seq` order and replay order agree.
         let recent = self
@@ -199,8 +196,7 @@ impl EventService {
             user_id: user_id.to_owned(),
             payload,
         });
-        self.dispatch(recent, event.clone());
-        event
+        self.dispatch(recent, event);
     }
 
     /// From now on, `publish` sends events to `relay` instead of delivering them; whoever

@@ -77,6 +77,26 @@ impl Prompt {
             _ => None,
         })
     }
+
+    /// Gives every tool call still pending (running, or waiting for approval) the error
+    /// result `error`, ended now, so the timeline stays valid for the model; returns the
+    /// indexes of the outputs it changed.
+    pub fn close_pending_tools(&mut self, error: &str) -> Vec<usize> {
+        let now = Utc::now();
+        let mut closed = Vec::new();
+        for (index, output) in self.output.iter_mut().enumerate() {
+            if let PromptOutput::Tool(tool) = output
+                && tool.result.is_pending()
+            {
+                tool.result = ToolResult::Error {
+                    error: error.to_owned(),
+                };
+                tool.end = Some(now);
+                closed.push(index);
+            }
+        }
+        closed
+    }
 }
 
 /// Which class of model answers: the provider config maps each to a concrete model name.

@@ -18,7 +18,7 @@ use crate::mode::{
 use crate::plugin::{
     Extensions, Plugin, PrepareContext, Prepared, SetupContext, registered_plugins,
 };
-use crate::prompt::{DEFAULT_MODE, ModelKind, Prompt, PromptOutput, PromptState, ToolResult};
+use crate::prompt::{DEFAULT_MODE, ModelKind, Prompt, PromptState};
 use crate::provider::{CompletionService, ModelProvider, ProviderFactory};
 use crate::state::State;
 use crate::telemetry;
@@ -573,16 +573,9 @@ impl PromptService {
     /// The prompt as a cancel leaves it; publishes `prompt.cancelled` once and forgets it.
     fn end_cancelled(&self, prompt: &Prompt) -> Prompt {
         let mut ended = prompt.clone();
-        close_cancelled(&mut ended);
+        let event = close_cancelled(&mut ended);
         if self.lock_active().remove(&ended.id).is_some() {
-            self.services.events.publish(
-                &ended.user_id,
-                EventPayload::PromptCancelled {
-                    prompt_id: ended.id.clone(),
-                    output: ended.output.clone(),
-                    usage: ended.usage.clone(),
-                },
-            );
+            self.services.events.publish(&ended.user_id, event);
         }
         ended
     }
@@ -643,19 +636,15 @@ impl PromptService {
 }
 
 /// Ends a prompt as `cancelled`: tool calls still running or waiting for approval get an
-/// error result, so the timeline stays valid for the model in the next prompt.
-pub fn close_cancelled(prompt: &mut Prompt) {
-    let now = chrono::Utc::now();
-    for output in &mut prompt.output {
-        if let PromptOutput::Tool(tool) = output
-            && tool.result.is_pending()
-        {
-            tool.result = ToolResult::Error {
-                error: CANCELLED_TOOL_ERROR.to_owned(),
-            };
-            tool.end = Some(now);
-        }
-    }
+/// error result, so the timeline stays valid for the model in the next prompt. Returns the
+/// `prompt.cancelled` event to publish.
+pub fn close_cancelled(prompt: &mut Prompt) -> EventPayload {
+    prompt.close_pending_tools(CANCELLED_TOOL_ERROR);
     prompt.state = PromptState::Cancelled;
     prompt.error = Some("cancelled".to_owned());
+    EventPayload::PromptCancelled {
+        prompt_id: prompt.id.clone(),
+        output: prompt.output.clone(),
+        usage: prompt.usage.clone(),
+    }
 }

@@ -134,6 +134,16 @@ fn the_playground_works_in_a_real_browser() {
         page.client.clone().close().await.ok();
         result.map(|()| errors)
     });
+    // Whether the server was still up when the scenarios ended says a lot about a failure; its
+    // last words may still be on their way through the pipe.
+    if outcome.is_err() {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let status = match server.try_wait() {
+        Ok(Some(status)) => format!("the server had exited: {status}"),
+        Ok(None) => "the server was still running".to_owned(),
+        Err(error) => format!("the server's state is unknown: {error}"),
+    };
     let _ = server.kill();
     let _ = server.wait();
     match outcome {
@@ -165,7 +175,11 @@ fn the_playground_works_in_a_real_browser() {
                 "errors in the browser console: {unexpected:?}"
             );
         }
-        Err(error) => panic!("{error}\n--- server log ---\n{}", log.lock().unwrap()),
+        // The error is repeated after the log, whose tail is what a CI summary shows.
+        Err(error) => panic!(
+            "{error}\n--- server log ---\n{}--- end of server log; {status} ---\n{error}",
+            log.lock().unwrap()
+        ),
     }
 }
 
@@ -519,34 +533,58 @@ fn over_target(message: String) -> Outcome {
     }
 }
 
-/// Polls the API until the user's prompt has completed.
+/// Polls the API until the user's prompt has completed. A request that fails at the network
+/// level is tried again until the deadline, and the last failure is reported with its causes.
 async fn wait_completed(base: &str, user: &str, prompt: &str) -> Outcome {
-    let client = reqwest::Client::new();
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| error_chain(&e))?;
     let deadline = Instant::now() + WAIT;
     loop {
-        let stored: Value = client
+        let answer = client
             .get(format!("{base}/api/prompts/{prompt}"))
             .header("x-user-id", user)
             .bearer_auth(TOKEN)
             .send()
-            .await
-            .map_err(|e| e.to_string())?
-            .json()
-            .await
-            .map_err(|e| e.to_string())?;
-        if stored["state"] == "completed" {
-            return Ok(());
-        }
+            .await;
+        let last = match answer {
+            Ok(answer) => {
+                let status = answer.status();
+                let text = answer.text().await.map_err(|e| error_chain(&e))?;
+                let stored: Value = serde_json::from_str(&text)
+                    .map_err(|e| format!("prompt {prompt}: {status} {e}: {text}"))?;
+                if stored["state"] == "completed" {
+                    return Ok(());
+                }
+                format!("{status} {stored}")
+            }
+            Err(error) => error_chain(&error),
+        };
         if Instant::now() > deadline {
-            return Err(format!("prompt {prompt} did not complete: {stored}"));
+            return Err(format!("prompt {prompt} did not complete: {last}"));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
+/// An error with every cause it names (reqwest's own text leaves them out).
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    text
+}
+
 /// Runs a hundred prompts for bob through the API; returns their conversation.
 async fn hundred_prompts(base: &str) -> Result<String, String> {
-    let client = reqwest::Client::new();
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| error_chain(&e))?;
     let mut conversation: Option<String> = None;
     for index in 0..100 {
         let mut body = json!({ "input": format!("Question number {index}?"), "mode": "classic" });
@@ -560,10 +598,10 @@ async fn hundred_prompts(base: &str) -> Result<String, String> {
             .json(&body)
             .send()
             .await
-            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("prompt {index}: {}", error_chain(&e)))?
             .json()
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| format!("prompt {index}: {}", error_chain(&e)))?;
         let prompt = accepted["promptId"]
             .as_str()
             .ok_or_else(|| format!("not accepted: {accepted}"))?

@@ -149,11 +149,14 @@ pub fn serve_with(
     // Keep reading, so the server's last words do not meet a closed pipe.
     let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
     let kept = log.clone();
+    // Bytes that are not UTF-8 (a child process's stderr shares the pipe) must not stop it.
     std::thread::spawn(move || {
-        for line in std::io::BufRead::lines(stderr).map_while(Result::ok) {
-            let mut kept = kept.lock().unwrap();
-            kept.push_str(&line);
-            kept.push('\n');
+        let mut line = Vec::new();
+        while std::io::BufRead::read_until(&mut stderr, b'\n', &mut line).is_ok_and(|n| n > 0) {
+            kept.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&line));
+            line.clear();
         }
     });
     (server, url, log)

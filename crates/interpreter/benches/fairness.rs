@@ -26,6 +26,7 @@ fn request(code: &str, sandbox: &Sandbox) -> ExecuteRequest {
         limits: sandbox.config().script_limits(),
         allow_prose: false,
         same_tools_as_before: false,
+        determinism: Default::default(),
     }
 }
 

@@ -45,6 +45,7 @@ async fn run(sandbox: &Arc<Sandbox>, code: &str, bindings: &[ToolBinding]) -> Va
             limits: sandbox.config().script_limits(),
             allow_prose: false,
             same_tools_as_before: false,
+            determinism: Default::default(),
         })
         .await;
     loop {
@@ -52,6 +53,7 @@ async fn run(sandbox: &Arc<Sandbox>, code: &str, bindings: &[ToolBinding]) -> Va
             SandboxEvent::Request {
                 id,
                 request: HostRequest::CallTool { input, .. },
+                ..
             } => {
                 let n = input["n"].as_i64().unwrap_or(0);
                 execution

@@ -356,6 +356,7 @@ impl CodeExecutor {
                         limits: self.shared.sandbox.config().script_limits(),
                         allow_prose: path == CodePath::Plain,
                         same_tools_as_before: false,
+                        determinism: Default::default(),
                     },
                     None,
                 )
@@ -400,7 +401,7 @@ impl CodeExecutor {
                 }
             }
             match active.execution.next().await {
-                SandboxEvent::Request { id, request } => {
+                SandboxEvent::Request { id, request, .. } => {
                     // Tool calls wait in `active.batch`: run at the top of the loop, or held
                     // there for a person.
                     let mut host = ModeHost {

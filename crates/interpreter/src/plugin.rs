@@ -185,6 +185,7 @@ async fn run_code(
                 limits: shared.sandbox.config().script_limits(),
                 allow_prose: false,
                 same_tools_as_before: false,
+                determinism: Default::default(),
             },
             input.timeout_ms.map(Duration::from_millis),
         )
@@ -194,7 +195,7 @@ async fn run_code(
         match execution.next().await {
             SandboxEvent::Output(text) => output.push(text),
             SandboxEvent::Log(text) => logs.push(text),
-            SandboxEvent::Request { id, request } => {
+            SandboxEvent::Request { id, request, .. } => {
                 let mut host = RunCodeHost {
                     shared,
                     prepared: &prepared,

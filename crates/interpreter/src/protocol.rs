@@ -26,6 +26,10 @@ pub enum ToHost {
     Request {
         id: u64,
         request: HostRequest,
+        /// The times (ms since the epoch) `Date` read from the live clock since the previous
+        /// request: what a journal keeps so that a replay reads the same times.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        clock: Vec<i64>,
     },
     /// `output(text)`, sent the moment it is called.
     Output {
@@ -58,6 +62,24 @@ pub struct ExecuteRequest {
     /// saves sending and parsing them again on every iteration.
     #[serde(default)]
     pub same_tools_as_before: bool,
+    /// What makes the run repeatable: `Math.random()`'s seed, and the times `Date` reads
+    /// first (a replay's journaled readings).
+    #[serde(default)]
+    pub determinism: Determinism,
+}
+
+/// The inputs of a script that are not its code: with the same ones and the same host
+/// replies, a script does the same thing again.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Determinism {
+    /// Seeds `Math.random()`; without one the worker picks a seed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Times (ms since the epoch) `Date` returns, in order, before it reads the live clock
+    /// again. Live readings are reported with each request ([`ToHost::Request`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clock: Vec<i64>,
 }
 
 /// A tool as the sandbox sees it.

@@ -104,6 +104,8 @@ pub enum SandboxEvent {
     Request {
         id: u64,
         request: HostRequest,
+        /// `Date`'s live readings since the previous request (see [`crate::protocol::ToHost::Request`]).
+        clock: Vec<i64>,
     },
     Output(String),
     Log(String),
@@ -374,8 +376,8 @@ impl Execution {
                 }
             };
             match received {
-                Ok(Some(ToHost::Request { id, request })) => {
-                    return SandboxEvent::Request { id, request };
+                Ok(Some(ToHost::Request { id, request, clock })) => {
+                    return SandboxEvent::Request { id, request, clock };
                 }
                 Ok(Some(ToHost::Output { text })) => return SandboxEvent::Output(text),
                 Ok(Some(ToHost::Log { text })) => return SandboxEvent::Log(text),

@@ -168,11 +168,11 @@ struct Link<T: Transport> {
 }
 
 impl<T: Transport> HostLink for Link<T> {
-    fn request(&mut self, request: HostRequest) -> HostReply {
+    fn request(&mut self, request: HostRequest, clock: Vec<i64>) -> HostReply {
         let id = self.next_id;
         self.next_id += 1;
         let mut transport = self.transport.borrow_mut();
-        if !transport.send(ToHost::Request { id, request }) {
+        if !transport.send(ToHost::Request { id, request, clock }) {
             return host_gone();
         }
         loop {

@@ -40,11 +40,12 @@ async fn run(sandbox: &Arc<Sandbox>, code: &str) -> ExecutionOutcome {
             limits: sandbox.config().script_limits(),
             allow_prose: false,
             same_tools_as_before: false,
+            determinism: Default::default(),
         })
         .await;
     loop {
         match execution.next().await {
-            SandboxEvent::Request { id, request } => {
+            SandboxEvent::Request { id, request, .. } => {
                 let reply = match request {
                     HostRequest::CallTool { input, .. } => HostReply::Value {
                         value: json!(input["a"].as_i64().unwrap() + input["b"].as_i64().unwrap()),
@@ -276,6 +277,7 @@ async fn output_past_the_cap_is_cut_with_a_marker() {
             limits: sandbox.config().script_limits(),
             allow_prose: false,
             same_tools_as_before: false,
+            determinism: Default::default(),
         })
         .await;
     let mut outputs = Vec::new();

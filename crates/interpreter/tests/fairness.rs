@@ -36,6 +36,7 @@ fn request(code: &str) -> ExecuteRequest {
         limits: SandboxConfig::default().script_limits(),
         allow_prose: false,
         same_tools_as_before: false,
+        determinism: Default::default(),
     }
 }
 
@@ -51,6 +52,7 @@ async fn first_call(execution: &mut Execution) -> u64 {
         SandboxEvent::Request {
             id,
             request: HostRequest::CallTool { .. },
+            ..
         } => id,
         other => panic!("expected a tool call, got {other:?}"),
     }

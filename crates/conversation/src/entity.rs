@@ -90,6 +90,26 @@ pub mod prompt_output {
     impl ActiveModelBehavior for ActiveModel {}
 }
 
+/// What a mode journals to resume a prompt elsewhere (code mode: its scripts' seeds, clock
+/// readings and `llm()` answers), in the order written. Kept while the prompt can go on.
+pub mod prompt_journal {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
+    #[sea_orm(table_name = "prompt_journal")]
+    pub struct Model {
+        #[sea_orm(primary_key)]
+        pub id: i64,
+        pub prompt_id: String,
+        pub entry: String,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}
+
 /// The processes using the database. A prompt left `running` by an instance that is gone
 /// (its process no longer exists on this host, or it stopped renewing its lease) is
 /// interrupted; one of a live instance is left alone, so that `agentic serve` and a CLI can

@@ -197,7 +197,59 @@ pub fn user_id() -> ColumnDef {
 }
 
 fn core_migrations() -> Vec<Arc<dyn MigrationTrait>> {
-    vec![Arc::new(CreateConversations), Arc::new(CreateEventLog)]
+    vec![
+        Arc::new(CreateConversations),
+        Arc::new(CreateEventLog),
+        Arc::new(CreatePromptJournal),
+    ]
+}
+
+/// Each prompt's mode journal (`entity::prompt_journal`).
+struct CreatePromptJournal;
+
+impl MigrationName for CreatePromptJournal {
+    fn name(&self) -> &str {
+        "0003_prompt_journal"
+    }
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for CreatePromptJournal {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), sea_orm::DbErr> {
+        manager
+            .create_table(
+                Table::create()
+                    .table("prompt_journal")
+                    .col(
+                        ColumnDef::new("id")
+                            .big_integer()
+                            .not_null()
+                            .auto_increment()
+                            .primary_key(),
+                    )
+                    .col(ColumnDef::new("prompt_id").string_len(64).not_null())
+                    .col(ColumnDef::new("entry").text().not_null())
+                    .foreign_key(
+                        ForeignKey::create()
+                            .name("prompt_journal_prompt")
+                            .from("prompt_journal", "prompt_id")
+                            .to("prompts", "id")
+                            .on_delete(ForeignKeyAction::Cascade),
+                    )
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .name("prompt_journal_prompt")
+                    .table("prompt_journal")
+                    .col("prompt_id")
+                    .col("id")
+                    .to_owned(),
+            )
+            .await
+    }
 }
 
 /// The log through which servers on one PostgreSQL share their events (`relay.rs`); unused

@@ -335,20 +335,12 @@ impl ConversationService {
             .store
             .take_over(&resumable(&self.inner.runtime))
             .await?;
-        for mut stored in taken {
+        for stored in taken {
             let prompt_id = stored.prompt.id.clone();
             tracing::warn!(prompt = %prompt_id, "taking over a prompt whose server stopped");
-            // Calls that were running there may or may not have taken effect: they are not run
-            // again, and the model reads why.
-            let closed = stored
-                .prompt
-                .close_pending_tools(crate::store::TAKEN_OVER_TOOL_ERROR);
-            for index in closed {
-                self.inner
-                    .store
-                    .save_prompt(&stored.prompt, PromptChange::Output(index))
-                    .await?;
-            }
+            // The executor sorts out the calls that were running there: a call that may have
+            // taken effect is not run again unless its tool is idempotent, and the model
+            // reads why.
             let handle = self.executor_for(&stored).await?;
             let service = self.clone();
             let conversation_id = stored.conversation_id.clone();
@@ -812,6 +804,9 @@ async fn keep_alive(inner: std::sync::Weak<Inner>) {
         if let Err(error) = inner.store.recover(&resumable(&inner.runtime)).await {
             tracing::warn!(error = %format!("{error:#}"), "could not sweep prompts of stopped instances");
         }
+        if let Err(error) = inner.store.prune_journals().await {
+            tracing::warn!(error = %format!("{error:#}"), "could not prune the journals of ended prompts");
+        }
     }
 }
 
@@ -839,6 +834,18 @@ struct StoreCheckpoint {
 impl PromptCheckpoint for StoreCheckpoint {
     async fn save(&self, prompt: &Prompt, change: PromptChange) -> anyhow::Result<()> {
         self.store.save_prompt(prompt, change).await
+    }
+
+    async fn append_journal(
+        &self,
+        prompt_id: &str,
+        entry: serde_json::Value,
+    ) -> anyhow::Result<()> {
+        self.store.append_journal(prompt_id, &entry).await
+    }
+
+    async fn journal(&self, prompt_id: &str) -> anyhow::Result<Vec<serde_json::Value>> {
+        self.store.journal_entries(prompt_id).await
     }
 }
 

@@ -111,13 +111,7 @@ pub struct Recovery {
 /// An instance on another host that has not renewed its lease for this long is gone.
 pub const INSTANCE_LEASE: Duration = Duration::from_secs(60);
 
-/// The error text a pending tool result gets when its prompt is interrupted.
-/// The error a tool call gets when its server died while it ran and another server took the
-/// prompt over: it is not run again.
-pub const TAKEN_OVER_TOOL_ERROR: &str = "Interrupted: the server running this tool call stopped before its result was recorded; it was not run again, and it may or may not have taken effect";
-
-pub const INTERRUPTED_TOOL_ERROR: &str =
-    "Interrupted: the process stopped before this tool call finished";
+pub use agentic_core::{INTERRUPTED_TOOL_ERROR, TAKEN_OVER_TOOL_ERROR};
 
 /// The database behind conversations.
 #[derive(Clone)]
@@ -599,6 +593,39 @@ impl Store {
         }))
         .await?;
         Ok(())
+    }
+
+    /// Appends an entry to a prompt's mode journal ([`PromptCheckpoint::append_journal`]).
+    ///
+    /// [`PromptCheckpoint::append_journal`]: agentic_core::PromptCheckpoint::append_journal
+    pub async fn append_journal(&self, prompt_id: &str, entry: &Value) -> anyhow::Result<()> {
+        self.write(Write::AppendJournal {
+            prompt_id: prompt_id.to_owned(),
+            entry: serde_json::to_string(entry)?,
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// A prompt's mode journal, oldest entry first.
+    pub async fn journal_entries(&self, prompt_id: &str) -> anyhow::Result<Vec<Value>> {
+        let rows = crate::entity::prompt_journal::Entity::find()
+            .filter(crate::entity::prompt_journal::Column::PromptId.eq(prompt_id))
+            .order_by_asc(crate::entity::prompt_journal::Column::Id)
+            .all(&self.db)
+            .await?;
+        rows.iter()
+            .map(|row| Ok(serde_json::from_str(&row.entry)?))
+            .collect()
+    }
+
+    /// Drops the journals of prompts that completed, failed or were cancelled; returns how
+    /// many entries went.
+    pub async fn prune_journals(&self) -> anyhow::Result<u64> {
+        match self.write(Write::PruneJournals).await? {
+            Written::Count(count) => Ok(count),
+            other => bail!("unexpected answer to a journal prune: {other:?}"),
+        }
     }
 
     /// Every prompt of a conversation, in order, archived ones included.

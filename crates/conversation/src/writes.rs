@@ -25,7 +25,7 @@ use sea_orm::{
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::entity::{conversation, instance, prompt, prompt_output};
+use crate::entity::{conversation, instance, prompt, prompt_journal, prompt_output};
 
 /// Most writes applied in one transaction.
 const MAX_BATCH: usize = 256;
@@ -80,6 +80,13 @@ pub(crate) enum Write {
         title: Option<String>,
     },
     SavePrompt(PromptSave),
+    /// One entry of a prompt's mode journal.
+    AppendJournal {
+        prompt_id: String,
+        entry: String,
+    },
+    /// Drops the journals of prompts that can no longer go on.
+    PruneJournals,
     Archive {
         conversation_id: String,
         prompt_ids: Vec<String>,
@@ -147,6 +154,11 @@ impl std::fmt::Debug for Write {
                 .field("id", &model.id)
                 .finish(),
             Self::SavePrompt(save) => f.debug_struct("SavePrompt").field("id", &save.id).finish(),
+            Self::AppendJournal { prompt_id, .. } => f
+                .debug_struct("AppendJournal")
+                .field("prompt_id", prompt_id)
+                .finish(),
+            Self::PruneJournals => f.write_str("PruneJournals"),
             Self::Archive {
                 conversation_id, ..
             } => f
@@ -342,6 +354,37 @@ async fn apply(transaction: &DatabaseTransaction, write: Write) -> anyhow::Resul
         Write::SavePrompt(save) => {
             apply_saves(transaction, &[&save]).await?;
             Ok(Written::Done)
+        }
+        Write::AppendJournal { prompt_id, entry } => {
+            prompt_journal::Entity::insert(prompt_journal::ActiveModel {
+                prompt_id: Set(prompt_id),
+                entry: Set(entry),
+                ..Default::default()
+            })
+            .exec_without_returning(transaction)
+            .await
+            .context("could not append to the prompt's journal")?;
+            Ok(Written::Done)
+        }
+        Write::PruneJournals => {
+            let ended = [
+                PromptState::Completed.as_str(),
+                PromptState::Failed.as_str(),
+                PromptState::Cancelled.as_str(),
+            ];
+            let deleted = prompt_journal::Entity::delete_many()
+                .filter(
+                    prompt_journal::Column::PromptId.in_subquery(
+                        sea_orm::sea_query::Query::select()
+                            .column(prompt::Column::Id)
+                            .from(prompt::Entity)
+                            .and_where(prompt::Column::State.is_in(ended))
+                            .to_owned(),
+                    ),
+                )
+                .exec(transaction)
+                .await?;
+            Ok(Written::Count(deleted.rows_affected))
         }
         Write::Archive {
             conversation_id,

@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Conversations end to end on SQLite and PostgreSQL: history, titles, ownership, the busy
-//! rule, restarts (running, waiting in classic, waiting in code), concurrent writers and
+//! rule, restarts (running, waiting in classic; waiting in code is `durable_code.rs`), concurrent writers and
 //! plugin migrations.
 
 mod support;
@@ -300,55 +300,6 @@ async fn a_prompt_waiting_for_approval_survives_a_restart_and_completes_when_app
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_code_prompt_waiting_at_restart_is_interrupted_and_its_tool_never_ran() {
-    for db in databases().await {
-        let turns = r#"
-- code: |
-    const r = kitDelete({ path: "notes.txt" });
-    output(r);
-    done();
-"#;
-        let (service, _) = service(&db, turns).await;
-        let mut conversation = service.create("alice").await.unwrap();
-        let waiting = conversation
-            .prompt(request("Delete notes.txt", "code"))
-            .await
-            .unwrap();
-        assert_eq!(
-            waiting.state,
-            PromptState::WaitingForApproval,
-            "{}",
-            db.name
-        );
-        drop(conversation);
-        assert_eq!(service.shutdown().await.unwrap(), vec![waiting.id.clone()]);
-        drop(service);
-
-        let (service, _) = support::service(&db, "- text: ok\n").await;
-        let stored = service.prompt("alice", &waiting.id).await.unwrap().prompt;
-        assert_eq!(stored.state, PromptState::Interrupted);
-        let delete = tool_results(&stored)
-            .into_iter()
-            .find(|(name, _)| name == "kit.delete")
-            .unwrap();
-        match delete.1 {
-            ToolResult::Error { error } => assert!(error.contains("did not run"), "{error}"),
-            other => panic!("expected an error, got {other:?}"),
-        }
-        assert!(
-            !tool_results(&stored)
-                .iter()
-                .any(|(_, result)| result.is_pending()),
-            "no pending result may remain: {stored:#?}"
-        );
-        assert!(matches!(
-            service.approve("alice", &waiting.id, "call_1").await,
-            Err(ConversationError::Prompt(_))
-        ));
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_prompt_found_at_startup_is_interrupted_and_the_conversation_goes_on() {
     for db in databases().await {
         // What a killed process leaves: a running prompt, one finished tool, one pending.
@@ -567,6 +518,7 @@ async fn plugin_migrations_run_once_at_startup() {
                 vec![
                     "agentic/0001_conversations".to_owned(),
                     "agentic/0002_event_log".to_owned(),
+                    "agentic/0003_prompt_journal".to_owned(),
                     "notes/0001_notes".to_owned()
                 ],
                 "{}",

@@ -13,9 +13,10 @@ use crate::mode::{
     ExecutionModeFactory, ExecutorCreateOptions, ExecutorError, PromptExecutor, rejection_error,
 };
 use crate::plugin::Prepared;
-use crate::prompt::{Prompt, PromptState, ToolResult};
+use crate::prompt::{Prompt, PromptOutput, PromptState, ToolResult};
 use crate::provider::{ChatMessage, ModelRequest, ToolSpec};
 use crate::recorder::PromptRecorder;
+use crate::runtime::{INTERRUPTED_TOOL_ERROR, TAKEN_OVER_TOOL_ERROR};
 use crate::state::State;
 use crate::tool::{Approval, ToolContext};
 
@@ -50,6 +51,8 @@ pub struct PromptCompletion {
     rounds: u32,
     max_rounds: u32,
     approved: HashSet<String>,
+    /// Resumed after its process died: its unfinished calls are sorted out before it runs on.
+    adopting: bool,
 }
 
 impl std::fmt::Debug for PromptCompletion {
@@ -83,6 +86,10 @@ impl PromptCompletion {
             options.services.events.clone(),
             options.checkpoint.clone(),
         );
+        let adopting = options
+            .resume_prompt
+            .as_ref()
+            .is_some_and(|prompt| prompt.state == PromptState::Running);
         Self {
             options,
             recorder,
@@ -90,7 +97,53 @@ impl PromptCompletion {
             rounds: 0,
             max_rounds,
             approved: HashSet::new(),
+            adopting,
         }
+    }
+
+    /// A prompt that goes on after its process died (taken over, or continued after an
+    /// interruption). Calls run one at a time, in order, so of its unfinished calls only the
+    /// first may have been running there: it runs again if its tool is idempotent, and
+    /// otherwise keeps an error saying it was interrupted. The calls after it never started
+    /// and run now.
+    async fn adopt_unfinished_calls(&mut self, prepared: &Prepared) -> Result<(), ExecutorError> {
+        let unfinished: Vec<(String, String, bool)> = self
+            .recorder
+            .prompt()
+            .output
+            .iter()
+            .filter_map(|output| match output {
+                PromptOutput::Tool(tool) => match &tool.result {
+                    ToolResult::Pending { .. } => {
+                        Some((tool.id.clone(), tool.function.clone(), true))
+                    }
+                    ToolResult::Error { error } if error == INTERRUPTED_TOOL_ERROR => {
+                        Some((tool.id.clone(), tool.function.clone(), false))
+                    }
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect();
+        for (index, (id, function, pending)) in unfinished.into_iter().enumerate() {
+            let again = index > 0 || prepared.tools.idempotent(&function);
+            match (again, pending) {
+                (true, false) => self.recorder.reopen_tool(&id, QUEUED_REASON).await?,
+                (true, true) => {}
+                // Its final word, so that a later takeover does not count it as unfinished.
+                (false, _) => {
+                    self.recorder
+                        .finish_tool(
+                            &id,
+                            ToolResult::Error {
+                                error: TAKEN_OVER_TOOL_ERROR.to_owned(),
+                            },
+                        )
+                        .await?;
+                }
+            }
+        }
+        Ok(())
     }
 
     async fn drive(&mut self) -> Result<Prompt, ExecutorError> {
@@ -103,6 +156,9 @@ impl PromptCompletion {
                 return Ok(self.recorder.prompt().clone());
             }
         };
+        if std::mem::take(&mut self.adopting) {
+            self.adopt_unfinished_calls(&prepared).await?;
+        }
         loop {
             if let Progress::Paused = self.run_pending_tools(&prepared).await? {
                 return Ok(self.recorder.prompt().clone());

@@ -74,6 +74,21 @@ pub enum PromptChange {
 #[async_trait]
 pub trait PromptCheckpoint: Send + Sync {
     async fn save(&self, prompt: &Prompt, change: PromptChange) -> anyhow::Result<()>;
+    /// Appends an entry to the prompt's journal, durably: what a mode needs besides the
+    /// timeline to resume the prompt in another process (code mode keeps its scripts' seeds,
+    /// clock readings and `llm()` answers there). Kept while the prompt can still go on:
+    /// running, waiting, or interrupted. Without persistence, nothing is kept.
+    async fn append_journal(
+        &self,
+        _prompt_id: &str,
+        _entry: serde_json::Value,
+    ) -> anyhow::Result<()> {
+        Ok(())
+    }
+    /// The prompt's journal, oldest entry first.
+    async fn journal(&self, _prompt_id: &str) -> anyhow::Result<Vec<serde_json::Value>> {
+        Ok(Vec::new())
+    }
 }
 
 /// What a mode gets to create an executor.

@@ -153,6 +153,24 @@ impl PromptRecorder {
         self.save(PromptChange::Output(index)).await
     }
 
+    /// Sets a finished tool output back to pending, e.g. a code-mode execution that an
+    /// interruption ended and that a resumed prompt runs on.
+    pub async fn reopen_tool(&mut self, id: &str, reason: &str) -> Result<(), ExecutorError> {
+        let index = self
+            .tool_index(id)
+            .ok_or_else(|| ExecutorError::Internal(format!("no tool output \"{id}\"")))?;
+        let PromptOutput::Tool(tool) = &mut self.prompt.output[index] else {
+            return Err(ExecutorError::Internal(format!("no tool output \"{id}\"")));
+        };
+        tool.result = ToolResult::Pending {
+            reason: reason.to_owned(),
+        };
+        tool.end = None;
+        let output = PromptOutput::Tool(tool.clone());
+        self.publish_output(output);
+        self.save(PromptChange::Output(index)).await
+    }
+
     pub async fn push_file(&mut self, file: FileOutput) -> Result<(), ExecutorError> {
         self.push(PromptOutput::File(file)).await
     }

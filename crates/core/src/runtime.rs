@@ -423,6 +423,17 @@ struct Active {
 pub const CANCELLED_TOOL_ERROR: &str =
     "Cancelled: the prompt was stopped before this tool call finished";
 
+/// The error a tool call records when the process running it stopped before its result was
+/// stored, and the prompt goes on elsewhere: it is not run again unless the tool is
+/// idempotent ([`crate::Tool::idempotent`]).
+pub const TAKEN_OVER_TOOL_ERROR: &str = "Interrupted: the server running this tool call stopped before its result was recorded; it was not run again, and it may or may not have taken effect";
+
+/// The error text a pending tool result gets when its prompt is interrupted (its process
+/// stopped, and nobody took the prompt over). A prompt continued later treats such a call
+/// as one whose process died: an idempotent tool runs again.
+pub const INTERRUPTED_TOOL_ERROR: &str =
+    "Interrupted: the process stopped before this tool call finished";
+
 /// Creates executors by mode and keeps the unfinished ones reachable by prompt id.
 pub struct PromptService {
     services: Arc<Services>,

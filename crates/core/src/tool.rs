@@ -60,6 +60,13 @@ pub trait Tool: Send + Sync {
     fn may_need_approval(&self) -> bool {
         false
     }
+    /// Whether running a call twice does no more than running it once (a read, a lookup), so
+    /// a call whose process died before its result was stored may simply run again. A tool
+    /// that is not idempotent gets an error result saying it was interrupted instead: it
+    /// may or may not have taken effect.
+    fn idempotent(&self) -> bool {
+        false
+    }
     /// Runs the tool on input that already passed [`Tool::input_schema`].
     async fn invoke(&self, context: ToolContext, input: Value) -> Result<Value, ToolError>;
 }
@@ -355,6 +362,7 @@ pub struct FnTool {
     approval: BoxedApproval,
     /// Whether an approval rule was set.
     asks: bool,
+    idempotent: bool,
 }
 
 impl std::fmt::Debug for FnTool {
@@ -407,6 +415,7 @@ where
         handler: boxed,
         approval: Arc::new(|_| Approval::NotRequired),
         asks: false,
+        idempotent: false,
     }
 }
 
@@ -447,6 +456,12 @@ impl FnTool {
         self
     }
 
+    /// Calls may run again after a crash; see [`Tool::idempotent`].
+    pub fn idempotent(mut self) -> Self {
+        self.idempotent = true;
+        self
+    }
+
     pub fn into_arc(self) -> Arc<dyn Tool> {
         Arc::new(self)
     }
@@ -480,6 +495,9 @@ impl Tool for FnTool {
     }
     fn may_need_approval(&self) -> bool {
         self.asks
+    }
+    fn idempotent(&self) -> bool {
+        self.idempotent
     }
     async fn invoke(&self, context: ToolContext, input: Value) -> Result<Value, ToolError> {
         (self.handler)(context, input).await
@@ -704,6 +722,12 @@ impl ToolSet {
     pub fn may_need_approval(&self, id: &str) -> bool {
         self.get(id)
             .is_some_and(|tool| tool.may_need_approval() || self.approval_required_by_config(id))
+    }
+
+    /// Whether tool `id` says a call may run twice ([`Tool::idempotent`]); unknown tools
+    /// do not.
+    pub fn idempotent(&self, id: &str) -> bool {
+        self.get(id).is_some_and(|tool| tool.idempotent())
     }
 
     /// The approval a call needs; unknown tools need none (they fail anyway).

@@ -88,6 +88,11 @@ fn fetch_request<H: ScriptHost>(host: &H, prompt: &str) -> Option<String> {
 /// A bare string becomes the input of a tool whose input has one required string field.
 fn normalised<H: ScriptHost>(host: &H, calls: Vec<ParallelCall>) -> Vec<ParallelCall> {
     let (tools, _) = host.tools();
+    normalised_calls(tools, calls)
+}
+
+/// [`normalised`] against a tool set: how the calls are recorded, and so compared on replay.
+pub(crate) fn normalised_calls(tools: &ToolSet, calls: Vec<ParallelCall>) -> Vec<ParallelCall> {
     calls
         .into_iter()
         .map(|call| ParallelCall {

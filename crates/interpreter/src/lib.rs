@@ -11,6 +11,7 @@
 mod engine;
 mod got;
 mod host;
+mod journal;
 mod mode;
 mod names;
 mod plugin;

@@ -15,13 +15,14 @@ use serde_json::{Map, Value, json};
 use tracing::Instrument as _;
 
 use crate::host::{ScriptHost, calls_reply};
+use crate::journal::{Entry, Replay};
 use crate::plugin::Shared;
 use crate::prompt::{
     CODE_EXECUTE, extract_code, history_messages, iteration_messages, system_prompt,
 };
 use crate::protocol::{
-    CodePath, ExecuteRequest, ExecutionOutcome, HostReply, ParallelCall, ScriptErrorKind,
-    ToolBinding,
+    CodePath, Determinism, ExecuteRequest, ExecutionOutcome, HostReply, HostRequest, ParallelCall,
+    ScriptError, ScriptErrorKind, ToolBinding,
 };
 use crate::sandbox::{Execution, SandboxEvent};
 
@@ -42,9 +43,10 @@ impl ExecutionModeFactory for CodeModeFactory {
     fn create_executor(&self, options: ExecutorCreateOptions) -> Box<dyn PromptExecutor> {
         Box::new(CodeExecutor::new(options, self.shared.clone()))
     }
-    /// The script paused at an approval lives in a worker process; after a restart it is gone.
+    /// A script paused at an approval, or running when its process stopped, is replayed
+    /// from its journal in a fresh worker (see `journal.rs`).
     fn resumes_after_restart(&self) -> bool {
-        false
+        true
     }
 }
 
@@ -62,6 +64,9 @@ pub(crate) struct CodeExecutor {
     /// `store()`/`recall()` values, carried from one iteration to the next.
     store: Map<String, Value>,
     active: Option<ActiveExecution>,
+    /// The stored state of a prompt this executor resumes (running when its process
+    /// stopped, or waiting for a person), until its script is restored.
+    resumed_from: Option<PromptState>,
 }
 
 impl std::fmt::Debug for CodeExecutor {
@@ -82,6 +87,10 @@ struct ActiveExecution {
     batch: Option<Batch>,
     /// The `execute_code` span: the script's tool calls and `llm()` calls are its children.
     span: tracing::Span,
+    /// A resumed script: what answers its requests until it catches up with its journal.
+    replay: Option<Replay>,
+    /// The `store()` values it started with.
+    start_store: Map<String, Value>,
 }
 
 struct Batch {
@@ -106,6 +115,8 @@ enum Decision {
     Approved,
     /// Holds the error the call fails with.
     Rejected(String),
+    /// Answered from the timeline: a replayed call that ran before.
+    Recorded(Result<Value, String>),
 }
 
 enum Progress {
@@ -129,6 +140,7 @@ impl CodeExecutor {
             options.checkpoint.clone(),
         );
         let max_iterations = options.max_rounds.unwrap_or(shared.config.max_iterations);
+        let resumed_from = options.resume_prompt.as_ref().map(|prompt| prompt.state);
         Self {
             options,
             shared,
@@ -139,6 +151,284 @@ impl CodeExecutor {
             max_iterations,
             store: Map::new(),
             active: None,
+            resumed_from,
+        }
+    }
+
+    /// Appends to the prompt's journal, durably, before the script goes on.
+    async fn journal(&self, entry: Entry) -> Result<(), ExecutorError> {
+        let Some(checkpoint) = &self.options.checkpoint else {
+            return Ok(());
+        };
+        let entry = serde_json::to_value(&entry)
+            .map_err(|error| ExecutorError::Internal(error.to_string()))?;
+        checkpoint
+            .append_journal(&self.recorder.prompt().id, entry)
+            .await
+            .map_err(|error| {
+                ExecutorError::Internal(format!("could not journal the script: {error:#}"))
+            })
+    }
+
+    /// A resumed prompt picks up where its process left it: the iteration count and
+    /// `store()` values come back, and the script that was running or waiting for a person
+    /// runs again in a fresh worker, answered from its journal until it catches up.
+    async fn restore(&mut self, bindings: &[ToolBinding]) -> Result<(), ExecutorError> {
+        let Some(resumed_from) = self.resumed_from.take() else {
+            return Ok(());
+        };
+        let entries: Vec<Entry> = match &self.options.checkpoint {
+            Some(checkpoint) => checkpoint
+                .journal(&self.recorder.prompt().id)
+                .await
+                .map_err(|error| {
+                    ExecutorError::Internal(format!("could not read the journal: {error:#}"))
+                })?
+                .into_iter()
+                .filter_map(|entry| match serde_json::from_value(entry) {
+                    Ok(entry) => Some(entry),
+                    Err(error) => {
+                        tracing::warn!(%error, "skipping a journal entry this version cannot read");
+                        None
+                    }
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        self.iterations = u32::try_from(self.executions().count()).unwrap_or(u32::MAX);
+        if let Some(store) = crate::journal::last_store(&entries) {
+            self.store = store;
+        }
+        let output = &self.recorder.prompt().output;
+        let Some((index, execution)) =
+            output
+                .iter()
+                .enumerate()
+                .rev()
+                .find_map(|(index, output)| match output {
+                    PromptOutput::Tool(tool) if tool.function == CODE_EXECUTE => {
+                        Some((index, tool))
+                    }
+                    _ => None,
+                })
+        else {
+            return Ok(());
+        };
+        let interrupted = matches!(&execution.result,
+            ToolResult::Error { error } if error == agentic_core::INTERRUPTED_TOOL_ERROR);
+        if !execution.result.is_pending() && !interrupted {
+            // It had ended: the next iteration asks the model, as it would have there.
+            return Ok(());
+        }
+        let code_output_id = execution.id.clone();
+        let code = execution
+            .input
+            .get("code")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let outputs = crate::journal::texts_after(output, index);
+        let record = crate::journal::record_of(&entries, &code_output_id);
+        let calls = self.calls_of(&code_output_id).cloned().collect();
+        if interrupted {
+            self.recorder
+                .reopen_tool(&code_output_id, "running")
+                .await?;
+        }
+        let store = record.store.clone().unwrap_or_else(|| self.store.clone());
+        let path = record.path.unwrap_or(CodePath::Plain);
+        tracing::info!(prompt = %self.recorder.prompt().id, execution = %code_output_id, "resuming a script from its journal");
+        let span = tracing::info_span!(
+            target: agentic_core::telemetry::SPANS,
+            "execute_code",
+            otel.name = "execute_code",
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = CODE_EXECUTE,
+            gen_ai.tool.call.id = %code_output_id,
+            agentic.code.resumed = true,
+            error.type = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+            otel.status_description = tracing::field::Empty,
+        );
+        let execution = self
+            .shared
+            .sandbox
+            .start_with_wall_time(
+                Some(&self.options.user_id),
+                ExecuteRequest {
+                    code,
+                    tools: bindings.to_vec(),
+                    input: None,
+                    store: store.clone(),
+                    limits: self.shared.sandbox.config().script_limits(),
+                    allow_prose: path == CodePath::Plain,
+                    same_tools_as_before: false,
+                    determinism: Determinism {
+                        seed: record.seed,
+                        clock: record.clock,
+                    },
+                },
+                None,
+            )
+            .instrument(span.clone())
+            .await;
+        self.active = Some(ActiveExecution {
+            execution,
+            code_output_id,
+            path,
+            logs: Vec::new(),
+            batch: None,
+            span,
+            replay: Some(Replay {
+                calls,
+                matched: 0,
+                llm: record.llm,
+                outputs,
+                was_waiting: resumed_from == PromptState::WaitingForApproval,
+            }),
+            start_store: store,
+        });
+        Ok(())
+    }
+
+    /// Answers a request of a replayed script from its journal. `None` when the journal has
+    /// nothing for it (the request goes live); `Err` with the reason when the script did
+    /// something else than before.
+    async fn replayed(
+        &mut self,
+        active: &mut ActiveExecution,
+        id: u64,
+        request: &HostRequest,
+        prepared: &Prepared,
+    ) -> Result<Option<Option<HostReply>>, ReplayError> {
+        let Some(replay) = active.replay.as_mut() else {
+            return Ok(None);
+        };
+        match request {
+            HostRequest::Llm { prompt, json } => {
+                let Some((journaled, journaled_json, reply)) = replay.llm.pop_front() else {
+                    return Ok(None);
+                };
+                if journaled != *prompt || journaled_json != *json {
+                    let did = crate::journal::describe_call("llm", &Value::String(prompt.clone()));
+                    let had = crate::journal::describe_call("llm", &Value::String(journaled));
+                    return Err(ReplayError::Diverged(crate::journal::diverged(
+                        replay.matched + 1,
+                        &did,
+                        &had,
+                    )));
+                }
+                Ok(Some(Some(reply)))
+            }
+            HostRequest::CallTool { .. } | HostRequest::Parallel { .. } => {
+                if replay.calls.is_empty() {
+                    return Ok(None);
+                }
+                let (parallel, calls) = match request.clone() {
+                    HostRequest::CallTool { tool, input } => {
+                        (false, vec![ParallelCall { tool, input }])
+                    }
+                    HostRequest::Parallel { calls } => (true, calls),
+                    _ => unreachable!(),
+                };
+                let calls = crate::host::normalised_calls(&prepared.tools, calls);
+                let mut batch = Batch {
+                    request_id: id,
+                    parallel,
+                    calls: Vec::with_capacity(calls.len()),
+                };
+                let mut live = Vec::new();
+                for call in calls {
+                    let Some(recorded) = replay.calls.pop_front() else {
+                        live.push(call);
+                        continue;
+                    };
+                    replay.matched += 1;
+                    if recorded.function != call.tool || recorded.input != call.input {
+                        return Err(ReplayError::Diverged(crate::journal::diverged(
+                            replay.matched,
+                            &crate::journal::describe_call(&call.tool, &call.input),
+                            &crate::journal::describe_call(&recorded.function, &recorded.input),
+                        )));
+                    }
+                    // A call that runs now is asked about as any other: a person may not
+                    // have seen it yet (only the first call of a request that needs approval
+                    // is put to them at a time).
+                    let approval = match prepared.tools.approval(&call.tool, &call.input) {
+                        Approval::Required { reason } if !self.shared.config.auto_approve => {
+                            Decision::Ask(reason)
+                        }
+                        _ => Decision::Allowed,
+                    };
+                    let decision = match recorded.result {
+                        ToolResult::Success { output } => Decision::Recorded(Ok(output)),
+                        ToolResult::Error { error }
+                            if error == agentic_core::INTERRUPTED_TOOL_ERROR =>
+                        {
+                            // Closed when its process stopped; the prompt was continued.
+                            if prepared.tools.idempotent(&call.tool) {
+                                self.recorder
+                                    .reopen_tool(&recorded.id, "running")
+                                    .await
+                                    .map_err(ReplayError::Executor)?;
+                                approval
+                            } else {
+                                self.recorder
+                                    .finish_tool(
+                                        &recorded.id,
+                                        ToolResult::Error {
+                                            error: agentic_core::TAKEN_OVER_TOOL_ERROR.to_owned(),
+                                        },
+                                    )
+                                    .await
+                                    .map_err(ReplayError::Executor)?;
+                                Decision::Recorded(Err(
+                                    agentic_core::TAKEN_OVER_TOOL_ERROR.to_owned()
+                                ))
+                            }
+                        }
+                        ToolResult::Error { error } => Decision::Recorded(Err(error)),
+                        ToolResult::Pending { reason } if reason != "running" => {
+                            Decision::Ask(reason)
+                        }
+                        ToolResult::Pending { .. }
+                            if replay.was_waiting || prepared.tools.idempotent(&call.tool) =>
+                        {
+                            // Not started (its request waited for a person), or safe to repeat.
+                            approval
+                        }
+                        ToolResult::Pending { .. } => {
+                            let error = agentic_core::TAKEN_OVER_TOOL_ERROR.to_owned();
+                            self.recorder
+                                .finish_tool(
+                                    &recorded.id,
+                                    ToolResult::Error {
+                                        error: error.clone(),
+                                    },
+                                )
+                                .await
+                                .map_err(ReplayError::Executor)?;
+                            Decision::Recorded(Err(error))
+                        }
+                    };
+                    batch.calls.push(BatchCall {
+                        id: recorded.id,
+                        tool: call.tool,
+                        input: call.input,
+                        decision,
+                    });
+                }
+                if !live.is_empty() {
+                    let opened = self
+                        .open_batch(id, parallel, live, prepared)
+                        .await
+                        .map_err(ReplayError::Executor)?;
+                    batch.calls.extend(opened.calls);
+                }
+                active.batch = Some(batch);
+                Ok(Some(None))
+            }
+            HostRequest::ToolSchema { .. } => Ok(None),
         }
     }
 
@@ -152,6 +442,9 @@ impl CodeExecutor {
                 return Ok(self.recorder.prompt().clone());
             }
         };
+        if self.active.is_none() {
+            self.restore(&bindings).await?;
+        }
         loop {
             if let Some(mut active) = self.active.take() {
                 let span = active.span.clone();
@@ -343,6 +636,16 @@ impl CodeExecutor {
             if agentic_core::telemetry::record_payloads() {
                 span.record("agentic.code", code.as_str());
             }
+            // What the script reads besides its code and its tools' answers is journaled
+            // first, so that another process can replay it.
+            let seed = fastrand::u64(..);
+            self.journal(Entry::Start {
+                execution: code_output_id.clone(),
+                path,
+                seed,
+                store: self.store.clone(),
+            })
+            .await?;
             let execution = self
                 .shared
                 .sandbox
@@ -356,7 +659,10 @@ impl CodeExecutor {
                         limits: self.shared.sandbox.config().script_limits(),
                         allow_prose: path == CodePath::Plain,
                         same_tools_as_before: false,
-                        determinism: Default::default(),
+                        determinism: Determinism {
+                            seed: Some(seed),
+                            clock: Vec::new(),
+                        },
                     },
                     None,
                 )
@@ -369,6 +675,8 @@ impl CodeExecutor {
                 logs: Vec::new(),
                 batch: None,
                 span,
+                replay: None,
+                start_store: self.store.clone(),
             });
         }
     }
@@ -392,7 +700,14 @@ impl CodeExecutor {
                     };
                     let (id, reason) = (call.id.clone(), reason.clone());
                     active.execution.pause_clock();
-                    self.recorder.request_approval(&id, &reason).await?;
+                    // A restored script reaches the call it waited at: already asked.
+                    let asked = self.recorder.prompt().state == PromptState::WaitingForApproval
+                        && self.recorder.prompt().tool_output(&id).is_some_and(|tool| {
+                            matches!(&tool.result, ToolResult::Pending { reason: waiting } if *waiting == reason)
+                        });
+                    if !asked {
+                        self.recorder.request_approval(&id, &reason).await?;
+                    }
                     return Ok(Progress::Paused);
                 }
                 if let Some(batch) = active.batch.take() {
@@ -401,11 +716,35 @@ impl CodeExecutor {
                 }
             }
             match active.execution.next().await {
-                SandboxEvent::Request { id, request, .. } => {
+                SandboxEvent::Request { id, request, clock } => {
+                    if !clock.is_empty() {
+                        self.journal(Entry::Clock {
+                            execution: active.code_output_id.clone(),
+                            values: clock,
+                        })
+                        .await?;
+                    }
+                    match self.replayed(active, id, &request, prepared).await {
+                        Ok(Some(reply)) => {
+                            if let Some(reply) = reply {
+                                active.execution.reply(id, reply).await;
+                            }
+                            if active.replay.as_ref().is_some_and(Replay::is_spent) {
+                                active.replay = None;
+                            }
+                            continue;
+                        }
+                        Ok(None) => {}
+                        Err(ReplayError::Executor(error)) => return Err(error),
+                        Err(ReplayError::Diverged(message)) => {
+                            return self.stop_diverged(active, message).await;
+                        }
+                    }
                     // Tool calls wait in `active.batch`: run at the top of the loop, or held
                     // there for a person.
                     let mut host = ModeHost {
                         executor: self,
+                        execution: &active.code_output_id,
                         batch: &mut active.batch,
                         prepared,
                         bindings,
@@ -416,6 +755,16 @@ impl CodeExecutor {
                     }
                 }
                 SandboxEvent::Output(text) => {
+                    // Shown already, before the script's process stopped.
+                    if let Some(replay) = active.replay.as_mut()
+                        && replay.outputs > 0
+                    {
+                        replay.outputs -= 1;
+                        if replay.is_spent() {
+                            active.replay = None;
+                        }
+                        continue;
+                    }
                     self.recorder.push_unstreamed_text(&text).await?;
                 }
                 SandboxEvent::Log(text) => active.logs.push(text),
@@ -476,6 +825,7 @@ impl CodeExecutor {
             async move {
                 match &call.decision {
                     Decision::Rejected(error) => Err(error.clone()),
+                    Decision::Recorded(result) => result.clone(),
                     _ => prepared
                         .tools
                         .invoke(context, &call.tool, call.input.clone())
@@ -494,7 +844,7 @@ impl CodeExecutor {
                     error: error.clone(),
                 },
             };
-            if !matches!(call.decision, Decision::Rejected(_)) {
+            if !matches!(call.decision, Decision::Rejected(_) | Decision::Recorded(_)) {
                 self.recorder.finish_tool(&call.id, result).await?;
             }
         }
@@ -544,6 +894,13 @@ impl CodeExecutor {
         prepared: &Prepared,
         bindings: &[ToolBinding],
     ) -> Result<bool, ExecutorError> {
+        if outcome.store != active.start_store {
+            self.journal(Entry::End {
+                execution: active.code_output_id.clone(),
+                store: outcome.store.clone(),
+            })
+            .await?;
+        }
         self.store = outcome.store;
         if let Err(error) = &outcome.result {
             agentic_core::telemetry::record_error(
@@ -1164,6 +1521,112 @@ impl CodeExecutor {
     }
 }
 
+/// Why a replayed request was not answered from the journal.
+enum ReplayError {
+    Executor(ExecutorError),
+    /// The script did something else than before; the text says what.
+    Diverged(String),
+}
+
+impl CodeExecutor {
+    /// Ends a replayed script that diverged from its journal: the model reads why. Calls of
+    /// the journal it did not reach, and that were unfinished, get an error result.
+    async fn stop_diverged(
+        &mut self,
+        active: &mut ActiveExecution,
+        message: String,
+    ) -> Result<Progress, ExecutorError> {
+        tracing::warn!(prompt = %self.recorder.prompt().id, %message, "a resumed script diverged");
+        let unreached: Vec<String> = active
+            .replay
+            .take()
+            .map(|replay| {
+                replay
+                    .calls
+                    .into_iter()
+                    .filter(|call| call.result.is_pending())
+                    .map(|call| call.id)
+                    .collect()
+            })
+            .unwrap_or_default();
+        for id in unreached {
+            self.recorder
+                .finish_tool(
+                    &id,
+                    ToolResult::Error {
+                        error: agentic_core::TAKEN_OVER_TOOL_ERROR.to_owned(),
+                    },
+                )
+                .await?;
+        }
+        // A batch it built before diverging is dropped, and so is its worker.
+        active.batch = None;
+        Ok(Progress::Finished(Box::new(ExecutionOutcome {
+            path: CodePath::Plain,
+            result: Err(ScriptError {
+                kind: ScriptErrorKind::Runtime,
+                message,
+                line: None,
+                column: None,
+                source_line: None,
+                hint: None,
+            }),
+            done: false,
+            complete: None,
+            store: active.start_store.clone(),
+        })))
+    }
+
+    /// A decision about a prompt that waited across a restart: its script is replayed up to
+    /// the call it waits at. `Some` when the prompt went on without it (the script diverged
+    /// from its journal), with the prompt as it ended.
+    async fn restore_waiting(
+        &mut self,
+        tool_call_id: &str,
+    ) -> Result<Option<Prompt>, ExecutorError> {
+        if self.active.is_some() || self.resumed_from.is_none() {
+            return Ok(None);
+        }
+        if self
+            .recorder
+            .prompt()
+            .tool_output(tool_call_id)
+            .is_none_or(|tool| !tool.result.is_pending())
+        {
+            return Err(ExecutorError::NotWaiting(tool_call_id.to_owned()));
+        }
+        let (prepared, bindings) = self.prepared().await.map_err(|error| {
+            ExecutorError::Internal(format!("preparing the prompt failed: {error:#}"))
+        })?;
+        self.restore(&bindings).await?;
+        let Some(mut active) = self.active.take() else {
+            return Err(ExecutorError::NotWaiting(tool_call_id.to_owned()));
+        };
+        let span = active.span.clone();
+        match self
+            .continue_execution(&mut active, &prepared, &bindings)
+            .instrument(span)
+            .await?
+        {
+            Progress::Paused => {
+                self.active = Some(active);
+                Ok(None)
+            }
+            Progress::Finished(outcome) => {
+                // The waiting call was not reached: the prompt runs on without the decision.
+                self.recorder.resume().await?;
+                let done = self
+                    .finish_iteration(active, *outcome, &prepared, &bindings)
+                    .await?;
+                if done {
+                    return Ok(Some(self.recorder.prompt().clone()));
+                }
+                Ok(Some(self.drive().await?))
+            }
+        }
+    }
+}
+
 /// Code without its comments and blank space, for telling whether two replies are the same.
 /// Only compared, never run: a `//` inside a string literal is cut too, which at worst makes two
 /// codes that differ only there count as the same.
@@ -1196,6 +1659,8 @@ fn new_call_id() -> String {
 /// approval can hold the script while a person decides.
 struct ModeHost<'a> {
     executor: &'a mut CodeExecutor,
+    /// The execution's `code.execute` output id, for its journal entries.
+    execution: &'a str,
     batch: &'a mut Option<Batch>,
     prepared: &'a Prepared,
     bindings: &'a [ToolBinding],
@@ -1224,7 +1689,18 @@ impl ScriptHost for ModeHost<'_> {
     }
 
     async fn llm(&mut self, prompt: &str, json: bool) -> HostReply {
-        self.executor.llm(prompt, json).await
+        let reply = self.executor.llm(prompt, json).await;
+        let entry = Entry::Llm {
+            execution: self.execution.to_owned(),
+            prompt: prompt.to_owned(),
+            json,
+            reply: reply.clone(),
+        };
+        if let Err(error) = self.executor.journal(entry).await {
+            // The script cannot be resumed past this answer; it goes on here.
+            tracing::warn!(%error, "could not journal an llm() answer");
+        }
+        reply
     }
 }
 
@@ -1246,6 +1722,9 @@ impl PromptExecutor for CodeExecutor {
     }
 
     async fn approve(&mut self, tool_call_id: &str) -> Result<Prompt, ExecutorError> {
+        if let Some(prompt) = self.restore_waiting(tool_call_id).await? {
+            return Ok(prompt);
+        }
         let Some(call) = self.waiting_call().filter(|call| call.id == tool_call_id) else {
             return Err(ExecutorError::NotWaiting(tool_call_id.to_owned()));
         };
@@ -1262,6 +1741,9 @@ impl PromptExecutor for CodeExecutor {
         tool_call_id: &str,
         reason: Option<&str>,
     ) -> Result<Prompt, ExecutorError> {
+        if let Some(prompt) = self.restore_waiting(tool_call_id).await? {
+            return Ok(prompt);
+        }
         let Some(call) = self.waiting_call().filter(|call| call.id == tool_call_id) else {
             return Err(ExecutorError::NotWaiting(tool_call_id.to_owned()));
         };

@@ -459,6 +459,7 @@ impl Plugin for ArtifactPlugin {
                 |cx, input: ListInput| list_artifacts(cx, input),
             )
             .alias("listArtifacts")
+            .idempotent()
             .into_arc(),
         );
         context.add_tool(
@@ -468,6 +469,7 @@ impl Plugin for ArtifactPlugin {
                 |cx, input: GetInput| get_artifact(cx, input),
             )
             .alias("getArtifact")
+            .idempotent()
             .into_arc(),
         );
         Ok(())

@@ -197,6 +197,7 @@ impl Plugin for FsPlugin {
                     }
                 },
             )
+            .idempotent()
             .into_arc(),
         );
         let write_root = root.clone();
@@ -228,6 +229,7 @@ impl Plugin for FsPlugin {
                     async move { root.list(input.path.as_deref(), input.recursive).await }
                 },
             )
+            .idempotent()
             .into_arc(),
         );
         let search_root = root;
@@ -240,6 +242,7 @@ impl Plugin for FsPlugin {
                     async move { root.search(input).await }
                 },
             )
+            .idempotent()
             .into_arc(),
         );
         Ok(())

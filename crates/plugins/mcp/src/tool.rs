@@ -23,6 +23,8 @@ pub(crate) struct McpTool {
     input_schema: Value,
     output_schema: Value,
     destructive: bool,
+    /// The server says a call may repeat: it only reads, or it is idempotent.
+    idempotent: bool,
 }
 
 impl std::fmt::Debug for McpTool {
@@ -66,6 +68,8 @@ impl McpTool {
         let annotations = tool.annotations.as_ref();
         let destructive = annotations.and_then(|a| a.destructive_hint) == Some(true)
             && annotations.and_then(|a| a.read_only_hint) != Some(true);
+        let idempotent = annotations.and_then(|a| a.read_only_hint) == Some(true)
+            || annotations.and_then(|a| a.idempotent_hint) == Some(true);
         Self {
             id: server.tool_id(&tool.name),
             name: tool.name.to_string(),
@@ -73,6 +77,7 @@ impl McpTool {
             input_schema,
             output_schema,
             destructive,
+            idempotent,
             server,
         }
     }
@@ -121,6 +126,10 @@ impl Tool for McpTool {
             ApprovalPolicy::Always => true,
             ApprovalPolicy::Destructive => self.destructive,
         }
+    }
+
+    fn idempotent(&self) -> bool {
+        self.idempotent
     }
 
     async fn invoke(&self, context: ToolContext, input: Value) -> Result<Value, ToolError> {

@@ -422,6 +422,7 @@ fn add_tools(context: &mut PrepareContext, config: &Arc<MemoryConfig>, familiar:
                 async move { read(&cx, &config, input).await }
             },
         )
+        .idempotent()
         .into_arc(),
     );
     let write_config = config.clone();
@@ -453,6 +454,7 @@ fn add_tools(context: &mut PrepareContext, config: &Arc<MemoryConfig>, familiar:
                 async move { list(&cx, &config, input).await }
             },
         )
+        .idempotent()
         .into_arc(),
     );
     let search_config = config.clone();
@@ -465,6 +467,7 @@ fn add_tools(context: &mut PrepareContext, config: &Arc<MemoryConfig>, familiar:
                 async move { search(&cx, &config, input).await }
             },
         )
+        .idempotent()
         .into_arc(),
     );
 }

@@ -59,6 +59,7 @@ impl Plugin for TimePlugin {
                 "Current date and time, in UTC or a given IANA timezone",
                 |_context, input: NowInput| async move { now_in(Utc::now(), input.timezone.as_deref()) },
             )
+            .idempotent()
             .into_arc(),
         );
         Ok(())

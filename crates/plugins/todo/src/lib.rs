@@ -286,6 +286,7 @@ impl Plugin for TodoPlugin {
                     })
                 },
             )
+            .idempotent()
             .into_arc(),
         );
         context.add_tool(

@@ -337,6 +337,7 @@ impl Plugin for TriggerPlugin {
                     list_triggers(&store(&cx)?, &cx.user_id, input.status.as_deref()).await
                 },
             )
+            .idempotent()
             .into_arc(),
         );
         context.add_tool(

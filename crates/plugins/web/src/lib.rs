@@ -105,6 +105,7 @@ impl Plugin for WebPlugin {
                     async move { fetch(&config, &input.url).await }
                 },
             )
+            .idempotent()
             .into_arc(),
         );
         Ok(())

@@ -1,0 +1,280 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Durable code mode, on SQLite and PostgreSQL: a code-mode prompt waiting for approval
+//! survives a restart. Its script runs again in a fresh worker, answered from its journal:
+//! the calls that ran before do not run again, and `llm()`, `Math.random()` and `Date` give
+//! what they gave before. A script that does something else than its journal is stopped,
+//! and the model reads where.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use agentic_conversation::{ConversationService, PromptRequest};
+use agentic_core::{
+    Plugin, PrepareContext, Prompt, PromptChange, PromptOutput, PromptState, ToolError, ToolResult,
+    define_tool,
+};
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use support::{TestDb, databases, kit_config, runtime_with_plugins};
+
+/// `count.hit`: how many times it ran, over every runtime of the test.
+struct Counter(Arc<AtomicUsize>);
+
+#[derive(Deserialize, JsonSchema)]
+struct Nothing {}
+
+#[async_trait]
+impl Plugin for Counter {
+    fn id(&self) -> &str {
+        "count"
+    }
+
+    async fn prepare(&self, context: &mut PrepareContext) -> anyhow::Result<()> {
+        let hits = self.0.clone();
+        context.add_tool(
+            define_tool(
+                "count.hit",
+                "Counts its calls",
+                move |_cx, _input: Nothing| {
+                    let n = hits.fetch_add(1, Ordering::SeqCst) + 1;
+                    async move { Ok::<_, ToolError>(serde_json::json!({ "n": n })) }
+                },
+            )
+            .into_arc(),
+        );
+        Ok(())
+    }
+}
+
+async fn service(
+    db: &TestDb,
+    turns: &str,
+    hits: &Arc<AtomicUsize>,
+) -> (
+    ConversationService,
+    Arc<agentic_plugin_script::ScriptedProvider>,
+) {
+    let (runtime, provider) = runtime_with_plugins(
+        turns,
+        kit_config(serde_json::json!({})),
+        vec![Arc::new(Counter(hits.clone()))],
+    )
+    .await;
+    let service = ConversationService::open(runtime, &db.url).await.unwrap();
+    (service, provider)
+}
+
+fn request(input: &str) -> PromptRequest {
+    PromptRequest {
+        input: Some(input.to_owned()),
+        mode: Some("code".to_owned()),
+        ..PromptRequest::default()
+    }
+}
+
+fn texts(prompt: &Prompt) -> Vec<String> {
+    prompt
+        .output
+        .iter()
+        .filter_map(|output| match output {
+            PromptOutput::Text(text) => Some(text.content.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn calls(prompt: &Prompt, function: &str) -> Vec<ToolResult> {
+    prompt
+        .output
+        .iter()
+        .filter_map(|output| match output {
+            PromptOutput::Tool(tool) if tool.function == function => Some(tool.result.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Reads every kind of input a journal keeps, shows some of it, then waits at `kit.delete`.
+const SCRIPT: &str = r#"
+- code: |
+    const first = count.hit({});
+    const seen = { r: Math.random(), t: Date.now(), said: llm("Say hi") };
+    output("before: " + JSON.stringify(seen));
+    const deleted = kitDelete({ path: "notes.txt" });
+    const second = count.hit({});
+    done(`after: ${JSON.stringify(seen)} first=${first.n} second=${second.n} ${deleted}`);
+- text: hi there
+"#;
+
+/// Starts the script in one service and stops it there, waiting; returns the prompt.
+async fn wait_then_stop(db: &TestDb, hits: &Arc<AtomicUsize>) -> (Prompt, String) {
+    let (service, _) = service(db, SCRIPT, hits).await;
+    let mut conversation = service.create("alice").await.unwrap();
+    let waiting = conversation
+        .prompt(request("Delete notes.txt"))
+        .await
+        .unwrap();
+    assert_eq!(
+        waiting.state,
+        PromptState::WaitingForApproval,
+        "{}: {:?}",
+        db.name,
+        waiting.error
+    );
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+    let call = waiting
+        .output
+        .iter()
+        .find_map(|output| match output {
+            PromptOutput::Tool(tool) if tool.function == "kit.delete" => Some(tool.id.clone()),
+            _ => None,
+        })
+        .unwrap();
+    drop(conversation);
+    // Nothing is interrupted: a waiting code prompt resumes after a restart.
+    assert!(service.shutdown().await.unwrap().is_empty(), "{}", db.name);
+    drop(service);
+    (waiting, call)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_code_prompt_waiting_at_restart_resumes_from_its_journal_when_approved() {
+    for db in databases().await {
+        let hits = Arc::new(AtomicUsize::new(0));
+        let (waiting, call) = wait_then_stop(&db, &hits).await;
+        let before = texts(&waiting);
+        assert_eq!(before.len(), 1, "{before:?}");
+
+        // A new process: its model has nothing to say (every answer must come from the
+        // journal), and the prompt still waits.
+        let (service, provider) = service(&db, "- text: unexpected\n", &hits).await;
+        assert_eq!(service.recovery().waiting, vec![waiting.id.clone()]);
+        let done = service.approve("alice", &waiting.id, &call).await.unwrap();
+        assert_eq!(
+            done.state,
+            PromptState::Completed,
+            "{}: {:#?}",
+            db.name,
+            done
+        );
+        // `count.hit` ran once before the restart and once after: never again for the
+        // replayed call.
+        assert_eq!(hits.load(Ordering::SeqCst), 2, "{}", db.name);
+        assert!(provider.requests().is_empty(), "the model was asked again");
+        // The text shown before is not shown again, and the replayed values are the same.
+        let shown = texts(&done);
+        assert_eq!(shown.len(), 2, "{}: {shown:?}", db.name);
+        let seen = before[0].strip_prefix("before: ").unwrap();
+        assert_eq!(
+            shown[1],
+            format!("after: {seen} first=1 second=2 deleted notes.txt"),
+            "{}",
+            db.name
+        );
+        assert!(seen.contains("\"said\":\"hi there\""), "{seen}");
+        assert_eq!(
+            calls(&done, "count.hit"),
+            vec![
+                ToolResult::Success {
+                    output: serde_json::json!({ "n": 1 })
+                },
+                ToolResult::Success {
+                    output: serde_json::json!({ "n": 2 })
+                },
+            ]
+        );
+        assert_eq!(
+            service.prompt("alice", &waiting.id).await.unwrap().prompt,
+            done
+        );
+        // Once the prompt ended, its journal goes.
+        let store = service.store();
+        assert!(!store.journal_entries(&waiting.id).await.unwrap().is_empty());
+        assert!(store.prune_journals().await.unwrap() > 0);
+        assert!(store.journal_entries(&waiting.id).await.unwrap().is_empty());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_code_prompt_waiting_at_restart_can_be_rejected() {
+    for db in databases().await {
+        let hits = Arc::new(AtomicUsize::new(0));
+        let (waiting, call) = wait_then_stop(&db, &hits).await;
+        let turns = "- code: |\n    done(\"Left notes.txt alone.\");\n";
+        let (service, _) = service(&db, turns, &hits).await;
+        let done = service
+            .reject("alice", &waiting.id, &call, Some("keep it"))
+            .await
+            .unwrap();
+        assert_eq!(done.state, PromptState::Completed, "{}: {done:#?}", db.name);
+        assert_eq!(
+            calls(&done, "kit.delete"),
+            vec![ToolResult::Error {
+                error: "Rejected by user: keep it".to_owned()
+            }]
+        );
+        // The script went on from the rejection (its error ended it), and nothing ran twice.
+        assert_eq!(hits.load(Ordering::SeqCst), 1, "{}", db.name);
+        let executions = calls(&done, "code.execute");
+        assert_eq!(executions.len(), 2, "{executions:#?}");
+        match &executions[0] {
+            ToolResult::Error { error } => assert!(error.contains("keep it"), "{error}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(texts(&done).last().unwrap(), "Left notes.txt alone.");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_that_diverges_from_its_journal_is_stopped_and_the_model_reads_where() {
+    for db in databases().await {
+        let hits = Arc::new(AtomicUsize::new(0));
+        let (waiting, call) = wait_then_stop(&db, &hits).await;
+        // The stored timeline now says the first call had other input: the same script
+        // cannot match it.
+        {
+            let store = support::store(&db).await;
+            let mut stored = store.prompt("alice", &waiting.id).await.unwrap().unwrap();
+            let first = stored
+                .prompt
+                .output
+                .iter_mut()
+                .find_map(|output| match output {
+                    PromptOutput::Tool(tool) if tool.function == "count.hit" => Some(tool),
+                    _ => None,
+                })
+                .unwrap();
+            first.input = serde_json::json!({ "other": true });
+            store
+                .save_prompt(&stored.prompt, PromptChange::Prompt)
+                .await
+                .unwrap();
+        }
+        let turns = "- code: |\n    done(\"Stopped, as the journal did not match.\");\n";
+        let (service, _) = service(&db, turns, &hits).await;
+        let done = service.approve("alice", &waiting.id, &call).await.unwrap();
+        assert_eq!(done.state, PromptState::Completed, "{}: {done:#?}", db.name);
+        let executions = calls(&done, "code.execute");
+        match &executions[0] {
+            ToolResult::Error { error } => assert!(
+                error.contains("diverged from its journal at call 1")
+                    && error.contains("count.hit({})"),
+                "{error}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        // The call it waited at never ran; nothing ran twice; the model went on.
+        match &calls(&done, "kit.delete")[0] {
+            ToolResult::Error { error } => assert!(error.starts_with("Interrupted"), "{error}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(hits.load(Ordering::SeqCst), 1, "{}", db.name);
+        assert_eq!(
+            texts(&done).last().unwrap(),
+            "Stopped, as the journal did not match."
+        );
+    }
+}

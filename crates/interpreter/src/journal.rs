@@ -1,0 +1,155 @@
+//! Durable code mode: what an execution journals besides the timeline, and the replay that
+//! brings its script back to where it stood, in a fresh worker.
+//!
+//! The timeline already holds every tool call a script made, with its input and, once it
+//! finished, its result. The journal adds the rest of what the script read: the seed of
+//! `Math.random()`, the times `Date` returned, and the answers of `llm()`. Replaying runs the
+//! same code again and answers each request from these records, in order, without running a
+//! tool or asking the model, until they run out; then the script goes on live.
+
+use std::collections::VecDeque;
+
+use agentic_core::prompt::{PromptOutput, ToolOutput};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::protocol::{CodePath, HostReply};
+
+/// One journal entry. `execution` is the id of the execution's `code.execute` output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub(crate) enum Entry {
+    /// An execution started: how its code was taken, its `Math.random()` seed, and the
+    /// `store()` values it was given.
+    Start {
+        execution: String,
+        path: CodePath,
+        seed: u64,
+        store: Map<String, Value>,
+    },
+    /// Times `Date` read from the live clock, before a request.
+    Clock { execution: String, values: Vec<i64> },
+    /// An `llm()` or `llmJson()` call and its answer.
+    Llm {
+        execution: String,
+        prompt: String,
+        json: bool,
+        reply: HostReply,
+    },
+    /// An execution ended with these `store()` values.
+    End {
+        execution: String,
+        store: Map<String, Value>,
+    },
+}
+
+impl Entry {
+    pub(crate) fn execution(&self) -> &str {
+        match self {
+            Self::Start { execution, .. }
+            | Self::Clock { execution, .. }
+            | Self::Llm { execution, .. }
+            | Self::End { execution, .. } => execution,
+        }
+    }
+}
+
+/// What a resumed execution answers from, in order.
+#[derive(Debug)]
+pub(crate) struct Replay {
+    /// The script's tool calls as the timeline has them.
+    pub(crate) calls: VecDeque<ToolOutput>,
+    /// Calls answered from the journal so far: the position a divergence is reported at.
+    pub(crate) matched: usize,
+    /// `llm()` prompts with their answers.
+    pub(crate) llm: VecDeque<(String, bool, HostReply)>,
+    /// `output()` texts the timeline already shows; the replay does not show them again.
+    pub(crate) outputs: usize,
+    /// The prompt waited for a person when its process stopped: calls of the waiting
+    /// request that had not run then had not started either.
+    pub(crate) was_waiting: bool,
+}
+
+impl Replay {
+    /// Nothing left to answer from: the script is live from here.
+    pub(crate) fn is_spent(&self) -> bool {
+        self.calls.is_empty() && self.llm.is_empty() && self.outputs == 0
+    }
+}
+
+/// What a journal holds for one execution.
+#[derive(Debug, Default)]
+pub(crate) struct ExecutionRecord {
+    pub(crate) path: Option<CodePath>,
+    pub(crate) seed: Option<u64>,
+    pub(crate) store: Option<Map<String, Value>>,
+    pub(crate) clock: Vec<i64>,
+    pub(crate) llm: VecDeque<(String, bool, HostReply)>,
+}
+
+/// The record of `execution` in `entries`.
+pub(crate) fn record_of(entries: &[Entry], execution: &str) -> ExecutionRecord {
+    let mut record = ExecutionRecord::default();
+    for entry in entries
+        .iter()
+        .filter(|entry| entry.execution() == execution)
+    {
+        match entry {
+            Entry::Start {
+                path, seed, store, ..
+            } => {
+                record.path = Some(*path);
+                record.seed = Some(*seed);
+                record.store = Some(store.clone());
+            }
+            Entry::Clock { values, .. } => record.clock.extend(values),
+            Entry::Llm {
+                prompt,
+                json,
+                reply,
+                ..
+            } => record.llm.push_back((prompt.clone(), *json, reply.clone())),
+            Entry::End { .. } => {}
+        }
+    }
+    record
+}
+
+/// The `store()` values the prompt had after its last execution that ended.
+pub(crate) fn last_store(entries: &[Entry]) -> Option<Map<String, Value>> {
+    entries.iter().rev().find_map(|entry| match entry {
+        Entry::End { store, .. } => Some(store.clone()),
+        _ => None,
+    })
+}
+
+/// The `output()` texts recorded after the output at `index`.
+pub(crate) fn texts_after(output: &[PromptOutput], index: usize) -> usize {
+    output
+        .iter()
+        .skip(index + 1)
+        .filter(|output| matches!(output, PromptOutput::Text(_)))
+        .count()
+}
+
+/// A short rendering of a call for a divergence message.
+pub(crate) fn describe_call(tool: &str, input: &Value) -> String {
+    let input = input.to_string();
+    let input = if input.chars().count() > 120 {
+        input.chars().take(120).collect::<String>() + "…"
+    } else {
+        input
+    };
+    format!("{tool}({input})")
+}
+
+/// Why a replay stopped: the script did something else than its journal says at call
+/// `position` (counted from 1).
+pub(crate) fn diverged(position: usize, did: &str, journal: &str) -> String {
+    format!(
+        "the script diverged from its journal at call {position}: it called {did}, where the \
+         journal has {journal}. A resumed script must make the same calls in the same order \
+         as before (see docs/code-mode.md); it was stopped there. Tool calls before call \
+         {position} did run. Continue the task from their results with a new program."
+    )
+}

@@ -138,6 +138,9 @@ impl From<ConversationError> for ApiError {
             not @ ConversationError::NotCancellable { .. } => {
                 Self::new(StatusCode::CONFLICT, "not_cancellable", not.to_string())
             }
+            not @ ConversationError::NotContinuable { .. } => {
+                Self::new(StatusCode::CONFLICT, "not_continuable", not.to_string())
+            }
             ConversationError::Prompt(error) => error.into(),
             ConversationError::Store(error) => Self::internal(&error),
         }

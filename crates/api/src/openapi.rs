@@ -71,7 +71,7 @@ pub fn document() -> Value {
             body: Some(prompt_body),
             ok: (
                 202,
-                Some(prompt_accepted),
+                Some(prompt_accepted.clone()),
                 "the prompt is stored and running",
             ),
             errors: &[
@@ -133,6 +133,30 @@ pub fn document() -> Value {
                 (400, "invalid id"),
                 (404, "no such prompt for this user"),
                 (409, "the prompt has already finished"),
+            ],
+        },
+        Operation {
+            method: "post",
+            path: "/api/prompts/{id}/continue",
+            summary: "Continue an interrupted prompt where its process left it: the round in \
+                      flight is redone, a code-mode script is replayed from its journal, and \
+                      a tool call that was running is not run again unless its tool is \
+                      idempotent",
+            public: false,
+            body: None,
+            ok: (
+                202,
+                Some(prompt_accepted),
+                "continued; follow it on the event stream",
+            ),
+            errors: &[
+                (400, "invalid id"),
+                (404, "no such prompt for this user"),
+                (
+                    409,
+                    "the prompt is not interrupted, a later prompt ran, or its conversation is busy",
+                ),
+                (429, "too many prompts of this user are running"),
             ],
         },
         Operation {

@@ -72,6 +72,7 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/api/prompts/{id}/approve", post(approve))
         .route("/api/prompts/{id}/reject", post(reject))
         .route("/api/prompts/{id}/cancel", post(cancel))
+        .route("/api/prompts/{id}/continue", post(continue_prompt))
         .route("/api/conversations", get(list_conversations))
         .route(
             "/api/conversations/{id}",
@@ -274,6 +275,37 @@ async fn cancel(
         ApiError::internal(&anyhow::anyhow!("cancelling the prompt failed: {error}"))
     })??;
     Ok(Json(stored))
+}
+
+/// Continues an interrupted prompt here: 202 with its ids, and it runs on in the background
+/// (follow it on the event stream), like a new prompt.
+async fn continue_prompt(
+    State(state): State<AppState>,
+    Extension(UserId(user)): Extension<UserId>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    check_id("prompt", &id)?;
+    let slot = state.take_slot(&user).await?;
+    let starting = {
+        let (service, user, id) = (state.service().clone(), user.clone(), id.clone());
+        tokio::spawn(tracing::Instrument::in_current_span(async move {
+            service.continue_prompt(&user, &id).await
+        }))
+    };
+    let started = starting.await.map_err(|error| {
+        ApiError::internal(&anyhow::anyhow!("continuing the prompt failed: {error}"))
+    })??;
+    let accepted = PromptAccepted {
+        prompt_id: started.prompt_id().to_owned(),
+        conversation_id: started.conversation_id().to_owned(),
+    };
+    state.spawn(slot, async move {
+        let prompt_id = started.prompt_id().to_owned();
+        if let Err(error) = started.run().await {
+            tracing::warn!(prompt = %prompt_id, %user, error = %format!("{error:#}"), "a continued prompt ended with an error");
+        }
+    });
+    Ok((StatusCode::ACCEPTED, Json(accepted)).into_response())
 }
 
 async fn list_conversations(

@@ -38,6 +38,8 @@ pub enum ConversationError {
         prompt_id: String,
         state: &'static str,
     },
+    #[error("prompt \"{prompt_id}\" cannot be continued: {why}")]
+    NotContinuable { prompt_id: String, why: String },
     #[error(transparent)]
     Prompt(#[from] PromptServiceError),
     #[error(transparent)]
@@ -311,6 +313,86 @@ impl ConversationService {
             .release(&stored.conversation_id, prompt_id, state)
             .await?;
         Ok(stored)
+    }
+
+    /// Continues one of the user's `interrupted` prompts where its process left it, in this
+    /// process: the last prompt of its conversation, while nothing else holds it. A classic
+    /// prompt redoes the round in flight; a code prompt replays its script from its journal.
+    /// A tool call that was running when the process stopped runs again only if its tool is
+    /// idempotent. Returns the prompt, running and holding its conversation, to be run.
+    pub async fn continue_prompt(
+        &self,
+        user_id: &str,
+        prompt_id: &str,
+    ) -> Result<StartedPrompt, ConversationError> {
+        let not = |why: String| ConversationError::NotContinuable {
+            prompt_id: prompt_id.to_owned(),
+            why,
+        };
+        let mut stored = self.prompt(user_id, prompt_id).await?;
+        if stored.prompt.state != PromptState::Interrupted {
+            return Err(not(format!(
+                "it is {}, and only an interrupted prompt can be continued",
+                stored.prompt.state.as_str()
+            )));
+        }
+        let later = self
+            .inner
+            .store
+            .conversation_prompts(&stored.conversation_id)
+            .await?
+            .iter()
+            .any(|other| other.position > stored.position);
+        if later {
+            return Err(not(
+                "a later prompt of its conversation has run since; continue from there instead"
+                    .to_owned(),
+            ));
+        }
+        if let Err(holder) = self
+            .inner
+            .store
+            .claim(&stored.conversation_id, prompt_id)
+            .await?
+        {
+            return Err(ConversationError::Busy {
+                conversation_id: stored.conversation_id.clone(),
+                prompt_id: holder,
+            });
+        }
+        stored.prompt.state = PromptState::Running;
+        stored.prompt.error = None;
+        let started = async {
+            self.inner
+                .store
+                .save_prompt(&stored.prompt, PromptChange::Prompt)
+                .await?;
+            self.executor_for(&stored).await
+        }
+        .await;
+        let handle = match started {
+            Ok(handle) => handle,
+            Err(error) => {
+                // Left as it was: interrupted, its conversation free.
+                stored.prompt.state = PromptState::Interrupted;
+                self.inner
+                    .store
+                    .save_prompt(&stored.prompt, PromptChange::Prompt)
+                    .await?;
+                self.inner
+                    .store
+                    .release(&stored.conversation_id, prompt_id, None)
+                    .await?;
+                return Err(error);
+            }
+        };
+        tracing::info!(prompt = %prompt_id, "continuing an interrupted prompt");
+        Ok(StartedPrompt {
+            service: self.clone(),
+            conversation_id: stored.conversation_id,
+            prompt_id: prompt_id.to_owned(),
+            handle,
+        })
     }
 
     /// From now on (under `agentic serve`), this service takes over the running prompts of

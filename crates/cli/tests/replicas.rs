@@ -334,3 +334,224 @@ fn a_dead_servers_running_prompts_are_taken_over() {
     let _ = b.wait();
     runtime.block_on(drop_database(&database));
 }
+
+/// Reads `(id, event, data)` from an event stream into `into` until every prompt in `prompts`
+/// has completed, or the stream ends (its server died).
+async fn follow(
+    response: reqwest::Response,
+    into: std::sync::Arc<std::sync::Mutex<Vec<(u64, String, Value)>>>,
+    prompts: Vec<String>,
+) {
+    let mut stream = eventsource_stream::EventStream::new(response.bytes_stream());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while let Ok(Some(Ok(event))) = tokio::time::timeout_at(deadline, stream.next()).await {
+        let data: Value = serde_json::from_str(&event.data).unwrap_or(Value::Null);
+        let mut events = into.lock().unwrap();
+        events.push((event.id.parse().unwrap_or_default(), event.event, data));
+        let completed = |prompt: &String| {
+            events.iter().any(|(_, name, data)| {
+                name == "prompt.completed" && data["data"]["promptId"] == prompt.as_str()
+            })
+        };
+        if prompts.iter().all(completed) {
+            return;
+        }
+    }
+}
+
+/// alice's event stream on `url`, from after `last` if given.
+async fn stream_on(client: &reqwest::Client, url: &str, last: Option<u64>) -> reqwest::Response {
+    let mut request = client
+        .get(format!("{url}/api/events/stream"))
+        .header("x-user-id", "alice");
+    if let Some(last) = last {
+        request = request.header("last-event-id", last.to_string());
+    }
+    let response = request.send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    response
+}
+
+#[test]
+fn three_servers_lose_nothing_when_one_is_killed_in_either_mode() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let Some(database) = runtime.block_on(fresh_database()) else {
+        return;
+    };
+    let files = support::scratch().join("three-files");
+    let _ = std::fs::remove_dir_all(&files);
+    let config = support::scratch().join("three.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[fs]\nroot = \"{}\"\nperUser = true\n\n[shell]\nallow = [\"sleep\"]\n",
+            files.display()
+        ),
+    )
+    .unwrap();
+    let options = ["--config", config.to_str().unwrap()];
+    // A: a script that waits for approval; then one that writes a todo, runs a long command
+    // (killed there), and writes another; and a classic answer that never comes in time.
+    let turns_a = script(
+        "three-a",
+        r#"
+- code: |
+    fs.write({ path: "approved.txt", content: "once" });
+    done("Saved.");
+- code: |
+    todo.create({ title: "before the kill" });
+    const token = Math.floor(Math.random() * 1e9);
+    let slept;
+    try { shell.exec({ command: "sleep 30" }); slept = "slept"; } catch (error) { slept = "interrupted"; }
+    todo.create({ title: "after the kill " + token });
+    done("Two todos; the command " + slept + "; token " + token);
+- { text: "never arrives", delayMs: 60000 }
+"#,
+    );
+    let turns_b = script("three-b", "- text: \"Answered by B.\"\n");
+    let turns_c = script("three-c", "- text: \"Answered by C.\"\n");
+    let (mut a, url_a, _) = serve_with(&turns_a, &database, &options, &[]);
+    let (mut b, url_b, log_b) = serve_with(&turns_b, &database, &options, &[]);
+    let (mut c, url_c, log_c) = serve_with(&turns_c, &database, &options, &[]);
+    let client = reqwest::Client::new();
+    runtime.block_on(async {
+        // Paused on A, approved on C: the decision goes to A, where the script waits.
+        let prompt =
+            start_prompt(&client, &url_a, json!({ "input": "Save", "mode": "code" })).await;
+        let waiting = wait_for_state(&client, &url_c, &prompt, "waiting_for_approval").await;
+        let call = waiting["output"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|output| output["function"] == "fs.write")
+            .unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let approved = client
+            .post(format!("{url_c}/api/prompts/{prompt}/approve"))
+            .header("x-user-id", "alice")
+            .json(&json!({ "toolCallId": call }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(approved.status(), 202);
+        wait_for_state(&client, &url_b, &prompt, "completed").await;
+
+        // Two clients follow alice: X on A (it will lose its server), Y on B.
+        let seen_x = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen_y = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let on_a = stream_on(&client, &url_a, None).await;
+        let on_b = stream_on(&client, &url_b, None).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        // A code prompt and a classic one run on A, in two conversations.
+        let code = start_prompt(&client, &url_a, json!({ "input": "Todos", "mode": "code" })).await;
+        let classic = start_prompt(&client, &url_a, json!({ "input": "Take your time" })).await;
+        let both = vec![code.clone(), classic.clone()];
+        let x = tokio::spawn(follow(on_a, seen_x.clone(), both.clone()));
+        let y = tokio::spawn(follow(on_b, seen_y.clone(), both.clone()));
+        wait_until(
+            &client,
+            &url_b,
+            &code,
+            "the command never started",
+            |stored| {
+                stored["output"].as_array().is_some_and(|outputs| {
+                    outputs.iter().any(|output| {
+                        output["function"] == "shell.exec" && output["result"]["type"] == "pending"
+                    })
+                })
+            },
+        )
+        .await;
+        wait_for_state(&client, &url_b, &classic, "running").await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+
+        a.kill().unwrap();
+        a.wait().unwrap();
+        let killed = Instant::now();
+        // X's stream ends with its server; X reconnects to C and resumes after what it saw.
+        x.await.unwrap();
+        let last = seen_x.lock().unwrap().last().map(|(id, _, _)| *id);
+        assert!(last.is_some(), "X saw nothing before the kill");
+        let on_c = stream_on(&client, &url_c, last).await;
+        follow(on_c, seen_x.clone(), both.clone()).await;
+        y.await.unwrap();
+        let took = killed.elapsed();
+        println!("both prompts taken over and completed {took:?} after the kill");
+
+        // No gap, no duplicate: X (A, then C) saw exactly what Y saw on B.
+        let ids = |seen: &std::sync::Mutex<Vec<(u64, String, Value)>>| -> Vec<u64> {
+            seen.lock().unwrap().iter().map(|(id, _, _)| *id).collect()
+        };
+        let (ids_x, ids_y) = (ids(&seen_x), ids(&seen_y));
+        assert!(ids_y.windows(2).all(|pair| pair[0] < pair[1]), "{ids_y:?}");
+        assert_eq!(ids_x, ids_y, "X after reconnecting to C, against Y on B");
+
+        // The code prompt: its first todo was made once, the command was not run again, and
+        // the script went on with the same random token.
+        let done = wait_for_state(&client, &url_c, &code, "completed").await;
+        let outputs = done["output"].as_array().unwrap();
+        let creates: Vec<&Value> = outputs
+            .iter()
+            .filter(|output| output["function"] == "todo.create")
+            .collect();
+        assert_eq!(creates.len(), 2, "{done}");
+        let shell = outputs
+            .iter()
+            .find(|output| output["function"] == "shell.exec")
+            .unwrap();
+        let error = shell["result"]["error"].as_str().unwrap_or_default();
+        assert!(error.contains("not run again"), "{done}");
+        let answer = outputs.last().unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            answer.starts_with("Two todos; the command interrupted; token "),
+            "{done}"
+        );
+        let token = answer.rsplit(' ').next().unwrap();
+        let listed: Value = client
+            .post(format!("{url_b}/api/tools/todo.list/invoke"))
+            .header("x-user-id", "alice")
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let titles: Vec<&str> = listed["output"]["todos"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|todo| todo["title"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            titles,
+            vec![
+                "before the kill".to_owned(),
+                format!("after the kill {token}")
+            ],
+            "{listed}"
+        );
+        // The classic prompt: the round in flight was asked again, on B or C.
+        let done = wait_for_state(&client, &url_b, &classic, "completed").await;
+        let answer = done["output"].as_array().unwrap().last().unwrap()["content"].clone();
+        assert!(
+            answer == "Answered by B." || answer == "Answered by C.",
+            "{done}\n{}\n{}",
+            log_b.lock().unwrap(),
+            log_c.lock().unwrap()
+        );
+    });
+    for server in [&mut b, &mut c] {
+        terminate(server.id());
+        let _ = server.wait();
+    }
+    runtime.block_on(drop_database(&database));
+}

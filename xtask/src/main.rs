@@ -53,9 +53,11 @@ fn main() -> anyhow::Result<()> {
             Some("local") => cargo_bench(&root, "agentic-plugin-local", "local"),
             Some("mcp") => cargo_bench(&root, "agentic-plugin-mcp", "mcp"),
             Some("playground") => bench_playground(&root),
+            Some("takeover") => bench_takeover(&root),
+            Some("replay") => cargo_bench(&root, "agentic-conversation", "replay"),
             _ => {
                 eprintln!(
-                    "usage: cargo xtask bench <sandbox|tokens|fairness|store|relay|api|local|mcp|playground>"
+                    "usage: cargo xtask bench <sandbox|tokens|fairness|store|relay|api|local|mcp|playground|takeover|replay>"
                 );
                 std::process::exit(2);
             }
@@ -174,6 +176,46 @@ fn bench_playground(root: &Path) -> anyhow::Result<()> {
             ("AGENTIC_PLAYGROUND_TARGETS", "1"),
             ("AGENTIC_REQUIRE_BROWSER", "1"),
         ],
+    )
+}
+
+/// Kills a server again and again in mixed modes, on PostgreSQL (the test server of
+/// `.ci/postgres.sh` unless `AGENTIC_TEST_POSTGRES_URL` names one): the time to take its
+/// prompts over by lease, and that nothing was lost or ran twice (`kills_in_mixed_modes`).
+fn bench_takeover(root: &Path) -> anyhow::Result<()> {
+    let url = match std::env::var("AGENTIC_TEST_POSTGRES_URL") {
+        Ok(url) => url,
+        Err(_) => {
+            let output = Command::new("bash")
+                .current_dir(root)
+                .arg(".ci/postgres.sh")
+                .output()
+                .context("could not run .ci/postgres.sh")?;
+            if !output.status.success() {
+                bail!(
+                    ".ci/postgres.sh failed: {}",
+                    String::from_utf8_lossy(&output.stderr)
+                );
+            }
+            String::from_utf8(output.stdout)?.trim().to_owned()
+        }
+    };
+    run(
+        root,
+        "cargo",
+        &[
+            "test",
+            "--release",
+            "--package",
+            "agentic-cli",
+            "--test",
+            "replicas",
+            "kills_in_mixed_modes",
+            "--",
+            "--ignored",
+            "--nocapture",
+        ],
+        &[("AGENTIC_TEST_POSTGRES_URL", &url)],
     )
 }
 

@@ -555,3 +555,165 @@ fn three_servers_lose_nothing_when_one_is_killed_in_either_mode() {
     }
     runtime.block_on(drop_database(&database));
 }
+
+/// `cargo xtask bench takeover`: kills in turn a server running a code-mode script, one
+/// waiting for its model, and one running a classic tool call, each time started as another
+/// host (`AGENTIC_INSTANCE_HOST`), so only its lease (`AGENTIC_LEASE_SECONDS`, 4 by default)
+/// tells the surviving server that it died. Measures the time from each kill to the prompt
+/// completing on the survivor (`AGENTIC_KILLS` kills, 21 by default), and checks that no
+/// committed output was lost and no tool call ran twice.
+#[test]
+#[ignore = "a benchmark: cargo xtask bench takeover"]
+fn kills_in_mixed_modes_lose_nothing() {
+    let kills: usize = std::env::var("AGENTIC_KILLS")
+        .ok()
+        .and_then(|kills| kills.parse().ok())
+        .unwrap_or(21);
+    let lease: u64 = std::env::var("AGENTIC_LEASE_SECONDS")
+        .ok()
+        .and_then(|lease| lease.parse().ok())
+        .unwrap_or(4);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let Some(database) = runtime.block_on(fresh_database()) else {
+        panic!("the takeover benchmark needs AGENTIC_TEST_POSTGRES_URL");
+    };
+    let config = support::scratch().join("kills.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[shell]\nallow = [\"sleep\"]\n\n[conversation]\nleaseSeconds = {lease}\n\n\
+             [interpreter]\nautoApprove = true\n"
+        ),
+    )
+    .unwrap();
+    let options = ["--config", config.to_str().unwrap()];
+    let survivor_turns = script(
+        "kills-b",
+        &"- text: \"Answered after the kill.\"\n".repeat(kills),
+    );
+    let (mut b, url_b, log_b) = serve_with(&survivor_turns, &database, &options, &[]);
+    let client = reqwest::Client::new();
+    let mut times = Vec::new();
+    let (mut lost, mut twice) = (0, 0);
+    for kill in 0..kills {
+        let kind = ["code", "classic model", "classic tool"][kill % 3];
+        let turns = match kind {
+            "code" => format!(
+                "- code: |\n    todo.create({{ title: \"kill {kill} before\" }});\n    \
+                 try {{ shell.exec({{ command: \"sleep 30\" }}); }} catch (error) {{}}\n    \
+                 todo.create({{ title: \"kill {kill} after\" }});\n    done(\"Done {kill}.\");\n"
+            ),
+            "classic model" => "- { text: \"never arrives\", delayMs: 60000 }\n".to_owned(),
+            _ => "- toolCalls:\n    - { id: call_sleep, name: shell.exec, input: { command: \"sleep 30\" } }\n"
+                .to_owned(),
+        };
+        let turns = script(&format!("kills-a{kill}"), &turns);
+        let (mut a, url_a, _) = serve_with(
+            &turns,
+            &database,
+            &options,
+            &[("AGENTIC_INSTANCE_HOST", "another-host")],
+        );
+        runtime.block_on(async {
+            let mode = if kind == "code" { "code" } else { "classic" };
+            let prompt = start_prompt(
+                &client,
+                &url_a,
+                json!({ "input": format!("Kill {kill}"), "mode": mode }),
+            )
+            .await;
+            let before = wait_until(&client, &url_b, &prompt, "never mid-round", |stored| {
+                let outputs = stored["output"].as_array().cloned().unwrap_or_default();
+                let pending = |function: &str| {
+                    outputs.iter().any(|output| {
+                        output["function"] == function && output["result"]["type"] == "pending"
+                    })
+                };
+                stored["state"] == "running"
+                    && match kind {
+                        "classic model" => true,
+                        _ => pending("shell.exec"),
+                    }
+            })
+            .await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            a.kill().unwrap();
+            a.wait().unwrap();
+            let killed = Instant::now();
+            let done = wait_until(&client, &url_b, &prompt, "never completed", |stored| {
+                stored["state"] == "completed"
+            })
+            .await;
+            times.push(killed.elapsed().as_secs_f64());
+            // Every output seen before the kill is still there, as it was or finished.
+            let after = done["output"].as_array().unwrap();
+            for output in before["output"].as_array().unwrap() {
+                let kept = after.iter().any(|later| {
+                    later["id"] == output["id"]
+                        && later["input"] == output["input"]
+                        && (output["result"]["type"] == "pending"
+                            || later["result"] == output["result"])
+                });
+                if !kept {
+                    lost += 1;
+                }
+            }
+            // Each call once in the timeline; the command that was running not run again.
+            for output in after {
+                if output["function"] == "shell.exec"
+                    && !output["result"]["error"]
+                        .as_str()
+                        .is_some_and(|error| error.contains("not run again"))
+                {
+                    twice += 1;
+                }
+            }
+            if kind == "code" {
+                let listed: Value = client
+                    .post(format!("{url_b}/api/tools/todo.list/invoke"))
+                    .header("x-user-id", "alice")
+                    .json(&json!({ "status": "all" }))
+                    .send()
+                    .await
+                    .unwrap()
+                    .json()
+                    .await
+                    .unwrap();
+                for title in [format!("kill {kill} before"), format!("kill {kill} after")] {
+                    let made = listed["output"]["todos"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .filter(|todo| todo["title"] == title.as_str())
+                        .count();
+                    if made != 1 {
+                        twice += 1;
+                    }
+                }
+            }
+        });
+        eprintln!("kill {kill} ({kind}): completed {:.2} s after", times[kill]);
+    }
+    terminate(b.id());
+    let _ = b.wait();
+    runtime.block_on(drop_database(&database));
+    let mut sorted = times.clone();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted[sorted.len() / 2];
+    let worst = sorted[sorted.len() - 1];
+    println!(
+        "{}",
+        json!({
+            "kills": kills, "leaseSeconds": lease, "medianSeconds": median, "worstSeconds": worst,
+            "outputsLost": lost, "callsRunTwice": twice,
+        })
+    );
+    assert_eq!((lost, twice), (0, 0), "{}", log_b.lock().unwrap());
+    assert!(
+        worst <= lease as f64 + 2.0,
+        "a takeover took {worst:.2} s, over the lease ({lease} s) + 2 s"
+    );
+}

@@ -31,8 +31,12 @@ pub struct CompressionSettings {
     /// The most recent prompts, always kept verbatim.
     pub keep_recent: usize,
     /// Whether `agentic serve` takes over the running prompts of a server on the same database
-    /// that died (modes that can resume: classic); otherwise they stay `interrupted`.
+    /// that died; otherwise they stay `interrupted` for a person to continue.
     pub takeover: bool,
+    /// How long a server on another host counts as alive after its last heartbeat (sent
+    /// every quarter of this): the longest a takeover waits for a dead server's prompts.
+    /// Servers on one host see each other's processes and need no lease.
+    pub lease_seconds: u64,
 }
 
 impl Default for CompressionSettings {
@@ -43,6 +47,7 @@ impl Default for CompressionSettings {
             compress_at: 0.8,
             keep_recent: 4,
             takeover: true,
+            lease_seconds: 60,
         }
     }
 }
@@ -63,6 +68,11 @@ impl CompressionSettings {
         ensure!(
             settings.keep_recent >= 1,
             "conversation.keepRecent must be at least 1"
+        );
+        ensure!(
+            (2..=86_400).contains(&settings.lease_seconds),
+            "conversation.leaseSeconds must be from 2 to 86400, got {}",
+            settings.lease_seconds
         );
         Ok(settings)
     }

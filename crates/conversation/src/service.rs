@@ -103,11 +103,10 @@ impl ConversationService {
         {
             slot.set(store.clone());
         }
+        let settings = CompressionSettings::from_config(&runtime.services().config)?;
+        store.set_lease(std::time::Duration::from_secs(settings.lease_seconds));
         let recovery = store.recover(&resumable(&runtime)).await?;
-        let compressor = Compressor::new(
-            runtime.services().clone(),
-            CompressionSettings::from_config(&runtime.services().config)?,
-        );
+        let compressor = Compressor::new(runtime.services().clone(), settings);
         let service = Self {
             inner: Arc::new(Inner {
                 runtime,
@@ -862,11 +861,14 @@ fn resumable(runtime: &Runtime) -> impl Fn(&Prompt) -> bool + Send + Sync + use<
     }
 }
 
-/// How often a service renews its lease and sweeps prompts of instances that are gone.
-const KEEP_ALIVE_EVERY: std::time::Duration = std::time::Duration::from_secs(15);
-
+/// A service renews its lease, and sweeps prompts of instances that are gone, four times
+/// per lease.
 async fn keep_alive(inner: std::sync::Weak<Inner>) {
-    let mut ticks = tokio::time::interval(KEEP_ALIVE_EVERY);
+    let every = match inner.upgrade() {
+        Some(inner) => inner.store.lease() / 4,
+        None => return,
+    };
+    let mut ticks = tokio::time::interval(every);
     ticks.tick().await;
     loop {
         ticks.tick().await;

@@ -108,7 +108,8 @@ pub struct Recovery {
     pub waiting: Vec<String>,
 }
 
-/// An instance on another host that has not renewed its lease for this long is gone.
+/// An instance on another host that has not renewed its lease for this long is gone (the
+/// default of `[conversation] leaseSeconds`).
 pub const INSTANCE_LEASE: Duration = Duration::from_secs(60);
 
 pub use agentic_core::{INTERRUPTED_TOOL_ERROR, TAKEN_OVER_TOOL_ERROR};
@@ -122,6 +123,9 @@ pub struct Store {
     writer: Writer,
     /// This process's row in `instances`, once registered.
     instance_id: Arc<OnceLock<String>>,
+    /// How long an instance on another host is taken for alive after its last heartbeat,
+    /// in milliseconds (`[conversation] leaseSeconds`).
+    lease_ms: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl std::fmt::Debug for Store {
@@ -192,6 +196,7 @@ impl Store {
                 writer: Writer::new(db.clone(), true),
                 db,
                 instance_id: Arc::default(),
+                lease_ms: Arc::new(std::sync::atomic::AtomicU64::new(lease_ms(INSTANCE_LEASE))),
             })
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let mut options = ConnectOptions::new(url.to_owned());
@@ -207,6 +212,7 @@ impl Store {
                 writer: Writer::new(db.clone(), false),
                 db,
                 instance_id: Arc::default(),
+                lease_ms: Arc::new(std::sync::atomic::AtomicU64::new(lease_ms(INSTANCE_LEASE))),
             })
         } else {
             bail!(
@@ -297,6 +303,17 @@ impl Store {
         Ok(self.instance_id.get_or_init(|| id).clone())
     }
 
+    /// How long an instance on another host counts as alive after its last heartbeat.
+    pub fn lease(&self) -> Duration {
+        Duration::from_millis(self.lease_ms.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Sets [`Store::lease`] (every server on a database should use the same).
+    pub fn set_lease(&self, lease: Duration) {
+        self.lease_ms
+            .store(lease_ms(lease), std::sync::atomic::Ordering::Relaxed);
+    }
+
     pub fn instance_id(&self) -> Option<&str> {
         self.instance_id.get().map(String::as_str)
     }
@@ -346,7 +363,7 @@ impl Store {
     /// deleted.
     async fn live_instances(&self) -> anyhow::Result<HashSet<String>> {
         let host = host_name();
-        let cutoff = Utc::now() - chrono::Duration::from_std(INSTANCE_LEASE)?;
+        let cutoff = Utc::now() - chrono::Duration::from_std(self.lease())?;
         let mut live = HashSet::new();
         let mut dead = Vec::new();
         for row in instance::Entity::find().all(&self.db).await? {
@@ -955,9 +972,18 @@ fn stored_prompt(
     })
 }
 
+fn lease_ms(lease: Duration) -> u64 {
+    u64::try_from(lease.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The host an instance row names. Servers that name the same host judge each other by
+/// process id; others by lease. `AGENTIC_INSTANCE_HOST` overrides the system's host name,
+/// for hosts whose names are not unique (or to try the lease path on one machine).
 fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
+    std::env::var("AGENTIC_INSTANCE_HOST")
         .ok()
+        .filter(|name| !name.trim().is_empty())
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
         .or_else(|| std::env::var("HOSTNAME").ok())
         .or_else(|| std::env::var("COMPUTERNAME").ok())
         .map(|name| name.trim().to_owned())

@@ -77,10 +77,12 @@ fn main() -> anyhow::Result<()> {
                  bench fairness  one user's scripts beside another user's endless loops\n  \
                  bench store     conversation store on SQLite and PostgreSQL (AGENTIC_TEST_POSTGRES_URL)\n  \
                  bench relay     events from one server to another through PostgreSQL (AGENTIC_TEST_POSTGRES_URL)\n  \
-                 bench api [--baseline REV]   1,000 concurrent prompts against `agentic serve` and a\n                  fake model, spans without and with an OTLP exporter (and REV's build beside)\n  \
+                 bench api [--baseline REV | --replicas]   1,000 concurrent prompts against `agentic serve`\n                  and a fake model, spans without and with an OTLP exporter (and REV's build beside);\n                  with --replicas, one server against three on one PostgreSQL\n  \
                  bench local     the embedded local model: prompt and generation tokens/s, memory\n  \
                  bench mcp       an MCP tool call through agentic against the SDK's own call, stdio and HTTP\n  \
-                 bench playground   the playground in headless Chromium: assets, redraws of a 1,000-output\n                  timeline, first paint of 100 prompts (needs chromium, chromium-driver)"
+                 bench playground   the playground in headless Chromium: assets, redraws of a 1,000-output\n                  timeline, first paint of 100 prompts (needs chromium, chromium-driver)\n  \
+                 bench takeover  21 kills of a server in mixed modes: time to take its prompts over by lease\n  \
+                 bench replay    a code-mode script's 1,000 calls replayed from its journal, beside running them"
             );
             std::process::exit(2);
         }
@@ -183,23 +185,7 @@ fn bench_playground(root: &Path) -> anyhow::Result<()> {
 /// `.ci/postgres.sh` unless `AGENTIC_TEST_POSTGRES_URL` names one): the time to take its
 /// prompts over by lease, and that nothing was lost or ran twice (`kills_in_mixed_modes`).
 fn bench_takeover(root: &Path) -> anyhow::Result<()> {
-    let url = match std::env::var("AGENTIC_TEST_POSTGRES_URL") {
-        Ok(url) => url,
-        Err(_) => {
-            let output = Command::new("bash")
-                .current_dir(root)
-                .arg(".ci/postgres.sh")
-                .output()
-                .context("could not run .ci/postgres.sh")?;
-            if !output.status.success() {
-                bail!(
-                    ".ci/postgres.sh failed: {}",
-                    String::from_utf8_lossy(&output.stderr)
-                );
-            }
-            String::from_utf8(output.stdout)?.trim().to_owned()
-        }
-    };
+    let url = postgres_url(root)?;
     run(
         root,
         "cargo",
@@ -217,6 +203,25 @@ fn bench_takeover(root: &Path) -> anyhow::Result<()> {
         ],
         &[("AGENTIC_TEST_POSTGRES_URL", &url)],
     )
+}
+
+/// `AGENTIC_TEST_POSTGRES_URL`, or the test server `.ci/postgres.sh` starts.
+fn postgres_url(root: &Path) -> anyhow::Result<String> {
+    if let Ok(url) = std::env::var("AGENTIC_TEST_POSTGRES_URL") {
+        return Ok(url);
+    }
+    let output = Command::new("bash")
+        .current_dir(root)
+        .arg(".ci/postgres.sh")
+        .output()
+        .context("could not run .ci/postgres.sh")?;
+    if !output.status.success() {
+        bail!(
+            ".ci/postgres.sh failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(String::from_utf8(output.stdout)?.trim().to_owned())
 }
 
 /// Builds the playground (`crates/api/web`, see its `build.mjs`) into `dist/`, which
@@ -403,17 +408,21 @@ fn cargo_bench(root: &Path, package: &str, bench: &str) -> anyhow::Result<()> {
     )
 }
 
-/// `cargo xtask bench api [--baseline REV]`: with a baseline, REV (a commit, tag or branch) is
+/// `cargo xtask bench api [--baseline REV | --replicas]`: with a baseline, REV (a commit, tag or branch) is
 /// checked out in a worktree, built in the same target directory (so only its own crates
 /// compile) and run beside this build, round by round.
 fn bench_api(root: &Path, arguments: &[String]) -> anyhow::Result<()> {
+    let mut env: Vec<(&str, String)> = Vec::new();
     let baseline = match arguments {
         [] => None,
         [flag, rev] if flag == "--baseline" => Some(rev.as_str()),
-        _ => bail!("usage: cargo xtask bench api [--baseline REV]"),
+        [flag] if flag == "--replicas" => {
+            env.push(("AGENTIC_BENCH_REPLICAS_POSTGRES", postgres_url(root)?));
+            None
+        }
+        _ => bail!("usage: cargo xtask bench api [--baseline REV | --replicas]"),
     };
     let target = root.join("target");
-    let mut env: Vec<(&str, String)> = Vec::new();
     if let Some(rev) = baseline {
         let worktree = target.join("bench-baseline");
         let _ = Command::new("git")

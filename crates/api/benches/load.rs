@@ -148,6 +148,11 @@ struct Setup {
     label: String,
     binary: String,
     environment: Vec<(String, String)>,
+    /// Servers sharing the database; more than one needs `postgres`.
+    replicas: usize,
+    /// The admin URL of a PostgreSQL server: each run gets a fresh database there. SQLite
+    /// (a fresh file) without it.
+    postgres: Option<String>,
 }
 
 /// What one run measured.
@@ -187,6 +192,28 @@ async fn otlp_sink(received: Arc<AtomicU64>) -> String {
     address
 }
 
+/// A new database on the PostgreSQL server at `admin`; its URL.
+async fn fresh_postgres(admin: &str) -> String {
+    use agentic_conversation::sea_orm::{ConnectionTrait as _, Database};
+    let name = format!("agentic_load_{}", uuid::Uuid::new_v4().simple());
+    let connection = Database::connect(admin).await.unwrap();
+    connection
+        .execute_unprepared(&format!("CREATE DATABASE {name}"))
+        .await
+        .unwrap();
+    let (base, _) = admin.rsplit_once('/').unwrap();
+    format!("{base}/{name}")
+}
+
+async fn drop_postgres(admin: &str, database: &str) {
+    use agentic_conversation::sea_orm::{ConnectionTrait as _, Database};
+    let name = database.rsplit('/').next().unwrap();
+    let connection = Database::connect(admin).await.unwrap();
+    let _ = connection
+        .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .await;
+}
+
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
@@ -208,23 +235,46 @@ async fn run() {
     let spans = Arc::new(AtomicU64::new(0));
     let sink = otlp_sink(spans.clone()).await;
     let mut setups = Vec::new();
-    if let Ok(baseline) = std::env::var("AGENTIC_BASELINE_BIN") {
+    if let Ok(postgres) = std::env::var("AGENTIC_BENCH_REPLICAS_POSTGRES") {
+        // `cargo xtask bench api --replicas`: one server, then three behind no balancer
+        // (each client streams from one server and prompts on the next), on one PostgreSQL.
+        for replicas in [1, 3] {
+            setups.push(Setup {
+                label: format!(
+                    "PostgreSQL, {replicas} server{}",
+                    if replicas == 1 { "" } else { "s" }
+                ),
+                binary: binary.clone(),
+                environment: Vec::new(),
+                replicas,
+                postgres: Some(postgres.clone()),
+            });
+        }
+    } else {
+        if let Ok(baseline) = std::env::var("AGENTIC_BASELINE_BIN") {
+            setups.push(Setup {
+                label: "baseline build, default logs".to_owned(),
+                binary: baseline,
+                environment: Vec::new(),
+                replicas: 1,
+                postgres: None,
+            });
+        }
         setups.push(Setup {
-            label: "baseline build, default logs".to_owned(),
-            binary: baseline,
+            label: "this build, default logs, spans, no exporter".to_owned(),
+            binary: binary.clone(),
             environment: Vec::new(),
+            replicas: 1,
+            postgres: None,
+        });
+        setups.push(Setup {
+            label: "this build, OTLP/HTTP exporter on".to_owned(),
+            binary,
+            environment: vec![("OTEL_EXPORTER_OTLP_ENDPOINT".to_owned(), sink)],
+            replicas: 1,
+            postgres: None,
         });
     }
-    setups.push(Setup {
-        label: "this build, default logs, spans, no exporter".to_owned(),
-        binary: binary.clone(),
-        environment: Vec::new(),
-    });
-    setups.push(Setup {
-        label: "this build, OTLP/HTTP exporter on".to_owned(),
-        binary,
-        environment: vec![("OTEL_EXPORTER_OTLP_ENDPOINT".to_owned(), sink)],
-    });
     let mut results: Vec<Vec<Measured>> = setups.iter().map(|_| Vec::new()).collect();
     for round in 0..rounds {
         for (index, setup) in setups.iter().enumerate() {
@@ -286,45 +336,58 @@ async fn run_once(setup: &Setup, spans: &AtomicU64) -> Measured {
     let config = dir.path().join("agentic.toml");
     // Lift the per-user request rate: each client is one user making a handful of requests.
     std::fs::write(&config, "[api]\nrequestsPerMinute = 100000\nburst = 1000\n").unwrap();
-    let mut server = tokio::process::Command::new(binary)
-        .args([
-            "--config",
-            config.to_str().unwrap(),
-            "serve",
-            "--addr",
-            "127.0.0.1:0",
-        ])
-        .env_remove("AGENTIC_PROVIDER")
-        .env("OPENAI_BASE_URL", &model)
-        .env("OPENAI_API_KEY", "bench")
-        .env("OPENAI_MODEL", "fake")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .envs(setup.environment.iter().map(|(name, value)| (name, value)))
-        .env(
-            "AGENTIC_DATABASE_URL",
-            agentic_conversation::sqlite_url(&dir.path().join("load.db")),
-        )
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let pid = server.id().unwrap();
-    let mut lines = BufReader::new(server.stderr.take().unwrap()).lines();
-    // Log lines may come before the one that names the address.
-    let base = loop {
-        let line = lines.next_line().await.unwrap().unwrap();
-        if let Some(word) = line
-            .split_whitespace()
-            .find(|word| word.starts_with("http://"))
-        {
-            break word.to_owned();
-        }
+    let database = match &setup.postgres {
+        Some(admin) => fresh_postgres(admin).await,
+        None => agentic_conversation::sqlite_url(&dir.path().join("load.db")),
     };
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let mut servers = Vec::with_capacity(setup.replicas);
+    let mut bases = Vec::with_capacity(setup.replicas);
+    let mut pids = Vec::with_capacity(setup.replicas);
+    for _ in 0..setup.replicas {
+        let mut server = tokio::process::Command::new(binary)
+            .args([
+                "--config",
+                config.to_str().unwrap(),
+                "serve",
+                "--addr",
+                "127.0.0.1:0",
+            ])
+            .env_remove("AGENTIC_PROVIDER")
+            .env("OPENAI_BASE_URL", &model)
+            .env("OPENAI_API_KEY", "bench")
+            .env("OPENAI_MODEL", "fake")
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .envs(setup.environment.iter().map(|(name, value)| (name, value)))
+            .env("AGENTIC_DATABASE_URL", &database)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        pids.push(server.id().unwrap());
+        let mut lines = BufReader::new(server.stderr.take().unwrap()).lines();
+        // Log lines may come before the one that names the address.
+        let base = loop {
+            let line = lines.next_line().await.unwrap().unwrap();
+            if let Some(word) = line
+                .split_whitespace()
+                .find(|word| word.starts_with("http://"))
+            {
+                break word.to_owned();
+            }
+        };
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        servers.push(server);
+        bases.push(base);
+    }
+    let servers_cpu = |pids: &[u32]| -> f64 {
+        pids.iter()
+            .map(|pid| cpu_seconds(&pid.to_string()))
+            .sum()
+    };
 
-    let server_cpu_before = cpu_seconds(&pid.to_string());
+    let server_cpu_before = servers_cpu(&pids);
     let own_cpu_before = cpu_seconds("self");
     let (idle_before, stolen_before) = idle_and_stolen_seconds();
     let client = reqwest::Client::builder()
@@ -335,7 +398,9 @@ async fn run_once(setup: &Setup, spans: &AtomicU64) -> Measured {
     let mut tasks = Vec::with_capacity(PROMPTS);
     for index in 0..PROMPTS {
         let client = client.clone();
-        let base = base.clone();
+        // Events from one server, the prompt on the next (the same one when there is one).
+        let base = bases[index % bases.len()].clone();
+        let prompt_base = bases[(index + 1) % bases.len()].clone();
         tasks.push(tokio::spawn(async move {
             let user = format!("user{index}");
             let begin = Instant::now();
@@ -346,7 +411,7 @@ async fn run_once(setup: &Setup, spans: &AtomicU64) -> Measured {
                 .await
                 .unwrap();
             let accepted: Value = client
-                .post(format!("{base}/api/prompt"))
+                .post(format!("{prompt_base}/api/prompt"))
                 .header("x-user-id", &user)
                 .json(&json!({ "input": "What time is it?" }))
                 .send()
@@ -401,12 +466,17 @@ async fn run_once(setup: &Setup, spans: &AtomicU64) -> Measured {
     }
     let wall = started.elapsed();
     latencies.sort();
-    let rss = peak_rss_mib(pid);
-    let server_cpu = cpu_seconds(&pid.to_string()) - server_cpu_before;
+    let rss = pids.iter().map(|pid| peak_rss_mib(*pid)).fold(0.0, f64::max);
+    let server_cpu = servers_cpu(&pids) - server_cpu_before;
     let own_cpu = cpu_seconds("self") - own_cpu_before;
     let (idle_after, stolen_after) = idle_and_stolen_seconds();
-    let _ = server.start_kill();
-    let _ = server.wait().await;
+    for server in &mut servers {
+        let _ = server.start_kill();
+        let _ = server.wait().await;
+    }
+    if let Some(admin) = &setup.postgres {
+        drop_postgres(admin, &database).await;
+    }
     Measured {
         server_cpu,
         own_cpu,

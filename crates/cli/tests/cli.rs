@@ -950,6 +950,38 @@ fn the_readme_settings_example_is_a_valid_agentic_toml() {
     );
 }
 
+/// The replicas example of the README's Operating section is settings `agentic` accepts.
+#[test]
+fn the_readme_replicas_example_is_a_valid_agentic_toml() {
+    let readme = include_str!("../../../README.md");
+    let example = readme
+        .split("**Several servers on one PostgreSQL.**")
+        .nth(1)
+        .and_then(|section| section.split("```toml").nth(1))
+        .and_then(|block| block.split("```").next())
+        .expect("README's Operating section has a replicas toml block");
+    assert!(example.contains("leaseSeconds"), "{example}");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("replicas.toml");
+    std::fs::write(&file, example).unwrap();
+    let turns = script("replicas-settings", "- text: Fine.\n");
+    let output = agentic(
+        &["--config", file.to_str().unwrap(), "prompt", "Hello"],
+        Some(&turns),
+        None,
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    // And a wrong lease is refused with the reason.
+    std::fs::write(&file, example.replace("leaseSeconds = 60", "leaseSeconds = 1")).unwrap();
+    let output = agentic(
+        &["--config", file.to_str().unwrap(), "prompt", "Hello"],
+        Some(&turns),
+        None,
+    );
+    assert_ne!(output.status.code(), Some(0));
+    assert!(text(&output.stderr).contains("leaseSeconds"), "{}", text(&output.stderr));
+}
+
 #[test]
 fn a_closed_stdout_ends_the_command_quietly() {
     // `agentic tool-schema … | head -c 0`: the reader is gone before the first write.

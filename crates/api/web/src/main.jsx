@@ -370,6 +370,11 @@ function ConversationView({ session, conversationId, bus, capabilities, onChange
   };
 
   const running = prompts.find((prompt) => !isFinished(prompt.state));
+  // An interrupted prompt (its server stopped) runs on where it stopped; its events follow.
+  const continuePrompt = (id) =>
+    request(session, "POST", `/api/prompts/${id}/continue`)
+      .then(() => setPrompts((list) => list.map((prompt) => (prompt.id === id ? { ...prompt, state: "running", error: null } : prompt))))
+      .catch((failure) => setError(failure.message));
 
   return (
     <section class="conversation" aria-label={title || "New conversation"}>
@@ -381,7 +386,7 @@ function ConversationView({ session, conversationId, bus, capabilities, onChange
               {error}
             </p>
           )}
-          {loading ? <p class="muted">Loading…</p> : <Timeline prompts={prompts} session={session} />}
+          {loading ? <p class="muted">Loading…</p> : <Timeline prompts={prompts} session={session} onContinue={continuePrompt} />}
           {!loading && !conversationId && (
             <p class="muted hint">Ask something below. Pick code mode to let the model write a script that calls the tools.</p>
           )}
@@ -426,7 +431,7 @@ function stateAfter(eventName) {
   return { "prompt.completed": "completed", "prompt.error": "failed", "prompt.cancelled": "cancelled" }[eventName] || "running";
 }
 
-function Timeline({ prompts, session }) {
+function Timeline({ prompts, session, onContinue }) {
   const drawnAt = useRef(0);
   useLayoutEffect(() => {
     const started = drawnAt.current;
@@ -439,14 +444,19 @@ function Timeline({ prompts, session }) {
   drawnAt.current = performance.now();
   return (
     <ol class="timeline" aria-live="polite">
-      {prompts.map((prompt) => (
-        <PromptView key={prompt.id} prompt={prompt} session={session} />
+      {prompts.map((prompt, index) => (
+        <PromptView
+          key={prompt.id}
+          prompt={prompt}
+          session={session}
+          onContinue={index === prompts.length - 1 && prompt.state === "interrupted" ? onContinue : null}
+        />
       ))}
     </ol>
   );
 }
 
-const PromptView = memo(function PromptView({ prompt, session }) {
+const PromptView = memo(function PromptView({ prompt, session, onContinue }) {
   const groups = useMemo(() => groupOutputs(prompt.output), [prompt.output]);
   const waiting = waitingCall(prompt);
   const time = promptTime(prompt);
@@ -491,6 +501,11 @@ const PromptView = memo(function PromptView({ prompt, session }) {
           )}
           {time !== null && <span class="time">{formatMs(time)}</span>}
           {prompt.error && prompt.state !== "cancelled" && <span class="error">{prompt.error}</span>}
+          {onContinue && (
+            <button type="button" class="continue" onClick={() => onContinue(prompt.id)}>
+              Continue
+            </button>
+          )}
         </footer>
       </div>
     </li>

@@ -381,11 +381,8 @@ async fn run_once(setup: &Setup, spans: &AtomicU64) -> Measured {
         servers.push(server);
         bases.push(base);
     }
-    let servers_cpu = |pids: &[u32]| -> f64 {
-        pids.iter()
-            .map(|pid| cpu_seconds(&pid.to_string()))
-            .sum()
-    };
+    let servers_cpu =
+        |pids: &[u32]| -> f64 { pids.iter().map(|pid| cpu_seconds(&pid.to_string())).sum() };
 
     let server_cpu_before = servers_cpu(&pids);
     let own_cpu_before = cpu_seconds("self");
@@ -466,7 +463,10 @@ async fn run_once(setup: &Setup, spans: &AtomicU64) -> Measured {
     }
     let wall = started.elapsed();
     latencies.sort();
-    let rss = pids.iter().map(|pid| peak_rss_mib(*pid)).fold(0.0, f64::max);
+    let rss = pids
+        .iter()
+        .map(|pid| peak_rss_mib(*pid))
+        .fold(0.0, f64::max);
     let server_cpu = servers_cpu(&pids) - server_cpu_before;
     let own_cpu = cpu_seconds("self") - own_cpu_before;
     let (idle_after, stolen_after) = idle_and_stolen_seconds();

@@ -73,6 +73,11 @@ pub struct ToolSummary {
     /// calls are refused by `POST /api/tools/{id}/invoke` and run only inside a prompt.
     #[serde(default)]
     pub may_need_approval: bool,
+    /// Running a call twice does no more than running it once (a read): a call whose server
+    /// died before its result was stored runs again when another server takes the prompt
+    /// over, where any other call gets an error instead.
+    #[serde(default)]
+    pub idempotent: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
@@ -84,6 +89,9 @@ pub struct ToolDetail {
     /// As in the summary.
     #[serde(default)]
     pub may_need_approval: bool,
+    /// As in the summary.
+    #[serde(default)]
+    pub idempotent: bool,
     /// JSON Schema of the input.
     pub input_schema: Value,
     /// JSON Schema of the output, when the tool declares one.
@@ -112,6 +120,7 @@ impl ToolSummary {
                 description: tool.description().to_owned(),
                 plugin: prepared.tool_plugins.get(tool.id()).cloned(),
                 may_need_approval: prepared.tools.may_need_approval(tool.id()),
+                idempotent: tool.idempotent(),
             })
             .collect()
     }
@@ -126,6 +135,7 @@ impl ToolDetail {
             description: tool.description().to_owned(),
             plugin: prepared.tool_plugins.get(tool.id()).cloned(),
             may_need_approval: prepared.tools.may_need_approval(tool.id()),
+            idempotent: tool.idempotent(),
             input_schema: tool.input_schema().clone(),
             output_schema: tool.output_schema().cloned(),
         })

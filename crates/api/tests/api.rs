@@ -58,6 +58,7 @@ async fn health_openapi_and_docs_need_no_identity_and_work_offline() {
         ("POST", "/api/prompts/{id}/approve"),
         ("POST", "/api/prompts/{id}/reject"),
         ("POST", "/api/prompts/{id}/cancel"),
+        ("POST", "/api/prompts/{id}/continue"),
         ("GET", "/api/conversations"),
         ("GET", "/api/conversations/{id}"),
         ("DELETE", "/api/conversations/{id}"),
@@ -549,6 +550,17 @@ async fn tools_capabilities_and_direct_invocation() {
     assert_eq!(asks, ["kit.delete"]);
     let delete: Value = server.get_json("alice", "/api/tools/kit.delete").await;
     assert_eq!(delete["mayNeedApproval"], true);
+    assert_eq!(delete["idempotent"], false);
+    // Reads and pure functions may run again after a crash; writes may not.
+    let repeatable: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|tool| tool["idempotent"] == true)
+        .map(|tool| tool["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(repeatable, ["kit.add", "kit.echo"]);
+    assert_eq!(tool["idempotent"], true);
     assert_eq!(
         error_for(server.get("alice", "/api/tools/kit.nope")).await,
         (404, "not_found".into())

@@ -972,14 +972,22 @@ fn the_readme_replicas_example_is_a_valid_agentic_toml() {
     );
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     // And a wrong lease is refused with the reason.
-    std::fs::write(&file, example.replace("leaseSeconds = 60", "leaseSeconds = 1")).unwrap();
+    std::fs::write(
+        &file,
+        example.replace("leaseSeconds = 60", "leaseSeconds = 1"),
+    )
+    .unwrap();
     let output = agentic(
         &["--config", file.to_str().unwrap(), "prompt", "Hello"],
         Some(&turns),
         None,
     );
     assert_ne!(output.status.code(), Some(0));
-    assert!(text(&output.stderr).contains("leaseSeconds"), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr).contains("leaseSeconds"),
+        "{}",
+        text(&output.stderr)
+    );
 }
 
 #[test]

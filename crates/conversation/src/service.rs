@@ -532,6 +532,32 @@ impl ConversationService {
                     .into(),
                 );
             }
+            if !self.inner.store.adopt_waiting(prompt_id).await? {
+                // Another server rebuilt it a moment ago: the decision goes there.
+                drop(resuming);
+                if let Some(forwarder) = self.inner.forwarder.get()
+                    && let Some(owner) = self.inner.store.live_owner(user_id, prompt_id).await?
+                {
+                    forwarder
+                        .forward(
+                            &owner,
+                            Decision {
+                                user_id: user_id.to_owned(),
+                                prompt_id: prompt_id.to_owned(),
+                                tool_call_id: tool_call_id.to_owned(),
+                                rejection: rejection.map(|reason| reason.map(str::to_owned)),
+                            },
+                        )
+                        .await?;
+                    return Ok(stored.prompt);
+                }
+                return Err(
+                    PromptServiceError::Executor(agentic_core::ExecutorError::NotWaiting(
+                        tool_call_id.to_owned(),
+                    ))
+                    .into(),
+                );
+            }
             self.executor_for(&stored).await?;
         }
         let handle = prompts

@@ -820,6 +820,46 @@ impl Store {
         Ok(taken)
     }
 
+    /// Makes this process the owner of a prompt waiting for approval whose owner is gone, so
+    /// that of two servers taking decisions about it at once only one rebuilds it (and runs
+    /// the approved call). False when another instance took it first; true when it is
+    /// already this one's.
+    pub async fn adopt_waiting(&self, prompt_id: &str) -> anyhow::Result<bool> {
+        let Some(me) = self.instance_id().map(str::to_owned) else {
+            return Ok(true);
+        };
+        let Some(row) = prompt::Entity::find_by_id(prompt_id.to_owned())
+            .one(&self.db)
+            .await?
+        else {
+            return Ok(false);
+        };
+        if row.instance_id.as_deref() == Some(me.as_str()) {
+            return Ok(true);
+        }
+        let (id, previous) = (prompt_id.to_owned(), row.instance_id);
+        let adopted = self
+            .write_with(move |transaction| {
+                let (id, me, previous) = (id.clone(), me.clone(), previous.clone());
+                Box::pin(async move {
+                    let mut update = prompt::Entity::update_many()
+                        .col_expr(
+                            prompt::Column::InstanceId,
+                            sea_orm::sea_query::Expr::value(Some(me)),
+                        )
+                        .filter(prompt::Column::Id.eq(id))
+                        .filter(prompt::Column::State.eq(PromptState::WaitingForApproval.as_str()));
+                    update = match previous {
+                        Some(previous) => update.filter(prompt::Column::InstanceId.eq(previous)),
+                        None => update.filter(prompt::Column::InstanceId.is_null()),
+                    };
+                    Ok(update.exec(transaction).await?.rows_affected)
+                })
+            })
+            .await?;
+        Ok(adopted == 1)
+    }
+
     /// Run at startup and then now and again: every `running` prompt of an instance that is
     /// gone becomes `interrupted` with its pending tool results closed as errors, and so does
     /// every such prompt waiting for approval in a mode that cannot resume (`resumable` says

@@ -388,13 +388,19 @@ impl CodeExecutor {
                             }
                         }
                         ToolResult::Error { error } => Decision::Recorded(Err(error)),
-                        ToolResult::Pending { reason } if reason != "running" => {
-                            Decision::Ask(reason)
+                        // The prompt waited for a person: nothing of this request had run.
+                        // The call put to them is put again (asking is durable, an answer
+                        // that did not finish is not); the others are decided as new.
+                        ToolResult::Pending { reason } if replay.was_waiting => {
+                            if reason == "running" {
+                                approval
+                            } else {
+                                Decision::Ask(reason)
+                            }
                         }
-                        ToolResult::Pending { .. }
-                            if replay.was_waiting || prepared.tools.idempotent(&call.tool) =>
-                        {
-                            // Not started (its request waited for a person), or safe to repeat.
+                        // It may have been running (approved, if it asked): safe to repeat
+                        // only if the tool says so.
+                        ToolResult::Pending { .. } if prepared.tools.idempotent(&call.tool) => {
                             approval
                         }
                         ToolResult::Pending { .. } => {
@@ -1537,18 +1543,14 @@ impl CodeExecutor {
         message: String,
     ) -> Result<Progress, ExecutorError> {
         tracing::warn!(prompt = %self.recorder.prompt().id, %message, "a resumed script diverged");
-        let unreached: Vec<String> = active
-            .replay
-            .take()
-            .map(|replay| {
-                replay
-                    .calls
-                    .into_iter()
-                    .filter(|call| call.result.is_pending())
-                    .map(|call| call.id)
-                    .collect()
-            })
-            .unwrap_or_default();
+        active.replay = None;
+        // The execution's calls left unfinished: those the replay did not reach, and any of
+        // the request it stopped at.
+        let unreached: Vec<String> = self
+            .calls_of(&active.code_output_id)
+            .filter(|call| call.result.is_pending())
+            .map(|call| call.id.clone())
+            .collect();
         for id in unreached {
             self.recorder
                 .finish_tool(

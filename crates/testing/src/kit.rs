@@ -8,9 +8,9 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-/// The `kit` plugin: `kit.echo`, `kit.add`, `kit.fail`, `kit.panic`, `kit.delete` (needs
-/// approval), `kit.big`, `kit.sort` (an enum field) and `kit.list` (a result with a list
-/// field, as list tools return).
+/// The `kit` plugin: `kit.echo` and `kit.add` (idempotent), `kit.fail`, `kit.panic`,
+/// `kit.delete` (needs approval), `kit.big`, `kit.sort` (an enum field) and `kit.list` (a
+/// result with a list field, as list tools return).
 pub fn plugin() -> Arc<dyn Plugin> {
     Arc::new(Kit)
 }
@@ -91,6 +91,7 @@ impl Plugin for Kit {
                 "Returns its text",
                 |_cx, input: Text| async move { Ok::<_, ToolError>(input.text) },
             )
+            .idempotent()
             .into_arc(),
         );
         context.add_tool(
@@ -99,6 +100,7 @@ impl Plugin for Kit {
                 "Adds two integers",
                 |_cx, input: Numbers| async move { Ok::<_, ToolError>(input.a + input.b) },
             )
+            .idempotent()
             .into_arc(),
         );
         context.add_tool(

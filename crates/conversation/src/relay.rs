@@ -16,7 +16,7 @@ use agentic_core::{EventPayload, EventService};
 use anyhow::{Context as _, bail};
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -41,7 +41,8 @@ struct Signal {
     from: i64,
     to: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    events: Option<Vec<(String, Value)>>,
+    /// Each event's user and payload, as written: passed on without being parsed twice.
+    events: Option<Vec<(String, Box<RawValue>)>>,
 }
 
 /// The running relay; it stops when this is dropped. Drop it before the database closes: its
@@ -139,7 +140,7 @@ async fn start_with(
     .await?;
     let mut last = 0;
     for (id, user, payload) in recent {
-        deliver(&events, id, &user, payload);
+        deliver(&events, id, &user, &payload);
         last = id;
     }
     if last == 0 {
@@ -163,8 +164,8 @@ async fn start_with(
     Ok(EventRelay { stop })
 }
 
-fn deliver(events: &EventService, id: i64, user: &str, payload: Value) {
-    match serde_json::from_value::<EventPayload>(payload) {
+fn deliver(events: &EventService, id: i64, user: &str, payload: &str) {
+    match serde_json::from_str::<EventPayload>(payload) {
         Ok(payload) => events.deliver(u64::try_from(id).unwrap_or_default(), user, payload),
         // From a newer server with an event this one does not know: skip it, keep the order.
         Err(error) => tracing::debug!(%error, id, "skipped an event this server cannot read"),
@@ -192,9 +193,12 @@ async fn append(
                 Err(_) => break,
             }
         }
-        let rows: Vec<(String, Value)> = batch
+        // Each payload is serialised once: the row and the signal carry the same text.
+        let rows: Vec<(String, Box<RawValue>)> = batch
             .into_iter()
-            .filter_map(|(user, payload)| Some((user, serde_json::to_value(payload).ok()?)))
+            .filter_map(|(user, payload)| {
+                Some((user, serde_json::value::to_raw_value(&payload).ok()?))
+            })
             .collect();
         let mut delay = Duration::from_millis(50);
         loop {
@@ -214,7 +218,7 @@ async fn append(
 }
 
 /// One transaction: the append lock, the rows, and the signal (sent at commit).
-async fn append_batch(store: &Store, rows: Vec<(String, Value)>) -> anyhow::Result<()> {
+async fn append_batch(store: &Store, rows: Vec<(String, Box<RawValue>)>) -> anyhow::Result<()> {
     store
         .write_with(move |transaction| {
             let rows = rows.clone();
@@ -231,7 +235,7 @@ async fn append_batch(store: &Store, rows: Vec<(String, Value)>) -> anyhow::Resu
                     }
                     sql.push_str(&format!("(${}, ${}, now())", index * 2 + 1, index * 2 + 2));
                     values.push(user.clone().into());
-                    values.push(payload.to_string().into());
+                    values.push(payload.get().to_owned().into());
                 }
                 sql.push_str(" RETURNING id");
                 let returned = transaction
@@ -337,7 +341,7 @@ async fn listen(
             }) if from == last + 1 => {
                 for (offset, (user, payload)) in inline.into_iter().enumerate() {
                     let id = from + i64::try_from(offset).unwrap_or_default();
-                    deliver(&events, id, &user, payload);
+                    deliver(&events, id, &user, payload.get());
                     last = id;
                 }
                 Ok(())
@@ -364,7 +368,7 @@ async fn catch_up(store: &Store, events: &EventService, last: &mut i64) -> anyho
         .await?;
         let done = rows.len() < 1000;
         for (id, user, payload) in rows {
-            deliver(events, id, &user, payload);
+            deliver(events, id, &user, &payload);
             *last = id;
         }
         if done {
@@ -373,7 +377,7 @@ async fn catch_up(store: &Store, events: &EventService, last: &mut i64) -> anyho
     }
 }
 
-async fn read_rows(store: &Store, sql: &str) -> anyhow::Result<Vec<(i64, String, Value)>> {
+async fn read_rows(store: &Store, sql: &str) -> anyhow::Result<Vec<(i64, String, String)>> {
     let rows = store
         .connection()
         .query_all_raw(Statement::from_string(DbBackend::Postgres, sql.to_owned()))
@@ -383,7 +387,7 @@ async fn read_rows(store: &Store, sql: &str) -> anyhow::Result<Vec<(i64, String,
             let id: i64 = row.try_get("", "id")?;
             let user: String = row.try_get("", "user_id")?;
             let payload: String = row.try_get("", "payload")?;
-            Ok((id, user, serde_json::from_str(&payload)?))
+            Ok((id, user, payload))
         })
         .collect()
 }

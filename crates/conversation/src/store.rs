@@ -767,21 +767,29 @@ impl Store {
         let Some(me) = self.instance_id().map(str::to_owned) else {
             return Ok(Vec::new());
         };
-        let rows = prompt::Entity::find()
-            .filter(prompt::Column::State.eq(PromptState::Running.as_str()))
-            .all(&self.db)
-            .await?;
-        if rows.is_empty() {
+        let owners = self.owners_of(&[PromptState::Running]).await?;
+        if owners.is_empty() {
             return Ok(Vec::new());
         }
         let live = self.live_instances().await?;
         let mut taken = Vec::new();
-        for row in rows {
-            let previous = row.instance_id.clone();
-            if previous
+        for (id, owner) in owners {
+            if owner
                 .as_ref()
                 .is_some_and(|instance| live.contains(instance))
             {
+                continue;
+            }
+            // Read whole only now: the live servers' prompts, usually all of them, are not.
+            let Some(row) = prompt::Entity::find_by_id(id)
+                .filter(prompt::Column::State.eq(PromptState::Running.as_str()))
+                .one(&self.db)
+                .await?
+            else {
+                continue;
+            };
+            let previous = row.instance_id.clone();
+            if previous != owner {
                 continue;
             }
             let journal = self.journal(&row).await?;
@@ -818,6 +826,22 @@ impl Store {
             }
         }
         Ok(taken)
+    }
+
+    /// The ids and owners of the prompts in `states`, without their outputs: what the sweeps
+    /// look at before they read a prompt whole.
+    async fn owners_of(
+        &self,
+        states: &[PromptState],
+    ) -> anyhow::Result<Vec<(String, Option<String>)>> {
+        Ok(prompt::Entity::find()
+            .select_only()
+            .column(prompt::Column::Id)
+            .column(prompt::Column::InstanceId)
+            .filter(prompt::Column::State.is_in(states.iter().map(|state| state.as_str())))
+            .into_tuple()
+            .all(&self.db)
+            .await?)
     }
 
     /// Makes this process the owner of a prompt waiting for approval whose owner is gone, so
@@ -868,12 +892,8 @@ impl Store {
         &self,
         resumable: &(dyn Fn(&Prompt) -> bool + Send + Sync),
     ) -> anyhow::Result<Recovery> {
-        let rows = prompt::Entity::find()
-            .filter(prompt::Column::State.is_in([
-                PromptState::Running.as_str(),
-                PromptState::WaitingForApproval.as_str(),
-            ]))
-            .all(&self.db)
+        let owners = self
+            .owners_of(&[PromptState::Running, PromptState::WaitingForApproval])
             .await?;
         let claimed = conversation::Entity::find()
             .filter(conversation::Column::ActivePromptId.like("claim:%"))
@@ -895,12 +915,24 @@ impl Store {
                 self.release(&conversation.id, &token, None).await?;
             }
         }
-        for row in rows {
-            if row
-                .instance_id
+        for (id, owner) in owners {
+            if owner
                 .as_ref()
                 .is_some_and(|instance| live.contains(instance))
             {
+                continue;
+            }
+            let Some(row) = prompt::Entity::find_by_id(id)
+                .filter(prompt::Column::State.is_in([
+                    PromptState::Running.as_str(),
+                    PromptState::WaitingForApproval.as_str(),
+                ]))
+                .one(&self.db)
+                .await?
+            else {
+                continue;
+            };
+            if row.instance_id != owner {
                 continue;
             }
             let conversation_id = row.conversation_id.clone();

@@ -64,7 +64,19 @@ pub(crate) async fn stream(
             gap = true;
             last_event_id = None;
         } else {
-            let (missed, complete) = events.replay_since(&user, after);
+            // With several servers, the shared log has what this one never read.
+            let (missed, complete) = if events.is_relayed() {
+                agentic_conversation::relay::replay_since(
+                    state.service().store(),
+                    &user,
+                    after,
+                    events.replay_capacity(),
+                )
+                .await
+                .map_err(|error| ApiError::internal(&error))?
+            } else {
+                events.replay_since(&user, after)
+            };
             // Following one prompt, the window only has to reach back to its creation: a
             // client that starts from 0 on a busy server has missed nothing of its prompt.
             let has_start = |prompt: &str| {

@@ -201,7 +201,33 @@ fn core_migrations() -> Vec<Arc<dyn MigrationTrait>> {
         Arc::new(CreateConversations),
         Arc::new(CreateEventLog),
         Arc::new(CreatePromptJournal),
+        Arc::new(IndexEventLogByUser),
     ]
+}
+
+/// A user's events in order, for replaying from the shared log (`relay::replay_since`).
+struct IndexEventLogByUser;
+
+impl MigrationName for IndexEventLogByUser {
+    fn name(&self) -> &str {
+        "0004_event_log_by_user"
+    }
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for IndexEventLogByUser {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), sea_orm::DbErr> {
+        manager
+            .create_index(
+                Index::create()
+                    .name("event_log_user_id")
+                    .table("event_log")
+                    .col("user_id")
+                    .col("id")
+                    .to_owned(),
+            )
+            .await
+    }
 }
 
 /// Each prompt's mode journal (`entity::prompt_journal`).

@@ -127,25 +127,10 @@ async fn start_with(
     if decisions.is_some() {
         listener.listen(DECISIONS).await?;
     }
-    // The most recent events fill the replay window, so a client that reconnects after this
-    // server restarted can still resume; subscribers start after them.
-    let recent = read_rows(
-        &store,
-        &format!(
-            "SELECT id, user_id, payload FROM (SELECT id, user_id, payload FROM event_log \
-             ORDER BY id DESC LIMIT {}) recent ORDER BY id",
-            events.replay_capacity()
-        ),
-    )
-    .await?;
-    let mut last = 0;
-    for (id, user, payload) in recent {
-        deliver(&events, id, &user, &payload);
-        last = id;
-    }
-    if last == 0 {
-        last = max_id(&store).await?;
-    }
+    // Subscribers start after the log's last event; a client that resumes from an earlier
+    // one is replayed from the log ([`replay_since`]).
+    let last = max_id(&store).await?;
+    events.skip_to(u64::try_from(last).unwrap_or_default());
     let (sender, receiver) = mpsc::unbounded_channel();
     events.relay_to(sender);
     let stop = CancellationToken::new();
@@ -165,8 +150,16 @@ async fn start_with(
 }
 
 fn deliver(events: &EventService, id: i64, user: &str, payload: &str) {
+    let seq = u64::try_from(id).unwrap_or_default();
+    // Nobody here follows this user: the event is not read at all. A client that comes
+    // later is replayed from the log. So each event is parsed by the servers that show it,
+    // not by every server.
+    if !events.wants(user) {
+        events.skip_to(seq);
+        return;
+    }
     match serde_json::from_str::<EventPayload>(payload) {
-        Ok(payload) => events.deliver(u64::try_from(id).unwrap_or_default(), user, payload),
+        Ok(payload) => events.deliver(seq, user, payload),
         // From a newer server with an event this one does not know: skip it, keep the order.
         Err(error) => tracing::debug!(%error, id, "skipped an event this server cannot read"),
     }
@@ -353,6 +346,57 @@ async fn listen(
             tracing::warn!(error = %format!("{error:#}"), "could not read events from the shared log");
         }
     }
+}
+
+/// The user's events after `after`, from the shared log, oldest first, at most `limit` of
+/// them; and whether they reach back that far (the log keeps 15 minutes, and more than
+/// `limit` events since is a gap too). What a server replays to a client that resumes with
+/// `Last-Event-ID`, whichever server it followed before.
+pub async fn replay_since(
+    store: &Store,
+    user: &str,
+    after: u64,
+    limit: usize,
+) -> anyhow::Result<(Vec<std::sync::Arc<agentic_core::Event>>, bool)> {
+    let after = i64::try_from(after).unwrap_or(i64::MAX);
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let rows = store
+        .connection()
+        .query_all_raw(Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            "SELECT id, payload FROM event_log WHERE user_id = $1 AND id > $2 ORDER BY id LIMIT $3",
+            [user.into(), after.into(), (limit + 1).into()],
+        ))
+        .await?;
+    let oldest = store
+        .connection()
+        .query_one_raw(Statement::from_string(
+            DbBackend::Postgres,
+            "SELECT COALESCE(MIN(id), 0) AS id FROM event_log",
+        ))
+        .await?
+        .map(|row| row.try_get::<i64>("", "id"))
+        .transpose()?
+        .unwrap_or_default();
+    let mut complete = oldest <= after.saturating_add(1) || after == 0;
+    let mut events = Vec::with_capacity(rows.len());
+    for row in rows {
+        if i64::try_from(events.len()).unwrap_or(i64::MAX) >= limit {
+            complete = false;
+            break;
+        }
+        let id: i64 = row.try_get("", "id")?;
+        let payload: String = row.try_get("", "payload")?;
+        // An event this server cannot read (from a newer one) is left out, as when live.
+        if let Ok(payload) = serde_json::from_str::<EventPayload>(&payload) {
+            events.push(std::sync::Arc::new(agentic_core::Event {
+                seq: u64::try_from(id).unwrap_or_default(),
+                user_id: user.to_owned(),
+                payload,
+            }));
+        }
+    }
+    Ok((events, complete))
 }
 
 /// Delivers every row after `last`, in order.

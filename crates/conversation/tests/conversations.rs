@@ -519,6 +519,7 @@ async fn plugin_migrations_run_once_at_startup() {
                     "agentic/0001_conversations".to_owned(),
                     "agentic/0002_event_log".to_owned(),
                     "agentic/0003_prompt_journal".to_owned(),
+                    "agentic/0004_event_log_by_user".to_owned(),
                     "notes/0001_notes".to_owned()
                 ],
                 "{}",

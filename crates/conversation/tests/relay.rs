@@ -135,15 +135,36 @@ async fn servers_on_one_postgres_share_events_in_one_order() {
             .collect();
         assert_eq!(replayed, seen_a[100..].to_vec());
 
-        // A server that starts later fills its replay window from the log.
+        // A server that starts later, and never read these events, replays them from the
+        // log: the same events, with the same seqs.
         let (c, _) = service_with(&db, "[]", kit_config(serde_json::json!({}))).await;
         let hub_c = c.runtime().services().events.clone();
         let _relay_c = relay::start(c.store().clone(), hub_c.clone())
             .await
             .unwrap();
-        let (window, _) = hub_c.replay_since("alice", resume_after);
-        assert_eq!(window.len(), 100);
-        assert_eq!(window[0].seq, seen_a[100].0);
+        let (window, complete) = relay::replay_since(c.store(), "alice", resume_after, 4096)
+            .await
+            .unwrap();
+        assert!(complete);
+        let from_log: Vec<(u64, String)> = window
+            .iter()
+            .filter_map(|event| match &event.payload {
+                EventPayload::ConversationUpdated { conversation_id } => {
+                    Some((event.seq, conversation_id.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(from_log, seen_a[100..].to_vec());
+        // At most `limit` of them, and then it says there is more.
+        let (first, complete) = relay::replay_since(c.store(), "alice", resume_after, 10)
+            .await
+            .unwrap();
+        assert_eq!(first.len(), 10);
+        assert!(!complete);
+        // Nobody on C follows alice: C read none of her events, and knows the log's last seq.
+        assert!(hub_c.replay_since("alice", 0).0.is_empty());
+        assert_eq!(hub_c.last_seq(), hub_a.last_seq());
     }
 }
 

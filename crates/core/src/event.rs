@@ -325,6 +325,35 @@ impl EventService {
         }
     }
 
+    /// Whether anyone here follows `user_id`'s events: a subscriber of theirs, lossless or
+    /// not, or one of everyone's. A relay skips the events nobody here wants.
+    pub fn wants(&self, user_id: &str) -> bool {
+        if self.inner.sender.receiver_count() > 0 {
+            return true;
+        }
+        let followed = self
+            .inner
+            .users
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(user_id)
+            .is_some_and(|sender| sender.receiver_count() > 0);
+        followed
+            || self
+                .inner
+                .lossless
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .iter()
+                .any(|(user, _)| user == user_id)
+    }
+
+    /// Notes that the shared log's event `seq` went by without being delivered here (nobody
+    /// here wanted it), so that [`Self::last_seq`] stays the log's.
+    pub fn skip_to(&self, seq: u64) {
+        self.inner.next_seq.fetch_max(seq + 1, Ordering::SeqCst);
+    }
+
     /// The `seq` of the most recent event, 0 before the first.
     pub fn last_seq(&self) -> u64 {
         self.inner.next_seq.load(Ordering::SeqCst).saturating_sub(1)

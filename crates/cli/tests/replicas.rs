@@ -585,7 +585,7 @@ fn kills_in_mixed_modes_lose_nothing() {
         &config,
         format!(
             "[shell]\nallow = [\"sleep\"]\n\n[conversation]\nleaseSeconds = {lease}\n\n\
-             [interpreter]\nautoApprove = true\n"
+             [interpreter]\nautoApprove = true\n\n[api]\nrequestsPerMinute = 100000\nburst = 10000\n"
         ),
     )
     .unwrap();
@@ -685,7 +685,7 @@ fn kills_in_mixed_modes_lose_nothing() {
                 for title in [format!("kill {kill} before"), format!("kill {kill} after")] {
                     let made = listed["output"]["todos"]
                         .as_array()
-                        .unwrap()
+                        .unwrap_or_else(|| panic!("todo.list: {listed}"))
                         .iter()
                         .filter(|todo| todo["title"] == title.as_str())
                         .count();

@@ -387,7 +387,8 @@ fn three_servers_lose_nothing_when_one_is_killed_in_either_mode() {
     std::fs::write(
         &config,
         format!(
-            "[fs]\nroot = \"{}\"\nperUser = true\n\n[shell]\nallow = [\"sleep\"]\n",
+            "[fs]\nroot = \"{}\"\nperUser = true\n\n[shell]\nallow = [\"sleep\"]\n\n\
+             [api]\nrequestsPerMinute = 100000\nburst = 10000\n",
             files.display()
         ),
     )

@@ -805,6 +805,18 @@ pub fn result_text_for_model(value: &Value, limit: usize) -> String {
     cap_text(&text, limit)
 }
 
+/// Serialises a time as RFC 3339 in UTC with exactly three fractional digits
+/// (`#[serde(serialize_with = "agentic_core::tool::rfc3339_millis")]`). chrono's default
+/// writes as many digits as the clock gave (none, 3, 6 or 9), so a tool result would change
+/// length with the clock and the database: what a model reads, and what a timeline's token
+/// counts measure, should not.
+pub fn rfc3339_millis<S: serde::Serializer>(
+    time: &chrono::DateTime<Utc>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(&time.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+}
+
 /// Cuts text to `limit` characters, saying how many were cut.
 pub fn cap_text(text: &str, limit: usize) -> String {
     let total = text.chars().count();

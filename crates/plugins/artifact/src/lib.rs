@@ -79,6 +79,7 @@ pub struct ArtifactInfo {
     pub size: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    #[serde(serialize_with = "agentic_core::tool::rfc3339_millis")]
     pub created_at: DateTime<Utc>,
 }
 

@@ -173,6 +173,7 @@ pub struct Entry {
     /// Set on entries filed by context compression: the conversation they came from.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub conversation_id: Option<String>,
+    #[serde(serialize_with = "agentic_core::tool::rfc3339_millis")]
     pub created_at: DateTime<Utc>,
 }
 

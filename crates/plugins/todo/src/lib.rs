@@ -102,6 +102,7 @@ pub struct Todo {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub due: Option<String>,
     pub done: bool,
+    #[serde(serialize_with = "agentic_core::tool::rfc3339_millis")]
     pub created_at: DateTime<Utc>,
 }
 

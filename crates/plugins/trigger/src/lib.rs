@@ -108,6 +108,7 @@ pub struct Trigger {
     /// Why the last fire started no prompt.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    #[serde(serialize_with = "agentic_core::tool::rfc3339_millis")]
     pub created_at: DateTime<Utc>,
 }
 

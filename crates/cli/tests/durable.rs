@@ -6,10 +6,8 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
-
 use serde_json::{Value, json};
-use support::{script, serve_with};
+use support::{script, serve_with, start_prompt, wait_for_state, wait_until};
 
 const SCRIPT: &str = r#"
 - code: |
@@ -21,36 +19,6 @@ const SCRIPT: &str = r#"
     fs.write({ path: "after.txt", content: slept + " " + token });
     done("Wrote once.txt, then after.txt: " + slept + " " + token);
 "#;
-
-async fn get(client: &reqwest::Client, url: &str, user: &str, prompt: &str) -> Value {
-    client
-        .get(format!("{url}/api/prompts/{prompt}"))
-        .header("x-user-id", user)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
-async fn wait_until(
-    client: &reqwest::Client,
-    url: &str,
-    prompt: &str,
-    what: &str,
-    done: impl Fn(&Value) -> bool,
-) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let stored = get(client, url, "alice", prompt).await;
-        if done(&stored) {
-            return stored;
-        }
-        assert!(Instant::now() < deadline, "{what}: {stored}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 fn outputs_of<'a>(prompt: &'a Value, function: &str) -> Vec<&'a Value> {
     prompt["output"]
@@ -92,17 +60,12 @@ fn an_interrupted_code_prompt_continues_from_its_journal() {
 
     let (mut server, url, _) = serve_with(&first, &database, &options, &[]);
     let prompt = runtime.block_on(async {
-        let started: Value = client
-            .post(format!("{url}/api/prompt"))
-            .header("x-user-id", "alice")
-            .json(&json!({ "input": "Write the files", "mode": "code" }))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let prompt = started["promptId"].as_str().unwrap().to_owned();
+        let prompt = start_prompt(
+            &client,
+            &url,
+            json!({ "input": "Write the files", "mode": "code" }),
+        )
+        .await;
         // Killed while the command runs.
         wait_until(
             &client,
@@ -123,8 +86,8 @@ fn an_interrupted_code_prompt_continues_from_its_journal() {
 
     let (mut server, url, log) = serve_with(&second, &database, &options, &[]);
     runtime.block_on(async {
-        let stored = get(&client, &url, "alice", &prompt).await;
-        assert_eq!(stored["state"], "interrupted", "{stored}");
+        // Found interrupted at startup (its process is gone).
+        let stored = wait_for_state(&client, &url, &prompt, "interrupted").await;
         let token = stored["output"]
             .as_array()
             .unwrap()
@@ -151,10 +114,7 @@ fn an_interrupted_code_prompt_continues_from_its_journal() {
         let accepted: Value = continued.json().await.unwrap();
         assert_eq!(accepted["promptId"], prompt.as_str());
 
-        let done = wait_until(&client, &url, &prompt, "never completed", |stored| {
-            stored["state"] == "completed"
-        })
-        .await;
+        let done = wait_for_state(&client, &url, &prompt, "completed").await;
         let again = client
             .post(format!("{url}/api/prompts/{prompt}/continue"))
             .header("x-user-id", "alice")

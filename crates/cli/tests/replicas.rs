@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use agentic_conversation::sea_orm::{ConnectionTrait as _, Database};
 use futures::StreamExt as _;
 use serde_json::{Value, json};
-use support::{script, serve_with};
+use support::{script, serve_with, start_prompt, wait_for_state, wait_until};
 
 /// A fresh database on the test server, or `None` when there is no server to use.
 async fn fresh_database() -> Option<String> {
@@ -65,54 +65,27 @@ async fn read_prompt(response: reqwest::Response) -> Vec<(u64, String, Value)> {
     }
 }
 
-/// Polls a prompt of alice's until it is in `state`.
-async fn wait_for_state(client: &reqwest::Client, url: &str, prompt: &str, state: &str) -> Value {
-    wait_until(client, url, prompt, &format!("never {state}"), |stored| {
-        stored["state"] == state
-    })
-    .await
-}
-
-/// Polls a prompt of alice's until `done` says so; fails with `what` after 30 s.
-async fn wait_until(
-    client: &reqwest::Client,
-    url: &str,
-    prompt: &str,
-    what: &str,
-    done: impl Fn(&Value) -> bool,
-) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let stored: Value = client
-            .get(format!("{url}/api/prompts/{prompt}"))
-            .header("x-user-id", "alice")
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if done(&stored) {
-            return stored;
-        }
-        assert!(Instant::now() < deadline, "{what}: {stored}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Starts a prompt of alice's on the server at `url`; returns its id.
-async fn start_prompt(client: &reqwest::Client, url: &str, body: Value) -> String {
-    let started: Value = client
-        .post(format!("{url}/api/prompt"))
+/// Waits until alice's prompt waits for approval (read through `url`), then approves its
+/// call of `function` there.
+async fn approve_when_waiting(client: &reqwest::Client, url: &str, prompt: &str, function: &str) {
+    let waiting = wait_for_state(client, url, prompt, "waiting_for_approval").await;
+    let call = waiting["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|output| output["function"] == function)
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let approved = client
+        .post(format!("{url}/api/prompts/{prompt}/approve"))
         .header("x-user-id", "alice")
-        .json(&body)
+        .json(&json!({ "toolCallId": call }))
         .send()
         .await
-        .unwrap()
-        .json()
-        .await
         .unwrap();
-    started["promptId"].as_str().unwrap().to_owned()
+    assert_eq!(approved.status(), 202);
 }
 
 /// Removes a database [`fresh_database`] made.
@@ -194,24 +167,7 @@ fn servers_on_one_postgres_share_events_and_stop_cleanly() {
             json!({ "input": "Save it", "mode": "code" }),
         )
         .await;
-        let waiting = wait_for_state(&client, &url_b, &prompt, "waiting_for_approval").await;
-        let call = waiting["output"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|output| output["function"] == "fs.write")
-            .unwrap()["id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
-        let approved = client
-            .post(format!("{url_b}/api/prompts/{prompt}/approve"))
-            .header("x-user-id", "alice")
-            .json(&json!({ "toolCallId": call }))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(approved.status(), 202);
+        approve_when_waiting(&client, &url_b, &prompt, "fs.write").await;
         let done = wait_for_state(&client, &url_b, &prompt, "completed").await;
         let writes = done["output"]
             .as_array()
@@ -422,24 +378,7 @@ fn three_servers_lose_nothing_when_one_is_killed_in_either_mode() {
         // Paused on A, approved on C: the decision goes to A, where the script waits.
         let prompt =
             start_prompt(&client, &url_a, json!({ "input": "Save", "mode": "code" })).await;
-        let waiting = wait_for_state(&client, &url_c, &prompt, "waiting_for_approval").await;
-        let call = waiting["output"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|output| output["function"] == "fs.write")
-            .unwrap()["id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
-        let approved = client
-            .post(format!("{url_c}/api/prompts/{prompt}/approve"))
-            .header("x-user-id", "alice")
-            .json(&json!({ "toolCallId": call }))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(approved.status(), 202);
+        approve_when_waiting(&client, &url_c, &prompt, "fs.write").await;
         wait_for_state(&client, &url_b, &prompt, "completed").await;
 
         // Two clients follow alice: X on A (it will lose its server), Y on B.
@@ -644,10 +583,7 @@ fn kills_in_mixed_modes_lose_nothing() {
             a.kill().unwrap();
             a.wait().unwrap();
             let killed = Instant::now();
-            let done = wait_until(&client, &url_b, &prompt, "never completed", |stored| {
-                stored["state"] == "completed"
-            })
-            .await;
+            let done = wait_for_state(&client, &url_b, &prompt, "completed").await;
             times.push(killed.elapsed().as_secs_f64());
             // Every output seen before the kill is still there, as it was or finished.
             let after = done["output"].as_array().unwrap();

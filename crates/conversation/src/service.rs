@@ -492,31 +492,25 @@ impl ConversationService {
         rejection: Option<Option<&str>>,
     ) -> Result<Prompt, ConversationError> {
         let prompts = self.inner.runtime.prompts();
+        let not_waiting = || -> ConversationError {
+            PromptServiceError::Executor(agentic_core::ExecutorError::NotWaiting(
+                tool_call_id.to_owned(),
+            ))
+            .into()
+        };
+        let decision = Decision {
+            user_id: user_id.to_owned(),
+            prompt_id: prompt_id.to_owned(),
+            tool_call_id: tool_call_id.to_owned(),
+            rejection: rejection.map(|reason| reason.map(str::to_owned)),
+        };
         // Held by another live server: the decision goes there, where the prompt waits.
         if prompts.get(prompt_id).is_none()
-            && let Some(forwarder) = self.inner.forwarder.get()
-            && let Some(owner) = self.inner.store.live_owner(user_id, prompt_id).await?
+            && let Some(stored) = self.forward_to_owner(&decision).await?
         {
-            let stored = self.prompt(user_id, prompt_id).await?;
             if stored.prompt.state != PromptState::WaitingForApproval {
-                return Err(
-                    PromptServiceError::Executor(agentic_core::ExecutorError::NotWaiting(
-                        tool_call_id.to_owned(),
-                    ))
-                    .into(),
-                );
+                return Err(not_waiting());
             }
-            forwarder
-                .forward(
-                    &owner,
-                    Decision {
-                        user_id: user_id.to_owned(),
-                        prompt_id: prompt_id.to_owned(),
-                        tool_call_id: tool_call_id.to_owned(),
-                        rejection: rejection.map(|reason| reason.map(str::to_owned)),
-                    },
-                )
-                .await?;
             return Ok(stored.prompt);
         }
         // Getting or rebuilding the executor is one step, so two decisions arriving together
@@ -525,38 +519,15 @@ impl ConversationService {
         let stored = self.prompt(user_id, prompt_id).await?;
         if prompts.get(prompt_id).is_none() {
             if stored.prompt.state != PromptState::WaitingForApproval {
-                return Err(
-                    PromptServiceError::Executor(agentic_core::ExecutorError::NotWaiting(
-                        tool_call_id.to_owned(),
-                    ))
-                    .into(),
-                );
+                return Err(not_waiting());
             }
             if !self.inner.store.adopt_waiting(prompt_id).await? {
                 // Another server rebuilt it a moment ago: the decision goes there.
                 drop(resuming);
-                if let Some(forwarder) = self.inner.forwarder.get()
-                    && let Some(owner) = self.inner.store.live_owner(user_id, prompt_id).await?
-                {
-                    forwarder
-                        .forward(
-                            &owner,
-                            Decision {
-                                user_id: user_id.to_owned(),
-                                prompt_id: prompt_id.to_owned(),
-                                tool_call_id: tool_call_id.to_owned(),
-                                rejection: rejection.map(|reason| reason.map(str::to_owned)),
-                            },
-                        )
-                        .await?;
-                    return Ok(stored.prompt);
-                }
-                return Err(
-                    PromptServiceError::Executor(agentic_core::ExecutorError::NotWaiting(
-                        tool_call_id.to_owned(),
-                    ))
-                    .into(),
-                );
+                return match self.forward_to_owner(&decision).await? {
+                    Some(stored) => Ok(stored.prompt),
+                    None => Err(not_waiting()),
+                };
             }
             self.executor_for(&stored).await?;
         }
@@ -569,6 +540,30 @@ impl ConversationService {
             Some(reason) => prompts.reject(prompt_id, tool_call_id, reason).await,
         };
         settle(&self.inner, &stored.conversation_id, &handle, result).await
+    }
+
+    /// Sends `decision` to the live server, other than this one, that holds its prompt;
+    /// the prompt as stored when it went, or `None` when no such server holds it.
+    async fn forward_to_owner(
+        &self,
+        decision: &Decision,
+    ) -> Result<Option<StoredPrompt>, ConversationError> {
+        let Some(forwarder) = self.inner.forwarder.get() else {
+            return Ok(None);
+        };
+        let Some(owner) = self
+            .inner
+            .store
+            .live_owner(&decision.user_id, &decision.prompt_id)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let stored = self.prompt(&decision.user_id, &decision.prompt_id).await?;
+        if stored.prompt.state == PromptState::WaitingForApproval {
+            forwarder.forward(&owner, decision.clone()).await?;
+        }
+        Ok(Some(stored))
     }
 
     fn checkpoint(&self) -> Arc<dyn PromptCheckpoint> {

@@ -799,29 +799,10 @@ impl Store {
             if !resumable(&stored.prompt) {
                 continue;
             }
-            let (id, me) = (stored.prompt.id.clone(), me.clone());
-            let claimed = self
-                .write_with(move |transaction| {
-                    let (id, me, previous) = (id.clone(), me.clone(), previous.clone());
-                    Box::pin(async move {
-                        let mut update = prompt::Entity::update_many()
-                            .col_expr(
-                                prompt::Column::InstanceId,
-                                sea_orm::sea_query::Expr::value(Some(me)),
-                            )
-                            .filter(prompt::Column::Id.eq(id))
-                            .filter(prompt::Column::State.eq(PromptState::Running.as_str()));
-                        update = match previous {
-                            Some(previous) => {
-                                update.filter(prompt::Column::InstanceId.eq(previous))
-                            }
-                            None => update.filter(prompt::Column::InstanceId.is_null()),
-                        };
-                        Ok(update.exec(transaction).await?.rows_affected)
-                    })
-                })
-                .await?;
-            if claimed == 1 {
+            if self
+                .reassign(&stored.prompt.id, PromptState::Running, previous, &me)
+                .await?
+            {
                 taken.push(stored);
             }
         }
@@ -861,19 +842,37 @@ impl Store {
         if row.instance_id.as_deref() == Some(me.as_str()) {
             return Ok(true);
         }
-        let (id, previous) = (prompt_id.to_owned(), row.instance_id);
-        let adopted = self
+        self.reassign(
+            prompt_id,
+            PromptState::WaitingForApproval,
+            row.instance_id,
+            &me,
+        )
+        .await
+    }
+
+    /// Makes instance `to` the owner of a prompt in `state` that `previous` owned, in one
+    /// conditional `UPDATE`: of several servers trying at once, one wins (true).
+    async fn reassign(
+        &self,
+        prompt_id: &str,
+        state: PromptState,
+        previous: Option<String>,
+        to: &str,
+    ) -> anyhow::Result<bool> {
+        let (id, to) = (prompt_id.to_owned(), to.to_owned());
+        let changed = self
             .write_with(move |transaction| {
-                let (id, me, previous) = (id.clone(), me.clone(), previous.clone());
+                let (id, to, previous) = (id.clone(), to.clone(), previous.clone());
                 Box::pin(async move {
-                    let mut update = prompt::Entity::update_many()
+                    let update = prompt::Entity::update_many()
                         .col_expr(
                             prompt::Column::InstanceId,
-                            sea_orm::sea_query::Expr::value(Some(me)),
+                            sea_orm::sea_query::Expr::value(Some(to)),
                         )
                         .filter(prompt::Column::Id.eq(id))
-                        .filter(prompt::Column::State.eq(PromptState::WaitingForApproval.as_str()));
-                    update = match previous {
+                        .filter(prompt::Column::State.eq(state.as_str()));
+                    let update = match previous {
                         Some(previous) => update.filter(prompt::Column::InstanceId.eq(previous)),
                         None => update.filter(prompt::Column::InstanceId.is_null()),
                     };
@@ -881,7 +880,7 @@ impl Store {
                 })
             })
             .await?;
-        Ok(adopted == 1)
+        Ok(changed == 1)
     }
 
     /// Run at startup and then now and again: every `running` prompt of an instance that is

@@ -238,56 +238,27 @@ impl CodeExecutor {
         let store = record.store.clone().unwrap_or_else(|| self.store.clone());
         let path = record.path.unwrap_or(CodePath::Plain);
         tracing::info!(prompt = %self.recorder.prompt().id, execution = %code_output_id, "resuming a script from its journal");
-        let span = tracing::info_span!(
-            target: agentic_core::telemetry::SPANS,
-            "execute_code",
-            otel.name = "execute_code",
-            gen_ai.operation.name = "execute_tool",
-            gen_ai.tool.name = CODE_EXECUTE,
-            gen_ai.tool.call.id = %code_output_id,
-            agentic.code.resumed = true,
-            error.type = tracing::field::Empty,
-            otel.status_code = tracing::field::Empty,
-            otel.status_description = tracing::field::Empty,
-        );
-        let execution = self
-            .shared
-            .sandbox
-            .start_with_wall_time(
-                Some(&self.options.user_id),
-                ExecuteRequest {
-                    code,
-                    tools: bindings.to_vec(),
-                    input: None,
-                    store: store.clone(),
-                    limits: self.shared.sandbox.config().script_limits(),
-                    allow_prose: path == CodePath::Plain,
-                    same_tools_as_before: false,
-                    determinism: Determinism {
-                        seed: record.seed,
-                        clock: record.clock,
-                    },
-                },
-                None,
-            )
-            .instrument(span.clone())
-            .await;
-        self.active = Some(ActiveExecution {
-            execution,
+        let replay = Replay {
+            calls,
+            matched: 0,
+            llm: record.llm,
+            outputs,
+            was_waiting: resumed_from == PromptState::WaitingForApproval,
+        };
+        let determinism = Determinism {
+            seed: record.seed,
+            clock: record.clock,
+        };
+        self.launch(
             code_output_id,
+            code,
             path,
-            logs: Vec::new(),
-            batch: None,
-            span,
-            replay: Some(Replay {
-                calls,
-                matched: 0,
-                llm: record.llm,
-                outputs,
-                was_waiting: resumed_from == PromptState::WaitingForApproval,
-            }),
-            start_store: store,
-        });
+            store,
+            bindings,
+            determinism,
+            Some(replay),
+        )
+        .await;
         Ok(())
     }
 
@@ -626,22 +597,6 @@ impl CodeExecutor {
                 self.recorder.complete().await?;
                 return Ok(self.recorder.prompt().clone());
             }
-            let span = tracing::info_span!(
-                target: agentic_core::telemetry::SPANS,
-                "execute_code",
-                otel.name = "execute_code",
-                gen_ai.operation.name = "execute_tool",
-                gen_ai.tool.name = CODE_EXECUTE,
-                gen_ai.tool.call.id = %code_output_id,
-                agentic.code.iteration = agentic_core::telemetry::count(self.iterations),
-                agentic.code = tracing::field::Empty,
-                error.type = tracing::field::Empty,
-                otel.status_code = tracing::field::Empty,
-                otel.status_description = tracing::field::Empty,
-            );
-            if agentic_core::telemetry::record_payloads() {
-                span.record("agentic.code", code.as_str());
-            }
             // What the script reads besides its code and its tools' answers is journaled
             // first, so that another process can replay it.
             let seed = fastrand::u64(..);
@@ -652,39 +607,83 @@ impl CodeExecutor {
                 store: self.store.clone(),
             })
             .await?;
-            let execution = self
-                .shared
-                .sandbox
-                .start_with_wall_time(
-                    Some(&self.options.user_id),
-                    ExecuteRequest {
-                        code,
-                        tools: bindings.clone(),
-                        input: None,
-                        store: self.store.clone(),
-                        limits: self.shared.sandbox.config().script_limits(),
-                        allow_prose: path == CodePath::Plain,
-                        same_tools_as_before: false,
-                        determinism: Determinism {
-                            seed: Some(seed),
-                            clock: Vec::new(),
-                        },
-                    },
-                    None,
-                )
-                .instrument(span.clone())
-                .await;
-            self.active = Some(ActiveExecution {
-                execution,
+            let determinism = Determinism {
+                seed: Some(seed),
+                clock: Vec::new(),
+            };
+            let store = self.store.clone();
+            self.launch(
                 code_output_id,
+                code,
                 path,
-                logs: Vec::new(),
-                batch: None,
-                span,
-                replay: None,
-                start_store: self.store.clone(),
-            });
+                store,
+                &bindings,
+                determinism,
+                None,
+            )
+            .await;
         }
+    }
+
+    /// Starts a script in the sandbox, inside its `execute_code` span (the parent of its tool
+    /// and `llm()` calls), as the active execution; `replay` when it resumes from a journal.
+    #[allow(clippy::too_many_arguments)]
+    async fn launch(
+        &mut self,
+        code_output_id: String,
+        code: String,
+        path: CodePath,
+        store: Map<String, Value>,
+        bindings: &[ToolBinding],
+        determinism: Determinism,
+        replay: Option<Replay>,
+    ) {
+        let span = tracing::info_span!(
+            target: agentic_core::telemetry::SPANS,
+            "execute_code",
+            otel.name = "execute_code",
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = CODE_EXECUTE,
+            gen_ai.tool.call.id = %code_output_id,
+            agentic.code.iteration = agentic_core::telemetry::count(self.iterations),
+            agentic.code.resumed = replay.is_some(),
+            agentic.code = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+            otel.status_description = tracing::field::Empty,
+        );
+        if agentic_core::telemetry::record_payloads() {
+            span.record("agentic.code", code.as_str());
+        }
+        let execution = self
+            .shared
+            .sandbox
+            .start_with_wall_time(
+                Some(&self.options.user_id),
+                ExecuteRequest {
+                    code,
+                    tools: bindings.to_vec(),
+                    input: None,
+                    store: store.clone(),
+                    limits: self.shared.sandbox.config().script_limits(),
+                    allow_prose: path == CodePath::Plain,
+                    same_tools_as_before: false,
+                    determinism,
+                },
+                None,
+            )
+            .instrument(span.clone())
+            .await;
+        self.active = Some(ActiveExecution {
+            execution,
+            code_output_id,
+            path,
+            logs: Vec::new(),
+            batch: None,
+            span,
+            replay,
+            start_store: store,
+        });
     }
 
     /// Feeds the script until it finishes or waits for a person.

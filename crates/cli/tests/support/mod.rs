@@ -7,6 +7,9 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
 
 /// A turn script in a temporary file, removed when dropped.
 pub struct Script(pub PathBuf);
@@ -169,4 +172,59 @@ pub fn conversation_id(stderr: &str) -> String {
         .find(|line| line.starts_with("agentic: conversation "))
         .unwrap_or_else(|| panic!("no conversation id in: {stderr}"));
     line.split_whitespace().nth(2).unwrap().to_owned()
+}
+
+/// Polls a prompt of alice's until it is in `state`.
+pub async fn wait_for_state(
+    client: &reqwest::Client,
+    url: &str,
+    prompt: &str,
+    state: &str,
+) -> Value {
+    wait_until(client, url, prompt, &format!("never {state}"), |stored| {
+        stored["state"] == state
+    })
+    .await
+}
+
+/// Polls a prompt of alice's until `done` says so; fails with `what` after 30 s.
+pub async fn wait_until(
+    client: &reqwest::Client,
+    url: &str,
+    prompt: &str,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let stored: Value = client
+            .get(format!("{url}/api/prompts/{prompt}"))
+            .header("x-user-id", "alice")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if done(&stored) {
+            return stored;
+        }
+        assert!(Instant::now() < deadline, "{what}: {stored}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Starts a prompt of alice's on the server at `url`; returns its id.
+pub async fn start_prompt(client: &reqwest::Client, url: &str, body: Value) -> String {
+    let started: Value = client
+        .post(format!("{url}/api/prompt"))
+        .header("x-user-id", "alice")
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    started["promptId"].as_str().unwrap().to_owned()
 }

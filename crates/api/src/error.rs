@@ -135,6 +135,12 @@ impl From<ConversationError> for ApiError {
             busy @ ConversationError::Busy { .. } => {
                 Self::new(StatusCode::CONFLICT, "busy", busy.to_string())
             }
+            not @ ConversationError::NotWaiting { .. } => {
+                Self::new(StatusCode::CONFLICT, "not_waiting", not.to_string())
+            }
+            decided @ ConversationError::AlreadyDecided { .. } => {
+                Self::new(StatusCode::CONFLICT, "already_decided", decided.to_string())
+            }
             not @ ConversationError::NotCancellable { .. } => {
                 Self::new(StatusCode::CONFLICT, "not_cancellable", not.to_string())
             }

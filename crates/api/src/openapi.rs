@@ -13,8 +13,8 @@ use utoipa_swagger_ui::SwaggerUi;
 use crate::AppState;
 use crate::error::ErrorBody;
 use crate::types::{
-    ApproveBody, ConversationDetail, DecisionAccepted, Health, InvokeResult, PromptAccepted,
-    PromptBody, RejectBody, ToolDetail, ToolSummary,
+    ApproveBody, CancelSent, ConversationDetail, DecisionAccepted, Health, InvokeResult,
+    PromptAccepted, PromptBody, RejectBody, ToolDetail, ToolSummary,
 };
 
 /// Swagger UI at `/api/docs`, reading `/api/openapi.json`.
@@ -52,6 +52,7 @@ pub fn document() -> Value {
     let approve_body = generator.subschema_for::<ApproveBody>();
     let reject_body = generator.subschema_for::<RejectBody>();
     let decision = generator.subschema_for::<DecisionAccepted>();
+    let cancel_sent = generator.subschema_for::<CancelSent>();
     let conversations = generator.subschema_for::<Vec<Conversation>>();
     let conversation = generator.subschema_for::<ConversationDetail>();
     let tools = generator.subschema_for::<Vec<ToolSummary>>();
@@ -106,7 +107,11 @@ pub fn document() -> Value {
             errors: &[
                 (400, "invalid id or body"),
                 (404, "no such prompt for this user"),
-                (409, "no such tool call is waiting"),
+                (
+                    409,
+                    "`not_waiting`: the call does not wait for a decision (the message names \
+                     those that do); `already_decided`: it was decided already",
+                ),
             ],
         },
         Operation {
@@ -119,7 +124,11 @@ pub fn document() -> Value {
             errors: &[
                 (400, "invalid id or body"),
                 (404, "no such prompt for this user"),
-                (409, "no such tool call is waiting"),
+                (
+                    409,
+                    "`not_waiting`: the call does not wait for a decision (the message names \
+                     those that do); `already_decided`: it was decided already",
+                ),
             ],
         },
         Operation {
@@ -326,6 +335,17 @@ pub fn document() -> Value {
                 (None, _) => json!({ "description": description }),
             },
         );
+        if operation.path == "/api/prompts/{id}/cancel" {
+            responses.insert(
+                "202".to_owned(),
+                json!({
+                    "description": "the prompt runs on another server, which has not ended it \
+                                    yet: the cancel is stored and applied there (or where the \
+                                    prompt is taken over); prompt.cancelled follows",
+                    "content": { "application/json": { "schema": cancel_sent.clone() } }
+                }),
+            );
+        }
         let auth_errors: &[(u16, &str)] = if operation.public { &[] } else { &AUTH_ERRORS };
         for (code, description) in operation.errors.iter().chain(auth_errors) {
             responses.entry(code.to_string()).or_insert_with(|| {

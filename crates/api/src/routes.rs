@@ -1,6 +1,6 @@
 //! The handlers of every `/api` route.
 
-use agentic_conversation::{Conversation, PromptRequest, StoredPrompt};
+use agentic_conversation::{CancelOutcome, Conversation, PromptRequest, StoredPrompt, Verdict};
 use agentic_core::prompt::DEFAULT_MODE;
 use agentic_core::{
     Approval, Capabilities, PromptState, State as PromptStateMap, ToolContext, ToolError,
@@ -15,8 +15,8 @@ use serde_json::Value;
 use crate::auth::UserId;
 use crate::error::ApiError;
 use crate::types::{
-    ApproveBody, ConversationDetail, DecisionAccepted, Health, InvokeResult, PromptAccepted,
-    PromptBody, RejectBody, ToolDetail, ToolSummary,
+    ApproveBody, CancelSent, ConversationDetail, DecisionAccepted, Health, InvokeResult,
+    PromptAccepted, PromptBody, RejectBody, ToolDetail, ToolSummary,
 };
 use crate::{AppState, events};
 
@@ -181,55 +181,13 @@ async fn get_prompt(
     Ok(Json(state.service().prompt(&user, &id).await?))
 }
 
-/// Checks that `tool_call_id` of prompt `id` waits for a decision.
-async fn waiting_call(
-    state: &AppState,
-    user: &str,
-    id: &str,
-    tool_call_id: &str,
-) -> Result<(), ApiError> {
-    check_id("prompt", id)?;
-    let stored = state.service().prompt(user, id).await?;
-    let waiting = stored.prompt.state == PromptState::WaitingForApproval
-        && stored
-            .prompt
-            .tool_output(tool_call_id)
-            .is_some_and(|tool| tool.result.is_pending());
-    if waiting {
-        Ok(())
-    } else {
-        Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "not_waiting",
-            format!("prompt \"{id}\" has no tool call \"{tool_call_id}\" waiting for approval"),
-        ))
-    }
-}
-
 async fn approve(
     State(state): State<AppState>,
     Extension(UserId(user)): Extension<UserId>,
     Path(id): Path<String>,
     ApiJson(body): ApiJson<ApproveBody>,
 ) -> Result<Response, ApiError> {
-    waiting_call(&state, &user, &id, &body.tool_call_id).await?;
-    let slot = state.take_slot(&user).await?;
-    let service = state.service().clone();
-    let (prompt_id, tool_call_id) = (id.clone(), body.tool_call_id.clone());
-    state.spawn(slot, async move {
-        if let Err(error) = service.approve(&user, &prompt_id, &tool_call_id).await {
-            tracing::warn!(prompt = %prompt_id, error = %error, "approval failed");
-        }
-    });
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(DecisionAccepted {
-            prompt_id: id,
-            tool_call_id: body.tool_call_id,
-            decision: "approved".to_owned(),
-        }),
-    )
-        .into_response())
+    decide(state, user, id, body.tool_call_id, Verdict::Approve).await
 }
 
 async fn reject(
@@ -238,43 +196,86 @@ async fn reject(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<RejectBody>,
 ) -> Result<Response, ApiError> {
-    waiting_call(&state, &user, &id, &body.tool_call_id).await?;
+    let verdict = Verdict::Reject {
+        reason: body.reason,
+    };
+    decide(state, user, id, body.tool_call_id, verdict).await
+}
+
+/// Stores a decision before answering 202 (refused at once when the call does not wait for
+/// one, naming the calls that do), then applies it in the background, here or on the server
+/// that holds the prompt: once answered, it is not lost.
+async fn decide(
+    state: AppState,
+    user: String,
+    id: String,
+    tool_call_id: String,
+    verdict: Verdict,
+) -> Result<Response, ApiError> {
+    check_id("prompt", &id)?;
     let slot = state.take_slot(&user).await?;
+    let word = match verdict {
+        Verdict::Approve => "approved",
+        Verdict::Reject { .. } | Verdict::Cancel => "rejected",
+    };
+    // Not dropped halfway when the client hangs up: stored, or refused.
+    let submitting = {
+        let (service, user, id, call) = (
+            state.service().clone(),
+            user.clone(),
+            id.clone(),
+            tool_call_id.clone(),
+        );
+        tokio::spawn(async move { service.submit_decision(&user, &id, &call, verdict).await })
+    };
+    submitting.await.map_err(|error| {
+        ApiError::internal(&anyhow::anyhow!("storing the decision failed: {error}"))
+    })??;
     let service = state.service().clone();
-    let (prompt_id, tool_call_id, reason) = (id.clone(), body.tool_call_id.clone(), body.reason);
+    let prompt_id = id.clone();
     state.spawn(slot, async move {
-        if let Err(error) = service
-            .reject(&user, &prompt_id, &tool_call_id, reason.as_deref())
-            .await
-        {
-            tracing::warn!(prompt = %prompt_id, error = %error, "rejection failed");
+        if let Err(error) = service.apply_decisions(&prompt_id).await {
+            tracing::warn!(prompt = %prompt_id, error = %format!("{error:#}"), "applying a decision failed; it stays stored and is retried");
         }
     });
     Ok((
         StatusCode::ACCEPTED,
         Json(DecisionAccepted {
             prompt_id: id,
-            tool_call_id: body.tool_call_id,
-            decision: "rejected".to_owned(),
+            tool_call_id,
+            decision: word.to_owned(),
         }),
     )
         .into_response())
 }
 
 /// Stops a prompt where it stands. Not in the background: the answer is the prompt as it
-/// ended, and a client that hangs up does not stop the cancel halfway.
+/// ended, and a client that hangs up does not stop the cancel halfway. A prompt running on
+/// another server is stopped there: 200 with the prompt when it ends within a few seconds,
+/// else 202 (the cancel is stored; `prompt.cancelled` follows on the event stream).
 async fn cancel(
     State(state): State<AppState>,
     Extension(UserId(user)): Extension<UserId>,
     Path(id): Path<String>,
-) -> Result<Json<StoredPrompt>, ApiError> {
+) -> Result<Response, ApiError> {
     check_id("prompt", &id)?;
     let service = state.service().clone();
-    let cancelling = tokio::spawn(async move { service.cancel(&user, &id).await });
-    let stored = cancelling.await.map_err(|error| {
+    let prompt_id = id.clone();
+    let cancelling = tokio::spawn(async move { service.cancel(&user, &prompt_id).await });
+    let outcome = cancelling.await.map_err(|error| {
         ApiError::internal(&anyhow::anyhow!("cancelling the prompt failed: {error}"))
     })??;
-    Ok(Json(stored))
+    Ok(match outcome {
+        CancelOutcome::Ended(stored) => Json(*stored).into_response(),
+        CancelOutcome::Sent => (
+            StatusCode::ACCEPTED,
+            Json(CancelSent {
+                prompt_id: id,
+                decision: "cancel".to_owned(),
+            }),
+        )
+            .into_response(),
+    })
 }
 
 /// Continues an interrupted prompt here: 202 with its ids, and it runs on in the background

@@ -54,6 +54,16 @@ pub struct DecisionAccepted {
     pub decision: String,
 }
 
+/// A cancel of a prompt that runs on another server: stored, and applied there (or by the
+/// server that takes the prompt over); `prompt.cancelled` follows on the event stream.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelSent {
+    pub prompt_id: String,
+    /// `cancel`.
+    pub decision: String,
+}
+
 #[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ConversationDetail {

@@ -523,6 +523,90 @@ async fn tool_calls_wait_for_approval_and_can_be_approved_or_rejected() {
     server.shutdown().await;
 }
 
+/// A code-mode prompt waiting for approval has two pending calls, the program and the call
+/// that waits: a decision about the program (or any call that does not wait) is refused at
+/// once, naming the call that waits, instead of being accepted and dropped; a decision is
+/// taken once, and a second one for the same call is refused.
+#[tokio::test]
+async fn a_decision_that_cannot_apply_is_refused_naming_the_call_that_waits() {
+    let turns = r#"
+- code: |
+    output("deleting");
+    kit.delete({ path: "a.txt" });
+    done("Deleted a.");
+"#;
+    let mut server = server(turns).await;
+    let (prompt, _) = server
+        .prompt("alice", json!({ "input": "Delete a.txt", "mode": "code" }))
+        .await;
+    let waiting = server
+        .wait_for("alice", &prompt, &["waiting_for_approval"])
+        .await;
+    let call_of = |function: &str| {
+        waiting["output"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|output| output["function"] == function)
+            .unwrap_or_else(|| panic!("no call of {function}: {waiting}"))["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (program, delete) = (call_of("code.execute"), call_of("kit.delete"));
+    for decision in ["approve", "reject"] {
+        let refused = server
+            .post(
+                "alice",
+                &format!("/api/prompts/{prompt}/{decision}"),
+                json!({ "toolCallId": program }),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 409);
+        let body: Value = refused.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "not_waiting", "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("\"{delete}\" (kit.delete)")),
+            "{message}"
+        );
+    }
+    let approved = server
+        .post(
+            "alice",
+            &format!("/api/prompts/{prompt}/approve"),
+            json!({ "toolCallId": delete }),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(approved.status(), 202);
+    let done = server.wait_for("alice", &prompt, &["completed"]).await;
+    assert_eq!(
+        done["output"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|output| output["function"] == "kit.delete"
+                && output["result"]["output"] == "deleted a.txt")
+            .count(),
+        1,
+        "{done}"
+    );
+    assert_eq!(
+        error_for(server.post(
+            "alice",
+            &format!("/api/prompts/{prompt}/approve"),
+            json!({ "toolCallId": delete }),
+        ))
+        .await,
+        (409, "not_waiting".into())
+    );
+    server.shutdown().await;
+}
+
 #[tokio::test]
 async fn tools_capabilities_and_direct_invocation() {
     let mut server = server("[]").await;

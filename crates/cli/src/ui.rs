@@ -179,7 +179,7 @@ fn print_event(payload: &EventPayload, show_tools: bool, at_line_start: &mut boo
                 *at_line_start = true;
             }
             match &tool.result {
-                ToolResult::Pending { reason } => {
+                ToolResult::Pending { reason, .. } => {
                     eprintln!("· {} {} ({reason})", tool.function, tool.input)
                 }
                 ToolResult::Success { .. } => eprintln!("✓ {}", tool.function),

@@ -110,6 +110,32 @@ pub mod prompt_journal {
     impl ActiveModelBehavior for ActiveModel {}
 }
 
+/// Decisions answered with 202 and not yet taken: an approval, a rejection or a cancel of a
+/// prompt, kept until the server that owns the prompt (or takes it over) has applied it, so a
+/// decision survives the death of the server it was sent to. At most one per waiting call.
+pub mod prompt_decision {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
+    #[sea_orm(table_name = "prompt_decisions")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub prompt_id: String,
+        pub user_id: String,
+        /// The call decided; empty for a cancel, which is about the whole prompt.
+        pub tool_call_id: String,
+        /// The [`crate::Verdict`], as JSON.
+        pub verdict: String,
+        pub created_at: DateTimeUtc,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}
+
 /// The processes using the database. A prompt left `running` by an instance that is gone
 /// (its process no longer exists on this host, or it stopped renewing its lease) is
 /// interrupted; one of a live instance is left alone, so that `agentic serve` and a CLI can

@@ -97,16 +97,32 @@ pub fn register_migrations(
     }
 }
 
+/// The advisory lock under which servers on one PostgreSQL database migrate, one at a time.
+const MIGRATION_LOCK: i64 = 7_416_057_330;
+
 /// Applies every migration not yet recorded, each in its own write transaction.
 pub async fn migrate(db: &DatabaseConnection, extensions: &Extensions) -> anyhow::Result<()> {
     let backend = db.get_database_backend();
-    db.execute_unprepared(
-        "CREATE TABLE IF NOT EXISTS agentic_migrations (\
-           name VARCHAR(255) NOT NULL PRIMARY KEY, \
-           applied_at VARCHAR(64) NOT NULL)",
-    )
-    .await
-    .context("could not create the migrations table")?;
+    // `CREATE TABLE IF NOT EXISTS` is not atomic across sessions on PostgreSQL: servers
+    // started together on an empty database must take turns from the first statement on.
+    let transaction = db.begin_with_options(write_options()).await?;
+    if backend == DbBackend::Postgres {
+        transaction
+            .execute_unprepared(&format!("SELECT pg_advisory_xact_lock({MIGRATION_LOCK})"))
+            .await?;
+    }
+    transaction
+        .execute_unprepared(
+            "CREATE TABLE IF NOT EXISTS agentic_migrations (\
+               name VARCHAR(255) NOT NULL PRIMARY KEY, \
+               applied_at VARCHAR(64) NOT NULL)",
+        )
+        .await
+        .context("could not create the migrations table")?;
+    transaction
+        .commit()
+        .await
+        .context("could not create the migrations table")?;
 
     let mut all: Vec<(String, Arc<dyn MigrationTrait>)> = core_migrations()
         .into_iter()
@@ -126,7 +142,7 @@ pub async fn migrate(db: &DatabaseConnection, extensions: &Extensions) -> anyhow
         if backend == DbBackend::Postgres {
             // Servers starting together take turns; the second finds the migration applied.
             transaction
-                .execute_unprepared("SELECT pg_advisory_xact_lock(7416057330)")
+                .execute_unprepared(&format!("SELECT pg_advisory_xact_lock({MIGRATION_LOCK})"))
                 .await?;
         }
         let applied = transaction
@@ -202,7 +218,55 @@ fn core_migrations() -> Vec<Arc<dyn MigrationTrait>> {
         Arc::new(CreateEventLog),
         Arc::new(CreatePromptJournal),
         Arc::new(IndexEventLogByUser),
+        Arc::new(CreatePromptDecisions),
     ]
+}
+
+/// Decisions kept until applied (`entity::prompt_decision`).
+struct CreatePromptDecisions;
+
+impl MigrationName for CreatePromptDecisions {
+    fn name(&self) -> &str {
+        "0005_prompt_decisions"
+    }
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for CreatePromptDecisions {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), sea_orm::DbErr> {
+        manager
+            .create_table(
+                Table::create()
+                    .table("prompt_decisions")
+                    .col(id_key())
+                    .col(ColumnDef::new("prompt_id").string_len(64).not_null())
+                    .col(user_id())
+                    .col(ColumnDef::new("tool_call_id").string_len(255).not_null())
+                    .col(ColumnDef::new("verdict").text().not_null())
+                    .col(timestamp("created_at"))
+                    .foreign_key(
+                        ForeignKey::create()
+                            .name("prompt_decisions_prompt")
+                            .from("prompt_decisions", "prompt_id")
+                            .to("prompts", "id")
+                            .on_delete(ForeignKeyAction::Cascade),
+                    )
+                    .to_owned(),
+            )
+            .await?;
+        // One decision per call (and one cancel per prompt): a second is refused at once.
+        manager
+            .create_index(
+                Index::create()
+                    .name("prompt_decisions_call")
+                    .table("prompt_decisions")
+                    .col("prompt_id")
+                    .col("tool_call_id")
+                    .unique()
+                    .to_owned(),
+            )
+            .await
+    }
 }
 
 /// A user's events in order, for replaying from the shared log (`relay::replay_since`).

@@ -20,11 +20,12 @@ use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::{ConversationService, Decision, DecisionForwarder, Store};
+use crate::{ConversationService, DecisionForwarder, Store};
 
 /// The channel every server listens on.
 const CHANNEL: &str = "agentic_events";
-/// Where decisions for another server's prompts go (`{"to": instance, "decision": …}`).
+/// Where a server is woken to apply the stored decisions of a prompt it holds
+/// (`{"to": instance, "promptId": …}`).
 const DECISIONS: &str = "agentic_decisions";
 /// The advisory lock that orders appends across servers.
 const APPEND_LOCK: i64 = 7_416_057_331;
@@ -58,24 +59,25 @@ impl Drop for EventRelay {
     }
 }
 
-/// A decision on its way to the server that holds its prompt.
+/// A wake-up for the server that holds a prompt with stored decisions (`decisions.rs`).
 #[derive(Debug, Serialize, Deserialize)]
-struct Forwarded {
+#[serde(rename_all = "camelCase")]
+struct Wake {
     to: String,
-    decision: Decision,
+    prompt_id: String,
 }
 
-/// Sends decisions to other servers with `NOTIFY agentic_decisions`.
+/// Wakes other servers with `NOTIFY agentic_decisions`.
 struct NotifyForwarder {
     store: Store,
 }
 
 #[async_trait::async_trait]
 impl DecisionForwarder for NotifyForwarder {
-    async fn forward(&self, instance: &str, decision: Decision) -> anyhow::Result<()> {
-        let text = serde_json::to_string(&Forwarded {
+    async fn wake(&self, instance: &str, prompt_id: &str) -> anyhow::Result<()> {
+        let text = serde_json::to_string(&Wake {
             to: instance.to_owned(),
-            decision,
+            prompt_id: prompt_id.to_owned(),
         })?;
         self.store
             .connection()
@@ -287,19 +289,19 @@ async fn listen(
         let signal = match received {
             Ok(Some(notification)) if notification.channel() == DECISIONS => {
                 match (
-                    serde_json::from_str::<Forwarded>(notification.payload()),
+                    serde_json::from_str::<Wake>(notification.payload()),
                     &decisions,
                 ) {
-                    (Ok(forwarded), Some((service, own))) if &forwarded.to == own => {
+                    (Ok(wake), Some((service, own))) if &wake.to == own => {
                         let service = service.clone();
                         tokio::spawn(async move {
-                            let decision = forwarded.decision;
-                            if let Err(error) = service.take_decision(&decision).await {
-                                tracing::warn!(prompt = %decision.prompt_id, %error, "a forwarded decision failed");
+                            if let Err(error) = service.apply_decisions(&wake.prompt_id).await {
+                                tracing::warn!(prompt = %wake.prompt_id, error = %format!("{error:#}"), "could not apply a decision");
                             }
                         });
                     }
-                    (Err(error), _) => tracing::warn!(%error, "unreadable forwarded decision"),
+                    // From another release, or garbled: the sweep applies what it was about.
+                    (Err(error), _) => tracing::debug!(%error, "unreadable decision wake-up"),
                     _ => {}
                 }
                 continue;

@@ -13,7 +13,11 @@ use async_trait::async_trait;
 use serde_json::{Map, Value};
 
 use crate::compress::{CompressionSettings, Compressor};
+
+mod decisions;
+
 use crate::store::{Conversation, Recovery, Store, StoredPrompt};
+pub use decisions::{CancelOutcome, Decision, DecisionForwarder, Verdict, WaitingCall};
 
 /// Characters of the first input that become a conversation's title.
 const TITLE_CHARS: usize = 60;
@@ -33,6 +37,21 @@ pub enum ConversationError {
         conversation_id: String,
         prompt_id: String,
     },
+    #[error(
+        "prompt \"{prompt_id}\" has no tool call \"{tool_call_id}\" waiting for approval{}",
+        waiting_list(waiting)
+    )]
+    NotWaiting {
+        prompt_id: String,
+        tool_call_id: String,
+        /// The calls that do wait, if any.
+        waiting: Vec<WaitingCall>,
+    },
+    #[error("tool call \"{tool_call_id}\" of prompt \"{prompt_id}\" is already decided")]
+    AlreadyDecided {
+        prompt_id: String,
+        tool_call_id: String,
+    },
     #[error("prompt \"{prompt_id}\" is {state} and cannot be cancelled")]
     NotCancellable {
         prompt_id: String,
@@ -44,6 +63,17 @@ pub enum ConversationError {
     Prompt(#[from] PromptServiceError),
     #[error(transparent)]
     Store(#[from] anyhow::Error),
+}
+
+fn waiting_list(waiting: &[WaitingCall]) -> String {
+    if waiting.is_empty() {
+        return "; none is".to_owned();
+    }
+    let calls: Vec<String> = waiting
+        .iter()
+        .map(|call| format!("\"{}\" ({})", call.tool_call_id, call.function))
+        .collect();
+    format!("; waiting: {}", calls.join(", "))
 }
 
 /// What a caller asks of one prompt in a conversation.
@@ -73,6 +103,7 @@ struct Inner {
     /// Whether this service takes over prompts of servers that died (`take_over_prompts`).
     takeover: std::sync::atomic::AtomicBool,
     resuming: tokio::sync::Mutex<()>,
+    applying: decisions::Applying,
     compressor: Compressor,
     recovery: Recovery,
 }
@@ -114,6 +145,7 @@ impl ConversationService {
                 forwarder: std::sync::OnceLock::new(),
                 takeover: std::sync::atomic::AtomicBool::new(false),
                 resuming: tokio::sync::Mutex::new(()),
+                applying: decisions::Applying::default(),
                 compressor,
                 recovery,
             }),
@@ -235,85 +267,6 @@ impl ConversationService {
             .ok_or_else(|| ConversationError::PromptNotFound(prompt_id.to_owned()))
     }
 
-    /// Approves a waiting tool call, in this process's executor or, after a restart, in one
-    /// resumed from the stored prompt; runs the prompt on.
-    pub async fn approve(
-        &self,
-        user_id: &str,
-        prompt_id: &str,
-        tool_call_id: &str,
-    ) -> Result<Prompt, ConversationError> {
-        self.decide(user_id, prompt_id, tool_call_id, None).await
-    }
-
-    /// Rejects a waiting tool call (it fails with `Rejected by user: <reason>`); runs on.
-    pub async fn reject(
-        &self,
-        user_id: &str,
-        prompt_id: &str,
-        tool_call_id: &str,
-        reason: Option<&str>,
-    ) -> Result<Prompt, ConversationError> {
-        self.decide(user_id, prompt_id, tool_call_id, Some(reason))
-            .await
-    }
-
-    /// Stops one of the user's prompts, running or waiting for approval: what it produced so
-    /// far is kept, tool calls that had not finished get an error result, and it ends as
-    /// `cancelled`, which frees its conversation for the next prompt.
-    pub async fn cancel(
-        &self,
-        user_id: &str,
-        prompt_id: &str,
-    ) -> Result<StoredPrompt, ConversationError> {
-        let mut stored = self.prompt(user_id, prompt_id).await?;
-        if stored.prompt.state.is_finished() {
-            return Err(ConversationError::NotCancellable {
-                prompt_id: prompt_id.to_owned(),
-                state: stored.prompt.state.as_str(),
-            });
-        }
-        let prompts = self.inner.runtime.prompts();
-        let handle = prompts.get(prompt_id);
-        let state = match &handle {
-            Some(handle) => {
-                let Some(ended) = prompts.cancel(prompt_id).await else {
-                    return Err(ConversationError::PromptNotFound(prompt_id.to_owned()));
-                };
-                if ended.state != PromptState::Cancelled {
-                    // It finished on its own before the cancel reached it.
-                    return Err(ConversationError::NotCancellable {
-                        prompt_id: prompt_id.to_owned(),
-                        state: ended.state.as_str(),
-                    });
-                }
-                stored.prompt = ended;
-                Some(handle.lock().await.state().snapshot())
-            }
-            None if stored.prompt.state == PromptState::WaitingForApproval => {
-                // Waiting across a restart, with no executor in memory: end it in the store.
-                let event = agentic_core::close_cancelled(&mut stored.prompt);
-                self.inner.runtime.services().events.publish(user_id, event);
-                None
-            }
-            None => {
-                return Err(ConversationError::NotCancellable {
-                    prompt_id: prompt_id.to_owned(),
-                    state: "running in another process",
-                });
-            }
-        };
-        self.inner
-            .store
-            .save_prompt(&stored.prompt, PromptChange::Prompt)
-            .await?;
-        self.inner
-            .store
-            .release(&stored.conversation_id, prompt_id, state)
-            .await?;
-        Ok(stored)
-    }
-
     /// Continues one of the user's `interrupted` prompts where its process left it, in this
     /// process: the last prompt of its conversation, while nothing else holds it. A classic
     /// prompt redoes the round in flight; a code prompt replays its script from its journal.
@@ -418,6 +371,10 @@ impl ConversationService {
             .await?;
         for stored in taken {
             let prompt_id = stored.prompt.id.clone();
+            if self.cancel_taken_over(&stored).await? {
+                tracing::warn!(prompt = %prompt_id, "cancelled a prompt taken over from a stopped server, as asked");
+                continue;
+            }
             tracing::warn!(prompt = %prompt_id, "taking over a prompt whose server stopped");
             // The executor sorts out the calls that were running there: a call that may have
             // taken effect is not run again unless its tool is idempotent, and the model
@@ -467,103 +424,10 @@ impl ConversationService {
         })?)
     }
 
-    /// From now on, a decision about a prompt that a live server other than this one holds is
-    /// sent there instead of being taken here.
+    /// From now on, when a decision is stored for a prompt that a live server other than this
+    /// one holds, that server is woken to apply it.
     pub fn forward_decisions(&self, forwarder: Arc<dyn DecisionForwarder>) {
         let _ = self.inner.forwarder.set(forwarder);
-    }
-
-    /// Takes a decision another server forwarded here.
-    pub async fn take_decision(&self, decision: &Decision) -> Result<Prompt, ConversationError> {
-        self.decide(
-            &decision.user_id,
-            &decision.prompt_id,
-            &decision.tool_call_id,
-            decision.rejection.as_ref().map(|reason| reason.as_deref()),
-        )
-        .await
-    }
-
-    async fn decide(
-        &self,
-        user_id: &str,
-        prompt_id: &str,
-        tool_call_id: &str,
-        rejection: Option<Option<&str>>,
-    ) -> Result<Prompt, ConversationError> {
-        let prompts = self.inner.runtime.prompts();
-        let not_waiting = || -> ConversationError {
-            PromptServiceError::Executor(agentic_core::ExecutorError::NotWaiting(
-                tool_call_id.to_owned(),
-            ))
-            .into()
-        };
-        let decision = Decision {
-            user_id: user_id.to_owned(),
-            prompt_id: prompt_id.to_owned(),
-            tool_call_id: tool_call_id.to_owned(),
-            rejection: rejection.map(|reason| reason.map(str::to_owned)),
-        };
-        // Held by another live server: the decision goes there, where the prompt waits.
-        if prompts.get(prompt_id).is_none()
-            && let Some(stored) = self.forward_to_owner(&decision).await?
-        {
-            if stored.prompt.state != PromptState::WaitingForApproval {
-                return Err(not_waiting());
-            }
-            return Ok(stored.prompt);
-        }
-        // Getting or rebuilding the executor is one step, so two decisions arriving together
-        // cannot both rebuild it (and run the tool twice).
-        let resuming = self.inner.resuming.lock().await;
-        let stored = self.prompt(user_id, prompt_id).await?;
-        if prompts.get(prompt_id).is_none() {
-            if stored.prompt.state != PromptState::WaitingForApproval {
-                return Err(not_waiting());
-            }
-            if !self.inner.store.adopt_waiting(prompt_id).await? {
-                // Another server rebuilt it a moment ago: the decision goes there.
-                drop(resuming);
-                return match self.forward_to_owner(&decision).await? {
-                    Some(stored) => Ok(stored.prompt),
-                    None => Err(not_waiting()),
-                };
-            }
-            self.executor_for(&stored).await?;
-        }
-        let handle = prompts
-            .get(prompt_id)
-            .ok_or_else(|| PromptServiceError::NotActive(prompt_id.to_owned()))?;
-        drop(resuming);
-        let result = match rejection {
-            None => prompts.approve(prompt_id, tool_call_id).await,
-            Some(reason) => prompts.reject(prompt_id, tool_call_id, reason).await,
-        };
-        settle(&self.inner, &stored.conversation_id, &handle, result).await
-    }
-
-    /// Sends `decision` to the live server, other than this one, that holds its prompt;
-    /// the prompt as stored when it went, or `None` when no such server holds it.
-    async fn forward_to_owner(
-        &self,
-        decision: &Decision,
-    ) -> Result<Option<StoredPrompt>, ConversationError> {
-        let Some(forwarder) = self.inner.forwarder.get() else {
-            return Ok(None);
-        };
-        let Some(owner) = self
-            .inner
-            .store
-            .live_owner(&decision.user_id, &decision.prompt_id)
-            .await?
-        else {
-            return Ok(None);
-        };
-        let stored = self.prompt(&decision.user_id, &decision.prompt_id).await?;
-        if stored.prompt.state == PromptState::WaitingForApproval {
-            forwarder.forward(&owner, decision.clone()).await?;
-        }
-        Ok(Some(stored))
     }
 
     fn checkpoint(&self) -> Arc<dyn PromptCheckpoint> {
@@ -578,23 +442,6 @@ impl ConversationService {
             conversation,
         }
     }
-}
-
-/// An approval or a rejection of one waiting tool call.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Decision {
-    pub user_id: String,
-    pub prompt_id: String,
-    pub tool_call_id: String,
-    /// `None` approves; `Some(reason)` rejects (with no reason when the inner one is `None`).
-    pub rejection: Option<Option<String>>,
-}
-
-/// Delivers a decision to another live server (the one whose process holds the prompt).
-#[async_trait]
-pub trait DecisionForwarder: Send + Sync {
-    async fn forward(&self, instance: &str, decision: Decision) -> anyhow::Result<()>;
 }
 
 /// One conversation of one user.
@@ -736,7 +583,8 @@ impl ConversationInstance {
         if let Some(extra) = request.state {
             state.extend(extra);
         }
-        let handle = inner.runtime.prompts().create(PromptOptions {
+        // Announced once stored: no event for a prompt a failed insert would take back.
+        let handle = inner.runtime.prompts().create_unannounced(PromptOptions {
             user_id: self.conversation.user_id.clone(),
             input: request.input,
             model: request.model,
@@ -762,6 +610,7 @@ impl ConversationInstance {
             inner.runtime.prompts().forget(&prompt.id);
             return Err(error.into());
         }
+        inner.runtime.prompts().announce_created(&prompt.id);
         if let Some(title) = title {
             self.conversation.title = title;
         }
@@ -906,6 +755,14 @@ async fn keep_alive(inner: std::sync::Weak<Inner>) {
                 tracing::warn!(error = %format!("{error:#}"), "could not take over prompts of stopped servers");
             }
         }
+        if !inner.takeover.load(std::sync::atomic::Ordering::SeqCst) {
+            let service = ConversationService {
+                inner: inner.clone(),
+            };
+            if let Err(error) = service.sweep_decisions(false).await {
+                tracing::warn!(error = %format!("{error:#}"), "could not apply stored decisions");
+            }
+        }
         if let Err(error) = inner.store.recover(&resumable(&inner.runtime)).await {
             tracing::warn!(error = %format!("{error:#}"), "could not sweep prompts of stopped instances");
         }
@@ -926,6 +783,9 @@ async fn take_over_loop(inner: std::sync::Weak<Inner>) {
         let service = ConversationService { inner };
         if let Err(error) = service.resume_taken().await {
             tracing::warn!(error = %format!("{error:#}"), "could not take over prompts of stopped servers");
+        }
+        if let Err(error) = service.sweep_decisions(true).await {
+            tracing::warn!(error = %format!("{error:#}"), "could not apply stored decisions");
         }
     }
 }

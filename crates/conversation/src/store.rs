@@ -361,7 +361,7 @@ impl Store {
     /// host only if their process also still exists (so a killed process is found dead at
     /// once, and a reused pid is found dead when its lease runs out). Rows of the others are
     /// deleted.
-    async fn live_instances(&self) -> anyhow::Result<HashSet<String>> {
+    pub(crate) async fn live_instances(&self) -> anyhow::Result<HashSet<String>> {
         let host = host_name();
         let cutoff = Utc::now() - chrono::Duration::from_std(self.lease())?;
         let mut live = HashSet::new();

@@ -327,12 +327,7 @@ async fn a_running_prompt_found_at_startup_is_interrupted_and_the_conversation_g
                         output: serde_json::json!("a done"),
                     },
                 ),
-                (
-                    "call_b",
-                    ToolResult::Pending {
-                        reason: String::new(),
-                    },
-                ),
+                ("call_b", ToolResult::pending("")),
             ]
             .into_iter()
             .enumerate()
@@ -520,6 +515,7 @@ async fn plugin_migrations_run_once_at_startup() {
                     "agentic/0002_event_log".to_owned(),
                     "agentic/0003_prompt_journal".to_owned(),
                     "agentic/0004_event_log_by_user".to_owned(),
+                    "agentic/0005_prompt_decisions".to_owned(),
                     "notes/0001_notes".to_owned()
                 ],
                 "{}",
@@ -718,5 +714,50 @@ async fn a_conversation_held_by_a_dead_process_token_is_released_at_startup() {
             .await
             .unwrap();
         assert_eq!(prompt.state, PromptState::Completed, "{}", db.name);
+    }
+}
+
+/// Servers started together on an empty database all come up: the first migrates, the others
+/// wait for it and find every migration applied (on PostgreSQL, `CREATE TABLE IF NOT EXISTS`
+/// run by two sessions at once fails in one of them without the lock).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn five_servers_migrating_an_empty_database_at_once_all_come_up() {
+    for round in 0..3 {
+        for db in databases().await {
+            let opening: Vec<_> = (0..5)
+                .map(|_| {
+                    let url = db.url.clone();
+                    tokio::spawn(async move {
+                        agentic_conversation::Store::open(
+                            &url,
+                            &agentic_core::Extensions::default(),
+                        )
+                        .await
+                    })
+                })
+                .collect();
+            let mut stores = Vec::new();
+            for opened in opening {
+                let store = opened.await.unwrap().unwrap_or_else(|error| {
+                    panic!(
+                        "{} round {round}: a server failed to start: {error:#}",
+                        db.name
+                    )
+                });
+                stores.push(store);
+            }
+            let connection = stores[0].connection();
+            let applied = connection
+                .query_all_raw(Statement::from_string(
+                    connection.get_database_backend(),
+                    "SELECT name FROM agentic_migrations",
+                ))
+                .await
+                .unwrap();
+            assert_eq!(applied.len(), 5, "{} round {round}", db.name);
+            for store in stores {
+                store.close().await.unwrap();
+            }
+        }
     }
 }

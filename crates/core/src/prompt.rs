@@ -81,6 +81,34 @@ impl Prompt {
     /// Gives every tool call still pending (running, or waiting for approval) the error
     /// result `error`, ended now, so the timeline stays valid for the model; returns the
     /// indexes of the outputs it changed.
+    /// The tool calls that wait for a person's decision: while the prompt is
+    /// `waiting_for_approval`, those marked so; for a prompt stored by a release that did not
+    /// mark them, every pending call (as that release accepted).
+    pub fn calls_awaiting_approval(&self) -> Vec<&ToolOutput> {
+        if self.state != PromptState::WaitingForApproval {
+            return Vec::new();
+        }
+        let pending: Vec<&ToolOutput> = self
+            .output
+            .iter()
+            .filter_map(|output| match output {
+                PromptOutput::Tool(tool) if tool.result.is_pending() => Some(tool),
+                _ => None,
+            })
+            .collect();
+        if pending
+            .iter()
+            .any(|tool| tool.result.is_awaiting_approval())
+        {
+            pending
+                .into_iter()
+                .filter(|tool| tool.result.is_awaiting_approval())
+                .collect()
+        } else {
+            pending
+        }
+    }
+
     pub fn close_pending_tools(&mut self, error: &str) -> Vec<usize> {
         let now = Utc::now();
         let mut closed = Vec::new();
@@ -212,14 +240,46 @@ pub struct ToolOutput {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum ToolResult {
-    Success { output: Value },
-    Error { error: String },
-    Pending { reason: String },
+    Success {
+        output: Value,
+    },
+    Error {
+        error: String,
+    },
+    Pending {
+        reason: String,
+        /// Whether the call waits for a person's decision (approve or reject) right now; not
+        /// while it is queued or running. Absent in rows of releases before it existed.
+        #[serde(
+            default,
+            rename = "awaitingApproval",
+            skip_serializing_if = "std::ops::Not::not"
+        )]
+        awaiting_approval: bool,
+    },
 }
 
 impl ToolResult {
+    /// A result still to come, for a call queued or running.
+    pub fn pending(reason: &str) -> Self {
+        Self::Pending {
+            reason: reason.to_owned(),
+            awaiting_approval: false,
+        }
+    }
+
     pub fn is_pending(&self) -> bool {
         matches!(self, Self::Pending { .. })
+    }
+
+    pub fn is_awaiting_approval(&self) -> bool {
+        matches!(
+            self,
+            Self::Pending {
+                awaiting_approval: true,
+                ..
+            }
+        )
     }
 }
 

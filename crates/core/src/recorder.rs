@@ -12,8 +12,10 @@ use crate::prompt::{
     FileOutput, Prompt, PromptOutput, PromptState, PromptUsage, TextOutput, ToolOutput, ToolResult,
 };
 
-/// Owns a prompt while it runs. Each change is published and checkpointed before the method
-/// returns, so the next step never runs ahead of what was saved.
+/// Owns a prompt while it runs. Each change is checkpointed and then published before the
+/// method returns: no event leaves the process for a change that is not committed, so a
+/// client never sees an output that a crash can take back, and the next step never runs
+/// ahead of what was saved.
 pub struct PromptRecorder {
     prompt: Prompt,
     events: EventService,
@@ -75,8 +77,19 @@ impl PromptRecorder {
     /// mode's `output()`): it is published whole as one `prompt.stream` first, so clients that
     /// show the stream show every text.
     pub async fn push_unstreamed_text(&mut self, content: &str) -> Result<(), ExecutorError> {
+        let now = Utc::now();
+        let output = PromptOutput::Text(TextOutput {
+            id: uuid::Uuid::new_v4().to_string(),
+            content: content.to_owned(),
+            start: now,
+            end: Some(now),
+        });
+        self.prompt.output.push(output.clone());
+        self.save(PromptChange::Output(self.prompt.output.len() - 1))
+            .await?;
         self.stream(content);
-        self.push_text(content).await
+        self.publish_output(output);
+        Ok(())
     }
 
     pub async fn push_text(&mut self, content: &str) -> Result<(), ExecutorError> {
@@ -102,9 +115,7 @@ impl PromptRecorder {
             id: id.to_owned(),
             function: function.to_owned(),
             input,
-            result: ToolResult::Pending {
-                reason: reason.to_owned(),
-            },
+            result: ToolResult::pending(reason),
             start: Utc::now(),
             end: None,
         }))
@@ -149,8 +160,9 @@ impl PromptRecorder {
         tool.result = result;
         tool.end = Some(Utc::now());
         let output = PromptOutput::Tool(tool.clone());
+        self.save(PromptChange::Output(index)).await?;
         self.publish_output(output);
-        self.save(PromptChange::Output(index)).await
+        Ok(())
     }
 
     /// Sets a finished tool output back to pending, e.g. a code-mode execution that an
@@ -162,13 +174,12 @@ impl PromptRecorder {
         let PromptOutput::Tool(tool) = &mut self.prompt.output[index] else {
             return Err(ExecutorError::Internal(format!("no tool output \"{id}\"")));
         };
-        tool.result = ToolResult::Pending {
-            reason: reason.to_owned(),
-        };
+        tool.result = ToolResult::pending(reason);
         tool.end = None;
         let output = PromptOutput::Tool(tool.clone());
+        self.save(PromptChange::Output(index)).await?;
         self.publish_output(output);
-        self.save(PromptChange::Output(index)).await
+        Ok(())
     }
 
     pub async fn push_file(&mut self, file: FileOutput) -> Result<(), ExecutorError> {
@@ -191,10 +202,12 @@ impl PromptRecorder {
         };
         tool.result = ToolResult::Pending {
             reason: reason.to_owned(),
+            awaiting_approval: true,
         };
         let (tool_name, input) = (tool.function.clone(), tool.input.clone());
         let output = PromptOutput::Tool(tool.clone());
         self.prompt.state = PromptState::WaitingForApproval;
+        self.save(PromptChange::Output(index)).await?;
         self.publish_output(output);
         self.publish(EventPayload::ApprovalRequested {
             prompt_id: self.prompt.id.clone(),
@@ -203,13 +216,32 @@ impl PromptRecorder {
             input,
             reason: reason.to_owned(),
         });
-        self.save(PromptChange::Output(index)).await
+        Ok(())
     }
 
-    /// Back to `running`, e.g. after an approval decision.
+    /// Back to `running`, e.g. after an approval decision: no call waits for a person any
+    /// more (a decision for one is refused from now on).
     pub async fn resume(&mut self) -> Result<(), ExecutorError> {
         self.prompt.state = PromptState::Running;
-        self.save(PromptChange::Prompt).await
+        let mut decided = Vec::new();
+        for (index, output) in self.prompt.output.iter_mut().enumerate() {
+            if let PromptOutput::Tool(tool) = output
+                && let ToolResult::Pending {
+                    awaiting_approval, ..
+                } = &mut tool.result
+                && *awaiting_approval
+            {
+                *awaiting_approval = false;
+                decided.push(index);
+            }
+        }
+        if decided.is_empty() {
+            return self.save(PromptChange::Prompt).await;
+        }
+        for index in decided {
+            self.save(PromptChange::Output(index)).await?;
+        }
+        Ok(())
     }
 
     pub fn add_usage(&mut self, usage: &PromptUsage) {
@@ -249,9 +281,10 @@ impl PromptRecorder {
 
     async fn push(&mut self, output: PromptOutput) -> Result<(), ExecutorError> {
         self.prompt.output.push(output.clone());
-        self.publish_output(output);
         self.save(PromptChange::Output(self.prompt.output.len() - 1))
-            .await
+            .await?;
+        self.publish_output(output);
+        Ok(())
     }
 
     fn tool_mut(&mut self, id: &str) -> Option<&mut ToolOutput> {
@@ -294,5 +327,111 @@ impl PromptRecorder {
                 })?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ModelKind;
+
+    /// A store that is down: every save fails.
+    struct Unreachable;
+
+    #[async_trait::async_trait]
+    impl PromptCheckpoint for Unreachable {
+        async fn save(&self, _prompt: &Prompt, _change: PromptChange) -> anyhow::Result<()> {
+            anyhow::bail!("the database is unreachable")
+        }
+    }
+
+    enum Change {
+        Text,
+        UnstreamedText,
+        StartTool,
+        FinishedTool,
+        FinishTool,
+        ReopenTool,
+        File,
+        RequestApproval,
+        Complete,
+        Fail,
+    }
+
+    async fn apply(recorder: &mut PromptRecorder, change: &Change) -> Result<(), ExecutorError> {
+        let success = ToolResult::Success {
+            output: Value::Null,
+        };
+        match change {
+            Change::Text => recorder.push_text("hello").await,
+            Change::UnstreamedText => recorder.push_unstreamed_text("hello").await,
+            Change::StartTool => {
+                recorder
+                    .start_tool("new", "fs.read", Value::Null, "running")
+                    .await
+            }
+            Change::FinishedTool => {
+                recorder
+                    .push_finished_tool("new", "fs.read", Value::Null, success)
+                    .await
+            }
+            Change::FinishTool => recorder.finish_tool("call", success).await,
+            Change::ReopenTool => recorder.reopen_tool("call", "running").await,
+            Change::File => {
+                let now = Utc::now();
+                recorder
+                    .push_file(FileOutput {
+                        id: "file".to_owned(),
+                        path: "a.txt".to_owned(),
+                        mime_type: "text/plain".to_owned(),
+                        description: None,
+                        start: now,
+                        end: Some(now),
+                    })
+                    .await
+            }
+            Change::RequestApproval => recorder.request_approval("call", "writes").await,
+            Change::Complete => recorder.complete().await,
+            Change::Fail => recorder.fail("broken").await,
+        }
+    }
+
+    /// No event leaves for a change that was not saved: with the store down, every change
+    /// fails and nobody hears of it (a client shown an output a crash then takes back would
+    /// believe in work that never happened).
+    #[tokio::test]
+    async fn nothing_is_published_for_a_change_that_was_not_saved() {
+        for change in [
+            Change::Text,
+            Change::UnstreamedText,
+            Change::StartTool,
+            Change::FinishedTool,
+            Change::FinishTool,
+            Change::ReopenTool,
+            Change::File,
+            Change::RequestApproval,
+            Change::Complete,
+            Change::Fail,
+        ] {
+            let events = EventService::new(64);
+            let mut alice = events.subscribe(Some("alice"));
+            let mut prompt = Prompt::new("alice", "classic", ModelKind::default(), None);
+            prompt.output.push(PromptOutput::Tool(ToolOutput {
+                id: "call".to_owned(),
+                function: "fs.write".to_owned(),
+                input: Value::Null,
+                result: ToolResult::pending("running"),
+                start: Utc::now(),
+                end: None,
+            }));
+            let mut recorder = PromptRecorder::new(prompt, events, Some(Arc::new(Unreachable)));
+            let result = apply(&mut recorder, &change).await;
+            assert!(
+                matches!(&result, Err(ExecutorError::Internal(message)) if message.contains("unreachable")),
+                "{result:?}"
+            );
+            let published = alice.try_next();
+            assert_eq!(published, None, "published before it was saved");
+        }
     }
 }

@@ -12,8 +12,8 @@ use crate::classic::classic_mode;
 use crate::config::{Config, RuntimeLimits};
 use crate::event::{EventPayload, EventService};
 use crate::mode::{
-    ExecutionModeService, ExecutorCreateOptions, ExecutorError, ModeError, PromptCheckpoint,
-    PromptExecutor,
+    ExecutionModeService, ExecutorCreateOptions, ExecutorError, ModeError, PromptChange,
+    PromptCheckpoint, PromptExecutor,
 };
 use crate::plugin::{
     Extensions, Plugin, PrepareContext, Prepared, SetupContext, registered_plugins,
@@ -415,7 +415,11 @@ pub type ExecutorHandle = Arc<tokio::sync::Mutex<Box<dyn PromptExecutor>>>;
 /// An unfinished prompt, as [`PromptService`] keeps it.
 struct Active {
     handle: ExecutorHandle,
+    user_id: String,
     conversation: Option<String>,
+    mode: String,
+    /// Where a cancel is saved before it is published.
+    checkpoint: Option<Arc<dyn PromptCheckpoint>>,
     cancel: CancellationToken,
 }
 
@@ -468,6 +472,20 @@ impl PromptService {
 
     /// Creates the executor for `options.mode` and publishes `prompt.created`.
     pub fn create(&self, options: PromptOptions) -> Result<ExecutorHandle, PromptServiceError> {
+        let handle = self.create_unannounced(options)?;
+        if let Ok(executor) = handle.try_lock() {
+            self.announce_created(executor.id());
+        }
+        Ok(handle)
+    }
+
+    /// Like [`create`](Self::create), without publishing `prompt.created`: for a caller that
+    /// stores the prompt first, and then calls [`announce_created`](Self::announce_created)
+    /// (no event is published for a prompt that is not stored yet).
+    pub fn create_unannounced(
+        &self,
+        options: PromptOptions,
+    ) -> Result<ExecutorHandle, PromptServiceError> {
         let mode = options
             .mode
             .clone()
@@ -490,28 +508,44 @@ impl PromptService {
             state: options.state,
             max_rounds: options.max_rounds,
             resume_prompt: options.resume_prompt,
-            checkpoint: options.checkpoint,
+            checkpoint: options.checkpoint.clone(),
             conversation_id: conversation_id.clone(),
         });
         let (prompt_id, user_id) = (executor.id().to_owned(), executor.user_id().to_owned());
         let handle: ExecutorHandle = Arc::new(tokio::sync::Mutex::new(executor));
         self.lock_active().insert(
-            prompt_id.clone(),
+            prompt_id,
             Active {
                 handle: handle.clone(),
-                conversation: conversation_id.clone(),
+                user_id,
+                conversation: conversation_id,
+                mode,
+                checkpoint: options.checkpoint,
                 cancel: CancellationToken::new(),
             },
         );
+        Ok(handle)
+    }
+
+    /// Publishes `prompt.created` for an executor made by
+    /// [`create_unannounced`](Self::create_unannounced), once its prompt is stored.
+    pub fn announce_created(&self, prompt_id: &str) {
+        let (user_id, mode, conversation_id) = match self.lock_active().get(prompt_id) {
+            Some(active) => (
+                active.user_id.clone(),
+                active.mode.clone(),
+                active.conversation.clone(),
+            ),
+            None => return,
+        };
         self.services.events.publish(
             &user_id,
             EventPayload::PromptCreated {
-                prompt_id,
+                prompt_id: prompt_id.to_owned(),
                 mode,
                 conversation_id,
             },
         );
-        Ok(handle)
     }
 
     /// Runs a created executor until it finishes or waits for approval.
@@ -533,7 +567,7 @@ impl PromptService {
             None => (None, CancellationToken::new()),
         };
         if cancel.is_cancelled() {
-            return Ok(self.end_cancelled(executor.prompt()));
+            return Ok(self.end_cancelled(executor.prompt()).await);
         }
         let span = telemetry::prompt_span(executor.prompt(), conversation.as_deref());
         let _running = telemetry::prompt_running(&executor.prompt().mode);
@@ -550,7 +584,7 @@ impl PromptService {
             }
         };
         let Some(result) = result else {
-            let prompt = self.end_cancelled(executor.prompt());
+            let prompt = self.end_cancelled(executor.prompt()).await;
             telemetry::prompt_ran(&span, &prompt);
             return Ok(prompt);
         };
@@ -578,16 +612,25 @@ impl PromptService {
         if prompt.state.is_finished() {
             return Some(prompt.clone());
         }
-        Some(self.end_cancelled(prompt))
+        Some(self.end_cancelled(prompt).await)
     }
 
-    /// The prompt as a cancel leaves it; publishes `prompt.cancelled` once and forgets it.
-    fn end_cancelled(&self, prompt: &Prompt) -> Prompt {
+    /// The prompt as a cancel leaves it; saves it and then publishes `prompt.cancelled`, once,
+    /// and forgets it. When the save fails nothing is published (the caller's own save
+    /// reports the failure).
+    async fn end_cancelled(&self, prompt: &Prompt) -> Prompt {
         let mut ended = prompt.clone();
         let event = close_cancelled(&mut ended);
-        if self.lock_active().remove(&ended.id).is_some() {
-            self.services.events.publish(&ended.user_id, event);
+        let Some(active) = self.lock_active().remove(&ended.id) else {
+            return ended;
+        };
+        if let Some(checkpoint) = &active.checkpoint
+            && let Err(error) = checkpoint.save(&ended, PromptChange::Prompt).await
+        {
+            tracing::error!(prompt = %ended.id, error = %format!("{error:#}"), "could not save a cancelled prompt");
+            return ended;
         }
+        self.services.events.publish(&ended.user_id, event);
         ended
     }
 

@@ -362,7 +362,7 @@ impl CodeExecutor {
                         // The prompt waited for a person: nothing of this request had run.
                         // The call put to them is put again (asking is durable, an answer
                         // that did not finish is not); the others are decided as new.
-                        ToolResult::Pending { reason } if replay.was_waiting => {
+                        ToolResult::Pending { reason, .. } if replay.was_waiting => {
                             if reason == "running" {
                                 approval
                             } else {
@@ -708,7 +708,7 @@ impl CodeExecutor {
                     // A restored script reaches the call it waited at: already asked.
                     let asked = self.recorder.prompt().state == PromptState::WaitingForApproval
                         && self.recorder.prompt().tool_output(&id).is_some_and(|tool| {
-                            matches!(&tool.result, ToolResult::Pending { reason: waiting } if *waiting == reason)
+                            matches!(&tool.result, ToolResult::Pending { reason: waiting, .. } if *waiting == reason)
                         });
                     if !asked {
                         self.recorder.request_approval(&id, &reason).await?;

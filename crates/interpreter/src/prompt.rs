@@ -919,9 +919,7 @@ mod tests {
         assert!(!transient_failure(&error(
             "cannot read \"a.txt\": No such file"
         )));
-        assert!(!transient_failure(&ToolResult::Pending {
-            reason: "waiting".to_owned()
-        }));
+        assert!(!transient_failure(&ToolResult::pending("waiting")));
     }
 
     /// Seen with Qwen2.5-Coder-1.5B (eval round 8, flaky-forecast): told its prose was not a

@@ -654,3 +654,246 @@ fn kills_in_mixed_modes_lose_nothing() {
         "a takeover took {worst:.2} s, over the lease ({lease} s) + 2 s"
     );
 }
+
+/// Five servers started at the same moment on an empty database all come up (they take turns
+/// migrating it) and all answer.
+#[test]
+fn five_servers_started_together_on_an_empty_database_all_serve() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let Some(database) = runtime.block_on(fresh_database()) else {
+        return;
+    };
+    let turns = script("five", "- text: \"Hello.\"\n");
+    let starting: Vec<_> = (0..5)
+        .map(|_| {
+            let (turns, database) = (turns.0.clone(), database.clone());
+            std::thread::spawn(move || serve_with(&support::Script(turns), &database, &[], &[]))
+        })
+        .collect();
+    let mut servers: Vec<_> = starting
+        .into_iter()
+        .map(|started| started.join().expect("a server did not start"))
+        .collect();
+    let client = reqwest::Client::new();
+    runtime.block_on(async {
+        for (_, url, log) in &servers {
+            let health = client
+                .get(format!("{url}/api/health"))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(health.status(), 200, "{}", log.lock().unwrap());
+        }
+    });
+    for (server, _, _) in &mut servers {
+        terminate(server.id());
+        let _ = server.wait();
+    }
+    runtime.block_on(drop_database(&database));
+}
+
+/// The config of the tests below: a short lease, and servers that each count as another host,
+/// so a killed one is found dead only when its lease runs out.
+fn lease_config(name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let files = support::scratch().join(format!("{name}-files"));
+    let _ = std::fs::remove_dir_all(&files);
+    let config = support::scratch().join(format!("{name}.toml"));
+    std::fs::write(
+        &config,
+        format!(
+            "[fs]\nroot = \"{}\"\nperUser = true\n\n[conversation]\nleaseSeconds = 4\n\n\
+             [api]\nrequestsPerMinute = 100000\nburst = 10000\n",
+            files.display()
+        ),
+    )
+    .unwrap();
+    (config, files)
+}
+
+/// The owner of a waiting prompt is killed; another server, started after, is given the
+/// approval while the dead one's lease still runs: 202, and the approval is not lost. It is
+/// stored, the wake-up sent to the dead server goes nowhere, and once the lease runs out the
+/// live server adopts the prompt and applies it, once.
+#[test]
+fn an_approval_sent_to_a_dead_owner_within_its_lease_is_applied_once() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let Some(database) = runtime.block_on(fresh_database()) else {
+        return;
+    };
+    let (config, files) = lease_config("dead-owner");
+    let options = ["--config", config.to_str().unwrap()];
+    let turns = script(
+        "dead-owner",
+        "- code: |\n    fs.write({ path: \"approved.txt\", content: \"once\" });\n    \
+         todo.create({ title: \"after the approval\" });\n    done(\"Saved.\");\n",
+    );
+    let (mut b, url_b, _) = serve_with(
+        &turns,
+        &database,
+        &options,
+        &[("AGENTIC_INSTANCE_HOST", "host-b")],
+    );
+    let client = reqwest::Client::new();
+    let prompt = runtime.block_on(async {
+        let prompt =
+            start_prompt(&client, &url_b, json!({ "input": "Save", "mode": "code" })).await;
+        wait_for_state(&client, &url_b, &prompt, "waiting_for_approval").await;
+        prompt
+    });
+    b.kill().unwrap();
+    b.wait().unwrap();
+    let (mut a, url_a, log_a) = serve_with(
+        &turns,
+        &database,
+        &options,
+        &[("AGENTIC_INSTANCE_HOST", "host-a")],
+    );
+    runtime.block_on(async {
+        approve_when_waiting(&client, &url_a, &prompt, "fs.write").await;
+        let done = wait_for_state(&client, &url_a, &prompt, "completed").await;
+        let writes = done["output"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|output| output["function"] == "fs.write")
+            .count();
+        assert_eq!(writes, 1, "{done}\n{}", log_a.lock().unwrap());
+        let listed: Value = client
+            .post(format!("{url_a}/api/tools/todo.list/invoke"))
+            .header("x-user-id", "alice")
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let made = listed["output"]["todos"]
+            .as_array()
+            .unwrap_or_else(|| panic!("todo.list: {listed}"))
+            .iter()
+            .filter(|todo| todo["title"] == "after the approval")
+            .count();
+        assert_eq!(made, 1, "{listed}");
+    });
+    assert_eq!(
+        std::fs::read_to_string(files.join("alice/approved.txt")).unwrap(),
+        "once"
+    );
+    terminate(a.id());
+    let _ = a.wait();
+    runtime.block_on(drop_database(&database));
+}
+
+/// A cancel given to a server other than the one running the prompt stops it there (200,
+/// the prompt as it ended), and its conversation goes on; a cancel given while the owner is
+/// dead but its lease still runs is stored, and the server that takes the prompt over ends
+/// it instead of running it on.
+#[test]
+fn a_cancel_on_another_server_stops_the_prompt_even_when_its_owner_dies() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let Some(database) = runtime.block_on(fresh_database()) else {
+        return;
+    };
+    let (config, _) = lease_config("remote-cancel");
+    let options = ["--config", config.to_str().unwrap()];
+    let turns_a = script(
+        "remote-cancel-a",
+        "- { text: \"never arrives\", delayMs: 60000 }\n\
+         - { text: \"never arrives either\", delayMs: 60000 }\n",
+    );
+    let turns_c = script(
+        "remote-cancel-c",
+        "- text: \"Next prompt answered.\"\n\
+         - { text: \"taken over, never arrives\", delayMs: 60000 }\n",
+    );
+    let (mut a, url_a, _) = serve_with(
+        &turns_a,
+        &database,
+        &options,
+        &[("AGENTIC_INSTANCE_HOST", "host-a")],
+    );
+    let (mut c, url_c, log_c) = serve_with(
+        &turns_c,
+        &database,
+        &options,
+        &[("AGENTIC_INSTANCE_HOST", "host-c")],
+    );
+    let client = reqwest::Client::new();
+    runtime.block_on(async {
+        // Running on A, cancelled on C.
+        let started: Value = client
+            .post(format!("{url_a}/api/prompt"))
+            .header("x-user-id", "alice")
+            .json(&json!({ "input": "Take your time" }))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let prompt = started["promptId"].as_str().unwrap().to_owned();
+        let conversation = started["conversationId"].as_str().unwrap().to_owned();
+        wait_for_state(&client, &url_c, &prompt, "running").await;
+        let cancelled = client
+            .post(format!("{url_c}/api/prompts/{prompt}/cancel"))
+            .header("x-user-id", "alice")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(cancelled.status(), 200, "{}", log_c.lock().unwrap());
+        let cancelled: Value = cancelled.json().await.unwrap();
+        assert_eq!(cancelled["state"], "cancelled", "{cancelled}");
+        let next = start_prompt(
+            &client,
+            &url_c,
+            json!({ "input": "And now?", "conversationId": conversation }),
+        )
+        .await;
+        let done = wait_for_state(&client, &url_c, &next, "completed").await;
+        assert_eq!(
+            done["output"][0]["content"], "Next prompt answered.",
+            "{done}"
+        );
+
+        // Running on A, A killed, cancelled on C before A's lease runs out.
+        let prompt =
+            start_prompt(&client, &url_a, json!({ "input": "Take your time again" })).await;
+        wait_for_state(&client, &url_c, &prompt, "running").await;
+        a.kill().unwrap();
+        a.wait().unwrap();
+        let cancelled = client
+            .post(format!("{url_c}/api/prompts/{prompt}/cancel"))
+            .header("x-user-id", "alice")
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            [200, 202].contains(&cancelled.status().as_u16()),
+            "{}",
+            cancelled.text().await.unwrap()
+        );
+        let ended = wait_until(&client, &url_c, &prompt, "never ended", |stored| {
+            stored["state"] != "running"
+        })
+        .await;
+        assert_eq!(
+            ended["state"],
+            "cancelled",
+            "{ended}\n{}",
+            log_c.lock().unwrap()
+        );
+    });
+    terminate(c.id());
+    let _ = c.wait();
+    runtime.block_on(drop_database(&database));
+}

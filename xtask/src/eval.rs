@@ -42,6 +42,32 @@ fn yes() -> bool {
     true
 }
 
+/// Which part of the suite a task belongs to (`eval/split.toml`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Split {
+    /// Rules for models may be designed looking at these.
+    #[default]
+    Tuning,
+    /// Never designed against: the judge of whether a rule carries over.
+    Heldout,
+}
+
+impl Split {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Tuning => "tuning",
+            Self::Heldout => "heldout",
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SplitFile {
+    heldout: Vec<String>,
+}
+
 /// One `eval/tasks/<id>/task.toml`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -50,6 +76,8 @@ pub(crate) struct Task {
     pub id: String,
     #[serde(skip)]
     pub dir: PathBuf,
+    #[serde(skip)]
+    pub split: Split,
     pub kind: Kind,
     pub description: String,
     pub message: String,
@@ -144,6 +172,18 @@ pub(crate) fn load_tasks(dir: &Path) -> anyhow::Result<Vec<Task>> {
         tasks.push(task);
     }
     tasks.sort_by(|a, b| a.id.cmp(&b.id));
+    let split_file = dir.join("../split.toml");
+    let split: SplitFile = toml::from_str(
+        &std::fs::read_to_string(&split_file)
+            .with_context(|| format!("no {}", split_file.display()))?,
+    )
+    .with_context(|| format!("{} is not a split", split_file.display()))?;
+    for id in &split.heldout {
+        let Some(task) = tasks.iter_mut().find(|task| &task.id == id) else {
+            bail!("{}: no task {id}", split_file.display());
+        };
+        task.split = Split::Heldout;
+    }
     Ok(tasks)
 }
 
@@ -154,6 +194,7 @@ pub(crate) struct RunReport {
     pub task: String,
     pub description: String,
     pub kind: Kind,
+    pub split: Split,
     pub mode: String,
     pub run: usize,
     pub success: bool,
@@ -311,6 +352,7 @@ fn run_one(
         task: task.id.clone(),
         description: task.description.clone(),
         kind: task.kind,
+        split: task.split,
         mode: mode.to_owned(),
         run,
         success: false,
@@ -881,24 +923,36 @@ pub(crate) fn summary(reports: &[RunReport], modes: &[String]) -> String {
     };
     text.push_str("| tasks | mode | success | model calls (median) | prompt tokens (median) | completion tokens (median) | wall s (median) |\n");
     text.push_str("| --- | --- | --- | --- | --- | --- | --- |\n");
-    let mut kinds: Vec<Option<Kind>> = vec![None];
+    // All, then each split (tuning and held-out apart, always), then each kind.
+    let mut groups: Vec<(&str, Box<dyn Fn(&RunReport) -> bool>)> =
+        vec![("all", Box::new(|_: &RunReport| true))];
+    for split in [Split::Tuning, Split::Heldout] {
+        groups.push((
+            split.name(),
+            Box::new(move |report: &RunReport| report.split == split),
+        ));
+    }
     let mut seen: Vec<Kind> = reports.iter().map(|report| report.kind).collect();
     seen.sort();
     seen.dedup();
-    kinds.extend(seen.into_iter().map(Some));
-    for kind in kinds {
+    for kind in seen {
+        groups.push((
+            kind.name(),
+            Box::new(move |report: &RunReport| report.kind == kind),
+        ));
+    }
+    for (name, member) in &groups {
         for mode in modes {
             let runs: Vec<&RunReport> = reports
                 .iter()
-                .filter(|report| &report.mode == mode && kind.is_none_or(|k| report.kind == k))
+                .filter(|report| &report.mode == mode && member(report))
                 .collect();
             if runs.is_empty() {
                 continue;
             }
             let ok = runs.iter().filter(|report| report.success).count();
             text.push_str(&format!(
-                "| {} | {mode} | {ok}/{} ({:.0}%) | {} | {} | {} | {:.1} |\n",
-                kind.map_or("all", Kind::name),
+                "| {name} | {mode} | {ok}/{} ({:.0}%) | {} | {} | {} | {:.1} |\n",
                 runs.len(),
                 100.0 * ok as f64 / runs.len() as f64,
                 median(runs.iter().map(|r| r.model_calls).collect()),
@@ -966,6 +1020,11 @@ mod tests {
             .filter(|task| task.kind == Kind::Aggregation)
             .count();
         assert!(aggregation >= 8, "{aggregation} aggregation tasks");
+        let heldout = tasks
+            .iter()
+            .filter(|task| task.split == Split::Heldout)
+            .count();
+        assert!(3 * heldout >= tasks.len(), "{heldout} held-out tasks");
     }
 
     #[test]

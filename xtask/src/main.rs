@@ -562,7 +562,7 @@ fn workspace_root() -> PathBuf {
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
 }
 
-/// `cargo xtask eval [--modes classic,code] [--tasks ids-or-kinds] [--runs N] [--timeout S]
+/// `cargo xtask eval [--modes classic,code] [--tasks ids-kinds-or-splits] [--runs N] [--timeout S]
 /// [--temperature T] [--out DIR] [--binary PATH]`.
 fn eval(root: &Path, arguments: &[String]) -> anyhow::Result<()> {
     let mut modes = vec!["classic".to_owned(), "code".to_owned()];
@@ -605,7 +605,7 @@ fn eval(root: &Path, arguments: &[String]) -> anyhow::Result<()> {
             }
             other => bail!(
                 "unknown option {other}; usage: cargo xtask eval [--modes classic,code] \
-                 [--tasks ids-or-kinds] [--runs N] [--timeout SECONDS] [--temperature T] \
+                 [--tasks ids-kinds-or-splits] [--runs N] [--timeout SECONDS] [--temperature T] \
                  [--out DIR] [--binary PATH] [--require-success]"
             ),
         }
@@ -614,7 +614,9 @@ fn eval(root: &Path, arguments: &[String]) -> anyhow::Result<()> {
     if let Some(only) = &only {
         tasks.retain(|task| {
             only.iter().any(|wanted| {
-                *wanted == task.id || format!("{:?}", task.kind).eq_ignore_ascii_case(wanted)
+                *wanted == task.id
+                    || format!("{:?}", task.kind).eq_ignore_ascii_case(wanted)
+                    || format!("{:?}", task.split).eq_ignore_ascii_case(wanted)
             })
         });
         if tasks.is_empty() {

@@ -924,8 +924,8 @@ pub(crate) fn summary(reports: &[RunReport], modes: &[String]) -> String {
     text.push_str("| tasks | mode | success | model calls (median) | prompt tokens (median) | completion tokens (median) | wall s (median) |\n");
     text.push_str("| --- | --- | --- | --- | --- | --- | --- |\n");
     // All, then each split (tuning and held-out apart, always), then each kind.
-    let mut groups: Vec<(&str, Box<dyn Fn(&RunReport) -> bool>)> =
-        vec![("all", Box::new(|_: &RunReport| true))];
+    type Member = Box<dyn Fn(&RunReport) -> bool>;
+    let mut groups: Vec<(&str, Member)> = vec![("all", Box::new(|_: &RunReport| true))];
     for split in [Split::Tuning, Split::Heldout] {
         groups.push((
             split.name(),

@@ -523,6 +523,60 @@ async fn tool_calls_wait_for_approval_and_can_be_approved_or_rejected() {
     server.shutdown().await;
 }
 
+/// A call's time is its run, not the time a person took to approve it, in both modes.
+#[tokio::test]
+async fn an_approved_call_starts_when_it_is_approved() {
+    let classic = "- toolCalls:\n    - { id: call_a, name: kit.delete, input: { path: a.txt } }\n- text: Deleted a.\n";
+    let code = "- code: |\n    kitDelete({ path: \"a.txt\" });\n    done(\"Deleted a.\");\n";
+    for (mode, turns) in [("classic", classic), ("code", code)] {
+        let mut server = server(turns).await;
+        let (prompt, _) = server
+            .prompt("alice", json!({ "input": "Delete a.txt", "mode": mode }))
+            .await;
+        let waiting = server
+            .wait_for("alice", &prompt, &["waiting_for_approval"])
+            .await;
+        let call = |stored: &Value| {
+            stored["output"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|output| output["function"] == "kit.delete")
+                .unwrap()
+                .clone()
+        };
+        let start = |call: &Value| {
+            call["start"]
+                .as_str()
+                .unwrap()
+                .parse::<chrono::DateTime<chrono::Utc>>()
+                .unwrap()
+        };
+        let asked = call(&waiting);
+        let approving = chrono::Utc::now();
+        let approved = server
+            .post(
+                "alice",
+                &format!("/api/prompts/{prompt}/approve"),
+                json!({ "toolCallId": asked["id"] }),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(approved.status(), 202);
+        let done = server.wait_for("alice", &prompt, &["completed"]).await;
+        let ran = call(&done);
+        assert_eq!(ran["result"]["output"], "deleted a.txt", "{mode}: {done}");
+        assert!(
+            start(&asked) <= approving && start(&ran) >= approving,
+            "{mode}: asked at {}, approved at {approving}, started at {}",
+            start(&asked),
+            start(&ran)
+        );
+        server.shutdown().await;
+    }
+}
+
 #[tokio::test]
 async fn tools_capabilities_and_direct_invocation() {
     let mut server = server("[]").await;

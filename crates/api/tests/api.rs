@@ -62,6 +62,7 @@ async fn health_openapi_and_docs_need_no_identity_and_work_offline() {
         ("GET", "/api/conversations"),
         ("GET", "/api/conversations/{id}"),
         ("DELETE", "/api/conversations/{id}"),
+        ("PATCH", "/api/conversations/{id}"),
         ("GET", "/api/tools"),
         ("GET", "/api/tools/{id}"),
         ("POST", "/api/tools/{id}/invoke"),
@@ -242,6 +243,61 @@ async fn a_prompt_runs_in_the_background_and_its_conversation_persists() {
         error_for(server.get("alice", &format!("/api/conversations/{conversation_id}"))).await,
         (404, "not_found".to_owned())
     );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_conversation_is_renamed_by_its_owner_and_keeps_the_title() {
+    let mut server = server("- text: Five.\n- text: Six.\n").await;
+    let (first, conversation) = server
+        .prompt("alice", json!({ "input": "What is 2 + 3?" }))
+        .await;
+    server.wait_for("alice", &first, &["completed"]).await;
+    let path = format!("/api/conversations/{conversation}");
+
+    let renamed = server
+        .patch("alice", &path, json!({ "title": "  Sums  " }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(renamed.status(), 200);
+    let renamed: Value = renamed.json().await.unwrap();
+    assert_eq!(renamed["id"], conversation.as_str());
+    assert_eq!(renamed["title"], "Sums");
+
+    for (user, body, expected) in [
+        ("bob", json!({ "title": "Mine" }), (404, "not_found")),
+        ("alice", json!({ "title": " " }), (400, "invalid_title")),
+        (
+            "alice",
+            json!({ "title": "x".repeat(201) }),
+            (400, "invalid_title"),
+        ),
+        ("alice", json!({ "name": "Sums" }), (422, "invalid_body")),
+    ] {
+        assert_eq!(
+            error_for(server.patch(user, &path, body.clone())).await,
+            (expected.0, expected.1.to_owned()),
+            "{user} {body}"
+        );
+    }
+    assert_eq!(
+        error_for(server.patch("alice", "/api/conversations/nope", json!({ "title": "x" }))).await,
+        (400, "invalid_id".to_owned())
+    );
+
+    // A later prompt keeps the title it was given.
+    let (second, _) = server
+        .prompt(
+            "alice",
+            json!({ "input": "And 3 + 3?", "conversationId": conversation }),
+        )
+        .await;
+    server.wait_for("alice", &second, &["completed"]).await;
+    let list: Value = server.get_json("alice", "/api/conversations").await;
+    assert_eq!(list[0]["title"], "Sums");
+    let detail: Value = server.get_json("alice", &path).await;
+    assert_eq!(detail["title"], "Sums");
     server.shutdown().await;
 }
 

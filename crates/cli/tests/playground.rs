@@ -74,6 +74,10 @@ fn turns() -> String {
 # 7d. the same message again, from Retry
 - code: |
     done("Retried without writing.");
+# 7e. code: a write that waits, and the prompt is stopped
+- code: |
+    fs.write({ path: "never.txt", content: "no" });
+    done("never shown");
 "#,
     );
     // 8. a hundred short prompts for the first-paint measurement.
@@ -666,6 +670,26 @@ async fn scenarios(page: &Page, proxy: &Proxy, base: &str) -> Outcome {
         return Err(format!("after Retry the prompts are {inputs}"));
     }
 
+    // A call whose prompt is stopped while it waits is shown as cancelled, not as an error.
+    page.fill(".composer textarea", "Write never.txt\n").await?;
+    page.wait_text(".approval h2", "fs.write").await?;
+    page.click("button.stop").await?;
+    page.wait_text(
+        ".prompt:last-child .tool.cancelled .badge.cancelled",
+        "cancelled",
+    )
+    .await?;
+    page.wait_text(".prompt:last-child .tool.cancelled pre.ended", "Cancelled")
+        .await?;
+    let failed = page
+        .count(".prompt:last-child .tool.error, .prompt:last-child .execution.error, .prompt:last-child pre.error")
+        .await?;
+    if failed != 0 {
+        return Err(format!(
+            "{failed} parts of the stopped prompt are shown as errors"
+        ));
+    }
+
     // Rename, export and delete the conversation.
     page.click(".conversation-actions button.rename").await?;
     page.fill(
@@ -700,7 +724,7 @@ async fn scenarios(page: &Page, proxy: &Proxy, base: &str) -> Outcome {
              .then((c) => done([window.exported.name, c.title, c.prompts.length]), (e) => done(String(e)))",
         )
         .await?;
-    if exported != json!(["Two-approvals.json", "Two approvals", 2]) {
+    if exported != json!(["Two-approvals.json", "Two approvals", 3]) {
         return Err(format!("exported {exported}"));
     }
     let renamed = page.js("return location.hash").await?;

@@ -600,6 +600,7 @@ async fn scenarios(page: &Page, proxy: &Proxy, base: &str) -> Outcome {
     page.wait_text(".execution .paused-note", "line 4").await?;
     page.wait_text(".approval .paused-code .line.mark-paused", "shell.exec")
         .await?;
+    page.wait_text(".approval p code", "ls").await?;
     page.wait_until(
         "const a = document.activeElement; return !!a && !!a.closest('.approval') && a.closest('.approval').textContent.includes('shell.exec')",
         vec![],
@@ -800,6 +801,7 @@ async fn scenarios(page: &Page, proxy: &Proxy, base: &str) -> Outcome {
     if form != expected {
         return Err(format!("memory.write's form: {form}"));
     }
+    page.shot("12b-tool-form").await?;
     page.axe("a tool's form").await?;
     page.goto("/#/tools/memory.list").await?;
     page.wait_text(".tool-detail h2", "memory.list").await?;

@@ -944,7 +944,9 @@ function Approval({ prompt, waiting, session, execution }) {
       <h2 id={headingId}>
         Approve <code>{waiting.toolName}</code>?
       </h2>
-      <p>{waiting.reason}</p>
+      <p>
+        <Described text={waiting.reason || ""} />
+      </p>
       <pre class="json">{prettyJson(waiting.input)}</pre>
       {execution && <PausedCode execution={execution} waiting={waiting} />}
       <div class="actions">

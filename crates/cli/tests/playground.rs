@@ -835,6 +835,7 @@ async fn scenarios(page: &Page, proxy: &Proxy, base: &str) -> Outcome {
         return Err(format!("theme is {theme}"));
     }
     page.shot("13-phone-dark").await?;
+    page.axe("a long conversation at phone width, dark").await?;
     // The conversations are behind the menu button at this width.
     if page
         .js("return getComputedStyle(document.querySelector('.sidebar')).display")

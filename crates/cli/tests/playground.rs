@@ -898,6 +898,17 @@ async fn scenarios(page: &Page, proxy: &Proxy, base: &str) -> Outcome {
     {
         return Err("the refused session is still kept".into());
     }
+    // Signing in again, asking to be remembered, keeps the session across tabs.
+    page.fill("input[name=token]", TOKEN).await?;
+    page.click("input[name=remember]").await?;
+    page.click("button[type=submit]").await?;
+    page.wait_css(".composer textarea").await?;
+    let kept = page
+        .js("return [JSON.parse(localStorage.getItem('agentic.session')).token, sessionStorage.getItem('agentic.session')]")
+        .await?;
+    if kept != json!([TOKEN, null]) {
+        return Err(format!("a remembered session is kept as {kept}"));
+    }
 
     // A second user sees none of alice's conversations, even by address.
     page.js("localStorage.clear(); sessionStorage.clear()")

@@ -723,13 +723,14 @@ const Markdown = memo(function Markdown({ text, streaming }) {
 
 const ToolCard = memo(function ToolCard({ output, live, nested, marked }) {
   const state = callState(output);
-  const ms = duration(output);
+  // A rejected or cancelled call never ran (or was cut short): its span is a person's wait.
+  const ms = state === "rejected" || state === "cancelled" ? null : duration(output);
   return (
     <details class={`tool ${state} ${nested ? "nested" : ""} ${marked ? "marked" : ""}`} open={state === "error" || state === "waiting"} data-tool={output.function}>
       <summary>
         <span class="tool-id">{output.function}</span>
         <span class={`badge ${state}`}>{state}</span>
-        {ms !== null && <span class="muted small">{formatMs(ms)}</span>}
+        {ms !== null && <span class="muted small call-time">{formatMs(ms)}</span>}
       </summary>
       <div class="tool-body">
         <div class="label small muted">input</div>
@@ -811,7 +812,7 @@ const CodeExecution = memo(function CodeExecution({ label, execution, calls, liv
       <header>
         <span class="tool-id">code.execute</span>
         <span class={`badge ${state}`}>{state}</span>
-        {ms !== null && <span class="muted small">{formatMs(ms)}</span>}
+        {ms !== null && <span class="muted small call-time">{formatMs(ms)}</span>}
         {pausedLine && <span class="small paused-note">paused at line {pausedLine}</span>}
       </header>
       <CodeBlock code={code} marks={marks} />

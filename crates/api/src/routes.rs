@@ -500,11 +500,10 @@ async fn health() -> Json<Health> {
     })
 }
 
-// ----- Conversation titles: renaming, for clients such as the playground. Kept apart from the
-// routes above, which other work changes. -----
+// ----- Conversation titles: the rename route, a router of its own merged into `routes()`. -----
 
 /// The longest title a conversation takes, in characters.
-pub(crate) const TITLE_LIMIT: usize = 200;
+const TITLE_LIMIT: usize = 200;
 
 fn title_routes() -> Router<AppState> {
     Router::new().route("/api/conversations/{id}", patch(rename_conversation))

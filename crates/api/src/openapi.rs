@@ -14,7 +14,7 @@ use crate::AppState;
 use crate::error::ErrorBody;
 use crate::types::{
     ApproveBody, CancelSent, ConversationDetail, DecisionAccepted, Health, InvokeResult,
-    PromptAccepted, PromptBody, RejectBody, ToolDetail, ToolSummary,
+    PromptAccepted, PromptBody, RejectBody, RenameBody, ToolDetail, ToolSummary,
 };
 
 /// Swagger UI at `/api/docs`, reading `/api/openapi.json`.
@@ -55,6 +55,8 @@ pub fn document() -> Value {
     let cancel_sent = generator.subschema_for::<CancelSent>();
     let conversations = generator.subschema_for::<Vec<Conversation>>();
     let conversation = generator.subschema_for::<ConversationDetail>();
+    let rename_body = generator.subschema_for::<RenameBody>();
+    let renamed = generator.subschema_for::<Conversation>();
     let tools = generator.subschema_for::<Vec<ToolSummary>>();
     let tool = generator.subschema_for::<ToolDetail>();
     let invoke_input = generator.subschema_for::<Value>();
@@ -200,6 +202,19 @@ pub fn document() -> Value {
                 (400, "invalid id"),
                 (404, "no such conversation for this user"),
                 (409, "a prompt of it is running"),
+            ],
+        },
+        Operation {
+            method: "patch",
+            path: "/api/conversations/{id}",
+            summary: "Rename a conversation; its title is kept from then on",
+            public: false,
+            body: Some(rename_body),
+            ok: (200, Some(renamed), "the conversation, renamed"),
+            errors: &[
+                (400, "invalid id, or a title empty or over 200 characters"),
+                (404, "no such conversation for this user"),
+                (422, "wrong field types or unknown fields"),
             ],
         },
         Operation {

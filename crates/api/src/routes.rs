@@ -8,7 +8,7 @@ use agentic_core::{
 use axum::extract::{FromRequest, Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, patch, post};
 use axum::{Extension, Json, Router};
 use serde_json::Value;
 
@@ -16,7 +16,7 @@ use crate::auth::UserId;
 use crate::error::ApiError;
 use crate::types::{
     ApproveBody, CancelSent, ConversationDetail, DecisionAccepted, Health, InvokeResult,
-    PromptAccepted, PromptBody, RejectBody, ToolDetail, ToolSummary,
+    PromptAccepted, PromptBody, RejectBody, RenameBody, ToolDetail, ToolSummary,
 };
 use crate::{AppState, events};
 
@@ -85,6 +85,7 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/api/files", get(get_file))
         .route("/api/events/stream", get(events::stream))
         .route("/api/health", get(health))
+        .merge(title_routes())
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
 }
@@ -498,4 +499,41 @@ async fn health() -> Json<Health> {
         status: "ok".to_owned(),
         version: env!("CARGO_PKG_VERSION").to_owned(),
     })
+}
+
+// ----- Conversation titles: the rename route, a router of its own merged into `routes()`. -----
+
+/// The longest title a conversation takes, in characters.
+const TITLE_LIMIT: usize = 200;
+
+fn title_routes() -> Router<AppState> {
+    Router::new().route("/api/conversations/{id}", patch(rename_conversation))
+}
+
+/// Sets a conversation's title; a title set here is kept, not replaced by one made from the
+/// first input.
+async fn rename_conversation(
+    State(state): State<AppState>,
+    Extension(UserId(user)): Extension<UserId>,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<RenameBody>,
+) -> Result<Json<Conversation>, ApiError> {
+    check_id("conversation", &id)?;
+    let title = body.title.trim();
+    if title.is_empty() {
+        return Err(ApiError::bad_request(
+            "invalid_title",
+            "title must not be empty",
+        ));
+    }
+    let length = title.chars().count();
+    if length > TITLE_LIMIT {
+        return Err(ApiError::bad_request(
+            "invalid_title",
+            format!("title has {length} characters, over the limit of {TITLE_LIMIT}"),
+        ));
+    }
+    let mut instance = state.service().get(&user, &id).await?;
+    instance.set_title(title).await?;
+    Ok(Json(instance.conversation().clone()))
 }

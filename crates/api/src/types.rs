@@ -45,6 +45,14 @@ pub struct RejectBody {
     pub reason: Option<String>,
 }
 
+/// `PATCH /api/conversations/{id}`: a new title.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RenameBody {
+    /// The conversation's title, 1 to 200 characters once trimmed.
+    pub title: String,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DecisionAccepted {

@@ -62,6 +62,7 @@ async fn health_openapi_and_docs_need_no_identity_and_work_offline() {
         ("GET", "/api/conversations"),
         ("GET", "/api/conversations/{id}"),
         ("DELETE", "/api/conversations/{id}"),
+        ("PATCH", "/api/conversations/{id}"),
         ("GET", "/api/tools"),
         ("GET", "/api/tools/{id}"),
         ("POST", "/api/tools/{id}/invoke"),
@@ -242,6 +243,61 @@ async fn a_prompt_runs_in_the_background_and_its_conversation_persists() {
         error_for(server.get("alice", &format!("/api/conversations/{conversation_id}"))).await,
         (404, "not_found".to_owned())
     );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_conversation_is_renamed_by_its_owner_and_keeps_the_title() {
+    let mut server = server("- text: Five.\n- text: Six.\n").await;
+    let (first, conversation) = server
+        .prompt("alice", json!({ "input": "What is 2 + 3?" }))
+        .await;
+    server.wait_for("alice", &first, &["completed"]).await;
+    let path = format!("/api/conversations/{conversation}");
+
+    let renamed = server
+        .patch("alice", &path, json!({ "title": "  Sums  " }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(renamed.status(), 200);
+    let renamed: Value = renamed.json().await.unwrap();
+    assert_eq!(renamed["id"], conversation.as_str());
+    assert_eq!(renamed["title"], "Sums");
+
+    for (user, body, expected) in [
+        ("bob", json!({ "title": "Mine" }), (404, "not_found")),
+        ("alice", json!({ "title": " " }), (400, "invalid_title")),
+        (
+            "alice",
+            json!({ "title": "x".repeat(201) }),
+            (400, "invalid_title"),
+        ),
+        ("alice", json!({ "name": "Sums" }), (422, "invalid_body")),
+    ] {
+        assert_eq!(
+            error_for(server.patch(user, &path, body.clone())).await,
+            (expected.0, expected.1.to_owned()),
+            "{user} {body}"
+        );
+    }
+    assert_eq!(
+        error_for(server.patch("alice", "/api/conversations/nope", json!({ "title": "x" }))).await,
+        (400, "invalid_id".to_owned())
+    );
+
+    // A later prompt keeps the title it was given.
+    let (second, _) = server
+        .prompt(
+            "alice",
+            json!({ "input": "And 3 + 3?", "conversationId": conversation }),
+        )
+        .await;
+    server.wait_for("alice", &second, &["completed"]).await;
+    let list: Value = server.get_json("alice", "/api/conversations").await;
+    assert_eq!(list[0]["title"], "Sums");
+    let detail: Value = server.get_json("alice", &path).await;
+    assert_eq!(detail["title"], "Sums");
     server.shutdown().await;
 }
 
@@ -605,6 +661,60 @@ async fn a_decision_that_cannot_apply_is_refused_naming_the_call_that_waits() {
         (409, "not_waiting".into())
     );
     server.shutdown().await;
+}
+
+/// A call's time is its run, not the time a person took to approve it, in both modes.
+#[tokio::test]
+async fn an_approved_call_starts_when_it_is_approved() {
+    let classic = "- toolCalls:\n    - { id: call_a, name: kit.delete, input: { path: a.txt } }\n- text: Deleted a.\n";
+    let code = "- code: |\n    kitDelete({ path: \"a.txt\" });\n    done(\"Deleted a.\");\n";
+    for (mode, turns) in [("classic", classic), ("code", code)] {
+        let mut server = server(turns).await;
+        let (prompt, _) = server
+            .prompt("alice", json!({ "input": "Delete a.txt", "mode": mode }))
+            .await;
+        let waiting = server
+            .wait_for("alice", &prompt, &["waiting_for_approval"])
+            .await;
+        let call = |stored: &Value| {
+            stored["output"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|output| output["function"] == "kit.delete")
+                .unwrap()
+                .clone()
+        };
+        let start = |call: &Value| {
+            call["start"]
+                .as_str()
+                .unwrap()
+                .parse::<chrono::DateTime<chrono::Utc>>()
+                .unwrap()
+        };
+        let asked = call(&waiting);
+        let approving = chrono::Utc::now();
+        let approved = server
+            .post(
+                "alice",
+                &format!("/api/prompts/{prompt}/approve"),
+                json!({ "toolCallId": asked["id"] }),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(approved.status(), 202);
+        let done = server.wait_for("alice", &prompt, &["completed"]).await;
+        let ran = call(&done);
+        assert_eq!(ran["result"]["output"], "deleted a.txt", "{mode}: {done}");
+        assert!(
+            start(&asked) <= approving && start(&ran) >= approving,
+            "{mode}: asked at {}, approved at {approving}, started at {}",
+            start(&asked),
+            start(&ran)
+        );
+        server.shutdown().await;
+    }
 }
 
 #[tokio::test]

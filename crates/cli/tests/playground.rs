@@ -64,6 +64,20 @@ fn turns() -> String {
 - code: |
     const image = everything.getTinyImage({});
     done("Here is the tiny image.");
+# 7c. code, in a new conversation: progress first, then two calls that wait for approval
+- code: |
+    output("Writing the note first.");
+    fs.write({ path: "two.txt", content: "two" });
+    output("Now listing the files.");
+    const listed = shell.exec({ command: "ls" });
+    done("Wrote two.txt and listed the files.");
+# 7d. the same message again, from Retry
+- code: |
+    done("Retried without writing.");
+# 7e. code: a write that waits, and the prompt is stopped
+- code: |
+    fs.write({ path: "never.txt", content: "no" });
+    done("never shown");
 "#,
     );
     // 8. a hundred short prompts for the first-paint measurement.
@@ -73,11 +87,22 @@ fn turns() -> String {
     turns
 }
 
+/// axe-core, from the playground's pinned npm packages (`npm ci --prefix crates/api/web`).
+fn axe_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../api/web/node_modules/axe-core/axe.min.js")
+}
+
+/// One browser at a time: two would share two cores with the servers they drive.
+static ONE_BROWSER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn the_playground_works_in_a_real_browser() {
     let Some(browser) = Browser::find() else {
         return;
     };
+    let _one = ONE_BROWSER
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let turns = script("playground", &turns());
     let dir = scratch().join("playground");
     let _ = std::fs::remove_dir_all(&dir);
@@ -151,25 +176,12 @@ fn the_playground_works_in_a_real_browser() {
             // The browser logs every 4xx answer; these are the ones the scenarios ask for.
             let expected = [
                 ("/api/capabilities", 401),
+                ("/api/conversations", 401),
+                ("/api/events/stream", 401),
                 ("/api/tools/fs.write/invoke", 403),
                 ("/api/conversations/", 404),
             ];
-            // While the test cuts the connection, requests fail at the network level (the event
-            // stream, its reconnects, and whatever the page asked for meanwhile); the server
-            // itself never causes one.
-            let offline = "Failed to load resource: net::ERR_";
-            let unexpected: Vec<&String> = errors
-                .iter()
-                .filter(|error| !error.contains(offline))
-                .filter(|error| {
-                    !expected.iter().any(|(path, status)| {
-                        error.contains(path)
-                            && error.contains(&format!(
-                                "Failed to load resource: the server responded with a status of {status}"
-                            ))
-                    })
-                })
-                .collect();
+            let unexpected = unexpected_errors(&errors, &expected);
             assert!(
                 unexpected.is_empty(),
                 "errors in the browser console: {unexpected:?}"
@@ -185,6 +197,127 @@ fn the_playground_works_in_a_real_browser() {
 
 type Outcome = Result<(), String>;
 
+/// The errors in `errors` that none of `expected` (a path and the status the browser logged
+/// for it) explains. While a test cuts the connection, requests fail at the network level
+/// (the event stream, its reconnects, and whatever the page asked for meanwhile); the server
+/// itself never causes one.
+fn unexpected_errors<'a>(errors: &'a [String], expected: &[(&str, u16)]) -> Vec<&'a String> {
+    let offline = "Failed to load resource: net::ERR_";
+    errors
+        .iter()
+        .filter(|error| !error.contains(offline))
+        .filter(|error| {
+            !expected.iter().any(|(path, status)| {
+                error.contains(path)
+                    && error.contains(&format!(
+                        "Failed to load resource: the server responded with a status of {status}"
+                    ))
+            })
+        })
+        .collect()
+}
+
+/// An interrupted prompt continued from the playground: the continued run completes before
+/// the answer to `POST /continue` is read (held back here, as a slow network would), and the
+/// prompt must stay completed, with the composer free for the next message.
+#[test]
+fn continue_on_a_fast_prompt_leaves_it_completed() {
+    let Some(browser) = Browser::find() else {
+        return;
+    };
+    let _one = ONE_BROWSER
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = scratch().join("playground-continue");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let database = format!("sqlite://{}", dir.join("agentic.db").display());
+    let first = script(
+        "playground-continue-first",
+        "- { text: \"never shown\", delayMs: 60000 }\n",
+    );
+    let second = script(
+        "playground-continue-second",
+        "- text: \"Continued at once.\"\n- text: \"The next answer.\"\n",
+    );
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("playground");
+    std::fs::create_dir_all(&shots).unwrap();
+    let (mut server, base, _) = serve_with(&first, &database, &[], &[]);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let outcome = runtime.block_on(async {
+        let proxy = Proxy::start(&base).await;
+        let page = Page::open(&browser, &proxy.url, &shots).await;
+        let result = async {
+            page.goto("/").await?;
+            page.fill("input[name=user]", &format!("alice{ENTER}"))
+                .await?;
+            page.select("select[name=mode]", "classic").await?;
+            page.fill(".composer textarea", "Answer slowly\n").await?;
+            page.wait_count(".prompt.state-running", 1).await?;
+            let prompt = page
+                .js("return document.querySelector('.prompt.state-running').dataset.promptId")
+                .await?;
+            let prompt = prompt.as_str().ok_or("no running prompt")?.to_owned();
+            // The server stops mid-prompt; the next one, on the same database, finds it
+            // interrupted.
+            server.kill().map_err(|e| e.to_string())?;
+            server.wait().map_err(|e| e.to_string())?;
+            let (next, base, _) = serve_with(&second, &database, &[], &[]);
+            server = next;
+            proxy.retarget(&base);
+            wait_state(&base, "alice", &prompt, "interrupted").await?;
+            page.client.refresh().await.map_err(|e| e.to_string())?;
+            page.wait_css(".prompt.state-interrupted button.continue")
+                .await?;
+            page.js(
+                "window.continueApplied = false; const fetched = window.fetch; \
+                 window.fetch = function (input, init) { \
+                   const answer = fetched.call(this, input, init); \
+                   if (!String(input).endsWith('/continue')) return answer; \
+                   return new Promise((resolve, reject) => { window.releaseContinue = () => answer.then((response) => { \
+                     const json = response.json.bind(response); \
+                     response.json = () => json().then((body) => { setTimeout(() => { window.continueApplied = true; }); return body; }); \
+                     resolve(response); }, reject); }); };",
+            )
+            .await?;
+            page.click("button.continue").await?;
+            page.wait_until("return !!window.releaseContinue", vec![], "the held answer")
+                .await?;
+            page.wait_text(".markdown", "Continued at once.").await?;
+            page.wait_css(".prompt.state-completed").await?;
+            page.js("window.releaseContinue()").await?;
+            page.wait_until("return window.continueApplied", vec![], "the answer to be read")
+                .await?;
+            let after = page
+                .js("return [document.querySelector('.prompt').className, !!document.querySelector('button.stop'), !!document.querySelector('.spinner')]")
+                .await?;
+            if after != json!(["prompt state-completed", false, false]) {
+                page.shot("continue-overwritten").await?;
+                return Err(format!("after the answer to continue: {after}"));
+            }
+            page.fill(".composer textarea", "And the next?\n").await?;
+            page.wait_text(".markdown", "The next answer.").await?;
+            page.wait_count(".prompt.state-completed", 2).await?;
+            Ok(())
+        }
+        .await;
+        let errors = page.console_errors().await;
+        page.client.clone().close().await.ok();
+        result.map(|()| errors)
+    });
+    let _ = server.kill();
+    let _ = server.wait();
+    let errors = outcome.unwrap();
+    let unexpected = unexpected_errors(&errors, &[]);
+    assert!(
+        unexpected.is_empty(),
+        "errors in the browser console: {unexpected:?}"
+    );
+}
+
 async fn scenarios(page: &Page, proxy: &Proxy, base: &str) -> Outcome {
     // Sign-in: the token is asked for, and a missing one is explained.
     page.goto("/").await?;
@@ -194,10 +327,32 @@ async fn scenarios(page: &Page, proxy: &Proxy, base: &str) -> Outcome {
     page.click("button[type=submit]").await?;
     page.wait_text(".signin .error", "needs a token").await?;
     page.shot("02-sign-in-needs-token").await?;
+    page.axe("the sign-in").await?;
     page.fill("input[name=token]", TOKEN).await?;
     page.click("button[type=submit]").await?;
     page.wait_css(".composer textarea").await?;
     page.wait_text(".stream", "live").await?;
+    // The token is kept for this tab only unless "remember me" is ticked.
+    let kept = page
+        .js("return [localStorage.getItem('agentic.session'), JSON.parse(sessionStorage.getItem('agentic.session')).token]")
+        .await?;
+    if kept != json!([null, TOKEN]) {
+        return Err(format!("the session is kept as {kept}"));
+    }
+    // The "auto" theme follows the system as it changes.
+    for scheme in ["dark", "light"] {
+        page.cdp(
+            "Emulation.setEmulatedMedia",
+            json!({ "features": [{ "name": "prefers-color-scheme", "value": scheme }] }),
+        )
+        .await?;
+        page.wait_until(
+            "return document.documentElement.dataset.theme === arguments[0]",
+            vec![json!(scheme)],
+            &format!("the {scheme} theme"),
+        )
+        .await?;
+    }
 
     // 1. A classic prompt with a tool call; Enter sends.
     page.select("select[name=mode]", "classic").await?;
@@ -214,6 +369,8 @@ async fn scenarios(page: &Page, proxy: &Proxy, base: &str) -> Outcome {
     if hostile != json!([null, 0]) {
         return Err(format!("the model's markup ran or survived: {hostile}"));
     }
+    // Its raw HTML reads as the text it is.
+    page.wait_text(".markdown", "<img src=x onerror=").await?;
     page.shot("03-classic-tool-call").await?;
     page.click(".tool > summary").await?;
     page.wait_text(".tool .tool-body", "result").await?;
@@ -253,7 +410,7 @@ async fn scenarios(page: &Page, proxy: &Proxy, base: &str) -> Outcome {
     // 3. Approve, with the code in view and the paused line marked.
     page.fill(".composer textarea", "Save a note\n").await?;
     page.wait_css(".approval").await?;
-    page.wait_text(".approval h3", "fs.write").await?;
+    page.wait_text(".approval h2", "fs.write").await?;
     page.wait_text(".execution .line.mark-paused", "fs.write")
         .await?;
     page.wait_text(".execution .paused-note", "line 2").await?;
@@ -276,6 +433,23 @@ async fn scenarios(page: &Page, proxy: &Proxy, base: &str) -> Outcome {
     page.wait_text(".execution pre.error", "not counted yet")
         .await?;
     page.shot("06-error-line").await?;
+    // Code, marked lines and errors can be read in both themes.
+    page.axe("a conversation with an error line, light").await?;
+    page.click(".topbar button[aria-label='Theme: auto']")
+        .await?;
+    page.wait_until(
+        "return document.documentElement.dataset.theme === 'dark'",
+        vec![],
+        "the dark theme",
+    )
+    .await?;
+    page.axe("a conversation with an error line, dark").await?;
+    page.click(".topbar button[aria-label='Theme: dark']")
+        .await?;
+    page.click(".topbar button[aria-label='Theme: light']")
+        .await?;
+    page.wait_css(".topbar button[aria-label='Theme: auto']")
+        .await?;
 
     // 4. Reject with a reason, in classic mode.
     page.select("select[name=mode]", "classic").await?;
@@ -288,8 +462,18 @@ async fn scenarios(page: &Page, proxy: &Proxy, base: &str) -> Outcome {
     page.fill(".approval input", &format!("not today{ENTER}"))
         .await?;
     page.wait_count(".prompt .badge.completed", 5).await?;
-    page.wait_text(".tool pre.error", "Rejected by user: not today")
+    // A rejection is a decision, not a failure: shown as rejected, not as a red error.
+    page.wait_text(".tool.rejected .badge.rejected", "rejected")
         .await?;
+    page.wait_text(".tool.rejected pre.ended", "Rejected by user: not today")
+        .await?;
+    if page
+        .count(".tool.rejected pre.error, .tool.rejected.error, .tool.rejected .call-time")
+        .await?
+        != 0
+    {
+        return Err("the rejected call is shown as an error, or with the time it waited".into());
+    }
     page.wait_text(".markdown", "Understood, I did not write it.")
         .await?;
 
@@ -396,17 +580,187 @@ async fn scenarios(page: &Page, proxy: &Proxy, base: &str) -> Outcome {
     .await?;
     page.shot("11-file-output").await?;
 
+    // 7c. A script that prints progress, then waits twice: every call stays under the script,
+    // each approval can be given from the keyboard, and the focus follows the decisions.
+    page.click("button.new").await?;
+    page.wait_text("h1.conversation-title", "New conversation")
+        .await?;
+    page.fill(".composer textarea", "Write a note, then list the files\n")
+        .await?;
+    page.wait_text(".approval h2", "fs.write").await?;
+    page.wait_text(".execution .calls .tool.waiting", "fs.write")
+        .await?;
+    page.wait_text(".execution .paused-note", "line 2").await?;
+    page.wait_text(".execution .line.mark-paused", "fs.write")
+        .await?;
+    page.press(".approval button.approve", ENTER).await?;
+    page.wait_text(".approval h2", "shell.exec").await?;
+    page.wait_text(".execution .calls .tool.waiting", "shell.exec")
+        .await?;
+    page.wait_text(".execution .paused-note", "line 4").await?;
+    page.wait_text(".approval .paused-code .line.mark-paused", "shell.exec")
+        .await?;
+    page.wait_text(".approval p code", "ls").await?;
+    page.wait_until(
+        "const a = document.activeElement; return !!a && !!a.closest('.approval') && a.closest('.approval').textContent.includes('shell.exec')",
+        vec![],
+        "the focus to move to the second approval",
+    )
+    .await?;
+    page.shot("11b-second-approval").await?;
+    page.axe("a second approval").await?;
+    page.press(".approval button.approve", ENTER).await?;
+    page.wait_text(".markdown", "Wrote two.txt and listed the files.")
+        .await?;
+    page.wait_until(
+        "return document.activeElement === document.querySelector('.composer textarea')",
+        vec![],
+        "the focus to move to the message box",
+    )
+    .await?;
+    let grouped = "const p = document.querySelector('.prompt:last-child'); \
+        return [p.querySelectorAll('.execution .calls .tool').length, p.querySelectorAll('.tool').length, \
+        p.querySelector('.execution .calls .label').textContent, p.querySelectorAll('.markdown').length]";
+    let expected = json!([2, 2, "2 tool calls", 3]);
+    let shown = page.js(grouped).await?;
+    if shown != expected {
+        return Err(format!(
+            "calls, under the script and in all, and texts: {shown}"
+        ));
+    }
+    page.client.refresh().await.map_err(|e| e.to_string())?;
+    page.wait_text(".markdown", "Wrote two.txt and listed the files.")
+        .await?;
+    let shown = page.js(grouped).await?;
+    if shown != expected {
+        return Err(format!("after a reload, calls and texts: {shown}"));
+    }
+    // A tool card says it opens.
+    let cue = page
+        .js("return getComputedStyle(document.querySelector('.tool > summary'), '::before').content")
+        .await?;
+    if cue != json!("\"▸\"") {
+        return Err(format!("a closed tool card's cue is {cue}"));
+    }
+
+    // Copy the answer, retry the prompt.
+    page.js("window.copied = null; navigator.clipboard.writeText = async (text) => { window.copied = text; }")
+        .await?;
+    page.click(".prompt:last-child button.copy").await?;
+    page.wait_text(".prompt:last-child button.copy", "Copied")
+        .await?;
+    let copied = page.js("return window.copied").await?;
+    if !copied.as_str().is_some_and(|text| {
+        text.contains("Writing the note first.")
+            && text.ends_with("Wrote two.txt and listed the files.")
+    }) {
+        return Err(format!("copied {copied}"));
+    }
+    page.click(".prompt:last-child button.retry").await?;
+    page.wait_text(".markdown", "Retried without writing.")
+        .await?;
+    let inputs = page
+        .js("return [...document.querySelectorAll('.prompt .user-text')].map(e => e.textContent)")
+        .await?;
+    if inputs
+        != json!([
+            "Write a note, then list the files",
+            "Write a note, then list the files"
+        ])
+    {
+        return Err(format!("after Retry the prompts are {inputs}"));
+    }
+
+    // A call whose prompt is stopped while it waits is shown as cancelled, not as an error.
+    page.fill(".composer textarea", "Write never.txt\n").await?;
+    page.wait_text(".approval h2", "fs.write").await?;
+    page.click("button.stop").await?;
+    page.wait_text(
+        ".prompt:last-child .tool.cancelled .badge.cancelled",
+        "cancelled",
+    )
+    .await?;
+    page.wait_text(".prompt:last-child .tool.cancelled pre.ended", "Cancelled")
+        .await?;
+    let failed = page
+        .count(".prompt:last-child .tool.error, .prompt:last-child .execution.error, .prompt:last-child pre.error")
+        .await?;
+    if failed != 0 {
+        return Err(format!(
+            "{failed} parts of the stopped prompt are shown as errors"
+        ));
+    }
+
+    // Rename, export and delete the conversation.
+    page.click(".conversation-actions button.rename").await?;
+    page.fill(
+        ".conversation-header input[name=title]",
+        &format!("Two approvals{ENTER}"),
+    )
+    .await?;
+    page.wait_text("h1.conversation-title", "Two approvals")
+        .await?;
+    page.wait_text(".conversations a.current .title", "Two approvals")
+        .await?;
+    page.client.refresh().await.map_err(|e| e.to_string())?;
+    page.wait_text("h1.conversation-title", "Two approvals")
+        .await?;
+    // The page's policy keeps it from reading blob: URLs back, so the download is caught as
+    // the page makes it: the blob, and the link it clicks.
+    page.js(
+        "window.exported = null; const click = HTMLAnchorElement.prototype.click; \
+         const made = URL.createObjectURL; let blob = null; \
+         URL.createObjectURL = (object) => { blob = object; return made(object); }; \
+         HTMLAnchorElement.prototype.click = function () { \
+           HTMLAnchorElement.prototype.click = click; URL.createObjectURL = made; \
+           window.exported = { name: this.download, blob }; }",
+    )
+    .await?;
+    page.click(".conversation-actions button.export").await?;
+    page.wait_until("return !!window.exported", vec![], "the export")
+        .await?;
+    let exported = page
+        .js_async(
+            "const done = arguments[0]; window.exported.blob.text().then((text) => JSON.parse(text)) \
+             .then((c) => done([window.exported.name, c.title, c.prompts.length]), (e) => done(String(e)))",
+        )
+        .await?;
+    if exported != json!(["Two-approvals.json", "Two approvals", 3]) {
+        return Err(format!("exported {exported}"));
+    }
+    let renamed = page.js("return location.hash").await?;
+    page.click(".conversation-actions button.delete").await?;
+    page.click(".conversation-header button.confirm-delete")
+        .await?;
+    page.wait_until(
+        "return location.hash === '#/' || location.hash === ''",
+        vec![],
+        "the way back from the deleted conversation",
+    )
+    .await?;
+    page.wait_text(".conversations", "What time is it?").await?;
+    if page
+        .js("return document.querySelector('.conversations').textContent.includes('Two approvals')")
+        .await?
+        != json!(false)
+    {
+        return Err("the deleted conversation is still listed".into());
+    }
+    page.goto(&format!("/{}", renamed.as_str().unwrap_or_default()))
+        .await?;
+    page.wait_text(".conversation .error", "not yours").await?;
+
     // Tools: browse, read the schema, invoke from a form; approval-bound tools say so.
     page.goto("/#/tools").await?;
     page.wait_text(".tool-list", "time.now").await?;
     page.click_text(".tool-list a", "fs.list").await?;
-    page.wait_text(".tool-detail h3", "fs.list").await?;
+    page.wait_text(".tool-detail h2", "fs.list").await?;
     page.click(".tool-detail button[type=submit]").await?;
     page.wait_text(".tool-detail .result", "approved.txt")
         .await?;
     page.shot("12-tools").await?;
     page.goto("/#/tools/fs.write").await?;
-    page.wait_text(".tool-detail h3", "fs.write").await?;
+    page.wait_text(".tool-detail h2", "fs.write").await?;
     page.wait_text(".tool-detail .approval-note", "approval")
         .await?;
     page.wait_text(".tool-list a.current .asks", "asks approval")
@@ -419,6 +773,45 @@ async fn scenarios(page: &Page, proxy: &Proxy, base: &str) -> Outcome {
     page.click(".tool-detail button[type=submit]").await?;
     page.wait_text(".tool-detail .error", "needs approval")
         .await?;
+    // The filter left from before never hides the tool that is open.
+    page.fill(".tool-list input[type=search]", "fs.").await?;
+    page.goto("/#/tools/memory.write").await?;
+    page.wait_text(".tool-detail h2", "memory.write").await?;
+    page.wait_text(".tool-list a.current", "memory.write")
+        .await?;
+    // Required fields first; a choice is a select; backticks are code, not characters.
+    let form = page
+        .js("return [[...document.querySelectorAll('.tool-form [name]')].map(e => e.name + ':' + e.tagName.toLowerCase()), \
+             [...document.querySelectorAll('.tool-form select[name=tier] option')].map(o => o.value).filter(Boolean), \
+             [...document.querySelectorAll('.tool-form label')].some(l => l.textContent.includes('`')), \
+             document.querySelectorAll('.tool-form label .muted code').length > 0]")
+        .await?;
+    let expected = json!([
+        [
+            "tier:select",
+            "label:input",
+            "content:input",
+            "mode:select",
+            "permission:select"
+        ],
+        ["core", "working", "archival"],
+        false,
+        true
+    ]);
+    if form != expected {
+        return Err(format!("memory.write's form: {form}"));
+    }
+    page.shot("12b-tool-form").await?;
+    page.axe("a tool's form").await?;
+    page.goto("/#/tools/memory.list").await?;
+    page.wait_text(".tool-detail h2", "memory.list").await?;
+    page.select(".tool-detail select[name=tier]", "core")
+        .await?;
+    page.click(".tool-detail button[type=submit]").await?;
+    page.wait_css(".tool-detail .result").await?;
+    if page.count(".tool-detail .error").await? != 0 {
+        return Err("memory.list with a tier chosen failed".into());
+    }
 
     // Phone width, dark theme, keyboard only.
     page.client
@@ -442,6 +835,7 @@ async fn scenarios(page: &Page, proxy: &Proxy, base: &str) -> Outcome {
         return Err(format!("theme is {theme}"));
     }
     page.shot("13-phone-dark").await?;
+    page.axe("a long conversation at phone width, dark").await?;
     // The conversations are behind the menu button at this width.
     if page
         .js("return getComputedStyle(document.querySelector('.sidebar')).display")
@@ -458,6 +852,22 @@ async fn scenarios(page: &Page, proxy: &Proxy, base: &str) -> Outcome {
     )
     .await?;
     page.shot("13b-phone-menu").await?;
+    // Escape closes it, and the focus goes back to its button.
+    page.press(".menu-toggle", '\u{e00c}').await?;
+    page.wait_until(
+        "return getComputedStyle(document.querySelector('.sidebar')).display === 'none' \
+         && document.activeElement === document.querySelector('.menu-toggle')",
+        vec![],
+        "Escape to close the menu",
+    )
+    .await?;
+    page.click(".menu-toggle").await?;
+    page.wait_until(
+        "return getComputedStyle(document.querySelector('.sidebar')).display !== 'none'",
+        vec![],
+        "the menu to open again",
+    )
+    .await?;
     page.click(".conversations a").await?;
     page.client
         .set_window_size(1280, 900)
@@ -469,6 +879,35 @@ async fn scenarios(page: &Page, proxy: &Proxy, base: &str) -> Outcome {
         .await?;
     if unreachable != json!(0) {
         return Err(format!("{unreachable} controls cannot be reached with Tab"));
+    }
+
+    // A saved session the server no longer takes goes back to the sign-in, and says why.
+    page.js("sessionStorage.setItem('agentic.session', JSON.stringify({ user: 'alice', token: 'stale' })); location.reload()")
+        .await?;
+    page.wait_text(".signin .error", "sign in again").await?;
+    let user = page
+        .js("return document.querySelector('input[name=user]').value")
+        .await?;
+    if user != json!("alice") {
+        return Err(format!("the sign-in forgot the user: {user}"));
+    }
+    if page
+        .js("return sessionStorage.getItem('agentic.session')")
+        .await?
+        != Value::Null
+    {
+        return Err("the refused session is still kept".into());
+    }
+    // Signing in again, asking to be remembered, keeps the session across tabs.
+    page.fill("input[name=token]", TOKEN).await?;
+    page.click("input[name=remember]").await?;
+    page.click("button[type=submit]").await?;
+    page.wait_css(".composer textarea").await?;
+    let kept = page
+        .js("return [JSON.parse(localStorage.getItem('agentic.session')).token, sessionStorage.getItem('agentic.session')]")
+        .await?;
+    if kept != json!([TOKEN, null]) {
+        return Err(format!("a remembered session is kept as {kept}"));
     }
 
     // A second user sees none of alice's conversations, even by address.
@@ -536,6 +975,11 @@ fn over_target(message: String) -> Outcome {
 /// Polls the API until the user's prompt has completed. A request that fails at the network
 /// level is tried again until the deadline, and the last failure is reported with its causes.
 async fn wait_completed(base: &str, user: &str, prompt: &str) -> Outcome {
+    wait_state(base, user, prompt, "completed").await
+}
+
+/// [`wait_completed`] for any state.
+async fn wait_state(base: &str, user: &str, prompt: &str, state: &str) -> Outcome {
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
         .build()
@@ -554,7 +998,7 @@ async fn wait_completed(base: &str, user: &str, prompt: &str) -> Outcome {
                 let text = answer.text().await.map_err(|e| error_chain(&e))?;
                 let stored: Value = serde_json::from_str(&text)
                     .map_err(|e| format!("prompt {prompt}: {status} {e}: {text}"))?;
-                if stored["state"] == "completed" {
+                if stored["state"] == state {
                     return Ok(());
                 }
                 format!("{status} {stored}")
@@ -562,7 +1006,7 @@ async fn wait_completed(base: &str, user: &str, prompt: &str) -> Outcome {
             Err(error) => error_chain(&error),
         };
         if Instant::now() > deadline {
-            return Err(format!("prompt {prompt} did not complete: {last}"));
+            return Err(format!("prompt {prompt} never got to {state}: {last}"));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -626,21 +1070,25 @@ fn report(name: &str, value: Value) {
 struct Proxy {
     url: String,
     down: tokio::sync::watch::Sender<bool>,
+    upstream: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
 impl Proxy {
     async fn start(base: &str) -> Self {
-        let upstream = base.trim_start_matches("http://").to_owned();
+        let upstream = std::sync::Arc::new(std::sync::Mutex::new(
+            base.trim_start_matches("http://").to_owned(),
+        ));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let (down, watching) = tokio::sync::watch::channel(false);
+        let target = upstream.clone();
         tokio::spawn(async move {
             while let Ok((mut inbound, _)) = listener.accept().await {
                 let mut watching = watching.clone();
                 if *watching.borrow() {
                     continue; // dropped: the connection closes unanswered
                 }
-                let upstream = upstream.clone();
+                let upstream = target.lock().unwrap().clone();
                 tokio::spawn(async move {
                     let Ok(mut outbound) = tokio::net::TcpStream::connect(&upstream).await else {
                         return;
@@ -652,7 +1100,16 @@ impl Proxy {
                 });
             }
         });
-        Self { url, down }
+        Self {
+            url,
+            down,
+            upstream,
+        }
+    }
+
+    /// Sends new connections to the server at `base` (one that replaced the first).
+    fn retarget(&self, base: &str) {
+        *self.upstream.lock().unwrap() = base.trim_start_matches("http://").to_owned();
     }
 
     /// Drops every open connection and refuses new ones (`true`), or lets them through.
@@ -677,6 +1134,16 @@ impl Browser {
             .iter()
             .map(PathBuf::from)
             .find(|path| path.exists());
+        let axe = axe_path();
+        if chromium.is_some() && driver.is_some() && !axe.exists() {
+            assert!(
+                std::env::var("AGENTIC_REQUIRE_BROWSER").as_deref() != Ok("1"),
+                "AGENTIC_REQUIRE_BROWSER=1 but {} is missing (npm ci --prefix crates/api/web)",
+                axe.display()
+            );
+            eprintln!("skipped: axe-core is not installed (npm ci --prefix crates/api/web)");
+            return None;
+        }
         match (chromium, driver) {
             (Some(chromium), Some(driver)) => Some(Self { chromium, driver }),
             _ => {
@@ -844,6 +1311,80 @@ impl Page {
                 ));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Runs `script` as an async WebDriver script: it ends by calling `arguments[0]`.
+    async fn js_async(&self, script: &str) -> Result<Value, String> {
+        self.client
+            .execute_async(script, vec![])
+            .await
+            .map_err(|e| format!("{script}: {e}"))
+    }
+
+    /// Sends `key` to the element matching `css`, as a keyboard would (WebDriver focuses it).
+    async fn press(&self, css: &str, key: char) -> Outcome {
+        self.wait_css(css).await?;
+        self.client
+            .find(Locator::Css(css))
+            .await
+            .map_err(|e| format!("{css}: {e}"))?
+            .send_keys(&key.to_string())
+            .await
+            .map_err(|e| format!("pressing {key:?} on {css}: {e}"))
+    }
+
+    /// A Chrome DevTools command, through chromedriver.
+    async fn cdp(&self, command: &str, parameters: Value) -> Outcome {
+        #[derive(Debug)]
+        struct Cdp(String);
+        impl fantoccini::wd::WebDriverCompatibleCommand for Cdp {
+            fn endpoint(
+                &self,
+                base_url: &url::Url,
+                session_id: Option<&str>,
+            ) -> Result<url::Url, url::ParseError> {
+                base_url.join(&format!(
+                    "session/{}/goog/cdp/execute",
+                    session_id.unwrap_or_default()
+                ))
+            }
+            fn method_and_body(&self, _: &url::Url) -> (http::Method, Option<String>) {
+                (http::Method::POST, Some(self.0.clone()))
+            }
+        }
+        let body = json!({ "cmd": command, "params": parameters }).to_string();
+        self.client
+            .issue_cmd(Cdp(body))
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("{command}: {e}"))
+    }
+
+    /// Runs axe-core on the page as it is; fails on any serious or critical violation.
+    async fn axe(&self, what: &str) -> Outcome {
+        let loaded = self.js("return typeof window.axe === 'object'").await?;
+        if loaded != json!(true) {
+            let source = std::fs::read_to_string(axe_path())
+                .map_err(|e| format!("{}: {e}", axe_path().display()))?;
+            self.js(&format!("{source}\n;return true")).await?;
+        }
+        let found = self
+            .js_async(
+                "const done = arguments[0]; \
+                 axe.run(document, { resultTypes: ['violations'] }).then((results) => done(results.violations \
+                   .filter((v) => v.impact === 'serious' || v.impact === 'critical') \
+                   .map((v) => `${v.id} (${v.impact}): ${v.help}: ` + v.nodes.slice(0, 5) \
+                     .map((n) => n.target.join(' ') + ' ' + n.failureSummary.replace(/\\s+/g, ' ')).join(' | '))), \
+                   (error) => done([`axe failed: ${error}`]))",
+            )
+            .await?;
+        match found.as_array() {
+            Some(violations) if violations.is_empty() => Ok(()),
+            _ => {
+                let _ = self.shot(&format!("axe-{}", what.replace(' ', "-"))).await;
+                Err(format!("accessibility of {what}: {found:#}"))
+            }
         }
     }
 

@@ -1731,6 +1731,8 @@ impl PromptExecutor for CodeExecutor {
         };
         call.decision = Decision::Approved;
         self.recorder.resume().await?;
+        // A call's time is its run, as in classic mode, not the time a person took to decide.
+        self.recorder.mark_tool_started(tool_call_id);
         if let Some(active) = self.active.as_mut() {
             active.execution.resume_clock().await;
         }

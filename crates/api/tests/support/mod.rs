@@ -141,6 +141,13 @@ impl Server {
             .json(&body)
     }
 
+    pub(crate) fn patch(&self, user: &str, path: &str, body: Value) -> reqwest::RequestBuilder {
+        self.client
+            .patch(format!("{}{path}", self.base))
+            .header("x-user-id", user)
+            .json(&body)
+    }
+
     pub(crate) fn delete(&self, user: &str, path: &str) -> reqwest::RequestBuilder {
         self.client
             .delete(format!("{}{path}", self.base))

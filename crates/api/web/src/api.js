@@ -3,19 +3,33 @@
 
 const SESSION_KEY = "agentic.session";
 
+/// The signed-in session: kept for this tab only (sessionStorage), unless the person asked
+/// to be remembered on this device, since the token is a credential kept in plain text.
 export function loadSession() {
-  try {
-    const saved = JSON.parse(localStorage.getItem(SESSION_KEY) || "null");
-    if (saved && typeof saved.user === "string" && saved.user) return saved;
-  } catch {
-    // A damaged entry is the same as none.
+  for (const storage of [sessionStorage, localStorage]) {
+    try {
+      const saved = JSON.parse(storage.getItem(SESSION_KEY) || "null");
+      if (saved && typeof saved.user === "string" && saved.user) return saved;
+    } catch {
+      // A damaged entry is the same as none.
+    }
   }
   return null;
 }
 
 export function saveSession(session) {
-  if (session) localStorage.setItem(SESSION_KEY, JSON.stringify(session));
-  else localStorage.removeItem(SESSION_KEY);
+  sessionStorage.removeItem(SESSION_KEY);
+  localStorage.removeItem(SESSION_KEY);
+  if (session) (session.remember ? localStorage : sessionStorage).setItem(SESSION_KEY, JSON.stringify(session));
+}
+
+let unauthorized = null;
+
+/// Called with the error when the server refuses the session's credentials (401): they
+/// changed, or the server now needs a token, and nothing else will work until the person
+/// signs in again.
+export function onUnauthorized(handler) {
+  unauthorized = handler;
 }
 
 export class ApiError extends Error {
@@ -47,7 +61,9 @@ async function failure(response) {
   return new ApiError(response.status, code, message);
 }
 
-export async function request(session, method, path, body) {
+/// `options.signingIn`: the request checks credentials being entered, so a 401 is its answer
+/// rather than a reason to go back to the sign-in.
+export async function request(session, method, path, body, options) {
   const init = { method, headers: headers(session) };
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
@@ -59,7 +75,11 @@ export async function request(session, method, path, body) {
   } catch (error) {
     throw new ApiError(0, "network", `the server cannot be reached (${error.message})`);
   }
-  if (!response.ok) throw await failure(response);
+  if (!response.ok) {
+    const error = await failure(response);
+    if (response.status === 401 && !options?.signingIn && unauthorized) unauthorized(error);
+    throw error;
+  }
   if (response.status === 204) return null;
   return response.json();
 }
@@ -69,7 +89,11 @@ export async function fileUrl(session, path) {
   const response = await fetch(`/api/files?path=${encodeURIComponent(path)}`, {
     headers: headers(session),
   });
-  if (!response.ok) throw await failure(response);
+  if (!response.ok) {
+    const error = await failure(response);
+    if (response.status === 401 && unauthorized) unauthorized(error);
+    throw error;
+  }
   return URL.createObjectURL(await response.blob());
 }
 
@@ -95,6 +119,7 @@ export function followEvents(session, { lastEventId, onEvent, onState }) {
           const error = await failure(response);
           if (response.status === 401 || response.status === 400) {
             onState("failed", error.message);
+            if (response.status === 401 && unauthorized) unauthorized(error);
             return;
           }
           throw error;

@@ -4,11 +4,13 @@ import { render } from "preact";
 import { memo } from "preact/compat";
 import { useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
 
-import { ApiError, fileUrl, followEvents, loadSession, request, saveSession } from "./api.js";
+import { ApiError, fileUrl, followEvents, loadSession, onUnauthorized, request, saveSession } from "./api.js";
 import { highlightLines, markdown, prettyJson } from "./render.js";
 import {
   applyEvent,
   callLine,
+  callState,
+  continued,
   duration,
   errorLine,
   formatMs,
@@ -57,10 +59,17 @@ function go(path) {
 function useTheme() {
   const [theme, setTheme] = useState(() => localStorage.getItem("agentic.theme") || "auto");
   useEffect(() => {
-    const dark =
-      theme === "dark" || (theme === "auto" && matchMedia("(prefers-color-scheme: dark)").matches);
-    document.documentElement.dataset.theme = dark ? "dark" : "light";
+    const system = matchMedia("(prefers-color-scheme: dark)");
+    const apply = () => {
+      const dark = theme === "dark" || (theme === "auto" && system.matches);
+      document.documentElement.dataset.theme = dark ? "dark" : "light";
+    };
+    apply();
     localStorage.setItem("agentic.theme", theme);
+    // "auto" follows the system as it changes, not only as it was when the page loaded.
+    if (theme !== "auto") return undefined;
+    system.addEventListener("change", apply);
+    return () => system.removeEventListener("change", apply);
   }, [theme]);
   const next = () => setTheme((current) => (current === "auto" ? "dark" : current === "dark" ? "light" : "auto"));
   return [theme, next];
@@ -85,16 +94,33 @@ function createBus() {
 
 function App() {
   const [session, setSession] = useState(loadSession);
+  const [notice, setNotice] = useState(null);
+  const [lastUser, setLastUser] = useState(() => loadSession()?.user || "");
   const [theme, nextTheme] = useTheme();
   const signOut = () => {
     saveSession(null);
     setSession(null);
   };
+  useEffect(() => {
+    onUnauthorized((error) => {
+      setSession((current) => {
+        if (current) setLastUser(current.user);
+        return null;
+      });
+      saveSession(null);
+      setNotice(`The server refused the saved sign-in, so sign in again: ${error.message}`);
+    });
+    return () => onUnauthorized(null);
+  }, []);
   if (!session) {
     return (
       <SignIn
+        key={notice}
+        user={lastUser}
+        message={notice}
         onSignedIn={(signed) => {
           saveSession(signed);
+          setNotice(null);
           setSession(signed);
         }}
       />
@@ -103,22 +129,22 @@ function App() {
   return <Shell session={session} onSignOut={signOut} theme={theme} nextTheme={nextTheme} />;
 }
 
-function SignIn({ onSignedIn, message }) {
-  const saved = loadSession();
-  const [user, setUser] = useState(saved?.user || "");
-  const [token, setToken] = useState(saved?.token || "");
+function SignIn({ onSignedIn, message, user: lastUser }) {
+  const [user, setUser] = useState(lastUser || "");
+  const [token, setToken] = useState("");
+  const [remember, setRemember] = useState(false);
   const [error, setError] = useState(message || null);
   const [busy, setBusy] = useState(false);
   const submit = async (event) => {
     event.preventDefault();
-    const session = { user: user.trim(), token: token.trim() };
+    const session = { user: user.trim(), token: token.trim(), remember };
     if (!session.user) {
       setError("Enter a user id.");
       return;
     }
     setBusy(true);
     try {
-      await request(session, "GET", "/api/capabilities");
+      await request(session, "GET", "/api/capabilities", undefined, { signingIn: true });
       onSignedIn(session);
     } catch (failure) {
       if (failure.status === 401 && !session.token) {
@@ -144,6 +170,10 @@ function SignIn({ onSignedIn, message }) {
         <label>
           API token <span class="muted">(when the server has one)</span>
           <input name="token" type="password" autocomplete="current-password" value={token} onInput={(e) => setToken(e.currentTarget.value)} />
+        </label>
+        <label class="check">
+          <input name="remember" type="checkbox" checked={remember} onChange={(e) => setRemember(e.currentTarget.checked)} /> Remember me on this device{" "}
+          <span class="muted small">(keeps the token in this browser's storage)</span>
         </label>
         {error && (
           <p class="error" role="alert">
@@ -205,6 +235,16 @@ function Shell({ session, onSignOut, theme, nextTheme }) {
   }, [session, bus, refresh]);
 
   useEffect(() => setMenuOpen(false), [route.view, route.id]);
+  useEffect(() => {
+    if (!menuOpen) return undefined;
+    const closeOnEscape = (event) => {
+      if (event.key !== "Escape") return;
+      setMenuOpen(false);
+      document.querySelector(".menu-toggle")?.focus();
+    };
+    addEventListener("keydown", closeOnEscape);
+    return () => removeEventListener("keydown", closeOnEscape);
+  }, [menuOpen]);
 
   return (
     <div class={`shell ${menuOpen ? "menu-open" : ""}`}>
@@ -336,6 +376,9 @@ function ConversationView({ session, conversationId, bus, capabilities, onChange
     () =>
       bus.subscribe((event) => {
         if (event.event === "stream.gap" || event.event === "stream.lagged") {
+          // Events that arrive while the timeline is read again apply on top of what it
+          // reads, not under it.
+          loaded.current = false;
           load();
           return;
         }
@@ -370,23 +413,47 @@ function ConversationView({ session, conversationId, bus, capabilities, onChange
   };
 
   const running = prompts.find((prompt) => !isFinished(prompt.state));
+  // One function for every prompt's Retry, so a change to one prompt redraws no other.
+  const sendRef = useRef(send);
+  sendRef.current = send;
+  const retry = useCallback(
+    (prompt) => sendRef.current({ input: prompt.input, mode: prompt.mode, model: "normal" }).catch((failure) => setError(failure.message)),
+    [],
+  );
   // An interrupted prompt (its server stopped) runs on where it stopped; its events follow.
   const continuePrompt = (id) =>
     request(session, "POST", `/api/prompts/${id}/continue`)
-      .then(() => setPrompts((list) => list.map((prompt) => (prompt.id === id ? { ...prompt, state: "running", error: null } : prompt))))
+      .then(() => setPrompts((list) => list.map((prompt) => (prompt.id === id ? continued(prompt) : prompt))))
       .catch((failure) => setError(failure.message));
 
   return (
     <section class="conversation" aria-label={title || "New conversation"}>
       <Scroller>
         <div class="column">
-          <h2 class="conversation-title">{conversationId ? title || "…" : "New conversation"}</h2>
+          <ConversationHeader
+            session={session}
+            conversationId={conversationId}
+            title={title}
+            busy={Boolean(running)}
+            onRenamed={(renamed) => {
+              setTitle(renamed);
+              onChanged();
+            }}
+            onDeleted={() => {
+              onChanged();
+              go("/");
+            }}
+          />
           {error && (
             <p class="error" role="alert">
               {error}
             </p>
           )}
-          {loading ? <p class="muted">Loading…</p> : <Timeline prompts={prompts} session={session} onContinue={continuePrompt} />}
+          {loading ? (
+            <p class="muted">Loading…</p>
+          ) : (
+            <Timeline prompts={prompts} session={session} onContinue={continuePrompt} onRetry={running ? null : retry} />
+          )}
           {!loading && !conversationId && (
             <p class="muted hint">Ask something below. Pick code mode to let the model write a script that calls the tools.</p>
           )}
@@ -405,6 +472,106 @@ function ConversationView({ session, conversationId, bus, capabilities, onChange
       </div>
     </section>
   );
+}
+
+/// A conversation's title, and what can be done with the whole of it: rename, export, delete.
+function ConversationHeader({ session, conversationId, title, busy, onRenamed, onDeleted }) {
+  const [renaming, setRenaming] = useState(false);
+  const [draft, setDraft] = useState("");
+  const [confirming, setConfirming] = useState(false);
+  const [error, setError] = useState(null);
+  const path = conversationId ? `/api/conversations/${encodeURIComponent(conversationId)}` : null;
+  if (!conversationId) return <h1 class="conversation-title">New conversation</h1>;
+  const rename = async (event) => {
+    event.preventDefault();
+    setError(null);
+    try {
+      const renamed = await request(session, "PATCH", path, { title: draft });
+      setRenaming(false);
+      onRenamed(renamed.title);
+    } catch (failure) {
+      setError(failure.message);
+    }
+  };
+  const exportConversation = async () => {
+    setError(null);
+    try {
+      const detail = await request(session, "GET", path);
+      const blob = new Blob([JSON.stringify(detail, null, 2) + "\n"], { type: "application/json" });
+      const link = document.createElement("a");
+      link.href = URL.createObjectURL(blob);
+      link.download = `${fileName(detail.title || "conversation")}.json`;
+      link.click();
+      setTimeout(() => URL.revokeObjectURL(link.href), 60000);
+    } catch (failure) {
+      setError(failure.message);
+    }
+  };
+  const remove = async () => {
+    setError(null);
+    try {
+      await request(session, "DELETE", path);
+      onDeleted();
+    } catch (failure) {
+      setConfirming(false);
+      setError(failure.message);
+    }
+  };
+  return (
+    <header class="conversation-header">
+      {renaming ? (
+        <form class="rename" onSubmit={rename}>
+          <input name="title" aria-label="Conversation title" value={draft} maxLength={200} required onInput={(e) => setDraft(e.currentTarget.value)} onKeyDown={(e) => e.key === "Escape" && setRenaming(false)} autofocus />
+          <button type="submit">Save</button>
+          <button type="button" class="link" onClick={() => setRenaming(false)}>
+            Cancel
+          </button>
+        </form>
+      ) : (
+        <h1 class="conversation-title">{title || "…"}</h1>
+      )}
+      {!renaming && (
+        <div class="conversation-actions">
+          <button
+            type="button"
+            class="link rename"
+            onClick={() => {
+              setDraft(title || "");
+              setRenaming(true);
+            }}
+          >
+            Rename
+          </button>
+          <button type="button" class="link export" onClick={exportConversation}>
+            Export
+          </button>
+          <button type="button" class="link delete" onClick={() => !busy && setConfirming(true)} aria-disabled={busy ? "true" : undefined} title={busy ? "A prompt is running" : undefined}>
+            Delete
+          </button>
+        </div>
+      )}
+      {confirming && (
+        <p class="confirm" role="alert">
+          Delete this conversation and all its prompts? This cannot be undone.{" "}
+          <button type="button" class="confirm-delete danger" onClick={remove} autofocus>
+            Delete
+          </button>{" "}
+          <button type="button" class="link" onClick={() => setConfirming(false)}>
+            Keep it
+          </button>
+        </p>
+      )}
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
+    </header>
+  );
+}
+
+function fileName(title) {
+  return title.replace(/[^\p{L}\p{N}]+/gu, "-").replace(/^-+|-+$/g, "").slice(0, 60) || "conversation";
 }
 
 /// The scrolling part of a conversation: it follows new output while the reader is at the
@@ -431,7 +598,7 @@ function stateAfter(eventName) {
   return { "prompt.completed": "completed", "prompt.error": "failed", "prompt.cancelled": "cancelled" }[eventName] || "running";
 }
 
-function Timeline({ prompts, session, onContinue }) {
+function Timeline({ prompts, session, onContinue, onRetry }) {
   const drawnAt = useRef(0);
   useLayoutEffect(() => {
     const started = drawnAt.current;
@@ -447,8 +614,10 @@ function Timeline({ prompts, session, onContinue }) {
       {prompts.map((prompt, index) => (
         <PromptView
           key={prompt.id}
+          number={index + 1}
           prompt={prompt}
           session={session}
+          onRetry={onRetry}
           onContinue={index === prompts.length - 1 && prompt.state === "interrupted" ? onContinue : null}
         />
       ))}
@@ -456,8 +625,9 @@ function Timeline({ prompts, session, onContinue }) {
   );
 }
 
-const PromptView = memo(function PromptView({ prompt, session, onContinue }) {
+const PromptView = memo(function PromptView({ number, prompt, session, onContinue, onRetry }) {
   const groups = useMemo(() => groupOutputs(prompt.output), [prompt.output]);
+  const scripts = groups.filter((group) => group.kind === "code");
   const waiting = waitingCall(prompt);
   const time = promptTime(prompt);
   return (
@@ -471,7 +641,14 @@ const PromptView = memo(function PromptView({ prompt, session, onContinue }) {
       <div class="bubble agent">
         {groups.map((group) =>
           group.kind === "code" ? (
-            <CodeExecution key={group.output.id} execution={group.output} calls={group.calls} liveTool={prompt.liveTool} waiting={waiting} />
+            <CodeExecution
+              key={group.output.id}
+              label={scripts.length > 1 ? `script ${scripts.indexOf(group) + 1} of prompt ${number}` : `script of prompt ${number}`}
+              execution={group.output}
+              calls={group.calls}
+              liveTool={prompt.liveTool}
+              waiting={waiting}
+            />
           ) : group.kind === "tool" ? (
             <ToolCard key={group.output.id} output={group.output} live={prompt.liveTool[group.output.id]} />
           ) : group.kind === "file" ? (
@@ -483,6 +660,7 @@ const PromptView = memo(function PromptView({ prompt, session, onContinue }) {
         {prompt.live && <Markdown text={prompt.live} streaming />}
         {waiting && (
           <Approval
+            key={waiting.toolCallId}
             prompt={prompt}
             waiting={waiting}
             session={session}
@@ -491,7 +669,7 @@ const PromptView = memo(function PromptView({ prompt, session, onContinue }) {
         )}
         <footer class="prompt-footer small muted">
           <span class={`badge ${prompt.state}`}>{prompt.state.replace(/_/g, " ")}</span>
-          {prompt.state === "running" && <span class="spinner" aria-label="running" />}
+          {prompt.state === "running" && <span class="spinner" role="img" aria-label="running" />}
           {prompt.usage && prompt.usage.totalTokens > 0 && (
             <span class="usage">
               {prompt.usage.inputTokens} in · {prompt.usage.outputTokens} out tokens
@@ -506,32 +684,53 @@ const PromptView = memo(function PromptView({ prompt, session, onContinue }) {
               Continue
             </button>
           )}
+          {isFinished(prompt.state) && <CopyAnswer prompt={prompt} />}
+          {onRetry && isFinished(prompt.state) && prompt.input && (
+            <button type="button" class="link retry" onClick={() => onRetry(prompt)} aria-label={`Retry: ${prompt.input}`}>
+              Retry
+            </button>
+          )}
         </footer>
       </div>
     </li>
   );
 });
 
+/// Copies the prompt's answer (its text, as the model wrote it in markdown).
+function CopyAnswer({ prompt }) {
+  const [done, setDone] = useState(null);
+  const answer = prompt.output
+    .filter((output) => output.type === "text")
+    .map((output) => output.content)
+    .join("\n\n");
+  if (!answer) return null;
+  const copy = () =>
+    navigator.clipboard
+      .writeText(answer)
+      .then(() => setDone("Copied"))
+      .catch((failure) => setDone(`Not copied: ${failure.message}`));
+  return (
+    <button type="button" class="link copy" onClick={copy}>
+      {done || "Copy answer"}
+    </button>
+  );
+}
+
 const Markdown = memo(function Markdown({ text, streaming }) {
   const html = useMemo(() => markdown(text), [text]);
   return <div class={`markdown ${streaming ? "streaming" : ""}`} dangerouslySetInnerHTML={{ __html: html }} />;
 });
 
-function resultState(output) {
-  const result = output.result || {};
-  if (result.type === "pending") return result.reason === "running" ? "running" : "waiting";
-  return result.type === "error" ? "error" : "ok";
-}
-
 const ToolCard = memo(function ToolCard({ output, live, nested, marked }) {
-  const state = resultState(output);
-  const ms = duration(output);
+  const state = callState(output);
+  // A rejected or cancelled call never ran (or was cut short): its span is a person's wait.
+  const ms = state === "rejected" || state === "cancelled" ? null : duration(output);
   return (
     <details class={`tool ${state} ${nested ? "nested" : ""} ${marked ? "marked" : ""}`} open={state === "error" || state === "waiting"} data-tool={output.function}>
       <summary>
         <span class="tool-id">{output.function}</span>
         <span class={`badge ${state}`}>{state}</span>
-        {ms !== null && <span class="muted small">{formatMs(ms)}</span>}
+        {ms !== null && <span class="muted small call-time">{formatMs(ms)}</span>}
       </summary>
       <div class="tool-body">
         <div class="label small muted">input</div>
@@ -548,7 +747,7 @@ const ToolCard = memo(function ToolCard({ output, live, nested, marked }) {
             <pre class="json">{prettyJson(output.result.output)}</pre>
           </>
         )}
-        {output.result?.type === "error" && <pre class="error">{output.result.error}</pre>}
+        {output.result?.type === "error" && <pre class={state === "error" ? "error" : `ended ${state}`}>{output.result.error}</pre>}
         {output.result?.type === "pending" && <p class="muted small">{output.result.reason}</p>}
       </div>
     </details>
@@ -601,24 +800,24 @@ function executionMarks(execution, calls, waiting) {
   return { marks, errored, pausedLine };
 }
 
-const CodeExecution = memo(function CodeExecution({ execution, calls, liveTool, waiting }) {
+const CodeExecution = memo(function CodeExecution({ label, execution, calls, liveTool, waiting }) {
   const code = execution.input?.code ?? "";
   const result = execution.result || {};
-  const state = resultState(execution);
+  const state = callState(execution);
   const { marks, errored, pausedLine } = executionMarks(execution, calls, waiting);
   const value = result.type === "success" ? result.output : null;
   const ms = duration(execution);
   return (
-    <section class={`execution ${state}`} data-execution={execution.id} aria-label="code execution">
+    <section class={`execution ${state}`} data-execution={execution.id} aria-label={label}>
       <header>
         <span class="tool-id">code.execute</span>
         <span class={`badge ${state}`}>{state}</span>
-        {ms !== null && <span class="muted small">{formatMs(ms)}</span>}
+        {ms !== null && <span class="muted small call-time">{formatMs(ms)}</span>}
         {pausedLine && <span class="small paused-note">paused at line {pausedLine}</span>}
       </header>
       <CodeBlock code={code} marks={marks} />
       {calls.length > 0 && (
-        <div class="calls" aria-label="tool calls made by the code">
+        <div class="calls" role="group" aria-label={`tool calls of the ${label}`}>
           <div class="label small muted">{calls.length} tool call{calls.length === 1 ? "" : "s"}</div>
           {calls.map((call) => (
             <ToolCard key={call.id} output={call} live={liveTool[call.id]} nested marked={waiting?.toolCallId === call.id} />
@@ -639,7 +838,7 @@ const CodeExecution = memo(function CodeExecution({ execution, calls, liveTool, 
         </>
       )}
       {result.type === "error" && (
-        <pre class="error" data-error-line={errored || undefined}>
+        <pre class={state === "error" ? "error" : `ended ${state}`} data-error-line={errored || undefined}>
           {result.error}
         </pre>
       )}
@@ -690,11 +889,43 @@ function FileCard({ output, session }) {
   );
 }
 
+/// Where the focus went when an approval panel that had it went away (see `Approval`).
+let focusHandedOff = null;
+
 function Approval({ prompt, waiting, session, execution }) {
   const [reason, setReason] = useState("");
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState(null);
+  const panel = useRef(null);
+  useLayoutEffect(() => {
+    const element = panel.current;
+    // The next approval of a prompt whose last one had the focus takes it back from where
+    // that one left it, unless the person has moved on (focused or typed elsewhere).
+    const handed = focusHandedOff;
+    if (handed && handed.promptId === prompt.id && document.activeElement === handed.element && handed.element.value === handed.value) {
+      element?.focus();
+    }
+    focusHandedOff = null;
+    return () => {
+      if (!element || !element.contains(document.activeElement)) return;
+      // The panel that had the focus goes once its call is decided: the focus moves on to
+      // the next approval of the prompt, else to the message box, never to the page.
+      setTimeout(() => {
+        if (document.activeElement && document.activeElement !== document.body) return;
+        const next = document.querySelector(`[data-prompt-id="${prompt.id}"] .approval`);
+        if (next) {
+          next.focus();
+          return;
+        }
+        const composer = document.querySelector(".composer textarea");
+        if (!composer) return;
+        composer.focus();
+        focusHandedOff = { promptId: prompt.id, element: composer, value: composer.value };
+      });
+    };
+  }, []);
   const decide = async (decision) => {
+    if (busy) return;
     setBusy(true);
     setError(null);
     try {
@@ -706,20 +937,25 @@ function Approval({ prompt, waiting, session, execution }) {
       setBusy(false);
     }
   };
+  const headingId = `approval-${waiting.toolCallId}`;
+  // While a decision is on its way the buttons say so with aria-disabled rather than
+  // disabled: a disabled button drops the keyboard focus to the page.
   return (
-    <section class="approval" role="region" aria-label="approval needed">
-      <h3>
+    <section class="approval" ref={panel} tabindex="-1" aria-labelledby={headingId}>
+      <h2 id={headingId}>
         Approve <code>{waiting.toolName}</code>?
-      </h3>
-      <p>{waiting.reason}</p>
+      </h2>
+      <p>
+        <Described text={waiting.reason || ""} />
+      </p>
       <pre class="json">{prettyJson(waiting.input)}</pre>
       {execution && <PausedCode execution={execution} waiting={waiting} />}
       <div class="actions">
-        <button class="approve" disabled={busy} onClick={() => decide("approve")}>
+        <button class="approve" aria-disabled={busy ? "true" : undefined} onClick={() => decide("approve")}>
           Approve
         </button>
         <input aria-label="reason for rejecting" placeholder="Reason (optional)" value={reason} onInput={(e) => setReason(e.currentTarget.value)} onKeyDown={(e) => e.key === "Enter" && decide("reject")} />
-        <button class="reject" disabled={busy} onClick={() => decide("reject")}>
+        <button class="reject" aria-disabled={busy ? "true" : undefined} onClick={() => decide("reject")}>
           Reject
         </button>
       </div>
@@ -831,10 +1067,12 @@ function ToolsView({ session, selected }) {
   useEffect(() => {
     request(session, "GET", "/api/tools").then(setTools).catch((failure) => setError(failure.message));
   }, [session]);
-  const shown = (tools || []).filter((tool) => (tool.id + " " + tool.description).toLowerCase().includes(filter.toLowerCase()));
+  const matches = (tool) => (tool.id + " " + tool.description).toLowerCase().includes(filter.toLowerCase());
+  // The open tool always stays in the list, whatever the filter left from before says.
+  const shown = (tools || []).filter((tool) => tool.id === selected || matches(tool));
   return (
-    <section class="tools">
-      <h2>Tools</h2>
+    <section class="tools" aria-labelledby="tools-title">
+      <h1 id="tools-title">Tools</h1>
       {error && <p class="error">{error}</p>}
       <div class="tools-layout">
         <div class="tool-list">
@@ -871,15 +1109,14 @@ function ToolDetail({ session, id }) {
   if (error && !tool) return <p class="error">{error}</p>;
   if (!tool) return <p class="muted">Loading…</p>;
   const schema = tool.inputSchema || {};
-  const properties = schema.properties || {};
-  const required = new Set(schema.required || []);
+  const fields = formFields(schema);
   const invoke = async (event) => {
     event.preventDefault();
     setBusy(true);
     setError(null);
     setResult(null);
     try {
-      const input = buildInput(properties, values);
+      const input = buildInput(fields, values);
       const answer = await request(session, "POST", `/api/tools/${encodeURIComponent(id)}/invoke`, input);
       setResult(answer.output);
     } catch (failure) {
@@ -894,16 +1131,16 @@ function ToolDetail({ session, id }) {
   };
   return (
     <article class="tool-detail">
-      <h3>
+      <h2>
         <code>{tool.id}</code>
-      </h3>
+      </h2>
       <p>{tool.description}</p>
       {tool.plugin && <p class="small muted">from the {tool.plugin} plugin</p>}
       <form onSubmit={invoke} class="tool-form">
-        {Object.entries(properties).map(([name, property]) => (
-          <Field key={name} name={name} property={property} required={required.has(name)} value={values[name]} onChange={(value) => setValues({ ...values, [name]: value })} />
+        {fields.map((field) => (
+          <Field key={field.name} field={field} value={values[field.name]} onChange={(value) => setValues({ ...values, [field.name]: value })} />
         ))}
-        {Object.keys(properties).length === 0 && <p class="small muted">This tool takes no input.</p>}
+        {fields.length === 0 && <p class="small muted">This tool takes no input.</p>}
         {tool.mayNeedApproval && (
           <p class="small approval-note" role="note">
             Calls of this tool may need a person's approval. Those are refused here: ask for it in a prompt, where the call waits for you to approve it.
@@ -938,19 +1175,91 @@ function ToolDetail({ session, id }) {
   );
 }
 
-function typeOf(property) {
-  const type = Array.isArray(property.type) ? property.type.find((t) => t !== "null") : property.type;
-  if (property.enum) return "enum";
-  return type || "json";
+/// The form of a tool's input schema: required fields first, in the order the schema lists
+/// them, then the others; each with the kind of control it needs and, for a choice, its
+/// options (an `enum`, or a `oneOf`/`anyOf` of constants, possibly behind a local `$ref`).
+function formFields(schema) {
+  const properties = schema.properties || {};
+  const required = schema.required || [];
+  const names = [...required.filter((name) => name in properties), ...Object.keys(properties).filter((name) => !required.includes(name))];
+  return names.map((name) => {
+    const property = resolve(schema, properties[name]);
+    const choices = choicesOf(schema, property);
+    const types = Array.isArray(property.type) ? property.type : [property.type];
+    const type = choices ? "enum" : types.find((t) => t && t !== "null") || "json";
+    return {
+      name,
+      required: required.includes(name),
+      description: property.description || properties[name].description || "",
+      type,
+      choices,
+    };
+  });
 }
 
-function Field({ name, property, required, value, onChange }) {
-  const type = typeOf(property);
+/// A schema with its local `$ref` (or a lone `allOf` member, or the non-null member of an
+/// optional's `anyOf`) followed, keeping the referring schema's own description.
+function resolve(root, schema, depth = 0) {
+  if (!schema || typeof schema !== "object" || depth > 8) return schema || {};
+  const { description } = schema;
+  let target = null;
+  if (typeof schema.$ref === "string" && schema.$ref.startsWith("#/")) {
+    target = schema.$ref
+      .slice(2)
+      .split("/")
+      .map((part) => part.replace(/~1/g, "/").replace(/~0/g, "~"))
+      .reduce((node, part) => (node && typeof node === "object" ? node[part] : undefined), root);
+  } else if (Array.isArray(schema.allOf) && schema.allOf.length === 1) {
+    target = schema.allOf[0];
+  } else {
+    const members = schema.anyOf || schema.oneOf;
+    const present = Array.isArray(members) ? members.filter((member) => member.type !== "null") : [];
+    if (present.length === 1 && present.length < members.length) target = present[0];
+  }
+  if (!target) return schema;
+  const resolved = resolve(root, target, depth + 1);
+  return description ? { ...resolved, description } : resolved;
+}
+
+function choicesOf(root, property) {
+  if (Array.isArray(property.enum)) return property.enum.filter((value) => value !== null).map((value) => ({ value, description: "" }));
+  const members = property.oneOf || property.anyOf;
+  if (!Array.isArray(members) || members.length === 0) return null;
+  const choices = [];
+  for (const member of members.map((one) => resolve(root, one))) {
+    if (member.type === "null") continue;
+    if ("const" in member) choices.push({ value: member.const, description: member.description || "" });
+    else if (Array.isArray(member.enum)) choices.push(...member.enum.map((value) => ({ value, description: member.description || "" })));
+    else return null;
+  }
+  return choices.length ? choices : null;
+}
+
+/// Text where `backticks` mark code, as tools' descriptions write it.
+function Described({ text }) {
+  const parts = text.split("`");
+  // An unmatched backtick is kept as it is.
+  if (parts.length % 2 === 0) return text;
+  return parts.map((part, index) => (index % 2 ? <code key={index}>{part}</code> : part));
+}
+
+function Field({ field, value, onChange }) {
+  const { name, type, required } = field;
   const label = (
     <span>
-      {name}
-      {required && <span aria-label="required"> *</span>}
-      {property.description && <span class="small muted"> — {property.description}</span>}
+      <code>{name}</code>
+      {required && (
+        <>
+          <span aria-hidden="true"> *</span>
+          <span class="visually-hidden"> (required)</span>
+        </>
+      )}
+      {field.description && (
+        <span class="small muted">
+          {" "}
+          — <Described text={field.description} />
+        </span>
+      )}
     </span>
   );
   if (type === "boolean") {
@@ -966,9 +1275,10 @@ function Field({ name, property, required, value, onChange }) {
         {label}
         <select name={name} value={value ?? ""} required={required} onChange={(e) => onChange(e.currentTarget.value)}>
           <option value="">—</option>
-          {property.enum.map((choice) => (
-            <option key={String(choice)} value={String(choice)}>
-              {String(choice)}
+          {field.choices.map((choice) => (
+            <option key={String(choice.value)} value={String(choice.value)}>
+              {String(choice.value)}
+              {choice.description ? ` — ${choice.description.replace(/`/g, "")}` : ""}
             </option>
           ))}
         </select>
@@ -998,17 +1308,16 @@ function Field({ name, property, required, value, onChange }) {
   );
 }
 
-function buildInput(properties, values) {
+function buildInput(fields, values) {
   const input = {};
-  for (const [name, property] of Object.entries(properties)) {
+  for (const { name, type, choices } of fields) {
     const value = values[name];
     if (value === undefined || value === "") continue;
-    const type = typeOf(property);
     if (type === "number" || type === "integer") input[name] = Number(value);
     else if (type === "boolean") input[name] = value;
     else if (type === "enum") {
-      const choice = property.enum.find((option) => String(option) === value);
-      input[name] = choice === undefined ? value : choice;
+      const choice = choices.find((option) => String(option.value) === value);
+      input[name] = choice === undefined ? value : choice.value;
     } else if (type === "string") input[name] = value;
     else {
       try {

@@ -9,7 +9,19 @@ import json from "highlight.js/lib/languages/json";
 hljs.registerLanguage("javascript", javascript);
 hljs.registerLanguage("json", json);
 
-const marked = new Marked({ gfm: true, breaks: false, async: false });
+// Raw HTML in a model's answer is shown as the text it is, never parsed as markup: a model has
+// no need to write HTML, and an `onerror` parsed even in DOMPurify's inert document makes
+// Chromium report the handler the page's policy refuses.
+const marked = new Marked({
+  gfm: true,
+  breaks: false,
+  async: false,
+  renderer: { html: ({ text }) => escapeHtml(text) },
+});
+
+function escapeHtml(text) {
+  return text.replace(/[&<>"']/g, (character) => `&#${character.charCodeAt(0)};`);
+}
 
 // Links a model writes open in a new tab and cannot reach back into the playground.
 DOMPurify.addHook("afterSanitizeAttributes", (node) => {

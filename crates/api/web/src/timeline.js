@@ -80,15 +80,19 @@ export function applyEvent(prompt, type, data) {
         if (prompt.approval && prompt.approval.toolCallId === output.id) next.approval = null;
       }
       if (next.state === "waiting_for_approval" && !next.approval) next.state = "running";
+      // Output of an interrupted prompt means it runs again (continued, here or elsewhere).
+      if (next.state === "interrupted") next.state = "running";
       return next;
     }
-    case "prompt.stream":
+    case "prompt.stream": {
+      const state = prompt.state === "interrupted" ? "running" : prompt.state;
       if (data.toolCallId) {
         const liveTool = { ...prompt.liveTool };
         liveTool[data.toolCallId] = (liveTool[data.toolCallId] || "") + data.delta;
-        return { ...prompt, liveTool };
+        return { ...prompt, state, liveTool };
       }
-      return { ...prompt, live: prompt.live + data.delta };
+      return { ...prompt, state, live: prompt.live + data.delta };
+    }
     case "prompt.approval-requested":
       return {
         ...prompt,
@@ -135,6 +139,14 @@ export function applyEvent(prompt, type, data) {
   }
 }
 
+/// A prompt that `POST /continue` accepted. The answer can arrive after the events of the
+/// run it started (a fast prompt has completed by then), so it only moves a prompt that is
+/// still interrupted: a state the event stream already gave is newer than the answer.
+export function continued(prompt) {
+  if (prompt.state !== "interrupted") return prompt;
+  return { ...prompt, state: "running", error: null };
+}
+
 /// The call a stored prompt waits on, when it waits for approval (after a reload the event
 /// that asked is gone; the pending result says it).
 export function waitingCall(prompt) {
@@ -155,8 +167,9 @@ export function waitingCall(prompt) {
   };
 }
 
-/// The timeline grouped for display: a code-mode execution owns the tool calls its script
-/// made, which follow it in the timeline until the next execution or text.
+/// The timeline grouped for display: a code-mode execution owns every tool call that follows
+/// it until the next execution, as the interpreter counts a script's calls. Text and files in
+/// between (a script's `output()`, say) do not end it: they keep their place after its card.
 export function groupOutputs(outputs) {
   const groups = [];
   let execution = null;
@@ -167,7 +180,6 @@ export function groupOutputs(outputs) {
     } else if (output.type === "tool" && execution) {
       execution.calls.push(output);
     } else {
-      execution = null;
       groups.push({ kind: output.type, output });
     }
   }
@@ -198,6 +210,21 @@ export function callLine(code, toolId, nth) {
   });
   if (sites.length === 0) return null;
   return sites[Math.min(nth, sites.length - 1)];
+}
+
+/// How a call stands or ended, for people: a rejection or a cancellation is a decision, not a
+/// failure, and an interruption is the server's, not the tool's. agentic-core fixes these
+/// texts (`rejection_error`, `CANCELLED_TOOL_ERROR`, `INTERRUPTED_TOOL_ERROR`).
+/// FIXME(#34): a typed reason in `ToolResult::Error` would spare reading them.
+export function callState(output) {
+  const result = output.result || {};
+  if (result.type === "pending") return result.reason === "running" ? "running" : "waiting";
+  if (result.type !== "error") return "ok";
+  const error = result.error || "";
+  if (error.startsWith("Rejected by user:")) return "rejected";
+  if (error.startsWith("Cancelled:")) return "cancelled";
+  if (error.startsWith("Interrupted:")) return "interrupted";
+  return "error";
 }
 
 export function duration(output) {

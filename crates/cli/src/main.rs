@@ -228,6 +228,7 @@ enum LogFormat {
 fn main() -> ExitCode {
     agentic_interpreter::run_worker_if_requested();
     let cli = Cli::parse();
+    telemetry::set_format(cli.log_format);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -238,7 +239,7 @@ fn main() -> ExitCode {
     let settings = match Settings::load(cli.config.as_deref()) {
         Ok(settings) => settings,
         Err(error) => {
-            eprintln!("agentic: {error:#}");
+            telemetry::say(tracing_core::Level::ERROR, &format!("{error:#}"));
             return ExitCode::FAILURE;
         }
     };
@@ -253,7 +254,7 @@ fn main() -> ExitCode {
     let code = match runtime.block_on(run(cli, settings)) {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("agentic: {error:#}");
+            telemetry::say(tracing_core::Level::ERROR, &format!("{error:#}"));
             ExitCode::FAILURE
         }
     };
@@ -532,9 +533,12 @@ async fn serve(settings: &Settings, addr: Option<&str>) -> anyhow::Result<ExitCo
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
         .with_context(|| format!("could not listen on {addr}"))?;
-    eprintln!(
-        "agentic: listening on http://{} (the playground at /, docs at /api/docs)",
-        listener.local_addr()?
+    telemetry::say(
+        tracing_core::Level::INFO,
+        &format!(
+            "listening on http://{} (the playground at /, docs at /api/docs)",
+            listener.local_addr()?
+        ),
     );
     // Plugins' background services (e.g. the trigger scheduler) run beside the API and stop
     // first, so that nothing starts a prompt while the service shuts down.
@@ -556,8 +560,7 @@ async fn serve(settings: &Settings, addr: Option<&str>) -> anyhow::Result<ExitCo
         drop(relay);
     };
     agentic_api::serve_with(listener, service, api, mcp, shutdown).await?;
-    // Whoever started us may have stopped reading stderr by now.
-    let _ = writeln!(std::io::stderr(), "agentic: stopped");
+    telemetry::say(tracing_core::Level::INFO, "stopped");
     Ok(ExitCode::SUCCESS)
 }
 

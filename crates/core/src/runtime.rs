@@ -535,7 +535,14 @@ impl PromptService {
         if cancel.is_cancelled() {
             return Ok(self.end_cancelled(executor.prompt()));
         }
-        let span = telemetry::prompt_span(executor.prompt(), conversation.as_deref());
+        let provider = self.services.completion.provider();
+        let model =
+            provider.map(|provider| (provider.id(), provider.model_name(executor.prompt().model)));
+        let span = telemetry::prompt_span(
+            executor.prompt(),
+            conversation.as_deref(),
+            model.as_ref().map(|(id, name)| (*id, name.as_str())),
+        );
         let _running = telemetry::prompt_running(&executor.prompt().mode);
         let result = {
             let stepping = match step {

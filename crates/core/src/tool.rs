@@ -765,7 +765,7 @@ impl ToolSet {
         let seconds = start.elapsed().as_secs_f64();
         match &result {
             Ok(value) => telemetry::tool_called(&span, label, seconds, Ok(value)),
-            Err(error) => telemetry::tool_called(&span, label, seconds, Err(&error.to_string())),
+            Err(error) => telemetry::tool_called(&span, label, seconds, Err(error)),
         }
         result
     }

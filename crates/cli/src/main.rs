@@ -142,6 +142,9 @@ enum Command {
         /// The input as JSON
         #[arg(default_value = "{}")]
         input: String,
+        /// Approve the call without asking, if the tool needs approval
+        #[arg(long)]
+        yes: bool,
     },
     /// List modes, models and plugins
     #[command(after_help = "Example:\n  agentic capabilities")]
@@ -288,9 +291,13 @@ async fn run(cli: Cli, settings: Settings) -> anyhow::Result<ExitCode> {
     let backend: Box<dyn Backend> = match settings.server(cli.server.as_deref()) {
         Some(server) => Box::new(Remote::new(&server)?),
         None => {
+            let config = match &cli.command {
+                Some(Command::Invoke { id, .. }) => mcp::only_the_server_of(&settings.config, id),
+                _ => settings.config.clone(),
+            };
             let build = || {
                 Runtime::builder()
-                    .config(settings.config.clone())
+                    .config(config.clone())
                     .registered_plugins()
                     .build()
             };
@@ -382,10 +389,10 @@ async fn dispatch(backend: &dyn Backend, command: Option<Command>) -> anyhow::Re
             outln!("{}", serde_json::to_string_pretty(&schema)?);
             Ok(ExitCode::SUCCESS)
         }
-        Command::Invoke { id, input } => {
+        Command::Invoke { id, input, yes } => {
             let input: Value =
                 serde_json::from_str(&input).context("the input is not valid JSON")?;
-            match backend.invoke(&id, input).await? {
+            match backend.invoke(&id, input, yes).await? {
                 Ok(output) => {
                     outln!("{}", serde_json::to_string_pretty(&output)?);
                     Ok(ExitCode::SUCCESS)

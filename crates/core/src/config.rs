@@ -108,6 +108,12 @@ impl Config {
         self
     }
 
+    /// Sets a section, replacing the one the config had by that id.
+    pub fn with_section(mut self, id: &str, value: Value) -> Self {
+        self.root.insert(id.to_owned(), value);
+        self
+    }
+
     /// The section of one plugin, or `null` when there is none.
     pub fn section(&self, id: &str) -> Value {
         self.root.get(id).cloned().unwrap_or(Value::Null)

@@ -51,6 +51,7 @@ impl PromptRecorder {
             prompt_id: self.prompt.id.clone(),
             delta: delta.to_owned(),
             tool_call_id: None,
+            progress: None,
         });
     }
 
@@ -66,6 +67,7 @@ impl PromptRecorder {
                     prompt_id: prompt_id.clone(),
                     delta: delta.to_owned(),
                     tool_call_id: None,
+                    progress: None,
                 },
             );
         }

@@ -250,11 +250,14 @@ impl AgenticServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         if let Some(handle) = request.request_state.as_deref() {
-            let paused = self
-                .paused
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(handle);
+            // Only the user whose script it is can answer for it.
+            let paused = {
+                let mut paused = self.paused.lock().unwrap_or_else(PoisonError::into_inner);
+                match paused.get(handle) {
+                    Some(run) if run.user == user => paused.remove(handle),
+                    _ => None,
+                }
+            };
             let Some(paused) = paused else {
                 return Ok(CallToolResult::error(vec![ContentBlock::text(
                     "this script no longer waits for an answer (it was answered, or waited too \
@@ -275,21 +278,21 @@ impl AgenticServer {
                 ))
             };
             let _ = paused.reply.send(decision);
-            return self.drive(paused.run, &context).await;
+            return self.drive(user, paused.run, &context).await;
         }
         match elicitation(&context) {
             Elicitation::InputRequired => {
                 let (questions, asked) = tokio::sync::mpsc::channel(1);
                 let approver: Arc<dyn Approver> = Arc::new(AskedLater { questions });
                 let server = self.clone();
-                let user = user.to_owned();
+                let owner = user.to_owned();
                 // Its own cancellation: the run outlives this request while it waits.
                 let cancel = tokio_util::sync::CancellationToken::new();
                 let stop = cancel.clone();
                 let task = tokio::spawn(async move {
                     server
                         .invoke(
-                            &user,
+                            &owner,
                             RUN_CODE_TOOL,
                             arguments,
                             None,
@@ -303,7 +306,7 @@ impl AgenticServer {
                     asked,
                     _stop: stop.drop_guard(),
                 };
-                self.drive(run, &context).await
+                self.drive(user, run, &context).await
             }
             Elicitation::Request => {
                 let approver: Arc<dyn Approver> = Arc::new(AskedNow {
@@ -334,6 +337,7 @@ impl AgenticServer {
     /// handle and becomes the client's "input required".
     async fn drive(
         &self,
+        user: &str,
         mut run: Run,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
@@ -347,7 +351,7 @@ impl AgenticServer {
                     Ok(params) => params,
                     Err(error) => {
                         let _ = question.reply.send(Err(error));
-                        return Box::pin(self.drive(run, context)).await;
+                        return Box::pin(self.drive(user, run, context)).await;
                     }
                 };
                 let handle = uuid::Uuid::new_v4().to_string();
@@ -357,7 +361,7 @@ impl AgenticServer {
                 )]);
                 self.paused.lock().unwrap_or_else(PoisonError::into_inner).insert(
                     handle.clone(),
-                    PausedRun { run, reply: question.reply, tool: question.tool },
+                    PausedRun { run, reply: question.reply, tool: question.tool, user: user.to_owned() },
                 );
                 // A client that never answers does not keep the script forever.
                 let paused = Arc::downgrade(&self.paused);
@@ -858,6 +862,8 @@ struct PausedRun {
     run: Run,
     reply: tokio::sync::oneshot::Sender<Result<(), String>>,
     tool: String,
+    /// Whose script it is.
+    user: String,
 }
 
 /// Progress being passed on to a client; stopped when dropped.

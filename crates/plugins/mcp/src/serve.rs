@@ -906,16 +906,49 @@ const SUBSCHEMA_MAPS: &[&str] = &[
     "dependentSchemas",
 ];
 
+/// The formats JSON Schema defines. schemars adds its own (`uint64`, `int32`, `double`, …),
+/// which validators warn about or, in strict mode, refuse; their ranges are stated with
+/// `minimum` and `maximum` anyway.
+const STANDARD_FORMATS: &[&str] = &[
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+];
+
 /// A JSON Schema every major MCP client accepts. Boolean subschemas are valid JSON Schema, but
 /// the TypeScript SDK's validation of `tools/list` takes every property schema for an object
 /// and rejects the whole list over one `true`: so `true` becomes `{}` and `false`
 /// `{"not": {}}`, the same meaning as objects. Only `additionalProperties` and the
-/// `unevaluated…` keywords keep their booleans, which every client reads.
+/// `unevaluated…` keywords keep their booleans, which every client reads. Formats JSON
+/// Schema does not define are left out.
 pub(crate) fn portable_schema(schema: Value) -> Value {
     match schema {
         Value::Bool(true) => json!({}),
         Value::Bool(false) => json!({ "not": {} }),
         Value::Object(mut map) => {
+            if map
+                .get("format")
+                .and_then(Value::as_str)
+                .is_some_and(|format| !STANDARD_FORMATS.contains(&format))
+            {
+                map.remove("format");
+            }
             for (key, value) in &mut map {
                 let key = key.as_str();
                 let keeps_boolean = matches!(

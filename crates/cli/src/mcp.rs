@@ -36,9 +36,12 @@ pub(crate) async fn run(settings: &Settings, action: &McpAction) -> anyhow::Resu
                     let listener = tokio::net::TcpListener::bind(addr)
                         .await
                         .map_err(|error| anyhow::anyhow!("could not listen on {addr}: {error}"))?;
-                    eprintln!(
-                        "agentic: MCP at http://{}/mcp as user {user}",
-                        listener.local_addr()?
+                    crate::telemetry::say(
+                        tracing_core::Level::INFO,
+                        &format!(
+                            "MCP at http://{}/mcp as user {user}",
+                            listener.local_addr()?
+                        ),
                     );
                     let stopping = tokio_util::sync::CancellationToken::new();
                     let stop = stopping.clone();

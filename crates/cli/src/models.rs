@@ -26,7 +26,8 @@ impl Bar {
 
 impl Progress for Bar {
     fn message(&self, text: &str) {
-        self.bar.suspend(|| eprintln!("agentic: {text}"));
+        self.bar
+            .suspend(|| crate::telemetry::say(tracing_core::Level::INFO, text));
     }
 
     fn bytes(&self, done: u64, total: u64) {
@@ -199,15 +200,18 @@ where
             .file
             .strip_suffix(".gguf")
             .is_some_and(|stem| stem == name);
-        eprintln!(
-            "agentic: answering with the local model {name} on the CPU (no OPENAI_API_KEY or \
-             OPENAI_BASE_URL set){}",
-            if default {
-                "; its first prompt on this machine reads the tools for about a minute, later \
-                 ones start from what it kept"
-            } else {
-                ""
-            }
+        crate::telemetry::say(
+            tracing_core::Level::INFO,
+            &format!(
+                "answering with the local model {name} on the CPU (no OPENAI_API_KEY or \
+                 OPENAI_BASE_URL set){}",
+                if default {
+                    "; its first prompt on this machine reads the tools for about a minute, \
+                     later ones start from what it kept"
+                } else {
+                    ""
+                }
+            ),
         );
     }
     Ok(Arc::new(runtime))

@@ -1085,6 +1085,37 @@ fn json_logs_are_json_from_start_to_stop() {
     assert_eq!(refused["status"], status, "{refused}");
     assert_eq!(refused["error.code"], code.as_str(), "{refused}");
 
+    // `agentic mcp serve --http` names its address as JSON too.
+    let mut mcp = command(
+        &[
+            "--log-format",
+            "json",
+            "mcp",
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+        ],
+        Some(&turns),
+    )
+    .stdin(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(mcp.stderr.take().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    mcp.kill().unwrap();
+    mcp.wait().unwrap();
+    let named = &json_lines(&first)[0];
+    assert!(
+        named["message"]
+            .as_str()
+            .is_some_and(|message| message.starts_with("MCP at http://127.0.0.1:")),
+        "{first}"
+    );
+
     // The port is taken: the server cannot start, and says so as JSON.
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let address = taken.local_addr().unwrap().to_string();

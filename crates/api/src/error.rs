@@ -18,6 +18,10 @@ pub struct ApiError {
     pub cause: Option<String>,
 }
 
+/// The `code` an error answer carried, kept on the response for the request's log line.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ErrorCode(pub(crate) &'static str);
+
 #[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct ErrorBody {
     pub error: ErrorDetail,
@@ -79,11 +83,13 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         // Every 5xx is logged with its whole cause chain; the client gets the short message.
+        // `message` is the event's own text: a second field of that name would give JSON lines
+        // two `message` keys, so the client's message is `client_message`.
         if self.status.is_server_error() {
             tracing::error!(
                 status = self.status.as_u16(),
                 code = self.code,
-                message = %self.message,
+                client_message = %self.message,
                 cause = self.cause.as_deref().unwrap_or("-"),
                 "server error"
             );
@@ -95,6 +101,7 @@ impl IntoResponse for ApiError {
             },
         };
         let mut response = (self.status, axum::Json(body)).into_response();
+        response.extensions_mut().insert(ErrorCode(self.code));
         if let Some(seconds) = self.retry_after
             && let Ok(value) = HeaderValue::from_str(&seconds.to_string())
         {
@@ -231,5 +238,37 @@ mod tests {
             "{log}"
         );
         assert_eq!(log.lines().count(), 1, "{log}");
+    }
+
+    /// A JSON log line has each key once: strict parsers reject a line with two `message`s,
+    /// and lenient ones keep only the last.
+    #[test]
+    fn a_server_errors_json_line_has_one_message() {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .flatten_event(true)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            ApiError::internal(&anyhow::anyhow!("disk I/O error")).into_response()
+        });
+        let log = String::from_utf8(
+            captured
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
+        )
+        .unwrap_or_default();
+        assert_eq!(log.matches("\"message\":").count(), 1, "{log}");
+        let line: serde_json::Value = serde_json::from_str(log.trim()).unwrap_or_default();
+        assert_eq!(line["message"], "server error", "{log}");
+        assert_eq!(
+            line["client_message"], "internal error; the server log has the details",
+            "{log}"
+        );
+        assert_eq!(line["cause"], "disk I/O error", "{log}");
     }
 }

@@ -276,7 +276,8 @@ pub fn router_with(state: AppState, extra: Router<AppState>) -> Router {
 }
 
 /// `request{http.request.method=GET http.route=/api/prompts/{id} user.id=alice}: status=200
-/// ms=3` at info, for every request, refused ones included: the route is the pattern, not the
+/// ms=3` at info, for every request, refused ones included (with the `error.code` the client
+/// got): the route is the pattern, not the
 /// path, so ids stay out of it. The user is the one the request names; a 5xx also logs its
 /// cause (see [`ApiError`]). Field names are OpenTelemetry's HTTP conventions, so the span is
 /// also the server span of a trace; a W3C `traceparent` header makes it the child of the
@@ -320,8 +321,13 @@ fn request_done(
     if status.is_server_error() {
         span.record("otel.status_code", "ERROR");
     }
+    let code = response
+        .extensions()
+        .get::<error::ErrorCode>()
+        .map(|code| code.0);
     tracing::info!(
         status = status.as_u16(),
+        error.code = code,
         ms = u64::try_from(latency.as_millis()).unwrap_or(u64::MAX),
     );
 }

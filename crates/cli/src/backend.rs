@@ -30,7 +30,13 @@ pub(crate) trait Backend: Send + Sync {
     async fn tools(&self) -> anyhow::Result<Vec<ToolSummary>>;
     async fn tool(&self, id: &str) -> anyhow::Result<ToolDetail>;
     /// Runs one tool: `Ok(Err(message))` when the tool failed or was refused.
-    async fn invoke(&self, id: &str, input: Value) -> anyhow::Result<Result<Value, String>>;
+    /// Runs one tool; `yes` approves it when it needs approval (a server decides itself).
+    async fn invoke(
+        &self,
+        id: &str,
+        input: Value,
+        yes: bool,
+    ) -> anyhow::Result<Result<Value, String>>;
     async fn capabilities(&self) -> anyhow::Result<Capabilities>;
     /// Starts a prompt in `conversation` (a new one when `None`) and follows it.
     async fn start(
@@ -75,11 +81,16 @@ impl Backend for LocalBackend {
             .ok_or_else(|| anyhow::anyhow!("unknown tool \"{id}\""))
     }
 
-    async fn invoke(&self, id: &str, input: Value) -> anyhow::Result<Result<Value, String>> {
+    async fn invoke(
+        &self,
+        id: &str,
+        input: Value,
+        yes: bool,
+    ) -> anyhow::Result<Result<Value, String>> {
         let prepared = self.prepare().await?;
         // A tool that needs approval is asked about on the terminal, as in a prompt.
         if let Approval::Required { reason } = prepared.tools.approval(id, &input)
-            && let Err(refusal) = crate::ui::decide(id, &reason, &input, false)
+            && let Err(refusal) = crate::ui::decide(id, &reason, &input, yes)
         {
             return Ok(Err(refusal));
         }

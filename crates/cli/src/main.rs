@@ -142,6 +142,9 @@ enum Command {
         /// The input as JSON
         #[arg(default_value = "{}")]
         input: String,
+        /// Approve the call without asking, if the tool needs approval
+        #[arg(long)]
+        yes: bool,
     },
     /// List modes, models and plugins
     #[command(after_help = "Example:\n  agentic capabilities")]
@@ -228,6 +231,7 @@ enum LogFormat {
 fn main() -> ExitCode {
     agentic_interpreter::run_worker_if_requested();
     let cli = Cli::parse();
+    telemetry::set_format(cli.log_format);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -238,7 +242,7 @@ fn main() -> ExitCode {
     let settings = match Settings::load(cli.config.as_deref()) {
         Ok(settings) => settings,
         Err(error) => {
-            eprintln!("agentic: {error:#}");
+            telemetry::say(tracing_core::Level::ERROR, &format!("{error:#}"));
             return ExitCode::FAILURE;
         }
     };
@@ -253,7 +257,7 @@ fn main() -> ExitCode {
     let code = match runtime.block_on(run(cli, settings)) {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("agentic: {error:#}");
+            telemetry::say(tracing_core::Level::ERROR, &format!("{error:#}"));
             ExitCode::FAILURE
         }
     };
@@ -287,9 +291,13 @@ async fn run(cli: Cli, settings: Settings) -> anyhow::Result<ExitCode> {
     let backend: Box<dyn Backend> = match settings.server(cli.server.as_deref()) {
         Some(server) => Box::new(Remote::new(&server)?),
         None => {
+            let config = match &cli.command {
+                Some(Command::Invoke { id, .. }) => mcp::only_the_server_of(&settings.config, id),
+                _ => settings.config.clone(),
+            };
             let build = || {
                 Runtime::builder()
-                    .config(settings.config.clone())
+                    .config(config.clone())
                     .registered_plugins()
                     .build()
             };
@@ -381,10 +389,10 @@ async fn dispatch(backend: &dyn Backend, command: Option<Command>) -> anyhow::Re
             outln!("{}", serde_json::to_string_pretty(&schema)?);
             Ok(ExitCode::SUCCESS)
         }
-        Command::Invoke { id, input } => {
+        Command::Invoke { id, input, yes } => {
             let input: Value =
                 serde_json::from_str(&input).context("the input is not valid JSON")?;
-            match backend.invoke(&id, input).await? {
+            match backend.invoke(&id, input, yes).await? {
                 Ok(output) => {
                     outln!("{}", serde_json::to_string_pretty(&output)?);
                     Ok(ExitCode::SUCCESS)
@@ -532,9 +540,12 @@ async fn serve(settings: &Settings, addr: Option<&str>) -> anyhow::Result<ExitCo
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
         .with_context(|| format!("could not listen on {addr}"))?;
-    eprintln!(
-        "agentic: listening on http://{} (the playground at /, docs at /api/docs)",
-        listener.local_addr()?
+    telemetry::say(
+        tracing_core::Level::INFO,
+        &format!(
+            "listening on http://{} (the playground at /, docs at /api/docs)",
+            listener.local_addr()?
+        ),
     );
     // Plugins' background services (e.g. the trigger scheduler) run beside the API and stop
     // first, so that nothing starts a prompt while the service shuts down.
@@ -556,8 +567,7 @@ async fn serve(settings: &Settings, addr: Option<&str>) -> anyhow::Result<ExitCo
         drop(relay);
     };
     agentic_api::serve_with(listener, service, api, mcp, shutdown).await?;
-    // Whoever started us may have stopped reading stderr by now.
-    let _ = writeln!(std::io::stderr(), "agentic: stopped");
+    telemetry::say(tracing_core::Level::INFO, "stopped");
     Ok(ExitCode::SUCCESS)
 }
 

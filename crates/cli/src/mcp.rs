@@ -1,6 +1,7 @@
 //! `agentic mcp …`: the MCP servers this config names.
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use agentic_conversation::ConversationService;
 use agentic_core::{Approval, Runtime, State};
@@ -18,13 +19,15 @@ pub(crate) async fn run(settings: &Settings, action: &McpAction) -> anyhow::Resu
         McpAction::Login { server, no_browser } => login(settings, server, *no_browser).await,
         McpAction::Logout { server } => logout(settings, server).await,
         McpAction::Serve { user, http } => {
-            let runtime = models::with_model_fallback(|| {
+            // Tools need no model: the embedded one is fetched when a prompt first needs it.
+            let runtime = Arc::new(
                 Runtime::builder()
                     .config(settings.config.clone())
                     .registered_plugins()
+                    .provider_when_unconfigured(models::FetchedOnUse::new(settings.config.clone()))
                     .build()
-            })
-            .await?;
+                    .await?,
+            );
             let service =
                 ConversationService::open(runtime.clone(), &settings.database_url()?).await?;
             match http {
@@ -33,9 +36,12 @@ pub(crate) async fn run(settings: &Settings, action: &McpAction) -> anyhow::Resu
                     let listener = tokio::net::TcpListener::bind(addr)
                         .await
                         .map_err(|error| anyhow::anyhow!("could not listen on {addr}: {error}"))?;
-                    eprintln!(
-                        "agentic: MCP at http://{}/mcp as user {user}",
-                        listener.local_addr()?
+                    crate::telemetry::say(
+                        tracing_core::Level::INFO,
+                        &format!(
+                            "MCP at http://{}/mcp as user {user}",
+                            listener.local_addr()?
+                        ),
                     );
                     let stopping = tokio_util::sync::CancellationToken::new();
                     let stop = stopping.clone();
@@ -51,6 +57,30 @@ pub(crate) async fn run(settings: &Settings, action: &McpAction) -> anyhow::Resu
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// The config with every MCP server but the one `tool_id` names (`<server>.<tool>`) turned
+/// off: a command that runs one tool starts only the server it needs.
+pub(crate) fn only_the_server_of(
+    config: &agentic_core::Config,
+    tool_id: &str,
+) -> agentic_core::Config {
+    let mut section = config.section("mcp");
+    let wanted = tool_id.split('.').next().unwrap_or_default();
+    if let Some(servers) = section
+        .get_mut("servers")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        for (name, server) in servers.iter_mut() {
+            if name != wanted
+                && let Some(server) = server.as_object_mut()
+            {
+                server.insert("enabled".to_owned(), json!(false));
+            }
+        }
+        return config.clone().with_section("mcp", section);
+    }
+    config.clone()
 }
 
 /// The configured servers, without starting any.
@@ -204,10 +234,10 @@ async fn list(settings: &Settings, as_json: bool) -> anyhow::Result<ExitCode> {
                 Status::Restarting { error, .. } => format!("down: {error}"),
                 Status::Disabled { reason } => format!("disabled: {reason}"),
             };
-            let via = entry["transport"]
-                .as_object()
-                .and_then(|transport| transport.values().next())
-                .and_then(|value| value.as_str())
+            let transport = &entry["transport"];
+            let via = transport["command"]
+                .as_str()
+                .or_else(|| transport["url"].as_str())
                 .unwrap_or("");
             let oauth = if entry["transport"]["oauthAuthorized"] == true {
                 ", OAuth: authorized"

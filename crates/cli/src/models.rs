@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 
-use agentic_core::Runtime;
+use agentic_core::{ModelKind, ModelProvider, ModelRequest, ModelStream, ProviderError, Runtime};
 use agentic_plugin_local::pull::{self, Progress};
+use agentic_plugin_local::{LocalConfig, LocalProvider};
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// Progress on stderr: messages always, a bar only on a terminal.
@@ -25,7 +26,8 @@ impl Bar {
 
 impl Progress for Bar {
     fn message(&self, text: &str) {
-        self.bar.suspend(|| eprintln!("agentic: {text}"));
+        self.bar
+            .suspend(|| crate::telemetry::say(tracing_core::Level::INFO, text));
     }
 
     fn bytes(&self, done: u64, total: u64) {
@@ -105,6 +107,68 @@ pub(crate) fn list() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The embedded local model, fetched and loaded at its first request: `agentic mcp serve`
+/// answers tool calls, which need no model, at once and offline, and only a prompt waits for
+/// the download.
+pub(crate) struct FetchedOnUse {
+    config: agentic_core::Config,
+    loaded: tokio::sync::OnceCell<Arc<dyn ModelProvider>>,
+}
+
+impl FetchedOnUse {
+    pub(crate) fn new(config: agentic_core::Config) -> Arc<Self> {
+        Arc::new(Self {
+            config,
+            loaded: tokio::sync::OnceCell::new(),
+        })
+    }
+
+    async fn load(&self) -> Result<Arc<dyn ModelProvider>, ProviderError> {
+        let unavailable = |error: anyhow::Error| {
+            ProviderError::Config(format!(
+                "no model provider is configured and the embedded model could not be fetched:                  {error:#}"
+            ))
+        };
+        let settings = LocalConfig::resolve(&self.config).map_err(unavailable)?;
+        let path = settings.model_path().map_err(unavailable)?;
+        if !path.is_file() {
+            let bar = Bar::new();
+            bar.message(
+                "no model provider is configured, so agentic uses its embedded local model;                  fetching it first",
+            );
+            tokio::task::spawn_blocking(move || pull::ensure_default(&bar))
+                .await
+                .map_err(|error| unavailable(error.into()))?
+                .map_err(unavailable)?;
+        }
+        let provider: Arc<dyn ModelProvider> = Arc::new(LocalProvider::new(path, settings));
+        Ok(provider)
+    }
+}
+
+#[async_trait::async_trait]
+impl ModelProvider for FetchedOnUse {
+    fn id(&self) -> &str {
+        "local"
+    }
+
+    fn model_name(&self, _kind: ModelKind) -> String {
+        LocalConfig::resolve(&self.config)
+            .and_then(|settings| settings.model_path())
+            .ok()
+            .and_then(|path| {
+                path.file_stem()
+                    .map(|stem| stem.to_string_lossy().into_owned())
+            })
+            .unwrap_or_else(|| "local".to_owned())
+    }
+
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ProviderError> {
+        let provider = self.loaded.get_or_try_init(|| self.load()).await?;
+        provider.stream(request).await
+    }
+}
+
 /// Whether the runtime found a model provider.
 fn has_provider(runtime: &Runtime) -> bool {
     runtime.services().completion.provider().is_some()
@@ -136,15 +200,18 @@ where
             .file
             .strip_suffix(".gguf")
             .is_some_and(|stem| stem == name);
-        eprintln!(
-            "agentic: answering with the local model {name} on the CPU (no OPENAI_API_KEY or \
-             OPENAI_BASE_URL set){}",
-            if default {
-                "; its first prompt on this machine reads the tools for about a minute, later \
-                 ones start from what it kept"
-            } else {
-                ""
-            }
+        crate::telemetry::say(
+            tracing_core::Level::INFO,
+            &format!(
+                "answering with the local model {name} on the CPU (no OPENAI_API_KEY or \
+                 OPENAI_BASE_URL set){}",
+                if default {
+                    "; its first prompt on this machine reads the tools for about a minute, \
+                     later ones start from what it kept"
+                } else {
+                    ""
+                }
+            ),
         );
     }
     Ok(Arc::new(runtime))

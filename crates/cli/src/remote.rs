@@ -312,7 +312,12 @@ impl Backend for Remote {
         self.get(&format!("/api/tools/{id}")).await
     }
 
-    async fn invoke(&self, id: &str, input: Value) -> anyhow::Result<Result<Value, String>> {
+    async fn invoke(
+        &self,
+        id: &str,
+        input: Value,
+        _yes: bool,
+    ) -> anyhow::Result<Result<Value, String>> {
         match self
             .post::<InvokeResult>(&format!("/api/tools/{id}/invoke"), input)
             .await

@@ -11,17 +11,24 @@
 //! apply as the OpenTelemetry SDK reads them.
 
 use std::fmt;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write as _};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
 
 use anyhow::Context as _;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_http::{Bytes, HttpClient, HttpError, Request, Response};
-use opentelemetry_otlp::{Protocol, WithExportConfig as _, WithHttpConfig as _};
-use opentelemetry_sdk::trace::SdkTracerProvider;
+use opentelemetry_otlp::{
+    Protocol, RetryPolicy, WithExportConfig as _, WithHttpConfig as _, WithTonicConfig as _,
+};
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
+use tracing_core::Level;
 use tracing_subscriber::Layer as _;
 use tracing_subscriber::field::{RecordFields, Visit};
 use tracing_subscriber::filter::FilterExt as _;
 use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::time::FormatTime as _;
 use tracing_subscriber::fmt::{FormatFields, FormattedFields};
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
@@ -34,22 +41,79 @@ const TRACE_FILTER: &str = "info,h2=off,hyper=off,hyper_util=off,tonic=off,tower
                             reqwest=off,opentelemetry=off,opentelemetry_sdk=off,\
                             opentelemetry_otlp=off,opentelemetry_http=off,sqlx=warn";
 
+/// The OpenTelemetry SDK's own log lines (an export that failed, a shutdown that timed out):
+/// a one-shot command says once, itself, that its traces were not sent.
+const SDK_LOGS_OFF: &str =
+    "opentelemetry=off,opentelemetry_sdk=off,opentelemetry_otlp=off,opentelemetry_http=off";
+
+/// How long a one-shot command waits for its last spans to be sent: a collector that is down
+/// or does not answer must not hold up a command whose own work took a fraction of that.
+const ONE_SHOT_FLUSH: Duration = Duration::from_secs(1);
+/// How long `agentic serve` waits for its last spans once it has stopped.
+const SERVER_FLUSH: Duration = Duration::from_secs(5);
+
+static FORMAT: OnceLock<LogFormat> = OnceLock::new();
+
 /// The installed exporter, flushed and stopped by [`Telemetry::shutdown`].
 #[derive(Debug)]
 pub(crate) struct Telemetry {
     traces: Option<SdkTracerProvider>,
+    flush: Duration,
+    failure: Failure,
 }
 
 impl Telemetry {
-    /// Sends the spans still queued. Call it after the work is done and while the tokio
-    /// runtime is still up (the HTTP exporter sends through it), outside of it.
+    /// Sends the spans still queued, waiting at most the command's flush deadline. Call it
+    /// after the work is done and while the tokio runtime is still up (the HTTP exporter sends
+    /// through it), outside of it.
     pub(crate) fn shutdown(self) {
-        if let Some(traces) = self.traces
-            && let Err(error) = traces.shutdown()
-        {
-            eprintln!("agentic: could not send the last traces: {error}");
-        }
+        let Some(traces) = self.traces else { return };
+        let stopped = traces.shutdown_with_timeout(self.flush);
+        let failure = self
+            .failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let why = match (stopped, failure) {
+            (Err(opentelemetry_sdk::error::OTelSdkError::Timeout(_)), _) => format!(
+                "the collector did not answer within {} ms",
+                self.flush.as_millis()
+            ),
+            (_, Some(failure)) => failure,
+            (Err(error), None) => error.to_string(),
+            (Ok(()), None) => return,
+        };
+        say(Level::WARN, &format!("traces were not all sent: {why}"));
     }
+}
+
+/// Sets the format of [`say`]'s lines; the first call wins. Call it before anything is said.
+pub(crate) fn set_format(format: LogFormat) {
+    let _ = FORMAT.set(format);
+}
+
+/// One line on stderr that the command itself says (where it listens, that it stopped, why it
+/// failed), whatever the log filter: `agentic: <message>` as text, or a JSON object of the
+/// same shape as the log's lines, so that a collector reading `--log-format json` reads every
+/// line.
+pub(crate) fn say(level: Level, message: &str) {
+    let line = match FORMAT.get() {
+        Some(LogFormat::Json) => {
+            let mut timestamp = String::new();
+            let _ = tracing_subscriber::fmt::time::SystemTime
+                .format_time(&mut Writer::new(&mut timestamp));
+            serde_json::json!({
+                "timestamp": timestamp,
+                "level": level.as_str(),
+                "message": message,
+                "target": "agentic",
+            })
+            .to_string()
+        }
+        Some(LogFormat::Text) | None => format!("agentic: {message}"),
+    };
+    // Whoever started us may have stopped reading stderr by now.
+    let _ = writeln!(std::io::stderr(), "{line}");
 }
 
 /// Installs the log subscriber and, when the environment names an OTLP endpoint, the trace
@@ -59,30 +123,42 @@ impl Telemetry {
 /// `agentic_api=debug,info`). Without either, a server logs at info (a line per request) and
 /// other commands only warnings, so stdout and stderr stay the command's own.
 pub(crate) fn init(format: LogFormat, serve: bool, record_payloads: bool) -> Telemetry {
+    set_format(format);
     agentic_core::telemetry::set_record_payloads(record_payloads);
-    let default = if serve { "info" } else { "warn,sqlx=error" };
+    let default = if serve {
+        "info".to_owned()
+    } else {
+        format!("warn,sqlx=error,{SDK_LOGS_OFF}")
+    };
     let wanted = ["AGENTIC_LOG", "RUST_LOG"].iter().find_map(|name| {
         std::env::var(name)
             .ok()
             .filter(|value| !value.trim().is_empty())
     });
     // The GenAI spans go to traces, not to log lines, unless the directives name them.
-    let wanted = wanted.map(|directives| {
-        if directives.contains(agentic_core::telemetry::SPANS) {
-            directives
-        } else {
-            format!("{directives},{}=off", agentic_core::telemetry::SPANS)
+    let wanted = wanted.map(|mut directives| {
+        if !directives.contains(agentic_core::telemetry::SPANS) {
+            directives = format!("{directives},{}=off", agentic_core::telemetry::SPANS);
         }
+        if !serve && !directives.contains("opentelemetry") {
+            directives = format!("{directives},{SDK_LOGS_OFF}");
+        }
+        directives
     });
     let default = format!("{default},{}=off", agentic_core::telemetry::SPANS);
     let default = default.as_str();
     let filter = match wanted {
-        Some(directives) => tracing_subscriber::EnvFilter::try_new(&directives).unwrap_or_else(
-            |error| {
-                eprintln!("agentic: the log filter \"{directives}\" is invalid ({error}); using \"{default}\"");
+        Some(directives) => {
+            tracing_subscriber::EnvFilter::try_new(&directives).unwrap_or_else(|error| {
+                say(
+                    Level::WARN,
+                    &format!(
+                        "the log filter \"{directives}\" is invalid ({error}); using \"{default}\""
+                    ),
+                );
                 tracing_subscriber::EnvFilter::new(default)
-            },
-        ),
+            })
+        }
         None => tracing_subscriber::EnvFilter::new(default),
     };
     let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
@@ -94,10 +170,11 @@ pub(crate) fn init(format: LogFormat, serve: bool, record_payloads: bool) -> Tel
             .with_filter(filter)
             .boxed(),
     };
-    let traces = match trace_provider() {
+    let failure = Failure::default();
+    let traces = match trace_provider(serve, &failure) {
         Ok(traces) => traces,
         Err(error) => {
-            eprintln!("agentic: traces are off: {error:#}");
+            say(Level::WARN, &format!("traces are off: {error:#}"));
             None
         }
     };
@@ -126,7 +203,11 @@ pub(crate) fn init(format: LogFormat, serve: bool, record_payloads: bool) -> Tel
         .with(logs)
         .with(trace_layer)
         .try_init();
-    Telemetry { traces }
+    Telemetry {
+        traces,
+        flush: if serve { SERVER_FLUSH } else { ONE_SHOT_FLUSH },
+        failure,
+    }
 }
 
 fn env(name: &str) -> Option<String> {
@@ -136,8 +217,9 @@ fn env(name: &str) -> Option<String> {
         .filter(|value| !value.is_empty())
 }
 
-/// The tracer provider the environment asks for, if any.
-fn trace_provider() -> anyhow::Result<Option<SdkTracerProvider>> {
+/// The tracer provider the environment asks for, if any. A one-shot command sends each batch
+/// once: retrying a collector that is down would only delay its exit.
+fn trace_provider(serve: bool, failure: &Failure) -> anyhow::Result<Option<SdkTracerProvider>> {
     let endpoint =
         env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").or_else(|| env("OTEL_EXPORTER_OTLP_ENDPOINT"));
     let disabled = env("OTEL_SDK_DISABLED").is_some_and(|value| value.eq_ignore_ascii_case("true"))
@@ -148,9 +230,15 @@ fn trace_provider() -> anyhow::Result<Option<SdkTracerProvider>> {
     let protocol = env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
         .or_else(|| env("OTEL_EXPORTER_OTLP_PROTOCOL"))
         .unwrap_or_else(|| "http/protobuf".to_owned());
+    let retry = if serve {
+        RetryPolicy::default()
+    } else {
+        RetryPolicy::disabled()
+    };
     let exporter = match protocol.as_str() {
         "grpc" => opentelemetry_otlp::SpanExporter::builder()
             .with_tonic()
+            .with_retry_policy(retry)
             .build()
             .context("the OTLP gRPC exporter")?,
         "http/protobuf" | "http/json" => {
@@ -163,6 +251,7 @@ fn trace_provider() -> anyhow::Result<Option<SdkTracerProvider>> {
             opentelemetry_otlp::SpanExporter::builder()
                 .with_http()
                 .with_http_client(client)
+                .with_retry_policy(retry)
                 .with_protocol(if protocol == "http/json" {
                     Protocol::HttpJson
                 } else {
@@ -188,10 +277,68 @@ fn trace_provider() -> anyhow::Result<Option<SdkTracerProvider>> {
         .build();
     Ok(Some(
         SdkTracerProvider::builder()
-            .with_batch_exporter(exporter)
+            .with_batch_exporter(Exporter {
+                inner: exporter,
+                failure: failure.clone(),
+            })
             .with_resource(resource)
             .build(),
     ))
+}
+
+/// The OTLP exporter, which turns the attributes core records as JSON arrays in text
+/// ([`agentic_core::telemetry::STRING_ARRAY_ATTRIBUTES`], e.g.
+/// `gen_ai.response.finish_reasons`) into the string arrays the conventions define.
+/// Also keeps the first failed export's error: the SDK's shutdown reports only a timeout.
+#[derive(Debug)]
+struct Exporter {
+    inner: opentelemetry_otlp::SpanExporter,
+    failure: Failure,
+}
+
+/// Why an export failed, if one did.
+type Failure = Arc<Mutex<Option<String>>>;
+
+impl SpanExporter for Exporter {
+    async fn export(&self, mut batch: Vec<SpanData>) -> OTelSdkResult {
+        for span in &mut batch {
+            for attribute in &mut span.attributes {
+                if !agentic_core::telemetry::STRING_ARRAY_ATTRIBUTES
+                    .contains(&attribute.key.as_str())
+                {
+                    continue;
+                }
+                let opentelemetry::Value::String(text) = &attribute.value else {
+                    continue;
+                };
+                if let Ok(values) = serde_json::from_str::<Vec<String>>(text.as_str()) {
+                    attribute.value = opentelemetry::Value::Array(opentelemetry::Array::String(
+                        values.into_iter().map(Into::into).collect(),
+                    ));
+                }
+            }
+        }
+        let result = self.inner.export(batch).await;
+        if let Err(error) = &result {
+            self.failure
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get_or_insert_with(|| error.to_string());
+        }
+        result
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn set_resource(&mut self, resource: &opentelemetry_sdk::Resource) {
+        self.inner.set_resource(resource);
+    }
 }
 
 /// Sends the exporter's requests with reqwest on the process's runtime: the batch exporter

@@ -1146,6 +1146,12 @@ fn an_mcp_client_uses_agentic_over_stdio() {
         relayed[0].as_str().unwrap().contains("progress 1/3"),
         "{seen}"
     );
+    // Every tick arrives, the last (3 of 3) too, with the server's own count and total.
+    assert_eq!(
+        seen["relayedCounts"],
+        serde_json::json!([[1.0, 3.0], [2.0, 3.0], [3.0, 3.0]]),
+        "{seen}"
+    );
 }
 
 /// `/mcp` on `agentic serve`: the same client over streamable HTTP, as the user its
@@ -1280,4 +1286,445 @@ fn assert_mcp_client_saw(output: &std::process::Output) -> serde_json::Value {
     assert_eq!(prompt["structured"]["state"], "completed");
     assert!(prompt["structured"]["conversationId"].is_string());
     seen
+}
+
+/// The reference servers' directory (installed by `npm ci`), or `None` (then the test skips,
+/// unless AGENTIC_REQUIRE_MCP_SERVERS=1 says it must not).
+fn mcp_servers_dir() -> Option<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../plugins/mcp/tests/servers");
+    if dir.join("node_modules/@modelcontextprotocol/sdk").exists() {
+        return Some(dir);
+    }
+    assert!(
+        std::env::var("AGENTIC_REQUIRE_MCP_SERVERS").as_deref() != Ok("1"),
+        "AGENTIC_REQUIRE_MCP_SERVERS=1 but {} has no node_modules",
+        dir.display()
+    );
+    eprintln!("skipped: npm ci --prefix crates/plugins/mcp/tests/servers installs the servers");
+    None
+}
+
+/// `agentic mcp serve` with no model anywhere and no way to fetch one (an empty models
+/// directory, pip kept off the network): its tools need no model, so it serves them.
+fn without_a_model(command: &mut Command, name: &str) {
+    let models = scratch().join(format!("no-models-{name}"));
+    std::fs::create_dir_all(&models).unwrap();
+    command
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("AGENTIC_PROVIDER")
+        .env("AGENTIC_MODELS_DIR", &models)
+        .env("PIP_NO_INDEX", "1")
+        .env("AGENTIC_DATABASE_URL", database_url());
+}
+
+/// What a client script printed, as JSON.
+fn client_saw(output: &std::process::Output) -> serde_json::Value {
+    assert!(
+        output.status.success(),
+        "{}{}",
+        text(&output.stdout),
+        text(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|error| panic!("{error}: {}", text(&output.stdout)))
+}
+
+/// The official TypeScript SDK (protocol 2025-11-25) and Python SDK (2026-07-28, stateless)
+/// use `agentic mcp serve` on stdio, with no model configured: the TypeScript SDK accepts the
+/// tool list (its schemas) and checks results against output schemas; a 10 MB result
+/// arrives; a script's call that needs approval asks the client (an elicitation request at
+/// 2025-11-25, "input required" at 2026-07-28), as does a direct call; and
+/// agentic.search_tools declares the names scripts call, which work, including the README's.
+#[test]
+fn typescript_and_python_clients_use_agentic_at_both_protocols() {
+    let Some(servers) = mcp_servers_dir() else {
+        return;
+    };
+    if !python_mcp_sdk() {
+        return;
+    }
+    let files = scratch().join("clients-files");
+    std::fs::create_dir_all(&files).unwrap();
+    let config = scratch().join("clients.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[fs]\nroot = \"{files}\"\n[mcp.servers.everything]\ncommand = \"{bin}/mcp-server-everything\"\n[mcp.servers.files]\ncommand = \"{bin}/mcp-server-filesystem\"\nargs = [\"{files}\"]\n",
+            files = files.display(),
+            bin = servers.join("node_modules/.bin").display(),
+        ),
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let binary = env!("CARGO_BIN_EXE_agentic");
+
+    let mut typescript = Command::new("node");
+    typescript
+        .current_dir(&servers)
+        .args(["ts_client.mjs", "stdio", binary, "--config", config])
+        .stdin(Stdio::null());
+    without_a_model(&mut typescript, "ts");
+    let output = typescript.output().unwrap();
+    // Its schema validator warns of formats JSON Schema does not define; there are none.
+    assert!(
+        !text(&output.stderr).contains("unknown format"),
+        "{}",
+        text(&output.stderr)
+    );
+    let seen = client_saw(&output);
+    assert_eq!(seen["protocol"], "2025-11-25", "{seen}");
+    assert_eq!(seen["server"], "agentic", "{seen}");
+    let tools: Vec<&str> = seen["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|tool| tool.as_str())
+        .collect();
+    for tool in ["artifact.get", "interpreter.run-code", "everything.get-sum"] {
+        assert!(tools.contains(&tool), "{tool} not in {tools:?}");
+    }
+    assert_eq!(
+        seen["now"]["structured"]["timezone"], "Asia/Tokyo",
+        "{seen}"
+    );
+    assert_eq!(seen["artifact"]["isError"], false, "{seen}");
+    assert_eq!(seen["artifact"]["data"]["n"], 1, "{seen}");
+    assert_eq!(seen["big"]["isError"], false, "{seen}");
+    assert_eq!(seen["big"]["length"], 10_000_000, "{seen}");
+    assert_eq!(seen["approved"]["isError"], false, "{seen}");
+    assert_eq!(seen["approved"]["structured"]["value"], "written", "{seen}");
+    assert_eq!(seen["asked"].as_array().unwrap().len(), 1, "{seen}");
+    assert_eq!(
+        std::fs::read_to_string(files.join("from-ts.txt")).unwrap(),
+        "approved"
+    );
+
+    let mut python = Command::new("python3");
+    python
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/modern_client.py"))
+        .args(["stdio", "10000000", binary, "--config", config])
+        .stdin(Stdio::null());
+    without_a_model(&mut python, "python");
+    let seen = client_saw(&python.output().unwrap());
+    assert_eq!(seen["protocol"], "2026-07-28", "{seen}");
+    assert_eq!(
+        seen["now"]["structured"]["timezone"], "Asia/Tokyo",
+        "{seen}"
+    );
+    // Asked twice: the direct call and the script's, each approved.
+    assert_eq!(seen["asked"].as_array().unwrap().len(), 2, "{seen}");
+    assert_eq!(seen["direct"]["isError"], false, "{seen}");
+    assert_eq!(seen["execute"]["structured"]["value"], "written", "{seen}");
+    assert_eq!(
+        std::fs::read_to_string(files.join("modern-direct.txt")).unwrap(),
+        "direct"
+    );
+    assert_eq!(
+        std::fs::read_to_string(files.join("modern-script.txt")).unwrap(),
+        "script"
+    );
+    assert_eq!(seen["big"]["length"], 10_000_000, "{seen}");
+    assert!(
+        seen["sumDeclaration"]
+            .as_str()
+            .unwrap()
+            .contains("everything.getSum(input"),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["sum"]["structured"]["value"], "The sum of 40 and 2 is 42.",
+        "{seen}"
+    );
+    // The README's example names the function as agentic declares it.
+    let call = seen["readTextFile"].as_str().unwrap();
+    let readme = include_str!("../../../README.md");
+    assert!(
+        readme.contains(&format!("`{call}({{ path }})`")),
+        "README does not show {call}({{ path }})"
+    );
+}
+
+/// `agentic mcp serve --http`, driven by the Python SDK at 2026-07-28: approvals as "input
+/// required", and a result of 700,000 characters, which sent twice in one event went over
+/// the SDK's 1 MiB event limit. A client closing its session (DELETE) is answered 200.
+#[test]
+fn a_stateless_client_uses_agentic_over_http() {
+    if !python_mcp_sdk() {
+        return;
+    }
+    let files = scratch().join("http-clients-files");
+    std::fs::create_dir_all(&files).unwrap();
+    let config = scratch().join("http-clients.toml");
+    std::fs::write(&config, format!("[fs]\nroot = \"{}\"\n", files.display())).unwrap();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_agentic"));
+    server
+        .args(["--config", config.to_str().unwrap()])
+        .args(["mcp", "serve", "--http", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    without_a_model(&mut server, "http");
+    let mut server = server.spawn().unwrap();
+    let mut stderr = std::io::BufReader::new(server.stderr.take().unwrap());
+    let url = loop {
+        let mut line = String::new();
+        let read = std::io::BufRead::read_line(&mut stderr, &mut line).unwrap();
+        assert!(read > 0, "the server ended without naming its address");
+        if let Some(word) = line
+            .split_whitespace()
+            .find(|word| word.starts_with("http://"))
+        {
+            break word.to_owned();
+        }
+    };
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    let output = Command::new("python3")
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/modern_client.py"))
+        .args(["http", "700000", &url])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    // A session of 2025-06-18, opened and closed.
+    let opened = Command::new("curl")
+        .args(["-s", "-D", "-", "-o", "/dev/null", "-X", "POST", &url])
+        .args(["-H", "content-type: application/json"])
+        .args(["-H", "accept: application/json, text/event-stream"])
+        .args(["-d", r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}"#])
+        .output()
+        .unwrap();
+    let headers = text(&opened.stdout);
+    let session = headers
+        .lines()
+        .find_map(|line| {
+            line.to_ascii_lowercase()
+                .starts_with("mcp-session-id:")
+                .then(|| line.split_once(':').unwrap().1.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no session in {headers}"));
+    let closed = Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "-X",
+            "DELETE",
+            &url,
+        ])
+        .args(["-H", &format!("mcp-session-id: {session}")])
+        .args(["-H", "mcp-protocol-version: 2025-06-18"])
+        .output()
+        .unwrap();
+    server.kill().unwrap();
+    let _ = server.wait();
+    let seen = client_saw(&output);
+    assert_eq!(seen["protocol"], "2026-07-28", "{seen}");
+    assert_eq!(seen["asked"].as_array().unwrap().len(), 2, "{seen}");
+    assert_eq!(seen["execute"]["structured"]["value"], "written", "{seen}");
+    assert_eq!(seen["big"]["isError"], false, "{seen}");
+    assert_eq!(seen["big"]["length"], 700_000, "{seen}");
+    assert_eq!(text(&closed.stdout), "200");
+}
+
+/// A file of 10 MB of quotes is over 20 MB once JSON-escaped: server-filesystem's answer
+/// arrives whole. Past a server's `maxMessageBytes` the call fails at once, naming it.
+/// `agentic invoke` starts only the server its tool belongs to, and takes `--yes`.
+/// `timeoutMs` bounds a call even while the server reports progress.
+#[test]
+fn large_replies_arrive_or_fail_at_once_and_invoke_starts_one_server() {
+    let Some(servers) = mcp_servers_dir() else {
+        return;
+    };
+    let files = scratch().join("large-files");
+    std::fs::create_dir_all(&files).unwrap();
+    std::fs::write(files.join("quotes.txt"), "\"".repeat(10_000_000)).unwrap();
+    let marker = scratch().join("marker-started");
+    let _ = std::fs::remove_file(&marker);
+    let bin = servers.join("node_modules/.bin");
+    let config = scratch().join("large.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[fs]\nroot = \"{files}\"\n\
+             [mcp.servers.files]\ncommand = \"{bin}/mcp-server-filesystem\"\nargs = [\"{files}\"]\n\
+             [mcp.servers.small]\ncommand = \"{bin}/mcp-server-filesystem\"\nargs = [\"{files}\"]\nmaxMessageBytes = 1000000\n\
+             [mcp.servers.everything]\ncommand = \"{bin}/mcp-server-everything\"\ntimeoutMs = 2000\n\
+             [mcp.servers.marker]\ncommand = \"sh\"\nargs = [\"-c\", \"touch {marker}; exec sleep 60\"]\n",
+            files = files.display(),
+            bin = bin.display(),
+            marker = marker.display(),
+        ),
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let path = files.join("quotes.txt");
+    let input = format!(r#"{{"path": "{}"}}"#, path.display());
+
+    let read = agentic(
+        &["--config", config, "invoke", "files.read_text_file", &input],
+        None,
+        None,
+    );
+    assert_eq!(read.status.code(), Some(0), "{}", text(&read.stderr));
+    let value: serde_json::Value = serde_json::from_slice(&read.stdout).unwrap();
+    let content = value
+        .as_str()
+        .map(str::to_owned)
+        .or_else(|| value["content"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| panic!("{}", &text(&read.stdout)[..300]));
+    assert_eq!(content.len(), 10_000_000);
+
+    let refused = agentic(
+        &["--config", config, "invoke", "small.read_text_file", &input],
+        None,
+        None,
+    );
+    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused.stdout));
+    assert!(
+        text(&refused.stderr).contains("more than 1000000 bytes (its maxMessageBytes)"),
+        "{}",
+        text(&refused.stderr)
+    );
+
+    // Progress every half second does not extend the 2 s bound.
+    let long = agentic(
+        &[
+            "--config",
+            config,
+            "invoke",
+            "everything.trigger-long-running-operation",
+            r#"{"duration": 6, "steps": 12}"#,
+        ],
+        None,
+        None,
+    );
+    assert_eq!(long.status.code(), Some(1), "{}", text(&long.stdout));
+    assert!(
+        text(&long.stderr).contains("did not finish trigger-long-running-operation within 2 s"),
+        "{}",
+        text(&long.stderr)
+    );
+
+    // fs.write needs approval: without a terminal, --yes gives it.
+    let write = r#"{"path": "approved.txt", "content": "yes"}"#;
+    let unasked = agentic(
+        &["--config", config, "invoke", "fs.write", write],
+        None,
+        None,
+    );
+    assert_eq!(unasked.status.code(), Some(1));
+    assert!(
+        text(&unasked.stderr).contains("run with --yes"),
+        "{}",
+        text(&unasked.stderr)
+    );
+    let approved = agentic(
+        &["--config", config, "invoke", "fs.write", write, "--yes"],
+        None,
+        None,
+    );
+    assert_eq!(
+        approved.status.code(),
+        Some(0),
+        "{}",
+        text(&approved.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(files.join("approved.txt")).unwrap(),
+        "yes"
+    );
+    assert!(
+        !marker.exists(),
+        "invoke started the server \"marker\", which none of its tools needed"
+    );
+}
+
+/// A streamable HTTP server that restarts forgets its sessions; server-everything then
+/// answers the old one with 400 (the spec says 404). agentic starts a new session and the
+/// call goes through, and `agentic mcp list` shows the server's URL.
+#[test]
+fn an_http_server_that_restarts_is_reconnected() {
+    let Some(servers) = mcp_servers_dir() else {
+        return;
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let everything = servers.join("node_modules/.bin/mcp-server-everything");
+    let start = || {
+        let child = Command::new(&everything)
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "server-everything did not listen"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        child
+    };
+    let mut first = start();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let config = scratch().join("restarting.toml");
+    std::fs::write(
+        &config,
+        format!("[mcp.servers.remote]\nurl = \"{url}\"\ntimeoutMs = 20000\n"),
+    )
+    .unwrap();
+    let listed = agentic(
+        &["--config", config.to_str().unwrap(), "mcp", "list"],
+        None,
+        None,
+    );
+    assert!(
+        text(&listed.stdout).contains(&format!("remote  ready  ({url})")),
+        "{}",
+        text(&listed.stdout)
+    );
+    let turns = script("restarting", "- text: unused\n");
+    let (mut server, api) = serve_on(
+        &turns,
+        &database_url(),
+        &["--config", config.to_str().unwrap()],
+    );
+    let echo = |message: &str| {
+        let output = Command::new("curl")
+            .args(["-s", "-X", "POST"])
+            .arg(format!("{api}/api/tools/remote.echo/invoke"))
+            .args([
+                "-H",
+                "x-user-id: alice",
+                "-H",
+                "content-type: application/json",
+            ])
+            .args(["-d", &format!(r#"{{"message": "{message}"}}"#)])
+            .output()
+            .unwrap();
+        text(&output.stdout)
+    };
+    assert!(
+        echo("before").contains("Echo: before"),
+        "{}",
+        echo("before")
+    );
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let mut second = start();
+    let after = echo("after");
+    second.kill().unwrap();
+    let _ = second.wait();
+    server.kill().unwrap();
+    let _ = server.wait();
+    assert!(after.contains("Echo: after"), "{after}");
 }

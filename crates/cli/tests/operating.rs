@@ -33,12 +33,28 @@ struct Span {
     name: String,
     attributes: HashMap<String, AnyValue>,
     resource: HashMap<String, AnyValue>,
+    /// The status's description (empty unless the span failed).
+    status: String,
 }
 
 impl Span {
     fn text(&self, key: &str) -> Option<&str> {
         match self.attributes.get(key) {
             Some(AnyValue::StringValue(value)) => Some(value),
+            _ => None,
+        }
+    }
+
+    fn strings(&self, key: &str) -> Option<Vec<String>> {
+        match self.attributes.get(key) {
+            Some(AnyValue::ArrayValue(array)) => array
+                .values
+                .iter()
+                .map(|value| match &value.value {
+                    Some(AnyValue::StringValue(text)) => Some(text.clone()),
+                    _ => None,
+                })
+                .collect(),
             _ => None,
         }
     }
@@ -85,6 +101,11 @@ fn keep(received: &Received, request: ExportTraceServiceRequest) {
                     name: span.name.clone(),
                     attributes: attributes(&span.attributes),
                     resource: resource.clone(),
+                    status: span
+                        .status
+                        .as_ref()
+                        .map(|status| status.message.clone())
+                        .unwrap_or_default(),
                 });
             }
         }
@@ -252,6 +273,8 @@ fn a_code_prompt_exports_its_span_tree_over_otlp_http() {
     assert_eq!(prompt.text("gen_ai.operation.name"), Some("invoke_agent"));
     assert_eq!(prompt.text("agentic.mode"), Some("code"));
     assert_eq!(prompt.text("agentic.prompt.state"), Some("completed"));
+    assert_eq!(prompt.text("gen_ai.provider.name"), Some("script"));
+    assert_eq!(prompt.text("gen_ai.request.model"), Some("script-normal"));
     assert!(
         prompt.text("gen_ai.conversation.id").is_some(),
         "{prompt:?}"
@@ -280,7 +303,11 @@ fn a_code_prompt_exports_its_span_tree_over_otlp_http() {
     assert_eq!(chat.text("gen_ai.request.model"), Some("script-normal"));
     assert_eq!(chat.number("gen_ai.usage.input_tokens"), Some(1000.0));
     assert_eq!(chat.number("gen_ai.usage.output_tokens"), Some(200.0));
-    assert_eq!(chat.text("gen_ai.response.finish_reasons"), Some("stop"));
+    assert_eq!(
+        chat.strings("gen_ai.response.finish_reasons"),
+        Some(vec!["stop".to_owned()]),
+        "{chat:?}"
+    );
     // 1,000 tokens at 2.5 and 200 at 10 per million.
     let cost = chat.number("agentic.usage.cost").unwrap();
     assert!((cost - 0.0045).abs() < 1e-12, "{cost}");
@@ -555,6 +582,21 @@ fn metrics_count_prompts_calls_workers_clients_and_writes() {
             }
             assert_eq!(request.send().await.unwrap().status(), 401, "{token:?}");
         }
+        // Before anyone follows the events, the gauge is there at 0.
+        let before = client
+            .get(format!("{url}/metrics"))
+            .header("authorization", "Bearer scrape-me")
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert_eq!(
+            Scrape::parse(&before).value("agentic_sse_clients", &[]),
+            Some(0.0),
+            "{before}"
+        );
         // A client follows the events throughout.
         let events = client
             .get(format!("{url}/api/events/stream"))
@@ -650,7 +692,21 @@ fn metrics_count_prompts_calls_workers_clients_and_writes() {
             &[("model", "script-normal"), ("type", "output")]
         ) > 200.0
     );
-    assert!(value("agentic_model_cost", &model) >= 0.0045, "{scrape}");
+    // 1,000 input tokens at 2.5 and 200 output tokens at 10 per million, at least.
+    assert!(
+        value(
+            "agentic_model_cost",
+            &[("model", "script-normal"), ("type", "input")]
+        ) >= 0.0025,
+        "{scrape}"
+    );
+    assert!(
+        value(
+            "agentic_model_cost",
+            &[("model", "script-normal"), ("type", "output")]
+        ) >= 0.002,
+        "{scrape}"
+    );
     assert_eq!(
         value(
             "agentic_tool_call_duration_seconds_count",
@@ -790,6 +846,292 @@ fn the_readme_price_table_is_a_valid_agentic_toml() {
     assert_eq!(output.status.code(), Some(1));
     assert!(
         text(&output.stderr).contains("price"),
+        "{}",
+        text(&output.stderr)
+    );
+}
+
+/// With payloads off, a failed span's status names the kind of error and quotes nothing: not
+/// the path a failed `fs.read` was given, not what a script threw.
+#[test]
+fn failed_spans_quote_no_payload_in_their_status() {
+    let runtime = runtime();
+    let (endpoint, received) = runtime.block_on(http_receiver());
+    let turns = script(
+        "failing-spans",
+        "- code: |\n    try { fsRead({ path: \"secret-plans-7311.txt\" }); } catch (error) { log(\"no plans\"); }\n    throw new Error(\"the launch code is 7311\");\n- code: done(\"gave up\")\n",
+    );
+    let output = command(&["prompt", "Read the plans", "-m", "code"], Some(&turns))
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+        .env_remove("OTEL_EXPORTER_OTLP_PROTOCOL")
+        .env_remove("AGENTIC_TRACE_PAYLOADS")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let spans = received.lock().unwrap().clone();
+    let read = span_where(&spans, |name| name == "execute_tool fs.read");
+    assert_eq!(read.text("error.type"), Some("tool_error"), "{read:?}");
+    assert_eq!(read.status, "tool_error", "{read:?}");
+    let execution = spans
+        .iter()
+        .find(|span| span.name == "execute_code" && !span.status.is_empty())
+        .unwrap_or_else(|| panic!("no failed execution in {spans:?}"));
+    assert!(
+        execution
+            .text("error.type")
+            .is_some_and(|kind| !kind.is_empty()),
+        "{execution:?}"
+    );
+    assert_eq!(
+        execution.text("error.type"),
+        Some(execution.status.as_str())
+    );
+    for span in &spans {
+        assert!(
+            !span.status.contains("7311"),
+            "a payload in a status: {span:?}"
+        );
+    }
+}
+
+/// A one-shot command whose collector is down, or accepts and never answers, still does its
+/// work and says once that its traces were not sent: no retries, no lines of the exporter's
+/// own.
+#[test]
+fn a_collector_down_or_silent_costs_one_line() {
+    let runtime = runtime();
+    // Accepts connections and never answers; they stay open until the test ends.
+    let silent = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                held.push(socket);
+            }
+        });
+        format!("http://{address}")
+    });
+    // A port nothing listens on: bound, then closed.
+    let down = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", listener.local_addr().unwrap())
+    };
+    let turns = script("collector-gone", "- text: Still here.\n");
+    for endpoint in [&down, &silent] {
+        let output = command(&["prompt", "Hi"], Some(&turns))
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+            .env_remove("OTEL_EXPORTER_OTLP_PROTOCOL")
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+        assert_eq!(text(&output.stdout).trim(), "Still here.");
+        let stderr = text(&output.stderr);
+        let said: Vec<&str> = stderr
+            .lines()
+            .filter(|line| !line.starts_with("agentic: conversation "))
+            .collect();
+        assert_eq!(said.len(), 1, "{endpoint}: {stderr}");
+        assert!(
+            said[0].starts_with("agentic: traces were not all sent: "),
+            "{endpoint}: {stderr}"
+        );
+    }
+}
+
+/// Each key of a JSON object once, at every depth.
+struct UniqueKeys;
+
+impl<'de> serde::Deserialize<'de> for UniqueKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(UniqueKeysVisitor)
+    }
+}
+
+struct UniqueKeysVisitor;
+
+impl<'de> serde::de::Visitor<'de> for UniqueKeysVisitor {
+    type Value = UniqueKeys;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        formatter.write_str("JSON")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<UniqueKeys, A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if !seen.insert(key.clone()) {
+                return Err(serde::de::Error::custom(format!("duplicate key {key}")));
+            }
+            map.next_value::<UniqueKeys>()?;
+        }
+        Ok(UniqueKeys)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<UniqueKeys, A::Error> {
+        while seq.next_element::<UniqueKeys>()?.is_some() {}
+        Ok(UniqueKeys)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+    fn visit_unit<E>(self) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+}
+
+/// Every line as a JSON object with unique keys; a failure names the line.
+fn json_lines(log: &str) -> Vec<serde_json::Value> {
+    log.lines()
+        .map(|line| {
+            serde_json::from_str::<UniqueKeys>(line)
+                .unwrap_or_else(|error| panic!("not a strict JSON line ({error}): {line}"));
+            let value: serde_json::Value = serde_json::from_str(line).unwrap();
+            assert!(value.is_object(), "{line}");
+            value
+        })
+        .collect()
+}
+
+/// With `--log-format json`, everything `agentic serve` writes on stderr is a JSON object
+/// with unique keys, from the bad filter it was given to "stopped"; a client's error shows its
+/// code in the request's line; and a server that cannot start says why in JSON too.
+#[test]
+fn json_logs_are_json_from_start_to_stop() {
+    let runtime = runtime();
+    let turns = script("json-logs", "- text: Logged.\n");
+    let mut server = command(
+        &["--log-format", "json", "serve", "--addr", "127.0.0.1:0"],
+        Some(&turns),
+    )
+    .env("AGENTIC_LOG", "info,agentic_api=loudly")
+    .stdin(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    let stderr = server.stderr.take().unwrap();
+    let (lines_sender, lines_receiver) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)) {
+            let Ok(line) = line else { break };
+            if lines_sender.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut log = String::new();
+    let url = loop {
+        let line = lines_receiver
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("the server never named its address: {log}"));
+        log.push_str(&line);
+        log.push('\n');
+        if let Some(word) = line
+            .split(|c: char| c.is_whitespace() || c == '"')
+            .find(|word| word.starts_with("http://"))
+        {
+            break word.to_owned();
+        }
+    };
+    let (status, body) = runtime.block_on(async {
+        let response = reqwest::Client::new()
+            .get(format!("{url}/api/prompts/no-such-prompt"))
+            .header("x-user-id", "logged")
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json::<serde_json::Value>().await.unwrap())
+    });
+    assert!((400..500).contains(&status), "{status} {body}");
+    let code = body["error"]["code"].as_str().unwrap().to_owned();
+    let pid = server.id().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    assert!(server.wait().unwrap().success());
+    reader.join().unwrap();
+    log.extend(lines_receiver.try_iter().map(|line| line + "\n"));
+    let lines = json_lines(&log);
+    let said = |level: &str, words: &str| {
+        lines.iter().any(|line| {
+            line["level"] == level
+                && line["message"]
+                    .as_str()
+                    .is_some_and(|message| message.contains(words))
+        })
+    };
+    assert!(said("WARN", "agentic_api=loudly"), "{log}");
+    assert!(said("INFO", "listening on http://"), "{log}");
+    assert!(said("INFO", "stopped"), "{log}");
+    let refused = lines
+        .iter()
+        .find(|line| line["span"]["http.route"] == "/api/prompts/{id}")
+        .unwrap_or_else(|| panic!("no request line in {log}"));
+    assert_eq!(refused["status"], status, "{refused}");
+    assert_eq!(refused["error.code"], code.as_str(), "{refused}");
+
+    // `agentic mcp serve --http` names its address as JSON too.
+    let mut mcp = command(
+        &[
+            "--log-format",
+            "json",
+            "mcp",
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+        ],
+        Some(&turns),
+    )
+    .stdin(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(mcp.stderr.take().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    mcp.kill().unwrap();
+    mcp.wait().unwrap();
+    let named = &json_lines(&first)[0];
+    assert!(
+        named["message"]
+            .as_str()
+            .is_some_and(|message| message.starts_with("MCP at http://127.0.0.1:")),
+        "{first}"
+    );
+
+    // The port is taken: the server cannot start, and says so as JSON.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap().to_string();
+    let output = command(
+        &["--log-format", "json", "serve", "--addr", &address],
+        Some(&turns),
+    )
+    .output()
+    .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output.stderr));
+    let lines = json_lines(&text(&output.stderr));
+    assert!(
+        lines.iter().any(|line| line["level"] == "ERROR"
+            && line["message"]
+                .as_str()
+                .is_some_and(|message| message.contains(&address))),
         "{}",
         text(&output.stderr)
     );

@@ -20,6 +20,27 @@ pub struct ModelPrice {
     pub output: f64,
 }
 
+impl ModelPrice {
+    /// What `input_tokens` and `output_tokens` cost at this price together.
+    pub fn cost(&self, input_tokens: u64, output_tokens: u64) -> f64 {
+        // Token counts stay far below 2^53, where f64 stops being exact.
+        #[allow(clippy::cast_precision_loss)]
+        let cost =
+            (input_tokens as f64 * self.input + output_tokens as f64 * self.output) / 1_000_000.0;
+        cost
+    }
+
+    /// What `input_tokens` and `output_tokens` cost at this price, apart.
+    pub fn costs(&self, input_tokens: u64, output_tokens: u64) -> (f64, f64) {
+        // Token counts stay far below 2^53, where f64 stops being exact.
+        #[allow(clippy::cast_precision_loss)]
+        (
+            input_tokens as f64 * self.input / 1_000_000.0,
+            output_tokens as f64 * self.output / 1_000_000.0,
+        )
+    }
+}
+
 /// The price table, by model name.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Prices {
@@ -45,11 +66,8 @@ impl Prices {
 
     /// The cost of the tokens of one call to `model`, if it has a price.
     pub fn cost(&self, model: &str, input_tokens: u64, output_tokens: u64) -> Option<f64> {
-        // Token counts stay far below 2^53, where f64 stops being exact.
-        #[allow(clippy::cast_precision_loss)]
-        self.of(model).map(|price| {
-            (input_tokens as f64 * price.input + output_tokens as f64 * price.output) / 1_000_000.0
-        })
+        self.of(model)
+            .map(|price| price.cost(input_tokens, output_tokens))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -87,6 +105,12 @@ impl Config {
     /// how agentic runs (e.g. `agentic serve` gives every user their own files directory).
     pub fn with_default_section(mut self, id: &str, value: Value) -> Self {
         self.root.entry(id.to_owned()).or_insert(value);
+        self
+    }
+
+    /// Sets a section, replacing the one the config had by that id.
+    pub fn with_section(mut self, id: &str, value: Value) -> Self {
+        self.root.insert(id.to_owned(), value);
         self
     }
 

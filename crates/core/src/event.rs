@@ -23,6 +23,14 @@ pub struct Event {
     pub payload: EventPayload,
 }
 
+/// A tool's count of its progress: `progress` of `total` (when it knows the total).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct StreamProgress {
+    pub progress: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<f64>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", content = "data")]
 pub enum EventPayload {
@@ -47,6 +55,9 @@ pub enum EventPayload {
         delta: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tool_call_id: Option<String>,
+        /// How far the tool call is, when its tool counts (an MCP server's progress).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        progress: Option<StreamProgress>,
     },
     #[serde(rename = "prompt.approval-requested", rename_all = "camelCase")]
     ApprovalRequested {
@@ -447,6 +458,7 @@ mod tests {
             prompt_id: prompt_id.into(),
             delta: delta.into(),
             tool_call_id: None,
+            progress: None,
         }
     }
 

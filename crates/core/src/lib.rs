@@ -23,7 +23,7 @@ pub mod tool;
 pub mod typescript;
 
 pub use config::Config;
-pub use event::{Event, EventPayload, EventService, EventSubscription, Received};
+pub use event::{Event, EventPayload, EventService, EventSubscription, Received, StreamProgress};
 pub use mode::{
     ExecutionModeFactory, ExecutionModeService, ExecutorCreateOptions, ExecutorError, PromptChange,
     PromptCheckpoint, PromptExecutor,
@@ -47,8 +47,8 @@ pub use runtime::{
 };
 pub use state::State;
 pub use tool::{
-    Approval, FnTool, InputValidator, Tool, ToolContext, ToolError, ToolSet, UserFileStore,
-    UserFiles, define_tool, schema_of,
+    Approval, Approver, FnTool, InputValidator, ScriptNames, Tool, ToolContext, ToolError, ToolSet,
+    UserFileStore, UserFiles, define_tool, schema_of,
 };
 
 // Re-exported so that plugin crates can `inventory::submit!` without naming the version.

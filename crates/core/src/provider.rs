@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tracing::Instrument as _;
 
-use crate::config::{Config, Prices};
+use crate::config::{Config, ModelPrice, Prices};
 use crate::prompt::{ModelKind, PromptUsage};
 use crate::telemetry;
 
@@ -301,7 +301,10 @@ impl CompletionService {
                         "tool_calls"
                     },
                 );
-                span.record("gen_ai.response.finish_reasons", reason);
+                span.record(
+                    "gen_ai.response.finish_reasons",
+                    telemetry::string_array(&[reason]),
+                );
                 if telemetry::record_payloads() {
                     let output = serde_json::json!([{
                         "role": "assistant",
@@ -310,7 +313,8 @@ impl CompletionService {
                     }]);
                     span.record("gen_ai.output.messages", output.to_string());
                 }
-                telemetry::model_called(&span, &model_name, seconds, Ok(&response.usage));
+                let price = self.price(&response.usage, &model_name);
+                telemetry::model_called(&span, &model_name, seconds, Ok((&response.usage, price)));
             }
             Err(error) => {
                 telemetry::model_called(&span, &model_name, seconds, Err(&error.to_string()));
@@ -343,21 +347,23 @@ impl CompletionService {
             response.usage.model = Some(model_name.to_owned());
         }
         response.usage.model_calls = 1;
-        if !self.prices.is_empty() {
-            let usage = &response.usage;
-            response.usage.cost = usage
-                .model
-                .as_deref()
-                .and_then(|model| {
-                    self.prices
-                        .cost(model, usage.input_tokens, usage.output_tokens)
-                })
-                .or_else(|| {
-                    self.prices
-                        .cost(model_name, usage.input_tokens, usage.output_tokens)
-                });
+        if let Some(price) = self.price(&response.usage, model_name) {
+            response.usage.cost =
+                Some(price.cost(response.usage.input_tokens, response.usage.output_tokens));
         }
         Ok(response)
+    }
+
+    /// The price of a call's tokens: that of the model the server named, else of the one asked.
+    fn price(&self, usage: &PromptUsage, model_name: &str) -> Option<ModelPrice> {
+        if self.prices.is_empty() {
+            return None;
+        }
+        usage
+            .model
+            .as_deref()
+            .and_then(|model| self.prices.of(model))
+            .or_else(|| self.prices.of(model_name))
     }
 
     /// A single text answer, for sub-calls that need no tools and no streaming.

@@ -53,6 +53,7 @@ impl PromptRecorder {
             prompt_id: self.prompt.id.clone(),
             delta: delta.to_owned(),
             tool_call_id: None,
+            progress: None,
         });
     }
 
@@ -68,6 +69,7 @@ impl PromptRecorder {
                     prompt_id: prompt_id.clone(),
                     delta: delta.to_owned(),
                     tool_call_id: None,
+                    progress: None,
                 },
             );
         }

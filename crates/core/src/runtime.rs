@@ -175,6 +175,7 @@ pub struct RuntimeBuilder {
     registered: bool,
     provider: Option<Arc<dyn ModelProvider>>,
     provider_spec: Option<String>,
+    unconfigured: Option<Arc<dyn ModelProvider>>,
     event_capacity: Option<usize>,
 }
 
@@ -208,6 +209,13 @@ impl RuntimeBuilder {
     /// Uses this provider instance, whatever the config says.
     pub fn provider(mut self, provider: Arc<dyn ModelProvider>) -> Self {
         self.provider = Some(provider);
+        self
+    }
+
+    /// Uses this provider when the config and the environment name none and no registered
+    /// provider's settings are present (e.g. one that fetches a model at its first request).
+    pub fn provider_when_unconfigured(mut self, provider: Arc<dyn ModelProvider>) -> Self {
+        self.unconfigured = Some(provider);
         self
     }
 
@@ -260,7 +268,16 @@ impl RuntimeBuilder {
         let prices = self.config.prices()?;
         let completion = match self.provider {
             Some(provider) => CompletionService::new(provider),
-            None => select_provider(self.provider_spec.as_deref(), &self.config, &providers)?,
+            None => {
+                let selected =
+                    select_provider(self.provider_spec.as_deref(), &self.config, &providers)?;
+                match self.unconfigured {
+                    Some(provider) if selected.provider().is_none() => {
+                        CompletionService::new(provider)
+                    }
+                    _ => selected,
+                }
+            }
         }
         .with_prices(prices);
         let limits = self.config.limits();
@@ -569,7 +586,14 @@ impl PromptService {
         if cancel.is_cancelled() {
             return Ok(self.end_cancelled(executor.prompt()).await);
         }
-        let span = telemetry::prompt_span(executor.prompt(), conversation.as_deref());
+        let provider = self.services.completion.provider();
+        let model =
+            provider.map(|provider| (provider.id(), provider.model_name(executor.prompt().model)));
+        let span = telemetry::prompt_span(
+            executor.prompt(),
+            conversation.as_deref(),
+            model.as_ref().map(|(id, name)| (*id, name.as_str())),
+        );
         let _running = telemetry::prompt_running(&executor.prompt().mode);
         let result = {
             let stepping = match step {

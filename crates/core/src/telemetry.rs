@@ -11,7 +11,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tracing::field::Empty;
 
+use crate::config::ModelPrice;
 use crate::prompt::{Prompt, PromptUsage};
+use crate::tool::ToolError;
 
 /// The target of the GenAI spans. Log lines leave it out by default (a prompt's spans carry a
 /// dozen attributes meant for a trace backend), so without a trace exporter the spans are off
@@ -28,8 +30,8 @@ pub const MODEL_CALL_SECONDS: &str = "agentic_model_call_duration_seconds";
 pub const MODEL_CALL_ERRORS: &str = "agentic_model_call_errors_total";
 /// Tokens by `model` and `type` (`input`, `output`).
 pub const MODEL_TOKENS: &str = "agentic_model_tokens_total";
-/// Cost of model calls since the process started, by `model`, in the price table's currency
-/// (a gauge that only grows: `metrics` counters count whole numbers).
+/// Cost of model calls since the process started, by `model` and `type` (`input`, `output`), in
+/// the price table's currency (a gauge that only grows: `metrics` counters count whole numbers).
 pub const MODEL_COST: &str = "agentic_model_cost";
 /// Seconds per tool call, by `tool`.
 pub const TOOL_CALL_SECONDS: &str = "agentic_tool_call_duration_seconds";
@@ -63,7 +65,8 @@ pub fn describe_metrics() {
     metrics::describe_counter!(MODEL_TOKENS, "Tokens by model and type (input, output)");
     metrics::describe_gauge!(
         MODEL_COST,
-        "Cost of model calls since start, by model, in the price table's currency"
+        "Cost of model calls since start, by model and type (input, output), in the price \
+         table's currency"
     );
     metrics::describe_histogram!(
         TOOL_CALL_SECONDS,
@@ -81,7 +84,13 @@ pub fn describe_metrics() {
         "Database commit latency, by backend"
     );
     metrics::describe_counter!(DB_WRITES, "Writes committed, by backend");
+    // A gauge nobody has touched is not exported: a scraper must see 0 clients, not no metric.
+    metrics::gauge!(SSE_CLIENTS).set(0.0);
 }
+
+/// Span attributes whose value is an array of strings. `tracing` records only scalars, so these
+/// are recorded as JSON arrays in text, and the exporter turns them into OpenTelemetry arrays.
+pub const STRING_ARRAY_ATTRIBUTES: &[&str] = &["gen_ai.response.finish_reasons"];
 
 /// The `tool` label of a call to a tool that does not exist: names a model made up must not
 /// become label values, or one prompt could grow the metrics without bound.
@@ -100,14 +109,21 @@ pub fn record_payloads() -> bool {
 }
 
 /// The span of one run of a prompt (a run ends when the prompt finishes or waits for a person;
-/// an approval starts another).
-pub fn prompt_span(prompt: &Prompt, conversation_id: Option<&str>) -> tracing::Span {
+/// an approval starts another). `model` is the provider's id and the model the prompt's class
+/// names, when a provider is configured.
+pub fn prompt_span(
+    prompt: &Prompt,
+    conversation_id: Option<&str>,
+    model: Option<(&str, &str)>,
+) -> tracing::Span {
     let span = tracing::info_span!(
         target: SPANS,
         "invoke_agent",
         otel.name = "invoke_agent agentic",
         gen_ai.operation.name = "invoke_agent",
         gen_ai.agent.name = "agentic",
+        gen_ai.provider.name = model.map(|(provider, _)| provider),
+        gen_ai.request.model = model.map(|(_, name)| name),
         gen_ai.conversation.id = conversation_id,
         agentic.prompt.id = %prompt.id,
         agentic.mode = %prompt.mode,
@@ -176,11 +192,19 @@ pub fn count(value: impl TryInto<i64>) -> i64 {
     value.try_into().unwrap_or(i64::MAX)
 }
 
-/// Marks a span as failed, the OpenTelemetry way: `error.type` and an error status.
+/// Marks a span as failed, the OpenTelemetry way: `error.type` and an error status. The
+/// message is a payload (a tool's error quotes paths and inputs, a script's quotes what it
+/// threw), so without payloads the status says only the kind.
 pub fn record_error(span: &tracing::Span, kind: &str, message: &str) {
     span.record("error.type", kind);
     span.record("otel.status_code", "ERROR");
-    span.record("otel.status_description", message);
+    let description = if record_payloads() { message } else { kind };
+    span.record("otel.status_description", description);
+}
+
+/// A span attribute of [`STRING_ARRAY_ATTRIBUTES`], as the JSON array of `values`.
+pub fn string_array(values: &[&str]) -> String {
+    serde_json::Value::from(values).to_string()
 }
 
 fn record_usage(span: &tracing::Span, usage: &PromptUsage) {
@@ -220,11 +244,11 @@ pub(crate) fn model_called(
     span: &tracing::Span,
     model: &str,
     seconds: f64,
-    outcome: Result<&PromptUsage, &str>,
+    outcome: Result<(&PromptUsage, Option<ModelPrice>), &str>,
 ) {
     metrics::histogram!(MODEL_CALL_SECONDS, "model" => model.to_owned()).record(seconds);
     match outcome {
-        Ok(usage) => {
+        Ok((usage, price)) => {
             if let Some(name) = &usage.model {
                 span.record("gen_ai.response.model", name.as_str());
             }
@@ -236,8 +260,12 @@ pub(crate) fn model_called(
                 .increment(usage.input_tokens);
             metrics::counter!(MODEL_TOKENS, "model" => model.to_owned(), "type" => "output")
                 .increment(usage.output_tokens);
-            if let Some(cost) = usage.cost {
-                metrics::gauge!(MODEL_COST, "model" => model.to_owned()).increment(cost);
+            if let Some(price) = price {
+                let (input, output) = price.costs(usage.input_tokens, usage.output_tokens);
+                metrics::gauge!(MODEL_COST, "model" => model.to_owned(), "type" => "input")
+                    .increment(input);
+                metrics::gauge!(MODEL_COST, "model" => model.to_owned(), "type" => "output")
+                    .increment(output);
             }
         }
         Err(error) => {
@@ -270,7 +298,7 @@ pub(crate) fn tool_called(
     span: &tracing::Span,
     label: &str,
     seconds: f64,
-    outcome: Result<&serde_json::Value, &str>,
+    outcome: Result<&serde_json::Value, &ToolError>,
 ) {
     metrics::histogram!(TOOL_CALL_SECONDS, "tool" => label.to_owned()).record(seconds);
     match outcome {
@@ -280,7 +308,13 @@ pub(crate) fn tool_called(
             }
         }
         Err(error) => {
-            record_error(span, "tool_error", error);
+            let kind = match error {
+                ToolError::UnknownTool(_) => "unknown_tool",
+                ToolError::InvalidInput { .. } => "invalid_input",
+                ToolError::Failed(_) => "tool_error",
+                ToolError::Panicked { .. } => "tool_panicked",
+            };
+            record_error(span, kind, &error.to_string());
             metrics::counter!(TOOL_CALL_ERRORS, "tool" => label.to_owned()).increment(1);
         }
     }

@@ -112,6 +112,30 @@ pub struct ToolContext {
     /// The call being run, when it came from a prompt's timeline.
     pub tool_call_id: Option<String>,
     files: Arc<Mutex<Vec<FileOutput>>>,
+    /// Who can be asked to approve the calls this call makes (a script's), if anyone.
+    approver: Option<Arc<dyn Approver>>,
+}
+
+/// Someone who can approve a tool call while another call runs, such as the client of
+/// `agentic mcp serve` through MCP elicitation: code run by `interpreter.run-code` asks them
+/// instead of refusing calls that need approval.
+#[async_trait]
+pub trait Approver: Send + Sync {
+    /// Asks whether `tool` may run with `input` (it needs approval because of `reason`);
+    /// `Err(why)` when it may not, or nobody answered.
+    async fn approve(&self, tool: &str, reason: &str, input: &Value) -> Result<(), String>;
+}
+
+/// How scripts call each tool (`fs.list`, `everything.getSum`, `tools["some id"]`), by tool id.
+/// The code-mode plugin puts it in the extensions, so that whoever shows a tool's declaration
+/// outside a script (`agentic.search_tools`) names the function a script calls.
+#[derive(Clone, Copy)]
+pub struct ScriptNames(pub fn(&ToolSet) -> HashMap<String, String>);
+
+impl std::fmt::Debug for ScriptNames {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScriptNames").finish_non_exhaustive()
+    }
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -132,7 +156,19 @@ impl ToolContext {
             services,
             tool_call_id: None,
             files: Arc::default(),
+            approver: None,
         }
+    }
+
+    /// The same context, whose call's own calls `approver` approves.
+    pub fn with_approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = Some(approver);
+        self
+    }
+
+    /// Who can approve calls made under this one, if anyone.
+    pub fn approver(&self) -> Option<&Arc<dyn Approver>> {
+        self.approver.as_ref()
     }
 
     /// The same context (files emitted go to the same list) for one call of the timeline.
@@ -146,12 +182,23 @@ impl ToolContext {
     /// Publishes live output of the running call as `prompt.stream` (with the call's id),
     /// e.g. a shell command's output while it runs. The tool's result is what gets recorded.
     pub fn stream(&self, delta: &str) {
+        self.publish_stream(delta, None);
+    }
+
+    /// [`Self::stream`] with the tool's count of how far it is, which clients may show as
+    /// progress (and `agentic mcp serve` passes on as MCP progress).
+    pub fn progress(&self, delta: &str, progress: crate::event::StreamProgress) {
+        self.publish_stream(delta, Some(progress));
+    }
+
+    fn publish_stream(&self, delta: &str, progress: Option<crate::event::StreamProgress>) {
         self.services.events.publish(
             &self.user_id,
             crate::event::EventPayload::PromptStream {
                 prompt_id: self.prompt_id.clone(),
                 delta: delta.to_owned(),
                 tool_call_id: self.tool_call_id.clone(),
+                progress,
             },
         );
     }
@@ -771,7 +818,7 @@ impl ToolSet {
         let seconds = start.elapsed().as_secs_f64();
         match &result {
             Ok(value) => telemetry::tool_called(&span, label, seconds, Ok(value)),
-            Err(error) => telemetry::tool_called(&span, label, seconds, Err(&error.to_string())),
+            Err(error) => telemetry::tool_called(&span, label, seconds, Err(error)),
         }
         result
     }

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::host::{ScriptHost, calls_reply};
 use crate::mode::CodeModeFactory;
-use crate::protocol::{ExecuteRequest, HostReply, ParallelCall, ToolBinding};
+use crate::protocol::{ExecuteRequest, HostReply, HostRequest, ParallelCall, ToolBinding};
 use crate::sandbox::{Sandbox, SandboxConfig, SandboxEvent};
 
 agentic_core::inventory::submit! {
@@ -88,6 +88,9 @@ impl Plugin for InterpreterPlugin {
         context.modes.register(Arc::new(CodeModeFactory {
             shared: shared.clone(),
         }))?;
+        context
+            .extensions
+            .insert(Arc::new(agentic_core::ScriptNames(script_names)));
         let _ = self.shared.set(shared);
         Ok(())
     }
@@ -150,8 +153,30 @@ pub(crate) struct RunCodeOutput {
     pub logs: Vec<String>,
 }
 
-/// Runs code for classic mode. Tools that need approval are refused inside: a tool call cannot
-/// stop to ask a person, and running them unasked would bypass approval.
+/// The names `interpreter.run-code` scripts call the tools by (see [`agentic_core::ScriptNames`]).
+fn script_names(tools: &agentic_core::ToolSet) -> std::collections::HashMap<String, String> {
+    script_bindings(tools)
+        .into_iter()
+        .map(|binding| {
+            let call = binding.call_name();
+            (binding.id, call)
+        })
+        .collect()
+}
+
+/// The bindings of a run-code script: every tool but run-code itself.
+fn script_bindings(tools: &agentic_core::ToolSet) -> Vec<ToolBinding> {
+    let tools: Vec<_> = tools
+        .iter()
+        .filter(|tool| tool.id() != RUN_CODE_TOOL)
+        .map(|tool| crate::names::ToolNames::of(tool.as_ref()))
+        .collect();
+    crate::names::bindings(tools)
+}
+
+/// Runs code for classic mode. Tools that need approval are refused inside (a tool call
+/// cannot stop to ask a person, and running them unasked would bypass approval), unless the
+/// call's context names someone to ask ([`ToolContext::approver`]).
 async fn run_code(
     shared: &Shared,
     context: ToolContext,
@@ -166,13 +191,7 @@ async fn run_code(
             &context.state,
         )
         .await?;
-    let tools: Vec<_> = prepared
-        .tools
-        .iter()
-        .filter(|tool| tool.id() != RUN_CODE_TOOL)
-        .map(|tool| crate::names::ToolNames::of(tool.as_ref()))
-        .collect();
-    let bindings = crate::names::bindings(tools);
+    let bindings = script_bindings(&prepared.tools);
     let mut execution = shared
         .sandbox
         .start_with_wall_time(
@@ -196,6 +215,18 @@ async fn run_code(
             SandboxEvent::Output(text) => output.push(text),
             SandboxEvent::Log(text) => logs.push(text),
             SandboxEvent::Request { id, request, .. } => {
+                // A person deciding is not the script's time.
+                let asks = context.approver().is_some()
+                    && !shared.config.auto_approve
+                    && calls_of(&request).any(|(tool, input)| {
+                        matches!(
+                            prepared.tools.approval(tool, input),
+                            Approval::Required { .. }
+                        )
+                    });
+                if asks {
+                    execution.pause_clock();
+                }
                 let mut host = RunCodeHost {
                     shared,
                     prepared: &prepared,
@@ -210,6 +241,9 @@ async fn run_code(
                     },
                     Err(never) => match never {},
                 };
+                if asks {
+                    execution.resume_clock().await;
+                }
                 execution.reply(id, reply).await;
             }
             SandboxEvent::Finished(outcome) => {
@@ -223,6 +257,17 @@ async fn run_code(
                 };
             }
         }
+    }
+}
+
+/// The tool calls a script's request makes, with their inputs.
+fn calls_of(request: &HostRequest) -> Box<dyn Iterator<Item = (&str, &Value)> + '_> {
+    match request {
+        HostRequest::CallTool { tool, input } => Box::new(std::iter::once((tool.as_str(), input))),
+        HostRequest::Parallel { calls } => {
+            Box::new(calls.iter().map(|call| (call.tool.as_str(), &call.input)))
+        }
+        HostRequest::Llm { .. } | HostRequest::ToolSchema { .. } => Box::new(std::iter::empty()),
     }
 }
 
@@ -272,10 +317,15 @@ impl RunCodeHost<'_> {
         if let Approval::Required { reason } = self.prepared.tools.approval(tool, &input)
             && !self.shared.config.auto_approve
         {
-            return Err(format!(
-                "{tool} needs approval ({reason}), which code run through \
-                 interpreter.run-code cannot ask for; call the tool directly"
-            ));
+            match self.context.approver() {
+                Some(approver) => approver.approve(tool, &reason, &input).await?,
+                None => {
+                    return Err(format!(
+                        "{tool} needs approval ({reason}), which code run through \
+                         interpreter.run-code cannot ask for; call the tool directly"
+                    ));
+                }
+            }
         }
         self.prepared
             .tools

@@ -84,9 +84,11 @@ async def use(read, write, elicitation):
             if "everything.trigger-long-running-operation" in seen["tools"]:
                 # An MCP server's progress, through agentic's client and back out of its server.
                 relayed = []
+                counts = []
 
                 async def on_relayed(value, total, message):
                     relayed.append(message)
+                    counts.append([value, total])
 
                 await session.call_tool(
                     "everything.trigger-long-running-operation",
@@ -94,6 +96,7 @@ async def use(read, write, elicitation):
                     progress_callback=on_relayed,
                 )
                 seen["relayed"] = relayed
+                seen["relayedCounts"] = counts
                 # Its image, saved among the user's files, comes back as image content.
                 image = await session.call_tool("everything.get-tiny-image", {})
                 seen["image"] = [

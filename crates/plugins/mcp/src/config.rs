@@ -62,9 +62,13 @@ pub struct ServerConfig {
     /// `requireApproval` patterns apply as well, as for any tool.
     #[serde(default)]
     pub approval: ApprovalPolicy,
-    /// Milliseconds a tool call may take; progress from the server restarts the clock.
+    /// Milliseconds a tool call may take in all, progress or not.
     #[serde(default = "default_call_timeout_ms")]
     pub timeout_ms: u64,
+    /// Bytes one message of a `command` server may have (a reply to a call, JSON-encoded);
+    /// a larger one fails the calls in flight at once, naming the limit.
+    #[serde(default = "default_max_message_bytes")]
+    pub max_message_bytes: usize,
     /// Milliseconds to wait for the server to start and list its tools.
     #[serde(default = "default_startup_timeout_ms")]
     pub startup_timeout_ms: u64,
@@ -84,6 +88,10 @@ pub enum ApprovalPolicy {
 
 fn default_call_timeout_ms() -> u64 {
     60_000
+}
+
+fn default_max_message_bytes() -> usize {
+    128 * 1024 * 1024
 }
 
 fn default_startup_timeout_ms() -> u64 {

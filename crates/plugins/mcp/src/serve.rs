@@ -2,19 +2,20 @@
 //! `agentic.prompt`, `agentic.execute` and `agentic.search_tools`. `agentic mcp serve` runs
 //! it on stdio; `serve_handler` gives the handler for other transports.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use agentic_conversation::{ConversationService, PromptRequest};
 use agentic_core::tool::search_score;
-use agentic_core::{Approval, FileOutput, PromptState, State, ToolContext, ToolError};
+use agentic_core::{Approval, Approver, FileOutput, PromptState, State, ToolContext, ToolError};
 use agentic_core::{EventPayload, Received};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
-    ElicitationAction, Implementation, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ResourceContents, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest,
+    ElicitRequestParams, ElicitationAction, Implementation, InputRequest, InputRequiredResult,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ResourceContents,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::service::{Peer, RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::{Map, Value, json};
 use tokio_util::task::AbortOnDropHandle;
@@ -30,6 +31,12 @@ const MAX_FILE_CONTENT: u64 = 10 * 1024 * 1024;
 /// Tools `agentic.search_tools` returns at most.
 const SEARCH_LIMIT: usize = 20;
 
+/// The key of the approval question among a 2026-07-28 call's `inputRequests`.
+const APPROVAL_KEY: &str = "approval";
+/// How long a script paused for a 2026-07-28 client's approval waits for the client to send
+/// its call again with the answer.
+const PAUSED_FOR: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// The MCP server side: one per connection (cheap: the services are shared).
 #[derive(Clone)]
 pub struct AgenticServer {
@@ -37,6 +44,9 @@ pub struct AgenticServer {
     user_id: String,
     /// Behind the API's authentication, `X-User-Id` names the user of each request.
     user_header: bool,
+    /// `agentic.execute` scripts waiting for a stateless client's approval, by the
+    /// `requestState` handle the client sends back with its answer.
+    paused: Arc<Mutex<HashMap<String, PausedRun>>>,
 }
 
 impl std::fmt::Debug for AgenticServer {
@@ -54,6 +64,7 @@ impl AgenticServer {
             service,
             user_id: user_id.to_owned(),
             user_header: false,
+            paused: Arc::default(),
         }
     }
 
@@ -64,6 +75,7 @@ impl AgenticServer {
             service,
             user_id: "-".to_owned(),
             user_header: true,
+            paused: Arc::default(),
         }
     }
 
@@ -122,9 +134,10 @@ impl AgenticServer {
                 Some(
                     "Run JavaScript in agentic's sandbox, where every agentic tool is a function \
                      (`time.now({ timezone })`, `fs.read({ path })`, …; agentic.search_tools \
-                     gives their declarations). `input` is available as `input`. Returns the \
-                     script's last value and its log() lines. Tools that need approval are \
-                     refused inside scripts."
+                     gives their declarations, named as scripts call them). `input` is \
+                     available as `input`. Returns the script's last value and its log() \
+                     lines. A tool that needs approval asks this client (elicitation) when it \
+                     can be asked, and is refused otherwise."
                         .into(),
                 ),
                 object(json!({
@@ -158,10 +171,11 @@ impl AgenticServer {
         ]
     }
 
-    /// A plugin tool as an MCP tool; `asks`: whether its calls need approval.
+    /// A plugin tool as an MCP tool; `asks`: whether its calls need approval. Its schemas
+    /// are made portable ([`portable_schema`]).
     fn mcp_tool(tool: &dyn agentic_core::Tool, asks: bool) -> Tool {
-        let schema = match tool.input_schema() {
-            Value::Object(map) => map.clone(),
+        let schema = match portable_schema(tool.input_schema().clone()) {
+            Value::Object(map) => map,
             _ => Map::new(),
         };
         let mut schema = schema;
@@ -174,10 +188,10 @@ impl AgenticServer {
             Arc::new(schema),
         );
         // Only object output schemas are allowed by MCP.
-        if let Some(Value::Object(output)) = tool.output_schema()
+        if let Some(Value::Object(output)) = tool.output_schema().cloned().map(portable_schema)
             && output.get("type").and_then(Value::as_str) == Some("object")
         {
-            listed = listed.with_raw_output_schema(Arc::new(output.clone()));
+            listed = listed.with_raw_output_schema(Arc::new(output));
         }
         listed.with_annotations(ToolAnnotations::new().destructive(asks))
     }
@@ -186,47 +200,256 @@ impl AgenticServer {
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<CallToolResponse, ErrorData> {
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
         let user = self.user(&context);
         match request.name.as_ref() {
-            PROMPT_TOOL => self.prompt(&user, arguments, context).await,
-            SEARCH_TOOL => self.search(&user, &arguments).await,
-            EXECUTE_TOOL => self.invoke(&user, RUN_CODE_TOOL, arguments, context).await,
-            name => self.invoke(&user, name, arguments, context).await,
+            PROMPT_TOOL => self.prompt(&user, arguments, context).await.map(Into::into),
+            SEARCH_TOOL => self.search(&user, &arguments).await.map(Into::into),
+            EXECUTE_TOOL => self.execute(&user, arguments, &request, context).await,
+            name => {
+                let prepared = self.prepared(&user).await?;
+                if prepared.tools.get(name).is_none() {
+                    return Err(ErrorData::invalid_params(
+                        format!("unknown tool \"{name}\"; tools/list names the tools"),
+                        None,
+                    ));
+                }
+                if let Approval::Required { reason } = prepared.tools.approval(name, &arguments) {
+                    match self
+                        .ask(name, &reason, &arguments, &request, &context)
+                        .await
+                    {
+                        Asked::Approved => {}
+                        Asked::Refused(refusal) => {
+                            return Ok(
+                                CallToolResult::error(vec![ContentBlock::text(refusal)]).into()
+                            );
+                        }
+                        Asked::InputRequired(asked) => return Ok(asked.into()),
+                    }
+                }
+                let cancel = context.ct.clone();
+                self.invoke(&user, name, arguments, Some(&context), None, cancel)
+                    .await
+                    .map(Into::into)
+            }
         }
     }
 
+    /// `agentic.execute`: the script runs in `interpreter.run-code`, whose calls that need
+    /// approval ask this client when it can be asked. A client of 2025 gets an elicitation
+    /// request while the script waits; a stateless client (2026-07-28), which takes no
+    /// requests, gets "input required" and sends the call again with its answer, while the
+    /// paused script waits here.
+    async fn execute(
+        &self,
+        user: &str,
+        arguments: Value,
+        request: &CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if let Some(handle) = request.request_state.as_deref() {
+            // Only the user whose script it is can answer for it.
+            let paused = {
+                let mut paused = self.paused.lock().unwrap_or_else(PoisonError::into_inner);
+                match paused.get(handle) {
+                    Some(run) if run.user == user => paused.remove(handle),
+                    _ => None,
+                }
+            };
+            let Some(paused) = paused else {
+                return Ok(CallToolResult::error(vec![ContentBlock::text(
+                    "this script no longer waits for an answer (it was answered, or waited too \
+                     long); run it again",
+                )])
+                .into());
+            };
+            let answer = request
+                .input_responses
+                .as_ref()
+                .and_then(|answers| answers.get(APPROVAL_KEY));
+            let decision = if answer.is_some_and(approves) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{} was not approved, so it did not run",
+                    paused.tool
+                ))
+            };
+            let _ = paused.reply.send(decision);
+            return self.drive(user, paused.run, &context).await;
+        }
+        match elicitation(&context) {
+            Elicitation::InputRequired => {
+                let (questions, asked) = tokio::sync::mpsc::channel(1);
+                let approver: Arc<dyn Approver> = Arc::new(AskedLater { questions });
+                let server = self.clone();
+                let owner = user.to_owned();
+                // Its own cancellation: the run outlives this request while it waits.
+                let cancel = tokio_util::sync::CancellationToken::new();
+                let stop = cancel.clone();
+                let task = tokio::spawn(async move {
+                    server
+                        .invoke(
+                            &owner,
+                            RUN_CODE_TOOL,
+                            arguments,
+                            None,
+                            Some(approver),
+                            cancel,
+                        )
+                        .await
+                });
+                let run = Run {
+                    task: AbortOnDropHandle::new(task),
+                    asked,
+                    _stop: stop.drop_guard(),
+                };
+                self.drive(user, run, &context).await
+            }
+            Elicitation::Request => {
+                let approver: Arc<dyn Approver> = Arc::new(AskedNow {
+                    peer: context.peer.clone(),
+                });
+                let cancel = context.ct.clone();
+                self.invoke(
+                    user,
+                    RUN_CODE_TOOL,
+                    arguments,
+                    Some(&context),
+                    Some(approver),
+                    cancel,
+                )
+                .await
+                .map(Into::into)
+            }
+            Elicitation::None => {
+                let cancel = context.ct.clone();
+                self.invoke(user, RUN_CODE_TOOL, arguments, Some(&context), None, cancel)
+                    .await
+                    .map(Into::into)
+            }
+        }
+    }
+
+    /// Waits for a script run to end or to ask for approval; a question pauses it under a new
+    /// handle and becomes the client's "input required".
+    async fn drive(
+        &self,
+        user: &str,
+        mut run: Run,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        tokio::select! {
+            finished = &mut run.task => match finished {
+                Ok(result) => result.map(Into::into),
+                Err(error) => Err(ErrorData::internal_error(format!("the script's task failed: {error}"), None)),
+            },
+            Some(question) = run.asked.recv() => {
+                let params = match approval_form(&question.tool, &question.reason, &question.input) {
+                    Ok(params) => params,
+                    Err(error) => {
+                        let _ = question.reply.send(Err(error));
+                        return Box::pin(self.drive(user, run, context)).await;
+                    }
+                };
+                let handle = uuid::Uuid::new_v4().to_string();
+                let requests = std::collections::BTreeMap::from([(
+                    APPROVAL_KEY.to_owned(),
+                    InputRequest::Elicitation(ElicitRequest::new(params)),
+                )]);
+                self.paused.lock().unwrap_or_else(PoisonError::into_inner).insert(
+                    handle.clone(),
+                    PausedRun { run, reply: question.reply, tool: question.tool, user: user.to_owned() },
+                );
+                // A client that never answers does not keep the script forever.
+                let paused = Arc::downgrade(&self.paused);
+                let expired = handle.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(PAUSED_FOR).await;
+                    if let Some(paused) = paused.upgrade() {
+                        paused.lock().unwrap_or_else(PoisonError::into_inner).remove(&expired);
+                    }
+                });
+                Ok(InputRequiredResult::new(Some(requests), Some(handle)).into())
+            }
+            () = context.ct.cancelled() => Ok(CallToolResult::error(vec![ContentBlock::text(
+                "the call was cancelled",
+            )]).into()),
+        }
+    }
+
+    /// Asks whether a direct call that needs approval may run: from the answer the client
+    /// sent with its call (2026-07-28), through an elicitation request (2025), or not at all.
+    async fn ask(
+        &self,
+        id: &str,
+        reason: &str,
+        input: &Value,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Asked {
+        if let Some(answer) = request
+            .input_responses
+            .as_ref()
+            .and_then(|answers| answers.get(APPROVAL_KEY))
+        {
+            return if approves(answer) {
+                Asked::Approved
+            } else {
+                Asked::Refused(format!("{id} was not approved, so it did not run"))
+            };
+        }
+        match elicitation(context) {
+            Elicitation::InputRequired => match approval_form(id, reason, input) {
+                Ok(params) => Asked::InputRequired(InputRequiredResult::new(
+                    Some(std::collections::BTreeMap::from([(
+                        APPROVAL_KEY.to_owned(),
+                        InputRequest::Elicitation(ElicitRequest::new(params)),
+                    )])),
+                    None,
+                )),
+                Err(error) => Asked::Refused(error),
+            },
+            Elicitation::Request => match ask_now(&context.peer, id, reason, input).await {
+                Ok(()) => Asked::Approved,
+                Err(refusal) => Asked::Refused(refusal),
+            },
+            Elicitation::None => Asked::Refused(cannot_ask(id, reason)),
+        }
+    }
+
+    /// Runs one tool as `user`. `context` is the request whose client hears the call's
+    /// progress (none for a run that outlives its request); `approver` approves the calls a
+    /// script makes.
     async fn invoke(
         &self,
         user: &str,
         id: &str,
         input: Value,
-        context: RequestContext<RoleServer>,
+        context: Option<&RequestContext<RoleServer>>,
+        approver: Option<Arc<dyn Approver>>,
+        cancel: tokio_util::sync::CancellationToken,
     ) -> Result<CallToolResult, ErrorData> {
         let prepared = self.prepared(user).await?;
-        if prepared.tools.get(id).is_none() {
-            return Err(ErrorData::invalid_params(
-                format!("unknown tool \"{id}\"; tools/list names the tools"),
-                None,
-            ));
-        }
-        if let Approval::Required { reason } = prepared.tools.approval(id, &input)
-            && let Err(refusal) = self.ask_approval(id, &reason, &input, &context).await
-        {
-            return Ok(CallToolResult::error(vec![ContentBlock::text(refusal)]));
-        }
         let services = self.service.runtime().services().clone();
         // Its own id, so that the output it streams (a shell command's, say) reaches this
         // client as progress.
         let call_id = format!("mcp-{}", uuid::Uuid::new_v4());
-        let tool_context = ToolContext::new(user, &call_id, State::default(), services);
-        let _progress = self.forward_stream(user, &call_id, &context);
+        let mut tool_context = ToolContext::new(user, &call_id, State::default(), services);
+        if let Some(approver) = approver {
+            tool_context = tool_context.with_approver(approver);
+        }
+        let progress = context.and_then(|context| self.forward_stream(user, &call_id, context));
         let call = prepared.tools.invoke(tool_context.clone(), id, input);
         let result = tokio::select! {
             result = call => result,
-            () = context.ct.cancelled() => Err(ToolError::failed("the call was cancelled")),
+            () = cancel.cancelled() => Err(ToolError::failed("the call was cancelled")),
         };
+        if let Some(progress) = progress {
+            progress.finish().await;
+        }
         let files = tool_context.take_files();
         let mut result = match result {
             Ok(value) => result_of(value),
@@ -278,13 +501,14 @@ impl AgenticServer {
     }
 
     /// Forwards the `prompt.stream` text of `prompt_id` (a prompt, or one tool call) as
-    /// progress notifications, when the client gave a progress token; until dropped.
+    /// progress notifications, when the client gave a progress token; a tool's own count
+    /// (an MCP server's progress and total) goes on as it is, other text is counted.
     fn forward_stream(
         &self,
         user: &str,
         prompt_id: &str,
         context: &RequestContext<RoleServer>,
-    ) -> Option<AbortOnDropHandle<()>> {
+    ) -> Option<Forwarder> {
         let token = context.meta.get_progress_token()?;
         let mut events = self
             .service
@@ -294,73 +518,51 @@ impl AgenticServer {
             .subscribe(Some(user));
         let peer = context.peer.clone();
         let prompt_id = prompt_id.to_owned();
-        Some(AbortOnDropHandle::new(tokio::spawn(async move {
+        let finished = tokio_util::sync::CancellationToken::new();
+        let finishing = finished.clone();
+        let task = tokio::spawn(async move {
             let mut count = 0.0;
-            while let Some(received) = events.next().await {
+            loop {
+                // Once the call has ended, what it published is all queued: send that, stop.
+                let received = tokio::select! {
+                    biased;
+                    received = events.next() => received,
+                    () = finishing.cancelled() => events.try_next(),
+                };
+                let Some(received) = received else { break };
                 let Received::Event(event) = received else {
                     continue;
                 };
                 if event.payload.prompt_id() != Some(prompt_id.as_str()) {
                     continue;
                 }
-                if let EventPayload::PromptStream { delta, .. } = &event.payload {
+                if let EventPayload::PromptStream {
+                    delta, progress, ..
+                } = &event.payload
+                {
                     count += 1.0;
-                    let note = ProgressNotificationParam::new(token.clone(), count)
-                        .with_message(delta.clone());
+                    let mut note = match progress {
+                        Some(progress) => {
+                            let note =
+                                ProgressNotificationParam::new(token.clone(), progress.progress);
+                            match progress.total {
+                                Some(total) => note.with_total(total),
+                                None => note,
+                            }
+                        }
+                        None => ProgressNotificationParam::new(token.clone(), count),
+                    };
+                    note = note.with_message(delta.clone());
                     if peer.notify_progress(note).await.is_err() {
                         break;
                     }
                 }
             }
-        })))
-    }
-
-    /// Asks the client's user through elicitation; `Err(why)` when it cannot or they said no.
-    async fn ask_approval(
-        &self,
-        id: &str,
-        reason: &str,
-        input: &Value,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<(), String> {
-        if context.peer.supported_elicitation_modes().is_empty() {
-            return Err(format!(
-                "{id} needs a person's approval ({reason}), and this MCP client cannot ask \
-                 one (it offers no elicitation). Run it from agentic's CLI or API, or let it \
-                 run without approval in agentic's config."
-            ));
-        }
-        let schema = serde_json::from_value(json!({
-            "type": "object",
-            "properties": {
-                "approve": { "type": "boolean", "title": "Run this call?" }
-            },
-            "required": ["approve"]
-        }))
-        .map_err(|error| format!("building the approval form failed: {error}"))?;
-        let message = format!("agentic wants to run {id} ({reason}) with input {input}");
-        let params = ElicitRequestParams::FormElicitationParams {
-            meta: None,
-            message,
-            requested_schema: schema,
-        };
-        match context.peer.create_elicitation(params).await {
-            Ok(answer)
-                if answer.action == ElicitationAction::Accept
-                    && answer
-                        .content
-                        .as_ref()
-                        .and_then(|content| content.get("approve"))
-                        .and_then(Value::as_bool)
-                        == Some(true) =>
-            {
-                Ok(())
-            }
-            Ok(_) => Err(format!("{id} was not approved, so it did not run")),
-            Err(error) => Err(format!(
-                "{id} needs approval and asking for it failed: {error}"
-            )),
-        }
+        });
+        Some(Forwarder {
+            finished,
+            task: AbortOnDropHandle::new(task),
+        })
     }
 
     /// Tools ranked as code mode's `searchTools` ranks them, with their declarations; an
@@ -377,15 +579,27 @@ impl AgenticServer {
             })
             .collect();
         found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.id().cmp(b.1.id())));
+        // Declared by the names agentic.execute scripts call (`everything.getSum`, not the
+        // id `everything.get-sum`), as the code-mode plugin binds them.
+        let names = self
+            .service
+            .runtime()
+            .services()
+            .extensions
+            .get::<agentic_core::ScriptNames>()
+            .map(|names| (names.0)(&prepared.tools))
+            .unwrap_or_default();
         let tools: Vec<Value> = found
             .into_iter()
             .take(SEARCH_LIMIT)
             .map(|(_, tool)| {
+                let call = names.get(tool.id()).map_or(tool.id(), String::as_str);
                 json!({
                     "id": tool.id(),
+                    "call": call,
                     "description": tool.description(),
                     "declaration": agentic_core::typescript::declaration(
-                        tool.id(),
+                        call,
                         tool.description(),
                         tool.input_schema(),
                         tool.output_schema(),
@@ -455,7 +669,9 @@ impl AgenticServer {
                 ))]));
             }
         };
-        drop(progress);
+        if let Some(progress) = progress {
+            progress.finish().await;
+        }
         let prompt = match finished
             .map_err(|error| error.to_string())
             .and_then(|run| run.map_err(|error| error.to_string()))
@@ -481,11 +697,311 @@ impl AgenticServer {
     }
 }
 
+/// How a client can be asked to approve a call.
+enum Elicitation {
+    /// A stateless client (2026-07-28) whose request offers elicitation: the answer to the
+    /// call is "input required", and the client sends the call again with its answer.
+    InputRequired,
+    /// A client of a session (2025) that declared elicitation: a request to it, mid-call.
+    Request,
+    /// It cannot be asked.
+    None,
+}
+
+/// How `context`'s client can be asked: stateless clients say what they can in each request's
+/// `_meta`, session clients once, in `initialize`.
+fn elicitation(context: &RequestContext<RoleServer>) -> Elicitation {
+    let stateless = context
+        .meta
+        .protocol_version()
+        .is_some_and(|version| !version.has_initialize());
+    if stateless {
+        let offers = context
+            .meta
+            .client_capabilities()
+            .is_some_and(|capabilities| capabilities.elicitation.is_some());
+        return if offers {
+            Elicitation::InputRequired
+        } else {
+            Elicitation::None
+        };
+    }
+    if context.peer.supported_elicitation_modes().is_empty() {
+        Elicitation::None
+    } else {
+        Elicitation::Request
+    }
+}
+
+/// What asking for a direct call's approval came to.
+enum Asked {
+    Approved,
+    Refused(String),
+    /// The question, for a stateless client to answer with its next request.
+    InputRequired(InputRequiredResult),
+}
+
+/// Why a call that needs approval is refused to a client that cannot be asked.
+fn cannot_ask(id: &str, reason: &str) -> String {
+    format!(
+        "{id} needs a person's approval ({reason}), and this MCP client cannot ask one (it \
+         offers no elicitation). Run it from agentic's CLI or API, or let it run without \
+         approval in agentic's config."
+    )
+}
+
+/// The form that asks a person to approve a call.
+fn approval_form(id: &str, reason: &str, input: &Value) -> Result<ElicitRequestParams, String> {
+    let schema = serde_json::from_value(json!({
+        "type": "object",
+        "properties": {
+            "approve": { "type": "boolean", "title": "Run this call?" }
+        },
+        "required": ["approve"]
+    }))
+    .map_err(|error| format!("building the approval form failed: {error}"))?;
+    Ok(ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: format!("agentic wants to run {id} ({reason}) with input {input}"),
+        requested_schema: schema,
+    })
+}
+
+/// Whether an elicitation answer (`ElicitResult` as JSON) approves: accepted, with
+/// `approve: true`.
+fn approves(answer: &Value) -> bool {
+    answer.get("action").and_then(Value::as_str) == Some("accept")
+        && answer
+            .get("content")
+            .and_then(|content| content.get("approve"))
+            .and_then(Value::as_bool)
+            == Some(true)
+}
+
+/// Asks a session client's user through an elicitation request; `Err(why)` when they said
+/// no or asking failed.
+async fn ask_now(
+    peer: &Peer<RoleServer>,
+    id: &str,
+    reason: &str,
+    input: &Value,
+) -> Result<(), String> {
+    let params = approval_form(id, reason, input)?;
+    match peer.create_elicitation(params).await {
+        Ok(answer)
+            if answer.action == ElicitationAction::Accept
+                && answer
+                    .content
+                    .as_ref()
+                    .and_then(|content| content.get("approve"))
+                    .and_then(Value::as_bool)
+                    == Some(true) =>
+        {
+            Ok(())
+        }
+        Ok(_) => Err(format!("{id} was not approved, so it did not run")),
+        Err(error) => Err(format!(
+            "{id} needs approval and asking for it failed: {error}"
+        )),
+    }
+}
+
+/// Approves a script's calls by asking a session client at once.
+struct AskedNow {
+    peer: Peer<RoleServer>,
+}
+
+#[async_trait::async_trait]
+impl Approver for AskedNow {
+    async fn approve(&self, tool: &str, reason: &str, input: &Value) -> Result<(), String> {
+        ask_now(&self.peer, tool, reason, input).await
+    }
+}
+
+/// A script's question, waiting for a stateless client's next request.
+struct Question {
+    tool: String,
+    reason: String,
+    input: Value,
+    reply: tokio::sync::oneshot::Sender<Result<(), String>>,
+}
+
+/// Approves a script's calls with the answers a stateless client sends with its next request.
+struct AskedLater {
+    questions: tokio::sync::mpsc::Sender<Question>,
+}
+
+#[async_trait::async_trait]
+impl Approver for AskedLater {
+    async fn approve(&self, tool: &str, reason: &str, input: &Value) -> Result<(), String> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let question = Question {
+            tool: tool.to_owned(),
+            reason: reason.to_owned(),
+            input: input.clone(),
+            reply,
+        };
+        let unanswered = || format!("{tool} needs approval and the client did not answer");
+        self.questions
+            .send(question)
+            .await
+            .map_err(|_| unanswered())?;
+        answer.await.map_err(|_| unanswered())?
+    }
+}
+
+/// An `agentic.execute` script running apart from the request that started it.
+struct Run {
+    task: AbortOnDropHandle<Result<CallToolResult, ErrorData>>,
+    asked: tokio::sync::mpsc::Receiver<Question>,
+    _stop: tokio_util::sync::DropGuard,
+}
+
+/// A run paused on a question, until the client answers.
+struct PausedRun {
+    run: Run,
+    reply: tokio::sync::oneshot::Sender<Result<(), String>>,
+    tool: String,
+    /// Whose script it is.
+    user: String,
+}
+
+/// Progress being passed on to a client; stopped when dropped.
+struct Forwarder {
+    finished: tokio_util::sync::CancellationToken,
+    task: AbortOnDropHandle<()>,
+}
+
+impl Forwarder {
+    /// Passes on what the call published before it ended, then stops: the last tick (N of
+    /// N) comes right before the result.
+    async fn finish(self) {
+        self.finished.cancel();
+        let _ = self.task.await;
+    }
+}
+
+/// Keywords whose value is one subschema.
+const SUBSCHEMA: &[&str] = &[
+    "items",
+    "additionalItems",
+    "contains",
+    "not",
+    "if",
+    "then",
+    "else",
+    "propertyNames",
+    "additionalProperties",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+];
+/// Keywords whose value is a list of subschemas.
+const SUBSCHEMA_LISTS: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems", "items"];
+/// Keywords whose value maps names to subschemas.
+const SUBSCHEMA_MAPS: &[&str] = &[
+    "properties",
+    "patternProperties",
+    "$defs",
+    "definitions",
+    "dependentSchemas",
+];
+
+/// The formats JSON Schema defines. schemars adds its own (`uint64`, `int32`, `double`, …),
+/// which validators warn about or, in strict mode, refuse; their ranges are stated with
+/// `minimum` and `maximum` anyway.
+const STANDARD_FORMATS: &[&str] = &[
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+];
+
+/// A JSON Schema every major MCP client accepts. Boolean subschemas are valid JSON Schema, but
+/// the TypeScript SDK's validation of `tools/list` takes every property schema for an object
+/// and rejects the whole list over one `true`: so `true` becomes `{}` and `false`
+/// `{"not": {}}`, the same meaning as objects. Only `additionalProperties` and the
+/// `unevaluated…` keywords keep their booleans, which every client reads. Formats JSON
+/// Schema does not define are left out.
+pub(crate) fn portable_schema(schema: Value) -> Value {
+    match schema {
+        Value::Bool(true) => json!({}),
+        Value::Bool(false) => json!({ "not": {} }),
+        Value::Object(mut map) => {
+            if map
+                .get("format")
+                .and_then(Value::as_str)
+                .is_some_and(|format| !STANDARD_FORMATS.contains(&format))
+            {
+                map.remove("format");
+            }
+            for (key, value) in &mut map {
+                let key = key.as_str();
+                let keeps_boolean = matches!(
+                    key,
+                    "additionalProperties" | "unevaluatedProperties" | "unevaluatedItems"
+                ) && value.is_boolean();
+                if keeps_boolean {
+                    continue;
+                }
+                if SUBSCHEMA_LISTS.contains(&key)
+                    && let Value::Array(list) = value
+                {
+                    for item in list {
+                        *item = portable_schema(item.take());
+                    }
+                } else if SUBSCHEMA.contains(&key) {
+                    *value = portable_schema(value.take());
+                } else if SUBSCHEMA_MAPS.contains(&key)
+                    && let Value::Object(named) = value
+                {
+                    for item in named.values_mut() {
+                        *item = portable_schema(item.take());
+                    }
+                }
+            }
+            Value::Object(map)
+        }
+        other => other,
+    }
+}
+
+/// Characters of structured content that are repeated as text at most. Past them the text
+/// only points at the structured content: sent twice, a result of half a MiB already filled
+/// the 1 MiB event that clients such as the Python SDK accept over HTTP.
+const MAX_TEXT_COPY: usize = 64 * 1024;
+
 /// A tool's value as an MCP result: objects as structured content (with the JSON as text for
-/// clients that read only text), strings as text, other values as JSON text.
+/// clients that read only text, when it is short), strings as text, other values as JSON
+/// text.
 fn result_of(value: Value) -> CallToolResult {
     match value {
-        Value::Object(_) => CallToolResult::structured(value),
+        Value::Object(_) => {
+            let json = value.to_string();
+            if json.len() <= MAX_TEXT_COPY {
+                return CallToolResult::structured(value);
+            }
+            let mut result = CallToolResult::structured(value);
+            result.content = vec![ContentBlock::text(format!(
+                "The result is {} characters of JSON, sent once, as structuredContent.",
+                json.len()
+            ))];
+            result
+        }
         Value::String(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
         other => CallToolResult::success(vec![ContentBlock::text(other.to_string())]),
     }
@@ -524,7 +1040,7 @@ impl ServerHandler for AgenticServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        self.call(request, context).await.map(Into::into)
+        self.call(request, context).await
     }
 }
 
@@ -560,7 +1076,23 @@ pub fn http_router<S: Clone + Send + Sync + 'static>(
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    axum::Router::new().nest_service("/mcp", endpoint)
+    axum::Router::new()
+        .nest_service("/mcp", endpoint)
+        .layer(axum::middleware::from_fn(session_closed))
+}
+
+/// A client's `DELETE` of its session is answered 200, as the spec's HTTP semantics ask; the
+/// SDK answers 202, which a strict client takes for "still being processed".
+async fn session_closed(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let deleting = request.method() == http::Method::DELETE;
+    let mut response = next.run(request).await;
+    if deleting && response.status() == http::StatusCode::ACCEPTED {
+        *response.status_mut() = http::StatusCode::OK;
+    }
+    response
 }
 
 /// `agentic mcp serve --http`: MCP over streamable HTTP at `/mcp` on a loopback address, for

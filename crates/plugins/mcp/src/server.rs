@@ -17,13 +17,16 @@ use rmcp::model::{
 };
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
 use rmcp::service::{NotificationContext, Peer, PeerRequestOptions, RoleClient, ServiceError};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde::Serialize;
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::{Notify, watch};
 
 use crate::config::{ServerConfig, Transport};
+
+mod http_session;
+mod stdio;
 
 /// Lines of a server's stderr kept to explain why it stopped.
 const STDERR_LINES: usize = 20;
@@ -75,6 +78,8 @@ pub struct Server {
     tools_changed: Notify,
     /// How many times its tools were listed (once per start, once per change notice).
     tool_lists: AtomicUsize,
+    /// Set when its connection ended on a message over `maxMessageBytes`.
+    oversized: stdio::Oversized,
 }
 
 impl std::fmt::Debug for Server {
@@ -114,6 +119,7 @@ impl Server {
             stderr: Mutex::default(),
             tools_changed: Notify::new(),
             tool_lists: AtomicUsize::new(0),
+            oversized: stdio::Oversized::default(),
         })
     }
 
@@ -233,14 +239,34 @@ impl Server {
                 if let Some(cwd) = cwd {
                     command_line.current_dir(cwd);
                 }
+                command_line
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped());
                 let mut wrapped = process_wrap::tokio::CommandWrap::from(command_line);
                 // Its own process group, so a launcher's children (npx → node) stop with it.
                 wrapped.wrap(process_wrap::tokio::ProcessGroup::leader());
-                let (process, stderr) = TokioChildProcess::builder(wrapped)
-                    .stderr(std::process::Stdio::piped())
+                let mut child = wrapped
                     .spawn()
                     .map_err(|error| anyhow::anyhow!("could not start `{command}`: {error}"))?;
-                pid = process.id();
+                pid = child.id();
+                let stderr = child.inner_mut().stderr().take();
+                *self
+                    .oversized
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = None;
+                let server = Arc::downgrade(self);
+                let process = stdio::ChildTransport::new(
+                    child,
+                    self.config.max_message_bytes,
+                    self.oversized.clone(),
+                    Box::new(move |params| {
+                        if let Some(server) = server.upgrade() {
+                            server.on_progress(params);
+                        }
+                    }),
+                )
+                .map_err(|error| anyhow::anyhow!("could not talk to `{command}`: {error}"))?;
                 if let Some(stderr) = stderr {
                     let server = Arc::downgrade(self);
                     tokio::spawn(async move {
@@ -272,7 +298,8 @@ impl Server {
                 let connected = match authorized {
                     Some(client) => {
                         let keeps = self.credentials.as_deref().unwrap_or(Path::new("."));
-                        let client = crate::oauth::StepUp::new(client, keeps);
+                        let client =
+                            http_session::SessionRecovery(crate::oauth::StepUp::new(client, keeps));
                         let transport = StreamableHttpClientTransport::with_client(client, config);
                         tokio::time::timeout(
                             startup,
@@ -281,7 +308,8 @@ impl Server {
                         .await
                     }
                     None => {
-                        let transport = StreamableHttpClientTransport::from_config(config);
+                        let client = http_session::SessionRecovery(rmcp_reqwest::Client::new());
+                        let transport = StreamableHttpClientTransport::with_client(client, config);
                         tokio::time::timeout(
                             startup,
                             handler.serve_with_lifecycle(transport, lifecycle()),
@@ -508,7 +536,9 @@ impl Server {
         params: CallToolRequestParams,
     ) -> Result<ServerResult, String> {
         let timeout = Duration::from_millis(self.config.timeout_ms);
-        let options = PeerRequestOptions::with_timeout(timeout).reset_timeout_on_progress();
+        // A hard bound: progress does not extend it, or a server reporting progress forever
+        // would hold the call forever.
+        let options = PeerRequestOptions::with_timeout(timeout);
         let handle = peer
             .send_cancellable_request(
                 ClientRequest::CallToolRequest(CallToolRequest::new(params)),
@@ -557,10 +587,25 @@ impl Server {
                     self.name, self.name
                 )
             }
-            ServiceError::TransportClosed | ServiceError::TransportSend(_) => format!(
-                "the MCP server \"{}\" stopped during the call to {tool}; it is being restarted",
-                self.name
-            ),
+            ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
+                let oversized = self
+                    .oversized
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone();
+                match oversized {
+                    Some(why) => format!(
+                        "the MCP server \"{}\" could not answer {tool}: {why}; it is being \
+                         restarted",
+                        self.name
+                    ),
+                    None => format!(
+                        "the MCP server \"{}\" stopped during the call to {tool}; it is being \
+                         restarted",
+                        self.name
+                    ),
+                }
+            }
             ServiceError::McpError(data) => format!(
                 "the MCP server \"{}\" refused {tool}: {} (code {})",
                 self.name, data.message, data.code.0
@@ -580,11 +625,6 @@ impl Server {
             .get(&params.progress_token)
             .cloned();
         let Some(context) = context else { return };
-        // The last tick comes right before the result, which says the same; it may arrive
-        // after it, too, so it is left out.
-        if params.total.is_some_and(|total| params.progress >= total) {
-            return;
-        }
         let amount = match params.total {
             Some(total) => format!("{}/{}", params.progress, total),
             None => format!("{}", params.progress),
@@ -593,7 +633,13 @@ impl Server {
             Some(message) if !message.is_empty() => format!("{message} ({amount})\n"),
             _ => format!("progress {amount}\n"),
         };
-        context.stream(&line);
+        context.progress(
+            &line,
+            agentic_core::StreamProgress {
+                progress: params.progress,
+                total: params.total,
+            },
+        );
     }
 }
 
@@ -682,7 +728,10 @@ impl ClientHandler for Handler {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        if let Some(server) = self.server.upgrade() {
+        // A command server's progress was taken in order as it arrived (see `stdio`).
+        if let Some(server) = self.server.upgrade()
+            && server.config.command.is_none()
+        {
             server.on_progress(params);
         }
     }

@@ -241,10 +241,13 @@ async fn output_streams_live_with_the_call_id_before_the_call_returns() {
             prompt_id,
             delta,
             tool_call_id,
+            progress,
         } = &event.payload
         {
             assert_eq!(prompt_id, "prompt-1");
             assert_eq!(tool_call_id.as_deref(), Some("call-live"));
+            // A command's output has no count of how far it is.
+            assert_eq!(*progress, None);
             streamed.push_str(delta);
         }
     }

@@ -441,30 +441,59 @@ impl ConversationService {
     /// decision whose wake-up was lost (its server was dying) is applied all the same.
     pub(super) async fn sweep_decisions(&self, adopt: bool) -> anyhow::Result<()> {
         let store = &self.inner.store;
-        let decided: Vec<String> = prompt_decision::Entity::find()
+        // Each decision's id with its prompt, read before the prompts' states: a decision
+        // removed below because its prompt ended was stored before that was read.
+        let stored: Vec<(String, String)> = prompt_decision::Entity::find()
             .select_only()
+            .column(prompt_decision::Column::Id)
             .column(prompt_decision::Column::PromptId)
-            .distinct()
             .into_tuple()
             .all(store.connection())
             .await?;
-        if decided.is_empty() {
+        if stored.is_empty() {
             return Ok(());
         }
-        let owners: HashMap<String, Option<String>> = prompt::Entity::find()
+        let mut decided: Vec<String> = stored.iter().map(|(_, prompt)| prompt.clone()).collect();
+        decided.sort();
+        decided.dedup();
+        let rows: Vec<(String, Option<String>, String)> = prompt::Entity::find()
             .select_only()
             .column(prompt::Column::Id)
             .column(prompt::Column::InstanceId)
+            .column(prompt::Column::State)
             .filter(prompt::Column::Id.is_in(decided.clone()))
-            .into_tuple::<(String, Option<String>)>()
+            .into_tuple()
             .all(store.connection())
-            .await?
+            .await?;
+        // Decisions about prompts that ended (interrupted ones included: continuing one is a
+        // new start) no longer apply: whoever sweeps first removes them.
+        let ended: Vec<String> = rows
+            .iter()
+            .filter(|(_, _, state)| {
+                serde_json::from_value::<PromptState>(serde_json::Value::String(state.clone()))
+                    .is_ok_and(PromptState::is_finished)
+            })
+            .map(|(id, _, _)| id.clone())
+            .collect();
+        let stale: Vec<String> = stored
+            .iter()
+            .filter(|(_, prompt)| ended.contains(prompt))
+            .map(|(id, _)| id.clone())
+            .collect();
+        if !stale.is_empty() {
+            forget_all(store, &stale).await?;
+        }
+        let owners: HashMap<String, Option<String>> = rows
             .into_iter()
+            .filter(|(id, _, _)| !ended.contains(id))
+            .map(|(id, owner, _)| (id, owner))
             .collect();
         let me = store.instance_id().map(str::to_owned);
         let live = store.live_instances().await?;
         for prompt_id in decided {
-            let owner = owners.get(&prompt_id).cloned().flatten();
+            let Some(owner) = owners.get(&prompt_id).cloned() else {
+                continue;
+            };
             let mine = owner.is_some() && owner == me;
             let orphaned = owner.as_ref().is_none_or(|owner| !live.contains(owner));
             if !(mine || (adopt && orphaned)) {
@@ -555,6 +584,23 @@ async fn pending(store: &Store, prompt_id: &str) -> anyhow::Result<Vec<Decision>
         }
     }
     Ok(decisions)
+}
+
+/// Removes the decisions `ids`, whose prompts ended.
+async fn forget_all(store: &Store, ids: &[String]) -> anyhow::Result<()> {
+    let ids = ids.to_vec();
+    store
+        .write_with(move |transaction| {
+            let ids = ids.clone();
+            Box::pin(async move {
+                prompt_decision::Entity::delete_many()
+                    .filter(prompt_decision::Column::Id.is_in(ids))
+                    .exec(transaction)
+                    .await?;
+                Ok(())
+            })
+        })
+        .await
 }
 
 /// Removes a decision that was applied, or that no longer applies.

@@ -114,9 +114,6 @@ pub struct ListInput {
 
 #[derive(Debug, Serialize, JsonSchema, PartialEq, Eq)]
 pub struct Entry {
-    /// The file or directory's own name, e.g. `a.txt` (as Node's `Dirent.name`).
-    pub name: String,
-    /// Relative to the root, e.g. `docs/a.txt`: what the other fs tools take.
     pub path: String,
     /// `file` or `dir`.
     pub kind: String,
@@ -805,7 +802,6 @@ fn list_beneath(
             };
             let path = prefix.join(child.file_name());
             entries.push(Entry {
-                name: child.file_name().to_string_lossy().into_owned(),
                 path: shown(&path),
                 kind: if is_dir { "dir" } else { "file" }.to_owned(),
                 size,

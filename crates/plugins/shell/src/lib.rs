@@ -106,8 +106,8 @@ pub struct ExecInput {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ExecOutput {
-    /// What the command printed: its stdout and stderr together, as on a terminal (there is
-    /// no separate `stdout` or `stderr` field), with `\r\n` turned into `\n`.
+    /// What the command printed, stdout and stderr together as on a terminal, with `\r\n`
+    /// turned into `\n`.
     pub output: String,
     /// True when the output was longer than the limit: its start and end are kept, with a
     /// line in between saying how many characters were cut.
@@ -263,9 +263,8 @@ impl Settings {
 
     fn description(&self) -> String {
         format!(
-            "Run a shell command line (`sh -c`) on a terminal and return `output` (its stdout and \
-             stderr together: there is no separate `stdout` or `stderr`), `exitCode` and \
-             whether it timed out. It runs in the base directory \
+            "Run a shell command line (`sh -c`) on a terminal and return its output (stdout and \
+             stderr together), exit code and whether it timed out. It runs in the base directory \
              or workingDirectory under it, stdin is empty, and whatever it starts in the \
              background is ended when it exits. Timeout {} by default, at most {}. Output over \
              {} characters keeps its start and end. Most commands wait for the user's approval.",

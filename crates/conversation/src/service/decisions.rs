@@ -210,13 +210,7 @@ impl ConversationService {
                 .find(|decision| decision.verdict == Verdict::Cancel)
         {
             let stored = self.prompt(&cancel.user_id, prompt_id).await?;
-            let ended = self.cancel_here(stored).await;
-            forget(&self.inner.store, &cancel.id).await?;
-            return match ended {
-                Ok(stored) => Ok(Some(stored.prompt)),
-                Err(ConversationError::NotCancellable { .. }) => Ok(None),
-                Err(error) => Err(error),
-            };
+            return self.apply_cancel(stored, &cancel).await;
         }
         let Some(_applying) = self.inner.applying.enter(prompt_id) else {
             // Another task applies them; it reads the decisions again before it stops.
@@ -242,12 +236,8 @@ impl ConversationService {
                 if !self.holds_or_adopts(&stored).await? {
                     break;
                 }
-                let ended = self.cancel_here(stored).await;
-                forget(&self.inner.store, &decision.id).await?;
-                match ended {
-                    Ok(stored) => last = Some(stored.prompt),
-                    Err(ConversationError::NotCancellable { .. }) => {}
-                    Err(error) => return Err(error),
+                if let Some(ended) = self.apply_cancel(stored, &decision).await? {
+                    last = Some(ended);
                 }
                 continue;
             }
@@ -521,9 +511,24 @@ impl ConversationService {
         else {
             return Ok(false);
         };
-        self.cancel_here(stored.clone()).await?;
-        forget(&self.inner.store, &cancel.id).await?;
+        self.apply_cancel(stored.clone(), &cancel).await?;
         Ok(true)
+    }
+
+    /// Applies a stored cancel here and removes it: the prompt as it ended, or `None` when it
+    /// had finished on its own first.
+    async fn apply_cancel(
+        &self,
+        stored: StoredPrompt,
+        cancel: &Decision,
+    ) -> Result<Option<Prompt>, ConversationError> {
+        let ended = self.cancel_here(stored).await;
+        forget(&self.inner.store, &cancel.id).await?;
+        match ended {
+            Ok(stored) => Ok(Some(stored.prompt)),
+            Err(ConversationError::NotCancellable { .. }) => Ok(None),
+            Err(error) => Err(error),
+        }
     }
 }
 

@@ -1330,8 +1330,8 @@ fn client_saw(output: &std::process::Output) -> serde_json::Value {
         .unwrap_or_else(|error| panic!("{error}: {}", text(&output.stdout)))
 }
 
-/// The official TypeScript SDK (protocol 2025-11-25) and Python SDK (2026-07-28, stateless)
-/// use `agentic mcp serve` on stdio, with no model configured: the TypeScript SDK accepts the
+/// The official TypeScript SDK (1.x at protocol 2025-11-25, 2.x at 2026-07-28) and Python SDK
+/// (2026-07-28, stateless) use `agentic mcp serve` on stdio, with no model configured: the TypeScript SDK accepts the
 /// tool list (its schemas) and checks results against output schemas; a 10 MB result
 /// arrives; a script's call that needs approval asks the client (an elicitation request at
 /// 2025-11-25, "input required" at 2026-07-28), as does a direct call; and
@@ -1359,46 +1359,55 @@ fn typescript_and_python_clients_use_agentic_at_both_protocols() {
     let config = config.to_str().unwrap();
     let binary = env!("CARGO_BIN_EXE_agentic");
 
-    let mut typescript = Command::new("node");
-    typescript
-        .current_dir(&servers)
-        .args(["ts_client.mjs", "stdio", binary, "--config", config])
-        .stdin(Stdio::null());
-    without_a_model(&mut typescript, "ts");
-    let output = typescript.output().unwrap();
-    // Its schema validator warns of formats JSON Schema does not define; there are none.
-    assert!(
-        !text(&output.stderr).contains("unknown format"),
-        "{}",
-        text(&output.stderr)
-    );
-    let seen = client_saw(&output);
-    assert_eq!(seen["protocol"], "2025-11-25", "{seen}");
-    assert_eq!(seen["server"], "agentic", "{seen}");
-    let tools: Vec<&str> = seen["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|tool| tool.as_str())
-        .collect();
-    for tool in ["artifact.get", "interpreter.run-code", "everything.get-sum"] {
-        assert!(tools.contains(&tool), "{tool} not in {tools:?}");
+    // SDK 1.x speaks 2025-11-25 (elicitation requests); 2.x, pinned, speaks 2026-07-28
+    // ("input required" results answered by the same handler).
+    for (flags, protocol, written) in [
+        (&[][..], "2025-11-25", "from-ts.txt"),
+        (&["--modern"][..], "2026-07-28", "from-ts-modern.txt"),
+    ] {
+        let mut typescript = Command::new("node");
+        typescript
+            .current_dir(&servers)
+            .arg("ts_client.mjs")
+            .args(flags)
+            .args(["stdio", binary, "--config", config])
+            .stdin(Stdio::null());
+        without_a_model(&mut typescript, "ts");
+        let output = typescript.output().unwrap();
+        // Its schema validator warns of formats JSON Schema does not define; there are none.
+        assert!(
+            !text(&output.stderr).contains("unknown format"),
+            "{}",
+            text(&output.stderr)
+        );
+        let seen = client_saw(&output);
+        assert_eq!(seen["protocol"], protocol, "{seen}");
+        assert_eq!(seen["server"], "agentic", "{seen}");
+        let tools: Vec<&str> = seen["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|tool| tool.as_str())
+            .collect();
+        for tool in ["artifact.get", "interpreter.run-code", "everything.get-sum"] {
+            assert!(tools.contains(&tool), "{tool} not in {tools:?}");
+        }
+        assert_eq!(
+            seen["now"]["structured"]["timezone"], "Asia/Tokyo",
+            "{seen}"
+        );
+        assert_eq!(seen["artifact"]["isError"], false, "{seen}");
+        assert_eq!(seen["artifact"]["data"]["n"], 1, "{seen}");
+        assert_eq!(seen["big"]["isError"], false, "{seen}");
+        assert_eq!(seen["big"]["length"], 10_000_000, "{seen}");
+        assert_eq!(seen["approved"]["isError"], false, "{seen}");
+        assert_eq!(seen["approved"]["structured"]["value"], "written", "{seen}");
+        assert_eq!(seen["asked"].as_array().unwrap().len(), 1, "{seen}");
+        assert_eq!(
+            std::fs::read_to_string(files.join(written)).unwrap(),
+            "approved"
+        );
     }
-    assert_eq!(
-        seen["now"]["structured"]["timezone"], "Asia/Tokyo",
-        "{seen}"
-    );
-    assert_eq!(seen["artifact"]["isError"], false, "{seen}");
-    assert_eq!(seen["artifact"]["data"]["n"], 1, "{seen}");
-    assert_eq!(seen["big"]["isError"], false, "{seen}");
-    assert_eq!(seen["big"]["length"], 10_000_000, "{seen}");
-    assert_eq!(seen["approved"]["isError"], false, "{seen}");
-    assert_eq!(seen["approved"]["structured"]["value"], "written", "{seen}");
-    assert_eq!(seen["asked"].as_array().unwrap().len(), 1, "{seen}");
-    assert_eq!(
-        std::fs::read_to_string(files.join("from-ts.txt")).unwrap(),
-        "approved"
-    );
 
     let mut python = Command::new("python3");
     python

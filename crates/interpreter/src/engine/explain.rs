@@ -1,0 +1,541 @@
+//! Errors said so that a model can fix its program: what `JSON.parse` was given, the module
+//! that does not exist, the namespace a variable hides, the field that is missing, the
+//! function a namespace does not have.
+
+use boa_engine::object::FunctionObjectBuilder;
+use boa_engine::property::PropertyKey;
+use boa_engine::{
+    Context, JsNativeError, JsObject, JsResult, JsValue, NativeFunction, Source, js_string,
+};
+use serde_json::Value;
+
+use crate::protocol::{ScriptError, ScriptErrorKind, ToolBinding};
+
+use super::*;
+
+/// Characters of a text `JSON.parse` refused that its error quotes.
+pub(super) const JSON_PARSE_QUOTED_CHARS: usize = 60;
+
+/// `JSON.parse` as the engine has it, except that its SyntaxError says what it was given, as
+/// V8's does (`Unexpected token 't', "temporari"... is not valid JSON`): the start of the
+/// text, or that the value was an object and so already data. Boa's own message (`expected
+/// value`) sends a model to rewrite the line instead of reading the data.
+pub(super) fn explain_json_parse_errors(context: &mut Context) -> JsResult<()> {
+    let json = context
+        .global_object()
+        .get(js_string!("JSON"), context)?
+        .as_object()
+        .ok_or_else(|| JsNativeError::typ().with_message("JSON is missing"))?;
+    let Some(parse) = json.get(js_string!("parse"), context)?.as_callable() else {
+        return Ok(());
+    };
+    let function = FunctionObjectBuilder::new(
+        context.realm(),
+        NativeFunction::from_copy_closure_with_captures(
+            |this, arguments, parse: &JsObject, context| {
+                let error = match parse.call(this, arguments, context) {
+                    Ok(value) => return Ok(value),
+                    Err(error) => error,
+                };
+                let Ok(native) = error.try_native(context) else {
+                    return Err(error);
+                };
+                if !matches!(native.kind, boa_engine::JsNativeErrorKind::Syntax) {
+                    return Err(error);
+                }
+                let given = arguments.first().cloned().unwrap_or_default();
+                let what = match given.as_string() {
+                    Some(text) => {
+                        let text = text.to_std_string_escaped();
+                        let format = crate::prose::text_format(&text)
+                            .map(|format| format!(" it reads as {format};"))
+                            .unwrap_or_default();
+                        format!(
+                            "the text is not JSON;{format} it starts {}",
+                            quoted_start(&text, JSON_PARSE_QUOTED_CHARS)
+                        )
+                    }
+                    None if given.is_object() => "it was given an object, which is data \
+                        already: use it as it is, or parse the field that holds text"
+                        .to_owned(),
+                    None => format!("it was given {}, not text", given.type_of()),
+                };
+                // Boa's position is in the data; the error's position is the program's line.
+                let message = native.message();
+                let message = message
+                    .rfind(" at line ")
+                    .map_or(message, |index| &message[..index]);
+                Err(JsNativeError::syntax()
+                    .with_message(format!("{message}; {what}"))
+                    .into())
+            },
+            parse.clone(),
+        ),
+    )
+    .name(js_string!("parse"))
+    .length(2)
+    .build();
+    json.set(js_string!("parse"), function, true, context)?;
+    Ok(())
+}
+
+/// Names that scripts written for Node.js or a browser reach for, and that do not exist here.
+pub(super) const HOST_GLOBALS: &[&str] = &[
+    "require",
+    "module",
+    "exports",
+    "process",
+    "fs",
+    "path",
+    "fetch",
+    "Buffer",
+    "__dirname",
+    "__filename",
+    "XMLHttpRequest",
+    "window",
+    "document",
+];
+
+/// Adds what to do instead when a script used `require`, `import` or a Node.js or browser
+/// global: the sandbox has no modules, and tools are functions.
+pub(super) fn explain_missing_modules(error: &mut ScriptError, tools: &[ToolBinding]) {
+    let missing_global = error
+        .message
+        .strip_prefix("ReferenceError: ")
+        .and_then(|rest| {
+            rest.strip_suffix(" is not defined")
+                .or_else(|| rest.starts_with(NO_MODULE).then_some("require"))
+        })
+        .is_some_and(|name| HOST_GLOBALS.contains(&name));
+    let imports = error.kind == ScriptErrorKind::Syntax
+        && error.source_line.as_deref().is_some_and(|line| {
+            let line = line.trim_start();
+            line.starts_with("import ") || line.starts_with("export ") || line.contains("import(")
+        });
+    if !missing_global && !imports {
+        explain_unknown_member(error, tools);
+        return;
+    }
+    let mut functions: Vec<String> = tools
+        .iter()
+        .filter(|tool| tool.member.is_some() || tool.function.is_some())
+        .map(ToolBinding::call_name)
+        .collect();
+    functions.sort_unstable();
+    let shown = functions.len().min(12);
+    let mut list = functions[..shown].join(", ");
+    if functions.len() > shown {
+        list.push_str(&format!(" and {} more", functions.len() - shown));
+    }
+    let example = functions
+        .first()
+        .cloned()
+        .unwrap_or_else(|| "toolName".to_owned());
+    let mut hint = format!(
+        "There are no modules here: import and the Node.js or browser APIs (fs.readFileSync, \
+         process, fetch, Buffer, window) do not exist, and require() only returns a tool \
+         namespace (require(\"fs\") is fs). Every tool is already a function; call it \
+         directly with an object, e.g. `const result = {example}({{ field: value }});`."
+    );
+    if !list.is_empty() {
+        hint.push_str(&format!("\nTool functions: {list}."));
+    }
+    error.hint = Some(hint);
+}
+
+/// `const time = time.now()`: a script that declares a variable named like a plugin's
+/// namespace hides the namespace in the whole block, and Boa says only "time is not defined".
+/// The error then says why and how to name the variable. True when it did.
+pub(super) fn explain_shadowed_namespace(
+    error: &mut ScriptError,
+    code: &str,
+    tools: &[ToolBinding],
+) -> bool {
+    let Some(name) = error
+        .message
+        .strip_prefix("ReferenceError: ")
+        .and_then(|rest| rest.strip_suffix(" is not defined"))
+    else {
+        return false;
+    };
+    let members = crate::names::namespace_members(tools, name);
+    if members.is_empty() || !crate::names::declares(code, name) {
+        return false;
+    }
+    // The example calls what the failing line called, when it called one of the group.
+    let called = error
+        .source_line
+        .as_deref()
+        .map(member_calls)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(namespace, method)| format!("{namespace}.{method}"))
+        .find(|call| members.contains(&call.as_str()));
+    let example = called.as_deref().unwrap_or(members[0]);
+    error.hint = Some(format!(
+        "`{name}` is the namespace of the {name} tools ({}), and this script declares a \
+         variable also named `{name}`, which hides them everywhere in its block. Give the \
+         variable another name, e.g. `const result = {example}({{ … }});`.",
+        members.join(", ")
+    ));
+    true
+}
+
+/// Member chains tried when explaining a TypeError, and the characters of a string quoted.
+pub(super) const MAX_CHAINS_EXPLAINED: usize = 8;
+
+pub(super) const QUOTED_STRING_CHARS: usize = 80;
+
+pub(super) const FIELDS_NAMED: usize = 12;
+
+/// `config.database.port` failing with "cannot convert 'null' or 'undefined' to object": Boa
+/// does not say which link was missing or why. The failing line's member chains are looked
+/// up in the script's global scope (top-level `const`s of a plain script live there) to find
+/// the first link that is `undefined` or `null`, and the error says what its parent is: a
+/// string (and how it starts), an array, or an object with other fields. Only identifiers and
+/// property reads are evaluated, after the script ended; a wrapped (async) script's locals
+/// are out of reach and explained by nothing.
+pub(super) fn explain_missing_field(error: &mut ScriptError, context: &mut Context) {
+    if error.hint.is_some()
+        || !error.message.starts_with("TypeError")
+        || !(error.message.contains("undefined") || error.message.contains("null"))
+    {
+        return;
+    }
+    let Some(line) = error.source_line.clone() else {
+        return;
+    };
+    for chain in member_chains(&line).into_iter().take(MAX_CHAINS_EXPLAINED) {
+        let mut parent: Option<(String, JsValue)> = None;
+        for (end, _) in chain.match_indices('.').chain([(chain.len(), "")]) {
+            let prefix = &chain[..end];
+            let source = Source::from_bytes(prefix.as_bytes());
+            let Ok(value) = context.eval(source) else {
+                break;
+            };
+            if value.is_null_or_undefined() {
+                if let Some((parent_name, parent_value)) = &parent {
+                    let field = &prefix[parent_name.len() + 1..];
+                    let what = if value.is_null() { "null" } else { "undefined" };
+                    let about = describe_value(parent_name, field, parent_value, context);
+                    error.hint = Some(format!("`{prefix}` is {what}: {about}"));
+                    return;
+                }
+                break;
+            }
+            parent = Some((prefix.to_owned(), value));
+        }
+    }
+}
+
+/// `a.b.c` chains of plain identifiers in a line of code, longest first; calls and computed
+/// members end a chain.
+pub(super) fn member_chains(line: &str) -> Vec<String> {
+    let mut chains = Vec::new();
+    let mut current = String::new();
+    // Inside a member that follows a call or a bracket (`x().y`): not the start of a chain.
+    let mut skipping = false;
+    let mut previous = ' ';
+    let mut flush = |current: &mut String| {
+        let chain = current.trim_end_matches('.');
+        if chain.contains('.') && !chain.starts_with(|c: char| c.is_ascii_digit()) {
+            chains.push(chain.to_owned());
+        }
+        current.clear();
+    };
+    for c in line.chars() {
+        let identifier = crate::names::is_identifier_char(c);
+        if identifier && current.is_empty() && (skipping || previous == '.') {
+            skipping = true;
+        } else if identifier || (c == '.' && !current.is_empty()) {
+            current.push(c);
+        } else {
+            skipping = false;
+            flush(&mut current);
+        }
+        previous = c;
+    }
+    flush(&mut current);
+    chains.sort();
+    chains.dedup();
+    chains.sort_by_key(|chain| std::cmp::Reverse(chain.len()));
+    chains
+}
+
+/// The first `chars` characters of `text` as a JSON string, then `…` when there is more.
+pub(super) fn quoted_start(text: &str, chars: usize) -> String {
+    let start: String = text.chars().take(chars).collect();
+    let more = if start.len() < text.len() { "…" } else { "" };
+    format!("{}{more}", Value::String(start))
+}
+
+/// The 1-based character column where `name` stands as a whole word in `text`.
+pub(super) fn word_column(text: &str, name: &str) -> Option<u32> {
+    text.match_indices(name)
+        .find(|(at, _)| {
+            let before = text[..*at].chars().next_back();
+            let after = text[at + name.len()..].chars().next();
+            !before.is_some_and(crate::names::is_identifier_char)
+                && !after.is_some_and(crate::names::is_identifier_char)
+        })
+        .map(|(at, _)| text[..at].chars().count() as u32 + 1)
+}
+
+/// What `name` holds, said so that reading `field` of it was a mistake the model can fix.
+pub(super) fn describe_value(
+    name: &str,
+    field: &str,
+    value: &JsValue,
+    context: &mut Context,
+) -> String {
+    if let Some(text) = value.as_string() {
+        let text = text.to_std_string_escaped();
+        return format!(
+            "`{name}` is a string of {} characters, not an object, so it has no field \
+             `{field}`. It starts {}. If it is the text of a file, parse it the way it is \
+             written.",
+            text.chars().count(),
+            quoted_start(&text, QUOTED_STRING_CHARS)
+        );
+    }
+    let Some(object) = value.as_object() else {
+        return format!(
+            "`{name}` is a {}, not an object, so it has no field `{field}`.",
+            value.type_of()
+        );
+    };
+    if object.is_array() {
+        let length = object
+            .get(js_string!("length"), context)
+            .ok()
+            .and_then(|length| length.as_number())
+            .unwrap_or_default();
+        return format!(
+            "`{name}` is an array of {length} items, which has no field `{field}`: take an \
+             item (`{name}[0].{field}`) or loop over them."
+        );
+    }
+    if object.is_callable() {
+        return format!("`{name}` is a function, which has no field `{field}`: call it.");
+    }
+    let keys: Vec<String> = object
+        .own_property_keys(context)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|key| match key {
+            PropertyKey::String(key) => Some(key.to_std_string_escaped()),
+            PropertyKey::Index(index) => Some(index.get().to_string()),
+            PropertyKey::Symbol(_) => None,
+        })
+        .collect();
+    if keys.is_empty() {
+        return format!("`{name}` is an empty object, with no field `{field}`.");
+    }
+    let more = if keys.len() > FIELDS_NAMED {
+        format!(" and {} more", keys.len() - FIELDS_NAMED)
+    } else {
+        String::new()
+    };
+    let named: Vec<&str> = keys.iter().take(FIELDS_NAMED).map(String::as_str).collect();
+    format!(
+        "`{name}` has no field `{field}`; its fields are {}{more}.",
+        named.join(", ")
+    )
+}
+
+/// `fs.readFileSync(…)` where `fs` is a plugin's namespace: the error names the functions the
+/// namespace has.
+pub(super) fn explain_unknown_member(error: &mut ScriptError, tools: &[ToolBinding]) {
+    if !error.message.starts_with("TypeError") {
+        return;
+    }
+    let Some(line) = error.source_line.as_deref() else {
+        return;
+    };
+    for (namespace, method) in member_calls(line) {
+        let methods = crate::names::namespace_members(tools, &namespace);
+        if methods.is_empty() || methods.contains(&format!("{namespace}.{method}").as_str()) {
+            continue;
+        }
+        error.hint = Some(unknown_member_hint(&namespace, &method, &methods));
+        return;
+    }
+}
+
+/// Functions named in the hint for an unknown one, at most.
+pub(super) const MEMBERS_NAMED: usize = 12;
+
+/// The hint for `namespace.method(` that is not a function: the function spelled otherwise
+/// (`customersList` for `customers_list`), else the namespace's functions, the likeliest first
+/// when there are many.
+pub(super) fn unknown_member_hint(namespace: &str, method: &str, methods: &[&str]) -> String {
+    let plain = |name: &str| -> String {
+        name.rsplit('.')
+            .next()
+            .unwrap_or(name)
+            .chars()
+            .filter(|c| c.is_alphanumeric())
+            .flat_map(char::to_lowercase)
+            .collect()
+    };
+    let wanted = plain(method);
+    if let Some(same) = methods.iter().find(|name| plain(name) == wanted) {
+        return format!(
+            "{namespace} has no function {method}: it is spelled {same}, as the tool names \
+             it. Each takes one object (describeTool(\"{same}\") gives its declaration)."
+        );
+    }
+    let mut ranked: Vec<&str> = methods.to_vec();
+    if ranked.len() > MEMBERS_NAMED {
+        // Most shared letter pairs first, so a near miss is among those named.
+        let pairs = |name: &str| -> Vec<(char, char)> {
+            let chars: Vec<char> = plain(name).chars().collect();
+            chars.windows(2).map(|pair| (pair[0], pair[1])).collect()
+        };
+        let wanted_pairs = pairs(method);
+        ranked.sort_by_key(|name| {
+            let shared = pairs(name)
+                .iter()
+                .filter(|pair| wanted_pairs.contains(pair))
+                .count();
+            std::cmp::Reverse(shared)
+        });
+    }
+    let more = if ranked.len() > MEMBERS_NAMED {
+        format!(
+            " and {} more (searchTools(\"words\") finds them)",
+            ranked.len() - MEMBERS_NAMED
+        )
+    } else {
+        String::new()
+    };
+    let named: Vec<&str> = ranked.iter().take(MEMBERS_NAMED).copied().collect();
+    format!(
+        "{namespace} has no function {method}; its functions are {}{more}. Each takes one \
+         object (see the declarations in the rules, or describeTool(\"{}\")).",
+        named.join(", "),
+        named.first().copied().unwrap_or_default()
+    )
+}
+
+/// `a.b(` pairs in a line of code.
+pub(super) fn member_calls(line: &str) -> Vec<(String, String)> {
+    let is_word = crate::names::is_identifier_char;
+    let chars: Vec<char> = line.chars().collect();
+    let mut calls = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        if !is_word(chars[i]) || (i > 0 && (is_word(chars[i - 1]) || chars[i - 1] == '.')) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < chars.len() && is_word(chars[i]) {
+            i += 1;
+        }
+        let namespace: String = chars[start..i].iter().collect();
+        if chars.get(i) != Some(&'.') {
+            continue;
+        }
+        let method_start = i + 1;
+        let mut end = method_start;
+        while end < chars.len() && is_word(chars[end]) {
+            end += 1;
+        }
+        if end > method_start && chars.get(end) == Some(&'(') {
+            calls.push((namespace, chars[method_start..end].iter().collect()));
+        }
+        i = end;
+    }
+    calls
+}
+
+#[cfg(test)]
+mod explained_errors {
+    use super::*;
+    use boa_engine::{Script, Source};
+    use std::path::Path;
+
+    fn error_of(code: &str) -> String {
+        let prepared = prepare_context(
+            EngineOptions {
+                loop_iteration_limit: None,
+            },
+            Some(&[]),
+        )
+        .unwrap();
+        let mut context = prepared.context;
+        let script = Script::parse(Source::from_bytes(code.as_bytes()), None, &mut context);
+        let error = script.unwrap().evaluate(&mut context).unwrap_err();
+        error.try_native(&mut context).unwrap().message().to_owned()
+    }
+
+    #[test]
+    fn json_parse_says_what_it_was_given() {
+        assert_eq!(
+            error_of("JSON.parse('temporarily unavailable, try again')"),
+            "expected ident; the text is not JSON; it starts \"temporarily unavailable, try again\""
+        );
+        assert_eq!(
+            error_of("JSON.parse(`${'x'.repeat(70)}`)"),
+            format!(
+                "expected value; the text is not JSON; it starts \"{}\"…",
+                "x".repeat(60)
+            )
+        );
+        assert!(error_of("JSON.parse({ a: 1 })").contains("given an object, which is data"));
+        assert!(error_of("JSON.parse(undefined)").ends_with("given undefined, not text"));
+        // What parses still parses, reviver included.
+        let prepared = prepare_context(
+            EngineOptions {
+                loop_iteration_limit: None,
+            },
+            Some(&[]),
+        );
+        let mut context = prepared.unwrap().context;
+        let value = context
+            .eval(Source::from_bytes(
+                "JSON.parse('{\"a\":[1,2]}', (k, v) => k === 'a' ? v.length : v).a",
+            ))
+            .unwrap();
+        assert_eq!(value.as_number(), Some(2.0));
+    }
+
+    #[test]
+    fn an_undefined_name_is_placed_on_a_line_that_uses_it() {
+        let code = "const report = read().length;\nlet total = 0;\nfor (const line of lines) {\n  total += 1;\n}\ntotal";
+        let prepared = prepare_context(
+            EngineOptions {
+                loop_iteration_limit: None,
+            },
+            Some(&[]),
+        );
+        let mut context = prepared.unwrap().context;
+        context
+            .eval(Source::from_bytes("function read() { return 'x'; }"))
+            .unwrap();
+        let script = Script::parse(
+            Source::from_bytes(code.as_bytes()).with_path(Path::new("script")),
+            None,
+            &mut context,
+        );
+        let error = script.unwrap().evaluate(&mut context).unwrap_err();
+        // Boa names line 1, column 23 (after `read()`); the fix names the loop's head.
+        let error = runtime_error(&error, &mut context, code, 0, false);
+        assert_eq!(error.message, "ReferenceError: lines is not defined");
+        assert_eq!((error.line, error.column), (Some(3), Some(20)));
+        assert_eq!(
+            error.source_line.as_deref(),
+            Some("for (const line of lines) {")
+        );
+    }
+
+    #[test]
+    fn member_chains_are_plain_identifier_paths() {
+        assert_eq!(
+            member_chains("const port = config.database.port + fs.read({ path }).content;"),
+            ["config.database.port", "fs.read"]
+        );
+        assert_eq!(member_chains("x().y.z; a[0].b; 1.5"), Vec::<String>::new());
+    }
+}

@@ -1,0 +1,550 @@
+//! The JavaScript side: a Boa context with the sandbox functions, running one script per
+//! context. It runs inside a worker (a separate process, or a thread for the in-process
+//! backend) and reaches the host only through a [`HostLink`].
+
+use std::cell::RefCell;
+
+use boa_engine::builtins::promise::PromiseState;
+use boa_engine::object::FunctionObjectBuilder;
+use boa_engine::object::builtins::JsPromise;
+use boa_engine::property::Attribute;
+use boa_engine::{
+    Context, JsError, JsNativeError, JsObject, JsResult, JsString, JsValue, NativeFunction,
+    js_string,
+};
+use serde_json::{Map, Value};
+
+use crate::protocol::{
+    CodePath, ExecuteRequest, ExecutionOutcome, HostReply, HostRequest, ScriptError,
+    ScriptErrorKind, ScriptLimits, ToHost, ToolBinding,
+};
+
+mod determinism;
+mod errors;
+mod explain;
+mod functions;
+mod source;
+mod values;
+
+use determinism::*;
+use errors::*;
+use explain::*;
+use functions::*;
+use source::*;
+use values::*;
+
+/// How the engine reaches the host.
+pub(crate) trait HostLink {
+    /// Sends a request, with `Date`'s live readings since the last one, and blocks until its
+    /// reply arrives.
+    fn request(&mut self, request: HostRequest, clock: Vec<i64>) -> HostReply;
+    /// Sends a message that needs no reply (output, log).
+    fn notify(&mut self, message: ToHost);
+}
+
+/// Deepest nesting of brackets accepted in source; deeper code would overflow the parser's stack.
+pub(crate) const MAX_SOURCE_NESTING: usize = 1_000;
+
+/// Names the sandbox defines itself; tools never shadow them.
+pub(crate) const RESERVED_NAMES: &[&str] = &[
+    "output",
+    "done",
+    "complete",
+    "store",
+    "recall",
+    "log",
+    "discoverTools",
+    "toolSchema",
+    "searchTools",
+    "describeTool",
+    "parallel",
+    "llm",
+    "llmJson",
+    "tools",
+    "input",
+    "console",
+    "require",
+];
+
+/// Options of the engine that are not per script.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EngineOptions {
+    /// Stops runaway loops where nothing can kill the worker (the in-process backend).
+    pub loop_iteration_limit: Option<u64>,
+}
+
+/// A context with the sandbox functions registered, waiting for its script. It may already
+/// have tool functions bound: those of the previous script, which the next iteration of the
+/// same prompt usually needs again.
+pub(crate) struct PreparedContext {
+    context: Context,
+    bound_tools: Option<Vec<ToolBinding>>,
+}
+
+impl std::fmt::Debug for PreparedContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedContext").finish_non_exhaustive()
+    }
+}
+
+/// Builds a fresh context, with `tools` bound if given. Done ahead of time, while the worker
+/// waits for work.
+pub(crate) fn prepare_context(
+    options: EngineOptions,
+    tools: Option<&[ToolBinding]>,
+) -> JsResult<PreparedContext> {
+    let mut context = Context::builder()
+        .clock(std::rc::Rc::new(ScriptClock))
+        .job_executor(std::rc::Rc::new(ScriptJobs::default()))
+        .build()?;
+    if let Some(limit) = options.loop_iteration_limit {
+        context.runtime_limits_mut().set_loop_iteration_limit(limit);
+    }
+    seeded_math_random(&mut context)?;
+    let functions: [(&str, usize, NativeFunctionPointer); 14] = [
+        ("output", 1, output),
+        ("done", 1, done),
+        ("complete", 1, complete),
+        ("store", 2, store),
+        ("recall", 1, recall),
+        ("log", 1, log),
+        ("discoverTools", 0, discover_tools),
+        ("toolSchema", 1, tool_schema),
+        ("describeTool", 1, describe_tool),
+        ("searchTools", 1, search_tools),
+        ("parallel", 1, parallel),
+        ("llm", 1, llm),
+        ("llmJson", 1, llm_json),
+        ("require", 1, require),
+    ];
+    for (name, length, function) in functions {
+        context.register_global_builtin_callable(
+            JsString::from(name),
+            length,
+            NativeFunction::from_fn_ptr(function),
+        )?;
+    }
+    // Models write `console.log` out of habit; it is `log` under another name.
+    let console = boa_engine::object::ObjectInitializer::new(&mut context).build();
+    for name in ["log", "info", "warn", "error", "debug"] {
+        let function =
+            FunctionObjectBuilder::new(context.realm(), NativeFunction::from_fn_ptr(log))
+                .name(JsString::from(name))
+                .length(0)
+                .build();
+        console.set(JsString::from(name), function, false, &mut context)?;
+    }
+    context.register_global_property(js_string!("console"), console, Attribute::all())?;
+    explain_json_parse_errors(&mut context)?;
+    let bound_tools = match tools {
+        Some(tools) => {
+            bind_tools(&mut context, tools)?;
+            Some(tools.to_vec())
+        }
+        None => None,
+    };
+    Ok(PreparedContext {
+        context,
+        bound_tools,
+    })
+}
+
+type NativeFunctionPointer = fn(&JsValue, &[JsValue], &mut Context) -> JsResult<JsValue>;
+
+/// Runs one script to the end and reports what happened.
+pub(crate) fn execute(
+    prepared: PreparedContext,
+    request: ExecuteRequest,
+    link: Box<dyn HostLink>,
+) -> ExecutionOutcome {
+    let PreparedContext {
+        mut context,
+        bound_tools,
+    } = prepared;
+    let tools_bound = bound_tools.as_deref() == Some(request.tools.as_slice());
+    context
+        .runtime_limits_mut()
+        .set_recursion_limit(request.limits.recursion_limit);
+    // Boa's value stack grows with call depth; give honest deep recursion room.
+    context.runtime_limits_mut().set_stack_size_limit(
+        request
+            .limits
+            .recursion_limit
+            .saturating_mul(64)
+            .max(10_240),
+    );
+    RUN_INPUTS.with(|inputs| *inputs.borrow_mut() = RunInputs::new(&request.determinism));
+    ENGINE.with(|engine| {
+        *engine.borrow_mut() = Some(EngineState {
+            link,
+            tools: request.tools.clone(),
+            limits: request.limits,
+            store: request.store.clone(),
+            done: false,
+            complete: None,
+            output_used: 0,
+            output_cut: false,
+            tool_calls: 0,
+            list_prototypes: std::collections::HashMap::new(),
+        });
+    });
+    let code = normalize_newlines(&request.code);
+    let (path, result) = match bind_and_run(&mut context, &request, &code, tools_bound) {
+        Ok(value) => (CodePath::Plain, Ok(value)),
+        Err(error)
+            if error.kind == ScriptErrorKind::Syntax
+                && request.allow_prose
+                && crate::prose::looks_like_prose(&code) =>
+        {
+            (CodePath::Prose, Ok(Value::Null))
+        }
+        Err(mut error) => {
+            if !explain_shadowed_namespace(&mut error, &code, &request.tools) {
+                explain_missing_modules(&mut error, &request.tools);
+            }
+            (CodePath::Plain, Err(error))
+        }
+    };
+    let state = ENGINE.with(|engine| engine.borrow_mut().take());
+    // With the engine state gone, nothing evaluated here can reach a tool.
+    let result = result.map_err(|mut error| {
+        explain_missing_field(&mut error, &mut context);
+        error
+    });
+    let (done, complete, store) = state
+        .map(|state| (state.done, state.complete, state.store))
+        .unwrap_or((false, None, request.store));
+    ExecutionOutcome {
+        path,
+        result,
+        done,
+        complete,
+        store,
+    }
+}
+
+struct EngineState {
+    link: Box<dyn HostLink>,
+    tools: Vec<ToolBinding>,
+    limits: ScriptLimits,
+    store: Map<String, Value>,
+    done: bool,
+    complete: Option<Value>,
+    output_used: usize,
+    output_cut: bool,
+    tool_calls: u32,
+    /// Prototypes that let a result with one list field be used as that list, by field name.
+    list_prototypes: std::collections::HashMap<String, JsObject>,
+}
+
+thread_local! {
+    /// The state of the script running on this thread. Native functions are plain function
+    /// pointers, so they find their state here.
+    static ENGINE: RefCell<Option<EngineState>> = const { RefCell::new(None) };
+    /// What the script reads that is not its code: the clock and `Math.random()`.
+    static RUN_INPUTS: RefCell<RunInputs> = RefCell::new(RunInputs::default());
+}
+
+fn with_engine<T>(f: impl FnOnce(&mut EngineState) -> T) -> JsResult<T> {
+    ENGINE.with(|engine| {
+        let mut engine = engine.borrow_mut();
+        match engine.as_mut() {
+            Some(state) => Ok(f(state)),
+            None => Err(JsNativeError::error()
+                .with_message("the sandbox is not running a script")
+                .into()),
+        }
+    })
+}
+
+fn bind_and_run(
+    context: &mut Context,
+    request: &ExecuteRequest,
+    code: &str,
+    tools_bound: bool,
+) -> Result<Value, ScriptError> {
+    let nesting = source_nesting(code);
+    if nesting > MAX_SOURCE_NESTING {
+        return Err(ScriptError {
+            kind: ScriptErrorKind::Syntax,
+            message: format!(
+                "SyntaxError: code is nested {nesting} levels deep; the limit is {MAX_SOURCE_NESTING}"
+            ),
+            line: None,
+            column: None,
+            source_line: None,
+            hint: None,
+        });
+    }
+    bind_input(context, request.input.as_ref())
+        .map_err(|error| runtime_error(&error, context, code, 0, false))?;
+    if !tools_bound {
+        bind_tools(context, &request.tools)
+            .map_err(|error| runtime_error(&error, context, code, 0, false))?;
+    }
+    let fixed;
+    let (script, line_offset, code) = match parse_script(context, code) {
+        Ok((script, line_offset)) => (script, line_offset, code),
+        Err(error) => {
+            fixed = strip_pasted_parameters(code, &request.tools).ok_or_else(|| error.clone())?;
+            let (script, line_offset) = parse_script(context, &fixed).map_err(|_| error)?;
+            (script, line_offset, fixed.as_str())
+        }
+    };
+    let fail = |error: &JsError, context: &mut Context| {
+        runtime_error(error, context, code, line_offset, false)
+    };
+    let value = script
+        .evaluate(context)
+        .map_err(|error| fail(&error, context))?;
+    context.run_jobs().map_err(|error| fail(&error, context))?;
+    let promise = value
+        .as_object()
+        .and_then(|object| JsPromise::from_object(object.clone()).ok());
+    let Some(promise) = promise else {
+        return to_json(&value, context).map_err(|error| fail(&error, context));
+    };
+    match promise.state() {
+        PromiseState::Fulfilled(value) => {
+            to_json(&value, context).map_err(|error| fail(&error, context))
+        }
+        PromiseState::Rejected(reason) => Err(fail(&JsError::from_opaque(reason), context)),
+        PromiseState::Pending => Err(ScriptError {
+            kind: ScriptErrorKind::Runtime,
+            message: "the script awaited something that never settled".to_owned(),
+            line: None,
+            column: None,
+            source_line: None,
+            hint: None,
+        }),
+    }
+}
+
+fn bind_input(context: &mut Context, input: Option<&Value>) -> JsResult<()> {
+    let input = match input {
+        Some(value) => from_json(value, context)?,
+        None => JsValue::undefined(),
+    };
+    context.register_global_property(js_string!("input"), input, Attribute::all())
+}
+
+fn bind_tools(context: &mut Context, bindings: &[ToolBinding]) -> JsResult<()> {
+    let tools = boa_engine::object::ObjectInitializer::new(context).build();
+    let mut namespaces: std::collections::BTreeMap<
+        String,
+        Vec<(String, boa_engine::object::builtins::JsFunction)>,
+    > = std::collections::BTreeMap::new();
+    for binding in bindings {
+        let function = FunctionObjectBuilder::new(
+            context.realm(),
+            NativeFunction::from_copy_closure_with_captures(
+                |_this, arguments, tool_id: &std::rc::Rc<str>, context| {
+                    let tool = tool_id.to_string();
+                    let input = match arguments.first() {
+                        Some(value) if !value.is_undefined() => to_json(value, context)?,
+                        _ => Value::Object(Map::new()),
+                    };
+                    count_tool_calls(1)?;
+                    let reply = host_request(HostRequest::CallTool { tool, input })?;
+                    let list_field = list_field_of(&reply);
+                    let value = reply_to_js(reply, context)?;
+                    match (list_field, value.as_object()) {
+                        (Some(field), Some(object)) => {
+                            let prototype = list_prototype(&field, context)?;
+                            object.set_prototype(Some(prototype));
+                            Ok(value)
+                        }
+                        _ => Ok(value),
+                    }
+                },
+                std::rc::Rc::<str>::from(binding.id.as_str()),
+            ),
+        )
+        .name(JsString::from(
+            binding.function.as_deref().unwrap_or("tool"),
+        ))
+        .length(1)
+        .build();
+        tools.set(
+            JsString::from(binding.id.as_str()),
+            function.clone(),
+            false,
+            context,
+        )?;
+        for name in binding.function.iter().chain(&binding.aliases) {
+            context.register_global_property(
+                JsString::from(name.as_str()),
+                function.clone(),
+                Attribute::all(),
+            )?;
+        }
+        if let Some((namespace, method)) = binding.namespace_and_method() {
+            namespaces
+                .entry(namespace.to_owned())
+                .or_default()
+                .push((method.to_owned(), function));
+        }
+    }
+    context.register_global_property(js_string!("tools"), tools, Attribute::all())?;
+    // One object per plugin: `fs.list({...})` is `fsList({...})`.
+    for (namespace, methods) in namespaces {
+        let object = boa_engine::object::ObjectInitializer::new(context).build();
+        for (method, function) in methods {
+            object.set(JsString::from(method.as_str()), function, false, context)?;
+        }
+        context.register_global_property(
+            JsString::from(namespace.as_str()),
+            object,
+            Attribute::all(),
+        )?;
+    }
+    Ok(())
+}
+
+fn host_request(request: HostRequest) -> JsResult<HostReply> {
+    // The link is taken out for the call so no borrow is held while the host works.
+    let mut link = ENGINE.with(|engine| {
+        engine
+            .borrow_mut()
+            .as_mut()
+            .map(|state| std::mem::replace(&mut state.link, Box::new(DetachedLink)))
+    });
+    let Some(active) = link.as_mut() else {
+        return Err(JsNativeError::error()
+            .with_message("the sandbox is not running a script")
+            .into());
+    };
+    let clock = RUN_INPUTS.with(|inputs| std::mem::take(&mut inputs.borrow_mut().live));
+    let reply = active.request(request, clock);
+    ENGINE.with(|engine| {
+        if let (Some(state), Some(link)) = (engine.borrow_mut().as_mut(), link) {
+            state.link = link;
+        }
+    });
+    Ok(reply)
+}
+
+/// Stands in for the real link while a request is in flight.
+struct DetachedLink;
+
+impl HostLink for DetachedLink {
+    fn request(&mut self, _request: HostRequest, _clock: Vec<i64>) -> HostReply {
+        HostReply::Error {
+            message: "the sandbox link is busy".to_owned(),
+        }
+    }
+    fn notify(&mut self, _message: ToHost) {}
+}
+
+fn reply_to_js(reply: HostReply, context: &mut Context) -> JsResult<JsValue> {
+    match reply {
+        HostReply::Value { value } => from_json(&value, context),
+        HostReply::Error { message } => Err(JsNativeError::error().with_message(message).into()),
+    }
+}
+
+fn count_tool_calls(calls: u32) -> JsResult<()> {
+    let over = with_engine(|state| {
+        state.tool_calls = state.tool_calls.saturating_add(calls);
+        (state.tool_calls > state.limits.max_tool_calls).then_some(state.limits.max_tool_calls)
+    })?;
+    match over {
+        Some(limit) => Err(JsNativeError::range()
+            .with_message(format!(
+                "tool call limit reached: at most {limit} calls per execution"
+            ))
+            .into()),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use boa_engine::Source;
+
+    #[test]
+    fn an_unknown_function_is_named_as_the_tool_spells_it_or_among_the_likeliest() {
+        let methods: Vec<String> = ["customers", "deals", "invoices"]
+            .iter()
+            .flat_map(|kind| {
+                ["list", "get", "create", "update", "delete"]
+                    .map(|operation| format!("shop.{kind}_{operation}"))
+            })
+            .collect();
+        let methods: Vec<&str> = methods.iter().map(String::as_str).collect();
+        let hint = unknown_member_hint("shop", "customersList", &methods);
+        assert!(hint.contains("it is spelled shop.customers_list"), "{hint}");
+        let hint = unknown_member_hint("shop", "dealList", &methods);
+        assert!(hint.contains("and 3 more (searchTools"), "{hint}");
+        let named = hint.split("; its functions are ").nth(1).unwrap();
+        assert!(named.starts_with("shop.deals_list"), "{hint}");
+        let few = unknown_member_hint("shop", "nothing", &methods[..2]);
+        assert!(
+            few.contains("its functions are shop.customers_list, shop.customers_get."),
+            "{few}"
+        );
+    }
+
+    /// Only Boa's own position is cut from a message: a host error that quotes serde's
+    /// `at line 1 column 1` and the text after it (`llmJson()`'s) keeps them.
+    #[test]
+    fn only_boas_position_ends_a_message() {
+        assert!(is_boa_position("3, col 5"));
+        assert!(!is_boa_position("1 column 1): Sure! Here is the JSON"));
+        assert!(!is_boa_position("3, col 5 and more"));
+        assert!(!is_boa_position(", col 5"));
+    }
+
+    #[test]
+    fn the_last_expression_becomes_the_return_value() {
+        assert_eq!(
+            with_last_expression_returned("const a = await f();\na + 1"),
+            "const a = await f();\nreturn (a + 1);"
+        );
+        assert_eq!(with_last_expression_returned("return 5"), "return 5");
+        assert_eq!(
+            with_last_expression_returned("const x = await 1;"),
+            "const x = await 1;"
+        );
+        assert_eq!(
+            with_last_expression_returned("const t = await f()\nfoo.bar(t.iso);"),
+            "const t = await f()\nreturn (foo.bar(t.iso));"
+        );
+        assert_eq!(
+            with_last_expression_returned("const t = await f();\nfoo(\n  t,\n  2\n)"),
+            "const t = await f();\nreturn (foo(\n  t,\n  2\n));"
+        );
+    }
+
+    #[test]
+    fn nesting_is_measured() {
+        assert_eq!(source_nesting("f([1, {a: (2)}])"), 4);
+        assert_eq!(source_nesting(&"[".repeat(5000)), 5000);
+    }
+
+    #[test]
+    fn json_round_trips_through_javascript() {
+        let mut context = Context::default();
+        let value = serde_json::json!({
+            "b": 1, "a": [1.5, -2, null, true, "é😀"], "0": "index key",
+            "__proto__": {"x": 1}, "big": 4_000_000_000_i64, "nested": {"c": {}}
+        });
+        let js = from_json(&value, &mut context).unwrap();
+        assert_eq!(to_json(&js, &mut context).unwrap(), value);
+        // `__proto__` from JSON is a plain key, as with JSON.parse; the prototype is Object's.
+        context
+            .register_global_property(js_string!("v"), js, Attribute::all())
+            .unwrap();
+        let checks = "Object.getPrototypeOf(v) === Object.prototype && v.__proto__.x === 1 \
+            && Object.keys(v).join() === '0,__proto__,a,b,big,nested' && v.a[1] === -2";
+        let checked = context.eval(Source::from_bytes(checks)).unwrap();
+        assert_eq!(checked.as_boolean(), Some(true));
+
+        let mut deep = Value::Null;
+        for _ in 0..=MAX_VALUE_DEPTH + 1 {
+            deep = serde_json::json!([deep]);
+        }
+        assert!(from_json(&deep, &mut context).is_err());
+    }
+}

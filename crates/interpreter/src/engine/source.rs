@@ -1,0 +1,167 @@
+//! The program's source before it runs: nesting checked, parsed as a script or as the body of
+//! an async function, and the mistakes of pasting a declaration undone.
+
+use std::path::Path;
+
+use boa_engine::ast::{Statement, StatementListItem};
+use boa_engine::interner::Interner;
+use boa_engine::parser::Parser;
+use boa_engine::{Context, Script, Source};
+
+use crate::protocol::{ScriptError, ScriptErrorKind, ToolBinding};
+
+use super::*;
+
+/// The deepest nesting of `(`, `[` and `{` in source, ignoring nothing: a cheap guard that runs
+/// before the parser, whose recursion would otherwise overflow the native stack.
+pub(crate) fn source_nesting(code: &str) -> usize {
+    let mut depth: usize = 0;
+    let mut deepest = 0;
+    for byte in code.bytes() {
+        match byte {
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// Parses the model's code. A plain script keeps JavaScript's own completion value (the last
+/// expression, even inside `if` or `try`). Code with top-level `await` or `return` is not a
+/// script; it runs as the body of an async function instead, with its trailing expression
+/// turned into a `return`. The second value is how many lines the wrapper adds before the code.
+pub(super) fn parse_script(
+    context: &mut Context,
+    code: &str,
+) -> Result<(Script, u32), ScriptError> {
+    let plain = Source::from_bytes(code.as_bytes()).with_path(Path::new("script"));
+    match Script::parse(plain, None, context) {
+        Ok(script) => Ok((script, 0)),
+        Err(script_error) => {
+            let body = with_last_expression_returned(code);
+            let wrapped = format!("(async () => {{\n{body}\n}})()");
+            let source = Source::from_bytes(wrapped.as_bytes()).with_path(Path::new("script"));
+            match Script::parse(source, None, context) {
+                Ok(script) => Ok((script, 1)),
+                Err(wrapped_error) => {
+                    // The parser that got further found the real mistake: a plain parse stops
+                    // at the first top-level `await`, which the wrapper allows, while the
+                    // wrapper's parse goes on to, say, an `await` in a callback lines later.
+                    let plain = runtime_error(&script_error, context, code, 0, true);
+                    let wrapped = runtime_error(&wrapped_error, context, code, 1, true);
+                    let reach = |error: &ScriptError| (error.line, error.column);
+                    let mut error = if reach(&wrapped) > reach(&plain) {
+                        wrapped
+                    } else {
+                        plain
+                    };
+                    error.kind = ScriptErrorKind::Syntax;
+                    Err(error)
+                }
+            }
+        }
+    }
+}
+
+/// `fs.write(input: {...})`: the declaration's parameter name pasted into a call. The call
+/// without it, when the code names a tool that way; `None` otherwise.
+pub(super) fn strip_pasted_parameters(code: &str, tools: &[ToolBinding]) -> Option<String> {
+    let mut names: Vec<String> = tools
+        .iter()
+        .flat_map(|tool| {
+            tool.member
+                .iter()
+                .chain(&tool.function)
+                .chain(&tool.aliases)
+                .cloned()
+        })
+        .collect();
+    // Longer names first, so `fs.list` is not cut short by a `list` alias.
+    names.sort_by_key(|name| std::cmp::Reverse(name.len()));
+    let mut fixed = code.to_owned();
+    for name in names {
+        let mut from = 0;
+        while let Some(found) = fixed[from..].find(&format!("{name}(")) {
+            let call = from + found;
+            let open = call + name.len() + 1;
+            let preceded_by_word = fixed[..call]
+                .chars()
+                .next_back()
+                .is_some_and(crate::names::is_identifier_char);
+            let rest = &fixed[open..];
+            let spaces = rest.len() - rest.trim_start().len();
+            let after = &rest[spaces..];
+            let parameter = ["input?:", "input:"]
+                .into_iter()
+                .find(|parameter| after.starts_with(parameter));
+            match parameter {
+                Some(parameter) if !preceded_by_word => {
+                    fixed.replace_range(open..open + spaces + parameter.len(), "");
+                }
+                _ => {}
+            }
+            from = open;
+        }
+    }
+    (fixed != code).then_some(fixed)
+}
+
+/// Turns a trailing expression statement into `return (…);`, so a script's last expression is
+/// its value even though it runs as the body of an async function. The expression's start is
+/// found by trying the nearest statement boundaries (spans of calls do not cover the callee).
+pub(super) fn with_last_expression_returned(code: &str) -> String {
+    const MAX_BOUNDARIES_TRIED: usize = 64;
+    let trimmed_end = code.trim_end().trim_end_matches(';').len();
+    let tail_is_expression = |start: usize| -> bool {
+        let tail = &code[start..trimmed_end];
+        if tail.trim().is_empty() {
+            return false;
+        }
+        let mut parser = Parser::new(Source::from_bytes(tail.as_bytes()));
+        match parser.parse_function_body(&mut Interner::default(), false, true) {
+            Ok(body) => matches!(
+                body.statements(),
+                [StatementListItem::Statement(statement)]
+                    if matches!(statement.as_ref(), Statement::Expression(_))
+            ),
+            Err(_) => false,
+        }
+    };
+    let mut candidates: Vec<usize> = std::iter::once(0)
+        .chain(
+            code[..trimmed_end]
+                .char_indices()
+                .filter(|(_, character)| matches!(character, ';' | '\n' | '}'))
+                .map(|(index, character)| index + character.len_utf8()),
+        )
+        .collect();
+    candidates.reverse();
+    let start = candidates
+        .into_iter()
+        .take(MAX_BOUNDARIES_TRIED)
+        .filter(|start| tail_is_expression(*start))
+        .min();
+    let Some(start) = start else {
+        return code.to_owned();
+    };
+    let tail = &code[start..trimmed_end];
+    let expression_start = start + (tail.len() - tail.trim_start().len());
+    let rewritten = format!(
+        "{}return ({});",
+        &code[..expression_start],
+        code[expression_start..trimmed_end].trim_end()
+    );
+    let mut check = Parser::new(Source::from_bytes(rewritten.as_bytes()));
+    match check.parse_function_body(&mut Interner::default(), false, true) {
+        Ok(_) => rewritten,
+        Err(_) => code.to_owned(),
+    }
+}
+
+pub(super) fn normalize_newlines(code: &str) -> String {
+    code.replace("\r\n", "\n").replace('\r', "\n")
+}

@@ -23,6 +23,7 @@ fn tools() -> Vec<ToolBinding> {
             aliases: Vec::new(),
             member: None,
             description: format!("Benchmark tool number {n}"),
+            result: Default::default(),
         })
         .chain(std::iter::once(ToolBinding {
             id: "bench.next".to_owned(),
@@ -30,6 +31,7 @@ fn tools() -> Vec<ToolBinding> {
             aliases: Vec::new(),
             member: None,
             description: "Adds one to n".to_owned(),
+            result: Default::default(),
         }))
         .collect()
 }

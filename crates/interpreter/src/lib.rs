@@ -19,6 +19,7 @@ mod prompt;
 mod prose;
 pub mod protocol;
 mod sandbox;
+pub mod shape;
 mod worker;
 
 pub use plugin::{InterpreterConfig, InterpreterPlugin};

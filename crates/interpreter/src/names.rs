@@ -109,6 +109,8 @@ pub(crate) struct ToolNames<'a> {
     pub id: &'a str,
     pub description: &'a str,
     pub aliases: &'a [String],
+    /// The declared output schema, whose shape results are checked against.
+    pub output: Option<&'a serde_json::Value>,
 }
 
 impl<'a> ToolNames<'a> {
@@ -118,6 +120,7 @@ impl<'a> ToolNames<'a> {
             id: tool.id(),
             description: tool.description(),
             aliases: tool.aliases(),
+            output: tool.output_schema(),
         }
     }
 }
@@ -187,6 +190,10 @@ pub(crate) fn bindings<'a>(tools: impl IntoIterator<Item = ToolNames<'a>>) -> Ve
                 aliases,
                 member,
                 description: tool.description.to_owned(),
+                result: tool
+                    .output
+                    .map(crate::shape::Shape::of_schema)
+                    .unwrap_or_default(),
             }
         })
         .collect()
@@ -310,6 +317,7 @@ mod tests {
             id,
             description: "",
             aliases: &[],
+            output: None,
         }));
         let names: Vec<(&str, Option<&str>)> = bound
             .iter()
@@ -346,26 +354,31 @@ mod tests {
                 id: "artifact.store",
                 description: "",
                 aliases: &store_aliases,
+                output: None,
             },
             ToolNames {
                 id: "kit.add",
                 description: "",
                 aliases: &add_aliases,
+                output: None,
             },
             ToolNames {
                 id: "a.b",
                 description: "",
                 aliases: &[],
+                output: None,
             },
             ToolNames {
                 id: "a-b",
                 description: "",
                 aliases: &[],
+                output: None,
             },
             ToolNames {
                 id: "x.y",
                 description: "",
                 aliases: &y_aliases,
+                output: None,
             },
         ]);
         let aliases: Vec<(&str, Option<&str>, Vec<&str>)> = bound
@@ -416,6 +429,7 @@ mod tests {
             id,
             description: "",
             aliases: &[],
+            output: None,
         }));
         let members: Vec<(&str, Option<&str>)> = bound
             .iter()

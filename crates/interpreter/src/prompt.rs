@@ -1030,6 +1030,7 @@ mod tests {
             aliases: Vec::new(),
             member: Some("time.now".into()),
             description: String::new(),
+            result: Default::default(),
         }];
         let refused = |reply: &str, error: Option<&str>| refusal(reply, error, &bindings);
         let json = refused(

@@ -1,6 +1,7 @@
 //! Messages between the host and a sandbox worker. The isolated backend sends them as JSON
 //! lines over the worker's stdin and stdout; the in-process backend passes them over channels.
 
+pub use crate::shape::Shape;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -99,6 +100,9 @@ pub struct ToolBinding {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub member: Option<String>,
     pub description: String,
+    /// The shape its result is declared to have; reading a field it does not declare throws.
+    #[serde(default, skip_serializing_if = "Shape::is_any")]
+    pub result: Shape,
 }
 
 impl ToolBinding {

@@ -34,6 +34,7 @@ async fn run(sandbox: &Arc<Sandbox>, code: &str) -> ExecutionOutcome {
                 aliases: Vec::new(),
                 member: None,
                 description: "Adds".to_owned(),
+                result: Default::default(),
             }],
             input: None,
             store: serde_json::Map::new(),

@@ -36,6 +36,7 @@ async fn run(
                 aliases: Vec::new(),
                 member: None,
                 description: "Echoes".to_owned(),
+                result: Default::default(),
             }],
             input: None,
             store: serde_json::Map::new(),

@@ -30,6 +30,7 @@ fn request(code: &str) -> ExecuteRequest {
             aliases: Vec::new(),
             member: None,
             description: "Waits for the test".to_owned(),
+            result: Default::default(),
         }],
         input: None,
         store: serde_json::Map::new(),

@@ -91,6 +91,30 @@ pub(super) fn runtime_error(
             column = Some(at);
         }
     }
+    // A field a typed result does not have, read in an async program: the rejection that
+    // carries the error has no backtrace, but the field's name places the read.
+    if !parsing
+        && line.is_none()
+        && let Some(field) = message
+            .split_once(" has no field `")
+            .and_then(|(_, rest)| rest.split_once('`'))
+            .map(|(field, _)| field)
+        && let Some((index, at)) = code.lines().enumerate().find_map(|(index, text)| {
+            let at = text
+                .match_indices(&format!(".{field}"))
+                .map(|(at, _)| at)
+                .find(|at| {
+                    !text[at + 1 + field.len()..]
+                        .chars()
+                        .next()
+                        .is_some_and(crate::names::is_identifier_char)
+                })?;
+            Some((index, at))
+        })
+    {
+        line = Some(index as u32 + 1);
+        column = Some(text_column(code, index, at));
+    }
     let source_line = line.and_then(|line| code.lines().nth(line as usize - 1).map(str::to_owned));
     let mut message = message.lines().next().unwrap_or_default().to_owned();
     // Parse errors end in Boa's own ` at line L, col C`; the position is reported separately.
@@ -147,4 +171,11 @@ pub(super) fn find_position(rendered: &str, parsing: bool) -> Option<(u32, u32)>
         (Some(Ok(line)), Some(Ok(column))) => Some((line, column)),
         _ => None,
     }
+}
+
+/// The 1-based character column of byte `at` in line `index` of `code`.
+fn text_column(code: &str, index: usize, at: usize) -> u32 {
+    code.lines()
+        .nth(index)
+        .map_or(1, |text| text[..at].chars().count() as u32 + 2)
 }

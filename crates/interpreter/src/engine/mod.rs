@@ -24,6 +24,7 @@ mod errors;
 mod explain;
 mod functions;
 mod source;
+mod typed;
 mod values;
 
 use determinism::*;
@@ -31,6 +32,7 @@ use errors::*;
 use explain::*;
 use functions::*;
 use source::*;
+use typed::typed_result;
 use values::*;
 
 /// How the engine reaches the host.
@@ -348,13 +350,20 @@ fn bind_tools(context: &mut Context, bindings: &[ToolBinding]) -> JsResult<()> {
                     let reply = host_request(HostRequest::CallTool { tool, input })?;
                     let list_field = list_field_of(&reply);
                     let value = reply_to_js(reply, context)?;
-                    match (list_field, value.as_object()) {
-                        (Some(field), Some(object)) => {
-                            let prototype = list_prototype(&field, context)?;
-                            object.set_prototype(Some(prototype));
-                            Ok(value)
-                        }
-                        _ => Ok(value),
+                    if let (Some(field), Some(object)) = (list_field, value.as_object()) {
+                        let prototype = list_prototype(&field, context)?;
+                        object.set_prototype(Some(prototype));
+                    }
+                    let declared = with_engine(|state| {
+                        state
+                            .tools
+                            .iter()
+                            .find(|binding| binding.id.as_str() == &**tool_id)
+                            .map(|binding| (binding.call_name(), binding.result.clone()))
+                    })?;
+                    match declared {
+                        Some((name, shape)) => typed_result(value, &shape, &name, context),
+                        None => Ok(value),
                     }
                 },
                 std::rc::Rc::<str>::from(binding.id.as_str()),

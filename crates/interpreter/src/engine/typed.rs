@@ -1,0 +1,334 @@
+//! Tool results that have the fields their tool declares, and no others: reading a field that
+//! is neither declared nor present throws at that line, naming the tool and the fields there
+//! are, instead of giving `undefined` for the program to carry into an answer.
+//!
+//! Every object the declared shape names a field list for becomes a `Proxy` whose `get` checks
+//! the field; lists stay real arrays of such objects. A field the data has but the schema does
+//! not declare is read as usual (the data wins), as are the names every object answers
+//! (`toString`, `then`, `toJSON`, …) and symbols.
+
+use boa_engine::object::FunctionObjectBuilder;
+use boa_engine::object::builtins::JsArray;
+use boa_engine::property::PropertyKey;
+use boa_engine::{
+    Context, JsNativeError, JsObject, JsResult, JsString, JsValue, NativeFunction, js_string,
+};
+
+use crate::shape::Shape;
+
+/// Names read of any value by the language or by habit, which never throw.
+const ALWAYS_READABLE: &[&str] = &[
+    "then",
+    "toJSON",
+    "constructor",
+    "toString",
+    "toLocaleString",
+    "valueOf",
+    "hasOwnProperty",
+    "isPrototypeOf",
+    "propertyIsEnumerable",
+    "__proto__",
+];
+
+/// Fields named in the error, at most.
+const FIELDS_NAMED: usize = 16;
+
+/// A shape with the `Proxy` handler of each record in it built, for one tool call.
+enum Checked {
+    Any,
+    Record {
+        handler: JsObject,
+        fields: Vec<(String, Checked)>,
+    },
+    List(Box<Checked>),
+}
+
+/// `value`, a result of the tool `tool` (as code calls it), with reads checked against `shape`.
+pub(super) fn typed_result(
+    value: JsValue,
+    shape: &Shape,
+    tool: &str,
+    context: &mut Context,
+) -> JsResult<JsValue> {
+    if shape.is_any() {
+        return Ok(value);
+    }
+    let checked = build(shape, tool, "", context)?;
+    apply(value, &checked, context)
+}
+
+fn build(shape: &Shape, tool: &str, place: &str, context: &mut Context) -> JsResult<Checked> {
+    Ok(match shape {
+        Shape::Any => Checked::Any,
+        Shape::List { item } => Checked::List(Box::new(build(
+            item,
+            tool,
+            &format!("{place}[i]"),
+            context,
+        )?)),
+        Shape::Record { fields } => {
+            let names: Vec<String> = fields.iter().map(|(name, _)| name.clone()).collect();
+            let handler = handler(tool, place, names, context)?;
+            let mut checked = Vec::with_capacity(fields.len());
+            for (name, field) in fields {
+                let inner = if place.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{place}.{name}")
+                };
+                checked.push((name.clone(), build(field, tool, &inner, context)?));
+            }
+            Checked::Record {
+                handler,
+                fields: checked,
+            }
+        }
+    })
+}
+
+fn apply(value: JsValue, checked: &Checked, context: &mut Context) -> JsResult<JsValue> {
+    let Some(object) = value.as_object() else {
+        return Ok(value);
+    };
+    match checked {
+        Checked::Any => Ok(value),
+        Checked::List(item) => {
+            if !object.is_array() || matches!(**item, Checked::Any) {
+                return Ok(value);
+            }
+            let array = JsArray::from_object(object.clone())?;
+            let length = array.length(context)?;
+            for index in 0..length {
+                let element = array.get(index, context)?;
+                let element = apply(element, item, context)?;
+                array.set(index, element, false, context)?;
+            }
+            Ok(value)
+        }
+        Checked::Record { handler, fields } => {
+            if object.is_array() || object.is_callable() {
+                return Ok(value);
+            }
+            for (name, field) in fields {
+                if matches!(field, Checked::Any) {
+                    continue;
+                }
+                let key = JsString::from(name.as_str());
+                let inner = object.get(key.clone(), context)?;
+                if inner.is_object() {
+                    let inner = apply(inner, field, context)?;
+                    object.set(key, inner, false, context)?;
+                }
+            }
+            let proxy = context.intrinsics().constructors().proxy().constructor();
+            let proxied =
+                proxy.construct(&[value.clone(), handler.clone().into()], None, context)?;
+            Ok(proxied.into())
+        }
+    }
+}
+
+/// The `Proxy` handler of one record of a tool's result: its `get` reads what the object has,
+/// what is declared, and what every object answers; anything else throws.
+fn handler(
+    tool: &str,
+    place: &str,
+    fields: Vec<String>,
+    context: &mut Context,
+) -> JsResult<JsObject> {
+    let get = FunctionObjectBuilder::new(
+        context.realm(),
+        NativeFunction::from_copy_closure_with_captures(
+            |_this, arguments, (tool, place, fields): &(String, String, Vec<String>), context| {
+                let target = arguments
+                    .first()
+                    .and_then(JsValue::as_object)
+                    .ok_or_else(|| JsNativeError::typ().with_message("no proxy target"))?;
+                let key = arguments
+                    .get(1)
+                    .cloned()
+                    .unwrap_or_default()
+                    .to_property_key(context)?;
+                let name = match &key {
+                    PropertyKey::Symbol(_) => return target.get(key, context),
+                    PropertyKey::String(name) => name.to_std_string_escaped(),
+                    PropertyKey::Index(index) => index.get().to_string(),
+                };
+                if target.has_property(key.clone(), context)?
+                    || fields.contains(&name)
+                    || ALWAYS_READABLE.contains(&name.as_str())
+                {
+                    return target.get(key, context);
+                }
+                let mut known: Vec<String> = fields.clone();
+                for own in target.own_property_keys(context)? {
+                    if let PropertyKey::String(own) = own {
+                        let own = own.to_std_string_escaped();
+                        if !known.contains(&own) {
+                            known.push(own);
+                        }
+                    }
+                }
+                Err(JsNativeError::typ()
+                    .with_message(missing_field(tool, place, &name, &known))
+                    .into())
+            },
+            (tool.to_owned(), place.to_owned(), fields),
+        ),
+    )
+    .name(js_string!("get"))
+    .length(3)
+    .build();
+    let handler = boa_engine::object::ObjectInitializer::new(context).build();
+    handler.set(js_string!("get"), get, false, context)?;
+    Ok(handler)
+}
+
+/// The error of reading `name` where it is not: the tool, where in its result, and the fields
+/// that are there.
+fn missing_field(tool: &str, place: &str, name: &str, known: &[String]) -> String {
+    let at = if place.is_empty() {
+        format!("the result of {tool}")
+    } else {
+        format!("`{place}` in the result of {tool}")
+    };
+    let more = known.len().saturating_sub(FIELDS_NAMED);
+    let mut list = known
+        .iter()
+        .take(FIELDS_NAMED)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if more > 0 {
+        list.push_str(&format!(" and {more} more"));
+    }
+    if known.is_empty() {
+        format!("{at} has no field `{name}`: it has no fields")
+    } else {
+        format!("{at} has no field `{name}`; its fields are {list}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{EngineOptions, HostLink, execute, prepare_context};
+    use crate::protocol::{
+        ExecuteRequest, ExecutionOutcome, HostReply, HostRequest, ScriptLimits, ToHost, ToolBinding,
+    };
+    use crate::shape::Shape;
+    use serde_json::{Value, json};
+
+    /// Answers every tool call with the same result.
+    struct Answers(Value);
+
+    impl HostLink for Answers {
+        fn request(&mut self, _request: HostRequest, _clock: Vec<i64>) -> HostReply {
+            HostReply::Value {
+                value: self.0.clone(),
+            }
+        }
+        fn notify(&mut self, _message: ToHost) {}
+    }
+
+    fn run(code: &str, result: Value) -> ExecutionOutcome {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "entries": { "type": "array", "items": { "type": "object", "properties": {
+                    "path": { "type": "string" }, "kind": { "type": "string" },
+                    "size": { "type": "integer" }
+                } } },
+                "truncated": { "type": "boolean" },
+                "note": { "type": "string" }
+            }
+        });
+        let tools = vec![ToolBinding {
+            id: "fs.list".into(),
+            function: Some("fsList".into()),
+            aliases: Vec::new(),
+            member: Some("fs.list".into()),
+            description: String::new(),
+            result: Shape::of_schema(&schema),
+        }];
+        let options = EngineOptions {
+            loop_iteration_limit: None,
+        };
+        let prepared = prepare_context(options, None).unwrap();
+        let request = ExecuteRequest {
+            code: code.to_owned(),
+            tools,
+            input: None,
+            store: Default::default(),
+            limits: ScriptLimits {
+                max_output_chars: 10_000,
+                max_tool_calls: 10,
+                recursion_limit: 100,
+            },
+            allow_prose: false,
+            same_tools_as_before: false,
+            determinism: Default::default(),
+        };
+        execute(prepared, request, Box::new(Answers(result)))
+    }
+
+    fn listing() -> Value {
+        json!({ "entries": [
+            { "path": "a.txt", "kind": "file", "size": 3 },
+            { "path": "b.txt", "kind": "file", "size": 5, "extra": true }
+        ], "truncated": false })
+    }
+
+    #[test]
+    fn reading_an_undeclared_field_throws_at_its_line_naming_the_fields() {
+        let outcome = run(
+            "const listing = fs.list({ path: '.' });\nconst names = listing.entries.map(e => e.name);\nnames.join(', ')",
+            listing(),
+        );
+        let error = outcome.result.unwrap_err();
+        assert_eq!(
+            error.message,
+            "TypeError: `entries[i]` in the result of fs.list has no field `name`; its fields are kind, path, size"
+        );
+        assert_eq!(error.line, Some(2), "{error:?}");
+    }
+
+    #[test]
+    fn declared_present_and_built_in_reads_work_and_the_value_is_plain_data() {
+        let outcome = run(
+            "const listing = fs.list({ path: '.' });\n\
+             const sizes = listing.entries.filter(e => e.kind === 'file').map(e => e.size);\n\
+             const extra = listing.entries[1].extra;\n\
+             const note = listing.note === undefined ? 'none' : listing.note;\n\
+             const { truncated } = listing;\n\
+             const text = `${listing.entries.length} ${String(listing.entries[0])} ${JSON.stringify(listing.entries[0])}`;\n\
+             ({ sizes, extra, note, truncated, text, keys: Object.keys(listing.entries[0]), listing, has: 'name' in listing.entries[0] })",
+            listing(),
+        );
+        let value = outcome.result.unwrap();
+        assert_eq!(value["sizes"], json!([3, 5]));
+        assert_eq!(value["extra"], true);
+        assert_eq!(value["note"], "none");
+        assert_eq!(value["truncated"], false);
+        assert_eq!(
+            value["text"],
+            "2 [object Object] {\"kind\":\"file\",\"path\":\"a.txt\",\"size\":3}"
+        );
+        assert_eq!(value["keys"], json!(["kind", "path", "size"]));
+        assert_eq!(value["listing"], listing());
+        assert_eq!(value["has"], false);
+    }
+
+    #[test]
+    fn awaiting_a_result_and_a_read_of_the_top_level_are_checked_too() {
+        let outcome = run(
+            "const listing = await fs.list({ path: '.' });\nreturn listing.files.length;",
+            listing(),
+        );
+        let error = outcome.result.unwrap_err();
+        assert_eq!(
+            error.message,
+            "TypeError: the result of fs.list has no field `files`; its fields are entries, note, truncated"
+        );
+        assert_eq!(error.line, Some(2), "{error:?}");
+    }
+}

@@ -979,50 +979,6 @@ impl CodeExecutor {
             .and_then(|complete| complete.get("response"))
             .and_then(response_text)
             .filter(|response| !response.is_empty());
-        if outcome.result.is_ok()
-            && let Some(broken) = response.as_deref().and_then(crate::prompt::broken_answer)
-            && self.count_errors_starting(crate::prompt::UNSHOWN) == 0
-        {
-            // `done(`${count} todos`)` with a field the result does not have: the user would
-            // read "undefined todos". Told once; the model fixes the program or says why not.
-            // What the program left unused goes first: a copy of the program is told only the
-            // error's first line.
-            let got = self.what_it_got(&active.code_output_id);
-            let error = format!(
-                "{}: it contains `{broken}`, so a variable or field it uses has no value.{got} \
-                 Check the result types in the declarations. The program's tool calls did run; \
-                 do not repeat its writes. Fix the program. The answer was: {}",
-                crate::prompt::UNSHOWN,
-                response.as_deref().unwrap_or_default()
-            );
-            return self.send_back(&active, error).await;
-        }
-        // Tool inputs that hold `NaN`, `undefined`, `[object Object]` or only blank lines.
-        let broken_inputs: Vec<String> = self
-            .calls_of(&active.code_output_id)
-            .filter_map(|call| crate::prompt::broken_input(&call.function, &call.input))
-            .collect();
-        if outcome.result.is_ok()
-            && !broken_inputs.is_empty()
-            && self.count_errors_starting(crate::prompt::BROKEN_INPUT) == 0
-        {
-            // `fs.write({ content: `${total}` })` with a total that is NaN: the tool ran and the
-            // program "succeeded", but what it wrote is wrong. Told once, before any answer.
-            let got = self.what_it_got(&active.code_output_id);
-            let mut error = format!(
-                "{}: {}.{got} A variable or field the program used has no value: look at the \
-                 data (return a sample of it) or at the result types in the declarations. The \
-                 tool calls did run; fix the program and run it again.",
-                crate::prompt::BROKEN_INPUT,
-                broken_inputs.join("; ")
-            );
-            if let Some(response) = &response {
-                error.push_str(&format!(
-                    " Its answer was not shown to the user: {response}"
-                ));
-            }
-            return self.send_back(&active, error).await;
-        }
         // `const memory = { write(input) { … } }`: the program declared its own object under a
         // tool group's name, so its "tool calls" went there and no tool ran. Told once.
         if outcome.result.is_ok()
@@ -1114,7 +1070,8 @@ impl CodeExecutor {
             Err(error) => {
                 let mut text = with_logs(error.describe(), &active.logs);
                 if error.kind == ScriptErrorKind::Runtime
-                    && reads_a_missing_value(&error.message)
+                    && (reads_a_missing_value(&error.message)
+                        || error.message.ends_with(crate::engine::NO_VALUE))
                     && !text.contains("has no field")
                 {
                     // `memory.list({}).todos.length` on a result without `todos`: what the

@@ -402,8 +402,6 @@ pub(crate) const REPEATED: &str = "not run: the same program as iteration";
 /// A reply that was not run, after which the model was asked for a program once more in a
 /// fresh request (the user's message and the last error, without the earlier programs).
 pub(crate) const ASKED_AFRESH: &str = "not run: asked for a new program afresh";
-/// How the error of a program whose answer was held back starts (see [`broken_answer`]).
-pub(crate) const UNSHOWN: &str = "the answer of done() was not shown to the user";
 /// How the error of a program that ended a turn in which the user was shown nothing starts.
 pub(crate) const NOTHING_SHOWN: &str = "the turn was not ended: the user has been shown nothing";
 
@@ -471,45 +469,6 @@ pub(crate) fn transient_failure(result: &ToolResult) -> bool {
 
 /// How the error of a program that hid a tool group behind its own variable starts.
 pub(crate) const HIDDEN_NAMESPACE: &str = "no tool ran: the program declares ";
-
-/// How the error of a program that gave a tool `NaN`, `undefined` or `[object Object]` starts.
-pub(crate) const BROKEN_INPUT: &str = "the program ran, but";
-
-/// `fs.write was given \`NaN\` in content` when a string in a tool's input holds a value
-/// that is not there (see [`broken_answer`]).
-pub(crate) fn broken_input(tool: &str, input: &Value) -> Option<String> {
-    fn find(value: &Value, path: &str) -> Option<(String, String)> {
-        match value {
-            // `emails.join("\n")` of emails that are all undefined.
-            Value::String(text) if text.matches('\n').count() > 1 && text.trim().is_empty() => {
-                Some((path.to_owned(), "only blank lines".to_owned()))
-            }
-            Value::String(text) => {
-                broken_answer(text).map(|broken| (path.to_owned(), format!("`{broken}`")))
-            }
-            Value::Array(items) => items
-                .iter()
-                .enumerate()
-                .find_map(|(index, item)| find(item, &format!("{path}[{index}]"))),
-            Value::Object(fields) => fields.iter().find_map(|(name, field)| {
-                let path = if path.is_empty() {
-                    name.clone()
-                } else {
-                    format!("{path}.{name}")
-                };
-                find(field, &path)
-            }),
-            _ => None,
-        }
-    }
-    let (field, broken) = find(input, "")?;
-    let field = if field.is_empty() {
-        "its input".to_owned()
-    } else {
-        format!("`{field}`")
-    };
-    Some(format!("{tool} was given {broken} in {field}"))
-}
 
 /// Fence languages that are code, but not ours to run.
 const OTHER_LANGUAGES: &[&str] = &[
@@ -990,36 +949,6 @@ mod tests {
         // A first line that says more than a speaker stays.
         let (code, _) = extract_code("You: x\nlog(1)");
         assert_eq!(code, "You: x\nlog(1)");
-    }
-
-    #[test]
-    fn values_that_are_not_there_are_found_in_tool_inputs() {
-        let input = serde_json::json!({ "path": "total.txt", "content": "NaN" });
-        assert_eq!(
-            broken_input("fs.write", &input).as_deref(),
-            Some("fs.write was given `NaN` in `content`")
-        );
-        let input = serde_json::json!({ "rows": [{ "name": "a" }, { "name": "undefined x" }] });
-        assert_eq!(
-            broken_input("artifact.store", &input).as_deref(),
-            Some("artifact.store was given `undefined` in `rows[1].name`")
-        );
-        assert_eq!(
-            broken_input("todo.create", &serde_json::json!("[object Object]")).as_deref(),
-            Some("todo.create was given `[object Object]` in its input")
-        );
-        let input = serde_json::json!({ "content": "\n\n\n" });
-        assert_eq!(
-            broken_input("fs.write", &input).as_deref(),
-            Some("fs.write was given only blank lines in `content`")
-        );
-        // Words that only contain the markers are fine, and so is one line break.
-        assert_eq!(
-            broken_input("fs.write", &serde_json::json!({ "content": "\n" })),
-            None
-        );
-        let input = serde_json::json!({ "content": "NaNa undefinedness 12" });
-        assert_eq!(broken_input("fs.write", &input), None);
     }
 
     #[test]

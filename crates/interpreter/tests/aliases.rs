@@ -74,7 +74,7 @@ async fn aliases_call_the_same_tool_and_never_shadow() {
             "const saved = saveNote({ text: \"milk\" });\n",
             "const same = saveNote === notesSave && saveNote === tools[\"notes.save\"];\n",
             "const listed = listNotes({});\n",
-            "const untouched = notesList === tools[\"notes.list\"] && typeof globalThis[\"save note\"];\n",
+            "const untouched = notesList === tools[\"notes.list\"] && typeof globalThis[\"save note\"] === \"undefined\";\n",
             "log(JSON.stringify(discoverTools()));\n",
             "output(`saved=${saved.saved} same=${same} listed=${listed.join()} untouched=${untouched}`);\n",
             "done();",
@@ -90,7 +90,7 @@ async fn aliases_call_the_same_tool_and_never_shadow() {
     let text = serde_json::to_string(&timeline).unwrap();
     // output() is still the sandbox's own: the line reached the user.
     assert!(
-        text.contains("saved=milk same=true listed=milk untouched=undefined"),
+        text.contains("saved=milk same=true listed=milk untouched=true"),
         "{text}"
     );
     let system = timeline.requests[0]["messages"][0]["content"]

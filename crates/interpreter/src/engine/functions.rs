@@ -56,6 +56,7 @@ pub(super) fn output(
     context: &mut Context,
 ) -> JsResult<JsValue> {
     let text = text_of(arguments.first(), context)?;
+    super::absent::check_output(&text)?;
     if let Some(text) = spend_output(text)? {
         notify(ToHost::Output { text })?;
     }
@@ -86,20 +87,36 @@ pub(super) fn done(
 ) -> JsResult<JsValue> {
     let given = arguments.first();
     let nothing = given.is_some_and(JsValue::is_null_or_undefined);
+    // `done(output(text))`: the answer was shown with output(), and output() gives nothing.
+    let shown = with_engine(|state| state.output_used > 0)?;
     let completion = match given {
+        Some(_) if nothing && shown => None,
         // `done(latest)` with a `latest` that stayed null: the answer the program meant has
-        // no value. Given as the word, it is held back as any answer saying `undefined` is.
-        Some(value) if nothing => Some(serde_json::json!({
-            "response": if value.is_null() { "null" } else { "undefined" }
-        })),
+        // no value.
+        Some(value) if nothing => {
+            let what = if value.is_null() { "null" } else { "undefined" };
+            return Err(JsNativeError::typ()
+                .with_message(format!(
+                    "the answer given to done() is {what}, so nothing was shown to the user: \
+                     {}",
+                    super::absent::NO_VALUE
+                ))
+                .into());
+        }
         Some(value) => Some(completion_of(to_json(value, context)?, "done")?),
         // `done()` alone ends the turn after what was shown.
         None => None,
     };
+    if let Some(response) = completion
+        .as_ref()
+        .and_then(|completion| completion.get("response"))
+        .and_then(Value::as_str)
+    {
+        super::absent::check_answer("done()", response)?;
+    }
     with_engine(|state| {
         state.done = true;
-        // Not after the program showed its answer with output(), as in `done(output(text))`.
-        if completion.is_some() && !(nothing && state.output_used > 0) {
+        if completion.is_some() {
             state.complete = completion;
         }
     })?;
@@ -116,6 +133,9 @@ pub(super) fn complete(
         _ => Value::Object(Map::new()),
     };
     let value = completion_of(value, "complete")?;
+    if let Some(response) = value.get("response").and_then(Value::as_str) {
+        super::absent::check_answer("complete()", response)?;
+    }
     with_engine(|state| {
         state.done = true;
         state.complete = Some(value);
@@ -260,8 +280,15 @@ pub(super) fn parallel(
         serde_json::from_value(calls).map_err(|_| {
             JsNativeError::typ().with_message("parallel() takes an array of {tool, input}")
         })?;
+    for call in &calls {
+        super::absent::check_input(&call.tool, &call.input)?;
+    }
     count_tool_calls(u32::try_from(calls.len()).unwrap_or(u32::MAX))?;
-    reply_to_js(host_request(HostRequest::Parallel { calls })?, context)
+    let reply = host_request(HostRequest::Parallel { calls })?;
+    if let HostReply::Value { value } = &reply {
+        super::absent::received(value);
+    }
+    reply_to_js(reply, context)
 }
 
 pub(super) fn llm(

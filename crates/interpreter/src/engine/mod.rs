@@ -16,9 +16,11 @@ use serde_json::{Map, Value};
 
 use crate::protocol::{
     CodePath, ExecuteRequest, ExecutionOutcome, HostReply, HostRequest, ScriptError,
-    ScriptErrorKind, ScriptLimits, ToHost, ToolBinding,
+    ScriptErrorKind, ScriptLimits, Shape, ToHost, ToolBinding,
 };
+pub(crate) use absent::NO_VALUE;
 
+mod absent;
 mod determinism;
 mod errors;
 mod explain;
@@ -188,6 +190,8 @@ pub(crate) fn execute(
             output_cut: false,
             tool_calls: 0,
             list_prototypes: std::collections::HashMap::new(),
+            literals: absent::literal_text(&request.code),
+            received_words: Vec::new(),
         });
     });
     let code = normalize_newlines(&request.code);
@@ -237,6 +241,10 @@ struct EngineState {
     tool_calls: u32,
     /// Prototypes that let a result with one list field be used as that list, by field name.
     list_prototypes: std::collections::HashMap<String, JsObject>,
+    /// The text of the program's own string literals (see [`absent`]).
+    literals: String,
+    /// Markers of a missing value (`undefined`, …) that tool results held as data.
+    received_words: Vec<&'static str>,
 }
 
 thread_local! {
@@ -346,25 +354,27 @@ fn bind_tools(context: &mut Context, bindings: &[ToolBinding]) -> JsResult<()> {
                         Some(value) if !value.is_undefined() => to_json(value, context)?,
                         _ => Value::Object(Map::new()),
                     };
+                    let (name, shape) = with_engine(|state| {
+                        state
+                            .tools
+                            .iter()
+                            .find(|binding| binding.id.as_str() == &**tool_id)
+                            .map(|binding| (binding.call_name(), binding.result.clone()))
+                    })?
+                    .unwrap_or_else(|| (tool.clone(), Shape::Any));
+                    absent::check_input(&name, &input)?;
                     count_tool_calls(1)?;
                     let reply = host_request(HostRequest::CallTool { tool, input })?;
+                    if let HostReply::Value { value } = &reply {
+                        absent::received(value);
+                    }
                     let list_field = list_field_of(&reply);
                     let value = reply_to_js(reply, context)?;
                     if let (Some(field), Some(object)) = (list_field, value.as_object()) {
                         let prototype = list_prototype(&field, context)?;
                         object.set_prototype(Some(prototype));
                     }
-                    let declared = with_engine(|state| {
-                        state
-                            .tools
-                            .iter()
-                            .find(|binding| binding.id.as_str() == &**tool_id)
-                            .map(|binding| (binding.call_name(), binding.result.clone()))
-                    })?;
-                    match declared {
-                        Some((name, shape)) => typed_result(value, &shape, &name, context),
-                        None => Ok(value),
-                    }
+                    typed_result(value, &shape, &name, context)
                 },
                 std::rc::Rc::<str>::from(binding.id.as_str()),
             ),
@@ -464,6 +474,71 @@ fn count_tool_calls(calls: u32) -> JsResult<()> {
             ))
             .into()),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::{EngineOptions, HostLink, execute, prepare_context};
+    use crate::protocol::{
+        ExecuteRequest, ExecutionOutcome, HostReply, HostRequest, ScriptLimits, ToHost, ToolBinding,
+    };
+    use crate::shape::Shape;
+    use serde_json::{Value, json};
+
+    /// Answers every tool call with the same result.
+    struct Answers(Value);
+
+    impl HostLink for Answers {
+        fn request(&mut self, _request: HostRequest, _clock: Vec<i64>) -> HostReply {
+            HostReply::Value {
+                value: self.0.clone(),
+            }
+        }
+        fn notify(&mut self, _message: ToHost) {}
+    }
+
+    /// Runs `code` with one tool, `fs.list` as declared by its real schema's shape, whose
+    /// every call returns `result`.
+    pub(crate) fn run(code: &str, result: Value) -> ExecutionOutcome {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "entries": { "type": "array", "items": { "type": "object", "properties": {
+                    "path": { "type": "string" }, "kind": { "type": "string" },
+                    "size": { "type": "integer" }
+                } } },
+                "truncated": { "type": "boolean" },
+                "note": { "type": "string" }
+            }
+        });
+        let tools = vec![ToolBinding {
+            id: "fs.list".into(),
+            function: Some("fsList".into()),
+            aliases: Vec::new(),
+            member: Some("fs.list".into()),
+            description: String::new(),
+            result: Shape::of_schema(&schema),
+        }];
+        let options = EngineOptions {
+            loop_iteration_limit: None,
+        };
+        let prepared = prepare_context(options, None).unwrap();
+        let request = ExecuteRequest {
+            code: code.to_owned(),
+            tools,
+            input: None,
+            store: Default::default(),
+            limits: ScriptLimits {
+                max_output_chars: 10_000,
+                max_tool_calls: 10,
+                recursion_limit: 100,
+            },
+            allow_prose: false,
+            same_tools_as_before: false,
+            determinism: Default::default(),
+        };
+        execute(prepared, request, Box::new(Answers(result)))
     }
 }
 

@@ -211,65 +211,8 @@ fn missing_field(tool: &str, place: &str, name: &str, known: &[String]) -> Strin
 
 #[cfg(test)]
 mod tests {
-    use super::super::{EngineOptions, HostLink, execute, prepare_context};
-    use crate::protocol::{
-        ExecuteRequest, ExecutionOutcome, HostReply, HostRequest, ScriptLimits, ToHost, ToolBinding,
-    };
-    use crate::shape::Shape;
+    use super::super::testing::run;
     use serde_json::{Value, json};
-
-    /// Answers every tool call with the same result.
-    struct Answers(Value);
-
-    impl HostLink for Answers {
-        fn request(&mut self, _request: HostRequest, _clock: Vec<i64>) -> HostReply {
-            HostReply::Value {
-                value: self.0.clone(),
-            }
-        }
-        fn notify(&mut self, _message: ToHost) {}
-    }
-
-    fn run(code: &str, result: Value) -> ExecutionOutcome {
-        let schema = json!({
-            "type": "object",
-            "properties": {
-                "entries": { "type": "array", "items": { "type": "object", "properties": {
-                    "path": { "type": "string" }, "kind": { "type": "string" },
-                    "size": { "type": "integer" }
-                } } },
-                "truncated": { "type": "boolean" },
-                "note": { "type": "string" }
-            }
-        });
-        let tools = vec![ToolBinding {
-            id: "fs.list".into(),
-            function: Some("fsList".into()),
-            aliases: Vec::new(),
-            member: Some("fs.list".into()),
-            description: String::new(),
-            result: Shape::of_schema(&schema),
-        }];
-        let options = EngineOptions {
-            loop_iteration_limit: None,
-        };
-        let prepared = prepare_context(options, None).unwrap();
-        let request = ExecuteRequest {
-            code: code.to_owned(),
-            tools,
-            input: None,
-            store: Default::default(),
-            limits: ScriptLimits {
-                max_output_chars: 10_000,
-                max_tool_calls: 10,
-                recursion_limit: 100,
-            },
-            allow_prose: false,
-            same_tools_as_before: false,
-            determinism: Default::default(),
-        };
-        execute(prepared, request, Box::new(Answers(result)))
-    }
 
     fn listing() -> Value {
         json!({ "entries": [

@@ -107,13 +107,17 @@ pub struct ListInput {
     /// Directory relative to the root; the root when absent.
     #[serde(default)]
     pub path: Option<String>,
-    /// Include subdirectories' contents.
+    /// Also list what subdirectories hold, at every depth; without it, only the directory's
+    /// own entries.
     #[serde(default)]
     pub recursive: bool,
 }
 
 #[derive(Debug, Serialize, JsonSchema, PartialEq, Eq)]
 pub struct Entry {
+    /// The file or directory's own name, e.g. `b.txt` for `a/b.txt`.
+    pub name: String,
+    /// Where it is, relative to the root: what `fs.read` takes.
     pub path: String,
     /// `file` or `dir`.
     pub kind: String,
@@ -802,6 +806,7 @@ fn list_beneath(
             };
             let path = prefix.join(child.file_name());
             entries.push(Entry {
+                name: child.file_name().to_string_lossy().into_owned(),
                 path: shown(&path),
                 kind: if is_dir { "dir" } else { "file" }.to_owned(),
                 size,

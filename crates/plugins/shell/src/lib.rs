@@ -106,8 +106,8 @@ pub struct ExecInput {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ExecOutput {
-    /// What the command printed, stdout and stderr together as on a terminal, with `\r\n`
-    /// turned into `\n`.
+    /// What the command printed: stdout and stderr together, as on a terminal (there are no
+    /// separate `stdout` and `stderr` fields), with `\r\n` turned into `\n`.
     pub output: String,
     /// True when the output was longer than the limit: its start and end are kept, with a
     /// line in between saying how many characters were cut.

@@ -933,7 +933,7 @@ impl CodeExecutor {
             return self.send_back(&active, error).await;
         }
         if path == CodePath::Prose {
-            let answer = self
+            let mut answer = self
                 .recorder
                 .prompt()
                 .tool_output(&active.code_output_id)
@@ -944,6 +944,25 @@ impl CodeExecutor {
                         .map(str::to_owned)
                 })
                 .unwrap_or_default();
+            // "Done." after a program that logged the count: what the program found has not
+            // been shown, and the prose does not say it. Told once; after that the prose is
+            // the answer with what the program found beneath it, so it is never lost.
+            if !self.shown_text()
+                && let Some(found) = self.unshown_finding(&active.code_output_id)
+                && !crate::prompt::says_any(&answer, &found)
+            {
+                if self.count_errors_starting(crate::prompt::UNSAID) == 0 {
+                    let error = format!(
+                        "{}: the user has not seen what the last program found, and this \
+                         reply does not say it. What it found: {}\nReply with a program that \
+                         ends with done(answer), the answer saying what it found.",
+                        crate::prompt::UNSAID,
+                        cap_text(&found, 1_000)
+                    );
+                    return self.send_back(&active, error).await;
+                }
+                answer = format!("{}\n\n{}", answer.trim_end(), cap_text(&found, 4_000));
+            }
             self.recorder
                 .finish_tool(
                     &active.code_output_id,
@@ -1261,8 +1280,44 @@ impl CodeExecutor {
     /// Whether the execution before `current` in this turn failed.
     fn previous_execution_failed(&self, current: &str) -> bool {
         self.executions()
+            .filter(|tool| !not_run(tool, crate::prompt::UNSAID))
             .rfind(|tool| tool.id != current)
             .is_some_and(|tool| matches!(tool.result, ToolResult::Error { .. }))
+    }
+
+    /// What the last program before `current` gave back (its value, else its logs), when it
+    /// ran and ended nothing: the finding a prose reply after it should say.
+    fn unshown_finding(&self, current: &str) -> Option<String> {
+        let last = self
+            .executions()
+            .filter(|tool| !not_run(tool, crate::prompt::NOT_RUN))
+            .rfind(|tool| tool.id != current)?;
+        let ToolResult::Success { output } = &last.result else {
+            return None;
+        };
+        if output.get("complete").is_some() {
+            return None;
+        }
+        let value = match output.get("value") {
+            None | Some(Value::Null) => String::new(),
+            Some(Value::String(text)) => text.trim().to_owned(),
+            Some(other) => other.to_string(),
+        };
+        let found = if value.is_empty() {
+            output
+                .get("logs")
+                .and_then(Value::as_array)
+                .map(|logs| {
+                    logs.iter()
+                        .filter_map(Value::as_str)
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                })
+                .unwrap_or_default()
+        } else {
+            value
+        };
+        (!found.trim().is_empty()).then_some(found)
     }
 
     /// Replies of this turn that were refused (see [`crate::prompt::refusal`]).
@@ -1805,6 +1860,11 @@ fn response_text(response: &Value) -> Option<String> {
         Value::Number(_) | Value::Bool(_) => Some(response.to_string()),
         _ => serde_json::to_string_pretty(response).ok(),
     }
+}
+
+/// Whether an execution was a reply not run, its error starting with `prefix`.
+fn not_run(tool: &ToolOutput, prefix: &str) -> bool {
+    matches!(&tool.result, ToolResult::Error { error } if error.starts_with(prefix))
 }
 
 #[cfg(test)]

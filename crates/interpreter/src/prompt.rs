@@ -397,6 +397,33 @@ fn without_speaker(reply: &str) -> &str {
 pub(crate) const NOT_RUN: &str = "not run:";
 /// How the error of a reply that was not run starts (the timeline's record of a refusal).
 pub(crate) const REFUSED: &str = "not run: this reply is not a JavaScript program";
+/// How the error of a prose reply that left unsaid what the last program found starts.
+pub(crate) const UNSAID: &str = "not run: this reply is prose";
+
+/// Whether `reply` says something of `found`, a program's value or logs: one of its numbers,
+/// or, when it has none, one of its short lines. Found text with neither counts as said.
+pub(crate) fn says_any(reply: &str, found: &str) -> bool {
+    let numbers: Vec<&str> = found
+        .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .map(|number| number.trim_matches('.'))
+        .filter(|number| number.chars().any(|c| c.is_ascii_digit()))
+        .collect();
+    if !numbers.is_empty() {
+        let said: Vec<&str> = reply
+            .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .map(|number| number.trim_matches('.'))
+            .collect();
+        return numbers.iter().any(|number| said.contains(number));
+    }
+    let reply = reply.to_lowercase();
+    let lines: Vec<String> = found
+        .lines()
+        .map(|line| line.trim().trim_matches('"').to_lowercase())
+        .filter(|line| !line.is_empty() && line.chars().count() <= 80)
+        .collect();
+    lines.is_empty() || lines.iter().any(|line| reply.contains(line.as_str()))
+}
+
 /// How the error of a program sent again after it failed starts.
 pub(crate) const REPEATED: &str = "not run: the same program as iteration";
 /// A reply that was not run, after which the model was asked for a program once more in a

@@ -10,6 +10,7 @@
 
 mod engine;
 mod got;
+mod history;
 mod host;
 mod journal;
 mod mode;

@@ -14,12 +14,11 @@ use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 use tracing::Instrument as _;
 
+use crate::history::history_messages;
 use crate::host::{ScriptHost, calls_reply};
 use crate::journal::{Entry, Replay};
 use crate::plugin::Shared;
-use crate::prompt::{
-    CODE_EXECUTE, extract_code, history_messages, iteration_messages, system_prompt,
-};
+use crate::prompt::{CODE_EXECUTE, extract_code, iteration_messages, system_prompt};
 use crate::protocol::{
     CodePath, Determinism, ExecuteRequest, ExecutionOutcome, HostReply, HostRequest, ParallelCall,
     ScriptError, ScriptErrorKind, ToolBinding,

@@ -3,12 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use agentic_core::history::{COMPACT_RESULT_CHARS, compact_prompt_messages};
 use agentic_core::tokens::estimate_tokens;
 use agentic_core::typescript;
-use agentic_core::{
-    ChatMessage, ContextItem, Prompt, PromptOutput, ToolResult, ToolSet, tool::cap_text,
-};
+use agentic_core::{ChatMessage, ContextItem, PromptOutput, ToolResult, ToolSet, tool::cap_text};
 use serde_json::Value;
 
 use crate::protocol::{CodePath, HostReply, ToolBinding};
@@ -627,14 +624,6 @@ fn strip_position(line: &str) -> &str {
         Some(at) if line.ends_with(')') => &line[..at],
         _ => line,
     }
-}
-
-/// Earlier prompts, compactly: what was asked, which tools ran, what the user was told.
-pub(crate) fn history_messages(history: &[Prompt]) -> Vec<ChatMessage> {
-    history
-        .iter()
-        .flat_map(|prompt| compact_prompt_messages(prompt, COMPACT_RESULT_CHARS))
-        .collect()
 }
 
 /// The iterations of the running prompt: each execution's code as the assistant's message,

@@ -131,6 +131,22 @@ async fn create_prompt(
     if let Some(id) = &body.conversation_id {
         check_id("conversation", id)?;
     }
+    let state_extra = match &body.leave_out {
+        Some(ids) => {
+            service
+                .runtime()
+                .services()
+                .check_plugin_ids(ids)
+                .map_err(|error| ApiError::bad_request("unknown_plugin", error.to_string()))?;
+            let mut extra = serde_json::Map::new();
+            extra.insert(
+                agentic_core::LEFT_OUT_PLUGINS.to_owned(),
+                serde_json::json!(ids),
+            );
+            Some(extra)
+        }
+        None => None,
+    };
     let slot = state.take_slot(&user).await?;
     // In its own task: a client that hangs up must not cancel this halfway, with the
     // conversation taken and the prompt stored but never run.
@@ -145,6 +161,7 @@ async fn create_prompt(
                     input: Some(body.input),
                     mode: Some(mode),
                     model: body.model,
+                    state: state_extra,
                     ..PromptRequest::default()
                 })
                 .await

@@ -21,6 +21,12 @@ pub struct PromptBody {
     /// Continue this conversation; a new one when absent.
     #[serde(default)]
     pub conversation_id: Option<String>,
+    /// Plugins (ids, e.g. `["fs", "shell"]`) whose tools and context this prompt goes
+    /// without. The conversation keeps the choice for its later prompts until one sends
+    /// another (`[]` brings every plugin back); absent, the conversation's choice holds, else
+    /// the server's `leaveOut` setting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leave_out: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]

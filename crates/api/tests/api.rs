@@ -1538,3 +1538,67 @@ async fn the_playground_is_served_offline_and_public_and_files_only_to_their_own
     );
     server.shutdown().await;
 }
+
+/// A prompt can go without a plugin's tools (`leaveOut`); the conversation keeps the choice
+/// for its later prompts until one sends another, `[]` brings them back, and an id that names
+/// no plugin is refused with the plugins there are. The task's tools (here the test kit's)
+/// are offered before the everyday ones (the interpreter's).
+#[tokio::test]
+async fn a_prompt_leaves_out_plugins_and_its_conversation_keeps_the_choice() {
+    let turns = "- text: one\n- text: two\n- text: three\n";
+    let mut server = server(turns).await;
+    let offered = |server: &Server, index: usize| -> Vec<String> {
+        server.provider.requests()[index]
+            .tools
+            .iter()
+            .map(|tool| tool.name.clone())
+            .collect()
+    };
+    let (status, code) = error_for(server.post(
+        "alice",
+        "/api/prompt",
+        json!({ "input": "hi", "leaveOut": ["nope"] }),
+    ))
+    .await;
+    assert_eq!((status, code.as_str()), (400, "unknown_plugin"));
+
+    let (first, conversation) = server
+        .prompt("alice", json!({ "input": "hi", "leaveOut": ["slow"] }))
+        .await;
+    server.wait_for("alice", &first, &["completed"]).await;
+    let tools = offered(&server, 0);
+    assert!(
+        !tools.iter().any(|tool| tool.starts_with("slow.")),
+        "{tools:?}"
+    );
+    assert!(tools.contains(&"kit.add".to_owned()), "{tools:?}");
+    let kit = tools.iter().position(|tool| tool == "kit.add").unwrap();
+    let interpreter = tools
+        .iter()
+        .position(|tool| tool == "interpreter.run-code")
+        .unwrap();
+    assert!(kit < interpreter, "{tools:?}");
+
+    let (second, _) = server
+        .prompt(
+            "alice",
+            json!({ "input": "again", "conversationId": conversation }),
+        )
+        .await;
+    server.wait_for("alice", &second, &["completed"]).await;
+    assert!(
+        !offered(&server, 1)
+            .iter()
+            .any(|tool| tool.starts_with("slow."))
+    );
+
+    let (third, _) = server
+        .prompt(
+            "alice",
+            json!({ "input": "all", "conversationId": conversation, "leaveOut": [] }),
+        )
+        .await;
+    server.wait_for("alice", &third, &["completed"]).await;
+    assert!(offered(&server, 2).contains(&"slow.wait".to_owned()));
+    server.shutdown().await;
+}

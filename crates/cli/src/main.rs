@@ -124,6 +124,10 @@ enum Command {
         /// Continue this conversation (its id is printed on stderr after each prompt)
         #[arg(short, long = "conversation", value_name = "ID")]
         conversation: Option<String>,
+        /// Go without a plugin's tools, e.g. `--leave-out fs --leave-out shell` (the
+        /// conversation keeps the choice; `--leave-out none` brings every plugin back)
+        #[arg(long = "leave-out", value_name = "PLUGIN", value_delimiter = ',')]
+        leave_out: Vec<String>,
     },
     /// List your conversations, most recent first, with their tokens and cost (by the
     /// `[prices]` table of agentic.toml)
@@ -333,6 +337,7 @@ async fn dispatch(backend: &dyn Backend, command: Option<Command>) -> anyhow::Re
             json,
             yes,
             conversation,
+            leave_out,
         } => {
             let message = if message == "-" {
                 let mut text = String::new();
@@ -345,11 +350,17 @@ async fn dispatch(backend: &dyn Backend, command: Option<Command>) -> anyhow::Re
                 eprintln!("agentic: the message is empty");
                 return Ok(ExitCode::from(2));
             }
+            let leave_out = match leave_out.as_slice() {
+                [] => None,
+                [none] if none == "none" => Some(Vec::new()),
+                ids => Some(ids.to_vec()),
+            };
             let settings = PromptSettings {
                 mode,
                 model,
                 json,
                 yes,
+                leave_out,
             };
             let (code, _) =
                 prompt_once(backend, conversation.as_deref(), message, &settings).await?;
@@ -452,6 +463,7 @@ async fn repl(backend: &dyn Backend) -> anyhow::Result<ExitCode> {
         model: ModelKind::Normal,
         json: false,
         yes: false,
+        leave_out: None,
     };
     let mut conversation: Option<String> = None;
     let interactive = std::io::stdin().is_terminal();

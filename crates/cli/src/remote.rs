@@ -127,6 +127,7 @@ impl Remote {
             model: settings.model,
             mode: Some(settings.mode.clone()),
             conversation_id: conversation.map(str::to_owned),
+            leave_out: settings.leave_out.clone(),
         };
         let PromptAccepted {
             prompt_id,

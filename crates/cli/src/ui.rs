@@ -16,6 +16,9 @@ pub(crate) struct PromptSettings {
     pub model: agentic_core::ModelKind,
     pub json: bool,
     pub yes: bool,
+    /// Plugins the prompt goes without (see `agentic_core::LEFT_OUT_PLUGINS`); `None` keeps
+    /// the conversation's choice.
+    pub leave_out: Option<Vec<String>>,
 }
 
 /// One running prompt, wherever it runs.

@@ -282,8 +282,8 @@ impl PromptCompletion {
         messages.extend(output_messages(&prompt.output, limit));
         let mut request = ModelRequest::new(prompt.model, messages);
         request.tools = prepared
-            .tools
-            .iter()
+            .tools_in_order()
+            .into_iter()
             .map(|tool| ToolSpec {
                 name: tool.id().to_owned(),
                 description: tool.description().to_owned(),

@@ -146,6 +146,21 @@ impl Config {
             .unwrap_or_default()
     }
 
+    /// Plugins whose tools and context prompts leave out unless a prompt says otherwise (see
+    /// [`crate::LEFT_OUT_PLUGINS`]): the `leaveOut` key.
+    pub fn left_out_plugins(&self) -> Vec<String> {
+        self.root
+            .get("leaveOut")
+            .and_then(Value::as_array)
+            .map(|ids| {
+                ids.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// The price table: the `prices` key, a table per model name. A model name matches its
     /// own entry, else the longest entry it starts with followed by `-`, `:`, `@` or `/`
     /// (`gpt-4o-mini` prices `gpt-4o-mini-2024-07-18`).

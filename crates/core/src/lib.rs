@@ -41,9 +41,9 @@ pub use provider::{
 };
 pub use recorder::PromptRecorder;
 pub use runtime::{
-    CANCELLED_TOOL_ERROR, Capabilities, ExecutorHandle, INTERRUPTED_TOOL_ERROR, ModeInfo,
-    ModelNames, PromptOptions, PromptService, PromptServiceError, Runtime, RuntimeBuilder,
-    Services, TAKEN_OVER_TOOL_ERROR, close_cancelled,
+    CANCELLED_TOOL_ERROR, Capabilities, ExecutorHandle, INTERRUPTED_TOOL_ERROR, LEFT_OUT_PLUGINS,
+    ModeInfo, ModelNames, PromptOptions, PromptService, PromptServiceError, Runtime,
+    RuntimeBuilder, Services, TAKEN_OVER_TOOL_ERROR, close_cancelled,
 };
 pub use state::State;
 pub use tool::{

@@ -37,6 +37,12 @@ pub trait Plugin: Send + Sync {
     async fn prepare(&self, _context: &mut PrepareContext) -> anyhow::Result<()> {
         Ok(())
     }
+    /// Whether this plugin's tools are everyday ones any agent may use (files, time, memory,
+    /// a shell) rather than tools someone set up for their task (an MCP server, their own
+    /// plugin crate). A prompt offers the task's tools first, then the everyday ones.
+    fn everyday(&self) -> bool {
+        false
+    }
 }
 
 /// What a plugin crate submits to `inventory`. Only `const` data: a static id and a
@@ -122,6 +128,30 @@ pub struct Prepared {
     pub context: Vec<ContextItem>,
     /// Tool id → id of the plugin that contributed it, for grouping in system prompts.
     pub tool_plugins: HashMap<String, String>,
+    /// The plugins that prepared, in the order their tools are offered: the task's first,
+    /// then the everyday ones (see [`Plugin::everyday`]).
+    pub plugin_order: Vec<String>,
+}
+
+impl Prepared {
+    /// Where a plugin's tools come in the offer: its place in [`Prepared::plugin_order`].
+    pub fn plugin_rank(&self, plugin: &str) -> usize {
+        self.plugin_order
+            .iter()
+            .position(|id| id == plugin)
+            .unwrap_or(self.plugin_order.len())
+    }
+
+    /// The tools in the order they are offered to a model: by their plugin's rank, then by id.
+    pub fn tools_in_order(&self) -> Vec<&Arc<dyn crate::tool::Tool>> {
+        let mut tools: Vec<&Arc<dyn crate::tool::Tool>> = self.tools.iter().collect();
+        tools.sort_by_key(|tool| {
+            self.tool_plugins
+                .get(tool.id())
+                .map_or(self.plugin_order.len(), |plugin| self.plugin_rank(plugin))
+        });
+        tools
+    }
 }
 
 impl std::fmt::Debug for Prepared {

@@ -24,6 +24,11 @@ use crate::state::State;
 use crate::telemetry;
 use crate::tool::ToolSet;
 
+/// The prompt state key that lists the plugins a prompt leaves out (their tools and context),
+/// e.g. `["fs", "shell"]`; it overrides the config's `leaveOut`, and lives on with the
+/// conversation's state.
+pub const LEFT_OUT_PLUGINS: &str = "leaveOut";
+
 /// Everything plugins and executors share. Built once by [`RuntimeBuilder`], then read-only.
 pub struct Services {
     pub config: Config,
@@ -84,8 +89,39 @@ impl Services {
         }
     }
 
-    /// Runs every plugin's `prepare()` for one prompt. When two plugins offer the same tool id,
-    /// the first (by plugin id) keeps it.
+    /// The plugins a prompt with this state leaves out: the state's [`LEFT_OUT_PLUGINS`] when
+    /// it has one (even empty), else the config's `leaveOut`. Ids are checked where they come
+    /// in (the API, the CLI, the config at start-up); one a conversation kept from a build
+    /// that had the plugin names nothing here.
+    pub fn left_out_plugins(&self, state: &State) -> anyhow::Result<Vec<String>> {
+        match state.get(LEFT_OUT_PLUGINS) {
+            Some(value) => serde_json::from_value::<Vec<String>>(value)
+                .map_err(|_| anyhow::anyhow!("{LEFT_OUT_PLUGINS} must be a list of plugin ids")),
+            None => Ok(self.config.left_out_plugins()),
+        }
+    }
+
+    /// An error naming the ids that are no plugin of this runtime, and the plugins there are.
+    pub fn check_plugin_ids(&self, ids: &[String]) -> anyhow::Result<()> {
+        let known = self.plugin_ids();
+        let unknown: Vec<&str> = ids
+            .iter()
+            .filter(|id| !known.contains(id))
+            .map(String::as_str)
+            .collect();
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        bail!(
+            "no plugin named {}; the plugins are {}",
+            unknown.join(", "),
+            known.join(", ")
+        )
+    }
+
+    /// Runs every plugin's `prepare()` for one prompt, but those it leaves out (see
+    /// [`Services::left_out_plugins`]): the task's plugins first, then the everyday ones, each
+    /// group by id. When two plugins offer the same tool id, the first keeps it.
     pub async fn prepare(
         self: &Arc<Self>,
         user_id: &str,
@@ -104,7 +140,19 @@ impl Services {
             current_plugin: String::new(),
             tool_owners: Vec::new(),
         };
-        for plugin in &self.plugins {
+        let left_out = self.left_out_plugins(state)?;
+        // The task's tools first, then the everyday ones (see `Plugin::everyday`).
+        let mut plugins: Vec<&Arc<dyn Plugin>> = self
+            .plugins
+            .iter()
+            .filter(|plugin| !left_out.iter().any(|id| id == plugin.id()))
+            .collect();
+        plugins.sort_by_key(|plugin| plugin.everyday());
+        let plugin_order: Vec<String> = plugins
+            .iter()
+            .map(|plugin| plugin.id().to_owned())
+            .collect();
+        for plugin in plugins {
             context.current_plugin = plugin.id().to_owned();
             plugin
                 .prepare(&mut context)
@@ -131,6 +179,7 @@ impl Services {
             tools: ToolSet::new(tools).with_required_approval(self.config.require_approval()),
             context: context.context,
             tool_plugins,
+            plugin_order,
         })
     }
 }
@@ -294,6 +343,9 @@ impl RuntimeBuilder {
             plugins,
             limits,
         });
+        services
+            .check_plugin_ids(&services.config.left_out_plugins())
+            .context("the config's leaveOut")?;
         for plugin in services.plugins() {
             plugin
                 .ready(&services)

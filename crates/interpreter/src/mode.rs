@@ -1392,11 +1392,12 @@ impl CodeExecutor {
         let limit = self.options.services.limits().tool_result_limit;
         let system = self.system.get_or_init(|| {
             let plugin_of = |id: &str| {
-                prepared
+                let plugin = prepared
                     .tool_plugins
                     .get(id)
                     .cloned()
-                    .unwrap_or_else(|| id.split('.').next().unwrap_or(id).to_owned())
+                    .unwrap_or_else(|| id.split('.').next().unwrap_or(id).to_owned());
+                (prepared.plugin_rank(&plugin), plugin)
             };
             let config = &self.shared.config;
             let budget_tokens =

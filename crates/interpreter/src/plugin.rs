@@ -75,6 +75,10 @@ impl Plugin for InterpreterPlugin {
         "interpreter"
     }
 
+    fn everyday(&self) -> bool {
+        true
+    }
+
     fn config_schema(&self) -> Value {
         agentic_core::schema_of::<InterpreterConfig>()
     }

@@ -135,20 +135,22 @@ pub(crate) fn describe_reply(tools: &ToolSet, bindings: &[ToolBinding], name: &s
     }
 }
 
-/// The system prompt: rules, a worked example, the tools grouped by plugin as declarations
+/// The system prompt: rules, a worked example, the tools grouped by plugin (`plugin_of` gives
+/// a tool's plugin and that plugin's rank in the offer) as declarations
 /// (or by name only, when the declarations would take more than `budget_tokens`, estimated
 /// with [`estimate_tokens`]), then the context items.
 pub(crate) fn system_prompt(
     bindings: &[ToolBinding],
     tools: &ToolSet,
-    plugin_of: &dyn Fn(&str) -> String,
+    plugin_of: &dyn Fn(&str) -> (usize, String),
     context: &[ContextItem],
     budget_tokens: u64,
     message: &str,
 ) -> String {
     let mut text = RULES.to_owned();
     text.push_str(&example(bindings));
-    let mut groups: BTreeMap<String, Vec<&ToolBinding>> = BTreeMap::new();
+    // Groups in the order the prompt offers its plugins (the task's first), by rank and id.
+    let mut groups: BTreeMap<(usize, String), Vec<&ToolBinding>> = BTreeMap::new();
     for binding in bindings {
         groups
             .entry(plugin_of(&binding.id))
@@ -157,7 +159,7 @@ pub(crate) fn system_prompt(
     }
     let declared: String = groups
         .iter()
-        .map(|(plugin, group)| {
+        .map(|((_, plugin), group)| {
             let declarations: Vec<String> = group
                 .iter()
                 .filter_map(|binding| declaration(tools, binding))
@@ -187,7 +189,7 @@ pub(crate) fn system_prompt(
                 "\n\nTools for this message (TypeScript declarations; `input?:` may be left \
                  out, `field?:` is optional):",
             );
-            let mut by_plugin: BTreeMap<String, Vec<String>> = BTreeMap::new();
+            let mut by_plugin: BTreeMap<(usize, String), Vec<String>> = BTreeMap::new();
             for binding in &relevant {
                 if let Some(declared) = declaration(tools, binding) {
                     by_plugin
@@ -196,7 +198,7 @@ pub(crate) fn system_prompt(
                         .push(declared);
                 }
             }
-            for (plugin, declarations) in by_plugin {
+            for ((_, plugin), declarations) in by_plugin {
                 text.push_str(&format!("\n## {plugin}\n{}", declarations.join("\n")));
             }
             text.push_str(
@@ -206,7 +208,7 @@ pub(crate) fn system_prompt(
             );
         }
         // A namespace's functions share its prefix, which is said once.
-        for (plugin, group) in &groups {
+        for ((_, plugin), group) in &groups {
             let mut plain: Vec<String> = Vec::new();
             let mut namespaced: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
             for binding in group {

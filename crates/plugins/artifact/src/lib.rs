@@ -421,6 +421,10 @@ impl Plugin for ArtifactPlugin {
         "artifact"
     }
 
+    fn everyday(&self) -> bool {
+        true
+    }
+
     fn config_schema(&self) -> Value {
         agentic_core::schema_of::<ArtifactConfig>()
     }

@@ -167,6 +167,10 @@ impl Plugin for FsPlugin {
         "fs"
     }
 
+    fn everyday(&self) -> bool {
+        true
+    }
+
     fn config_schema(&self) -> serde_json::Value {
         agentic_core::schema_of::<FsConfig>()
     }

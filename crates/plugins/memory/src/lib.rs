@@ -311,6 +311,10 @@ impl Plugin for MemoryPlugin {
         "memory"
     }
 
+    fn everyday(&self) -> bool {
+        true
+    }
+
     fn config_schema(&self) -> Value {
         agentic_core::schema_of::<MemoryConfig>()
     }

@@ -281,6 +281,10 @@ impl Plugin for ShellPlugin {
         "shell"
     }
 
+    fn everyday(&self) -> bool {
+        true
+    }
+
     fn config_schema(&self) -> serde_json::Value {
         agentic_core::schema_of::<ShellConfig>()
     }

@@ -52,6 +52,10 @@ impl Plugin for TimePlugin {
         "time"
     }
 
+    fn everyday(&self) -> bool {
+        true
+    }
+
     async fn prepare(&self, context: &mut PrepareContext) -> anyhow::Result<()> {
         context.add_tool(
             define_tool(

@@ -233,6 +233,10 @@ impl Plugin for TodoPlugin {
         "todo"
     }
 
+    fn everyday(&self) -> bool {
+        true
+    }
+
     async fn setup(&self, context: &mut SetupContext<'_>) -> anyhow::Result<()> {
         register_migrations(context, "todo", vec![Arc::new(CreateTodos)]);
         Ok(())

@@ -282,6 +282,10 @@ impl Plugin for TriggerPlugin {
         "trigger"
     }
 
+    fn everyday(&self) -> bool {
+        true
+    }
+
     fn config_schema(&self) -> serde_json::Value {
         agentic_core::schema_of::<TriggerConfig>()
     }

@@ -84,6 +84,10 @@ impl Plugin for WebPlugin {
         "web"
     }
 
+    fn everyday(&self) -> bool {
+        true
+    }
+
     fn config_schema(&self) -> serde_json::Value {
         agentic_core::schema_of::<WebConfig>()
     }

@@ -165,7 +165,7 @@ fn collect_keys(value: &Value, keys: &mut BTreeSet<String>, depth: usize) {
 
 /// The code with string literals, template literals and comments blanked out, so that
 /// `"report.md"` does not read as a field `md`. `${…}` inside a template is kept.
-fn without_literals(code: &str) -> String {
+pub(crate) fn without_literals(code: &str) -> String {
     let mut out = String::with_capacity(code.len());
     let mut chars = code.chars().peekable();
     // Open template literals, each with the brace depth of its `${…}` when inside one.

@@ -434,10 +434,7 @@ impl CodeExecutor {
                         return Ok(self.recorder.prompt().clone());
                     }
                     Progress::Finished(outcome) => {
-                        if self
-                            .finish_iteration(active, *outcome, &prepared, &bindings)
-                            .await?
-                        {
+                        if self.finish_iteration(active, *outcome).await? {
                             return Ok(self.recorder.prompt().clone());
                         }
                     }
@@ -895,8 +892,6 @@ impl CodeExecutor {
         &mut self,
         active: ActiveExecution,
         outcome: ExecutionOutcome,
-        prepared: &Prepared,
-        bindings: &[ToolBinding],
     ) -> Result<bool, ExecutorError> {
         if outcome.store != active.start_store {
             self.journal(Entry::End {
@@ -997,40 +992,6 @@ impl CodeExecutor {
             .and_then(|complete| complete.get("response"))
             .and_then(response_text)
             .filter(|response| !response.is_empty());
-        // `const memory = { write(input) { … } }`: the program declared its own object under a
-        // tool group's name, so its "tool calls" went there and no tool ran. Told once.
-        if outcome.result.is_ok()
-            && self.calls_of(&active.code_output_id).next().is_none()
-            && self.count_errors_starting(crate::prompt::HIDDEN_NAMESPACE) == 0
-            && let Some((namespace, members)) = self
-                .recorder
-                .prompt()
-                .tool_output(&active.code_output_id)
-                .and_then(|tool| tool.input.get("code").and_then(Value::as_str))
-                .and_then(|code| hidden_namespace(code, bindings))
-        {
-            // The tool the program meant, with its signature: the program wrote its own.
-            let example = bindings
-                .iter()
-                .find(|binding| binding.member.as_deref() == Some(members[0]))
-                .and_then(|binding| prepared.tools.get(&binding.id))
-                .map(|tool| {
-                    agentic_core::typescript::call_signature(members[0], tool.input_schema())
-                });
-            let mut error = format!(
-                "{}`{namespace}`, the name of the {namespace} tools ({}), so its calls went to \
-                 the program's own `{namespace}` and no tool ran. The tools already exist: do \
-                 not define them. Give the variable another name and call the tools, e.g. \
-                 `const result = {}({{ … }});`.",
-                crate::prompt::HIDDEN_NAMESPACE,
-                members.join(", "),
-                members[0],
-            );
-            if let Some(example) = example {
-                error.push_str(&format!(" It takes: {example}"));
-            }
-            return self.send_back(&active, error).await;
-        }
         if outcome.result.is_ok()
             && outcome.done
             && response.is_none()
@@ -1628,9 +1589,7 @@ impl CodeExecutor {
             Progress::Finished(outcome) => {
                 // The waiting call was not reached: the prompt runs on without the decision.
                 self.recorder.resume().await?;
-                let done = self
-                    .finish_iteration(active, *outcome, &prepared, &bindings)
-                    .await?;
+                let done = self.finish_iteration(active, *outcome).await?;
                 if done {
                     return Ok(Some(self.recorder.prompt().clone()));
                 }
@@ -1773,30 +1732,6 @@ impl PromptExecutor for CodeExecutor {
         }
         self.drive().await
     }
-}
-
-/// An error with the logs of the program that failed, for the model's next try.
-/// The tool group a program hides by declaring a variable of its name, with the group's
-/// functions (`memory.write`, …).
-fn hidden_namespace<'a>(
-    code: &str,
-    bindings: &'a [ToolBinding],
-) -> Option<(&'a str, Vec<&'a str>)> {
-    let namespace = bindings
-        .iter()
-        .filter_map(|binding| binding.namespace_and_method())
-        .map(|(namespace, _)| namespace)
-        .find(|namespace| crate::names::declares(code, namespace))?;
-    let mut members = crate::names::namespace_members(bindings, namespace);
-    // The example names the member the program called, if it called one: models copy it.
-    if let Some(called) = members
-        .iter()
-        .position(|member| code.contains(&format!("{member}(")))
-    {
-        let member = members.remove(called);
-        members.insert(0, member);
-    }
-    Some((namespace, members))
 }
 
 /// The JSON value in a model's answer to `llmJson()`: the whole answer, else the first fenced

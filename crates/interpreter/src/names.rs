@@ -275,6 +275,32 @@ pub(crate) fn declares(code: &str, name: &str) -> bool {
     })
 }
 
+/// The 1-based line and column where `code` declares its own `name` (`const name = …`,
+/// `function name(…)`, …) outside strings and comments, unless it binds the namespace itself
+/// (`const fs = require("fs")`, Node's habit).
+pub(crate) fn own_declaration(code: &str, name: &str) -> Option<(u32, u32)> {
+    code.lines().enumerate().find_map(|(index, line)| {
+        let plain = crate::got::without_literals(line);
+        if !declares(&plain, name) {
+            return None;
+        }
+        let rest = line.split_once(name).map(|(_, rest)| rest.trim_start())?;
+        let binds_itself = rest.strip_prefix('=').is_some_and(|value| {
+            let value = value.trim_start();
+            value.starts_with("require(") && value.contains(&format!("{name}\""))
+                || value.starts_with("require(") && value.contains(&format!("{name}'"))
+                || value.trim_end_matches(';').trim() == name
+        });
+        if binds_itself {
+            return None;
+        }
+        let column = line
+            .find(name)
+            .map_or(1, |at| line[..at].chars().count() as u32 + 1);
+        Some((index as u32 + 1, column))
+    })
+}
+
 /// A character that may continue a JavaScript identifier (ASCII letters, digits, `_`, `$`).
 pub(crate) fn is_identifier_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_' || c == '$'
@@ -298,6 +324,25 @@ pub(crate) fn rank_tools<'a>(tools: &'a [ToolBinding], query: &str) -> Vec<&'a T
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_declaration_of_a_namespace_is_found_but_not_a_require_of_it() {
+        assert_eq!(
+            own_declaration("// memory\nconst memory = { write() {} };", "memory"),
+            Some((2, 7))
+        );
+        assert_eq!(own_declaration("function fs(x) {}", "fs"), Some((1, 10)));
+        assert_eq!(own_declaration("const fs = require('fs');", "fs"), None);
+        assert_eq!(
+            own_declaration("const fs = require(\"node:fs\");", "fs"),
+            None
+        );
+        assert_eq!(own_declaration("log('const memory = 1')", "memory"), None);
+        assert_eq!(
+            own_declaration("const memoryBlocks = memory.list({});", "memory"),
+            None
+        );
+    }
 
     #[test]
     fn dotted_ids_become_camel_case() {

@@ -493,9 +493,6 @@ pub(crate) fn transient_failure(result: &ToolResult) -> bool {
     }
 }
 
-/// How the error of a program that hid a tool group behind its own variable starts.
-pub(crate) const HIDDEN_NAMESPACE: &str = "no tool ran: the program declares ";
-
 /// Fence languages that are code, but not ours to run.
 const OTHER_LANGUAGES: &[&str] = &[
     "python",

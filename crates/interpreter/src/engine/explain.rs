@@ -143,44 +143,6 @@ pub(super) fn explain_missing_modules(error: &mut ScriptError, tools: &[ToolBind
     error.hint = Some(hint);
 }
 
-/// `const time = time.now()`: a script that declares a variable named like a plugin's
-/// namespace hides the namespace in the whole block, and Boa says only "time is not defined".
-/// The error then says why and how to name the variable. True when it did.
-pub(super) fn explain_shadowed_namespace(
-    error: &mut ScriptError,
-    code: &str,
-    tools: &[ToolBinding],
-) -> bool {
-    let Some(name) = error
-        .message
-        .strip_prefix("ReferenceError: ")
-        .and_then(|rest| rest.strip_suffix(" is not defined"))
-    else {
-        return false;
-    };
-    let members = crate::names::namespace_members(tools, name);
-    if members.is_empty() || !crate::names::declares(code, name) {
-        return false;
-    }
-    // The example calls what the failing line called, when it called one of the group.
-    let called = error
-        .source_line
-        .as_deref()
-        .map(member_calls)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(namespace, method)| format!("{namespace}.{method}"))
-        .find(|call| members.contains(&call.as_str()));
-    let example = called.as_deref().unwrap_or(members[0]);
-    error.hint = Some(format!(
-        "`{name}` is the namespace of the {name} tools ({}), and this script declares a \
-         variable also named `{name}`, which hides them everywhere in its block. Give the \
-         variable another name, e.g. `const result = {example}({{ … }});`.",
-        members.join(", ")
-    ));
-    true
-}
-
 /// Member chains tried when explaining a TypeError, and the characters of a string quoted.
 pub(super) const MAX_CHAINS_EXPLAINED: usize = 8;
 

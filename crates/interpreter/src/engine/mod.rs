@@ -205,9 +205,7 @@ pub(crate) fn execute(
             (CodePath::Prose, Ok(Value::Null))
         }
         Err(mut error) => {
-            if !explain_shadowed_namespace(&mut error, &code, &request.tools) {
-                explain_missing_modules(&mut error, &request.tools);
-            }
+            explain_missing_modules(&mut error, &request.tools);
             (CodePath::Plain, Err(error))
         }
     };
@@ -285,6 +283,9 @@ fn bind_and_run(
             source_line: None,
             hint: None,
         });
+    }
+    if let Some(error) = own_namespace(code, &request.tools) {
+        return Err(error);
     }
     bind_input(context, request.input.as_ref())
         .map_err(|error| runtime_error(&error, context, code, 0, false))?;
@@ -498,8 +499,8 @@ pub(crate) mod testing {
         fn notify(&mut self, _message: ToHost) {}
     }
 
-    /// Runs `code` with one tool, `fs.list` as declared by its real schema's shape, whose
-    /// every call returns `result`.
+    /// Runs `code` with two tools, `fs.list` and `todo.list` with the shapes of their
+    /// schemas, whose every call returns `result`.
     pub(crate) fn run(code: &str, result: Value) -> ExecutionOutcome {
         let schema = json!({
             "type": "object",
@@ -512,14 +513,26 @@ pub(crate) mod testing {
                 "note": { "type": "string" }
             }
         });
-        let tools = vec![ToolBinding {
-            id: "fs.list".into(),
-            function: Some("fsList".into()),
-            aliases: Vec::new(),
-            member: Some("fs.list".into()),
-            description: String::new(),
-            result: Shape::of_schema(&schema),
-        }];
+        let tools = vec![
+            ToolBinding {
+                id: "fs.list".into(),
+                function: Some("fsList".into()),
+                aliases: Vec::new(),
+                member: Some("fs.list".into()),
+                description: String::new(),
+                result: Shape::of_schema(&schema),
+            },
+            ToolBinding {
+                id: "todo.list".into(),
+                function: Some("todoList".into()),
+                aliases: Vec::new(),
+                member: Some("todo.list".into()),
+                description: String::new(),
+                result: Shape::of_schema(&json!({
+                    "type": "object", "properties": { "todos": { "type": "array" } }
+                })),
+            },
+        ];
         let options = EngineOptions {
             loop_iteration_limit: None,
         };

@@ -30,6 +30,37 @@ pub(crate) fn source_nesting(code: &str) -> usize {
     deepest
 }
 
+/// A program that declares its own `memory` (`const memory = { write(input) { … } }`) or
+/// `time` (`const time = time.now()`) hides the tools of that name from all of its block:
+/// calls go to its own object, or the name is read before it is set. Refused before it runs,
+/// at the declaration.
+pub(super) fn own_namespace(code: &str, tools: &[ToolBinding]) -> Option<ScriptError> {
+    let mut namespaces: Vec<&str> = tools
+        .iter()
+        .filter_map(|tool| tool.namespace_and_method().map(|(namespace, _)| namespace))
+        .collect();
+    namespaces.dedup();
+    namespaces.into_iter().find_map(|namespace| {
+        let (line, column) = crate::names::own_declaration(code, namespace)?;
+        let members = crate::names::namespace_members(tools, namespace);
+        let example = members.first().copied().unwrap_or(namespace);
+        Some(ScriptError {
+            kind: ScriptErrorKind::Syntax,
+            message: format!(
+                "SyntaxError: the program declares its own `{namespace}`, the name of the \
+                 {namespace} tools ({}), which would hide them; it was not run. The tools \
+                 already exist: call them as they are, e.g. `const result = {example}({{ … \
+                 }});`, and give a variable of yours another name",
+                members.join(", ")
+            ),
+            line: Some(line),
+            column: Some(column),
+            source_line: code.lines().nth(line as usize - 1).map(str::to_owned),
+            hint: None,
+        })
+    })
+}
+
 /// Parses the model's code. A plain script keeps JavaScript's own completion value (the last
 /// expression, even inside `if` or `try`). Code with top-level `await` or `return` is not a
 /// script; it runs as the body of an async function instead, with its trailing expression

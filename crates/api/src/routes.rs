@@ -131,22 +131,12 @@ async fn create_prompt(
     if let Some(id) = &body.conversation_id {
         check_id("conversation", id)?;
     }
-    let state_extra = match &body.leave_out {
-        Some(ids) => {
-            service
-                .runtime()
-                .services()
-                .check_plugin_ids(ids)
-                .map_err(|error| ApiError::bad_request("unknown_plugin", error.to_string()))?;
-            let mut extra = serde_json::Map::new();
-            extra.insert(
-                agentic_core::LEFT_OUT_PLUGINS.to_owned(),
-                serde_json::json!(ids),
-            );
-            Some(extra)
-        }
-        None => None,
-    };
+    let state_extra = body
+        .leave_out
+        .as_deref()
+        .map(|ids| service.runtime().services().leave_out_state(ids))
+        .transpose()
+        .map_err(|error| ApiError::bad_request("unknown_plugin", error.to_string()))?;
     let slot = state.take_slot(&user).await?;
     // In its own task: a client that hangs up must not cancel this halfway, with the
     // conversation taken and the prompt stored but never run.

@@ -26,22 +26,12 @@ pub(crate) async fn start(
     message: String,
     settings: &PromptSettings,
 ) -> Result<LocalPrompt, ConversationError> {
-    let state = match &settings.leave_out {
-        Some(ids) => {
-            service
-                .runtime()
-                .services()
-                .check_plugin_ids(ids)
-                .map_err(ConversationError::Store)?;
-            let mut state = serde_json::Map::new();
-            state.insert(
-                agentic_core::LEFT_OUT_PLUGINS.to_owned(),
-                serde_json::json!(ids),
-            );
-            Some(state)
-        }
-        None => None,
-    };
+    let state = settings
+        .leave_out
+        .as_deref()
+        .map(|ids| service.runtime().services().leave_out_state(ids))
+        .transpose()
+        .map_err(ConversationError::Store)?;
     let mut conversation = service.get_or_create(USER, conversation).await?;
     // Subscribe before starting, so no event of the prompt is missed.
     // Lossless: `--json` prints every event of the prompt, however fast a script publishes.

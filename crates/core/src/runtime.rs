@@ -101,6 +101,18 @@ impl Services {
         }
     }
 
+    /// The prompt state that leaves out the plugins `ids` (see [`LEFT_OUT_PLUGINS`]), once they
+    /// are checked to be plugins of this runtime.
+    pub fn leave_out_state(
+        &self,
+        ids: &[String],
+    ) -> anyhow::Result<serde_json::Map<String, serde_json::Value>> {
+        self.check_plugin_ids(ids)?;
+        let mut state = serde_json::Map::new();
+        state.insert(LEFT_OUT_PLUGINS.to_owned(), serde_json::json!(ids));
+        Ok(state)
+    }
+
     /// An error naming the ids that are no plugin of this runtime, and the plugins there are.
     pub fn check_plugin_ids(&self, ids: &[String]) -> anyhow::Result<()> {
         let known = self.plugin_ids();

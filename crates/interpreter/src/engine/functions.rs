@@ -335,9 +335,12 @@ pub(super) fn list_field_of(reply: &HostReply) -> Option<String> {
 }
 
 /// Array methods a result with one list field answers for that list.
-pub(super) const LIST_METHODS: &str = "at, concat, entries, every, filter, find, findIndex, findLast, \
-    findLastIndex, flat, flatMap, forEach, includes, indexOf, join, keys, lastIndexOf, map, \
-    reduce, reduceRight, slice, some, toReversed, toSorted, values";
+/// Not `entries`, `keys` or `values`: those are field names too (`fs.list` has `entries`),
+/// and a program reading `artifact.list({}).entries` means the field, so it must get the
+/// typed error naming the fields, not an array method.
+pub(super) const LIST_METHODS: &str = "at, concat, every, filter, find, findIndex, findLast, \
+    findLastIndex, flat, flatMap, forEach, includes, indexOf, join, lastIndexOf, map, reduce, \
+    reduceRight, slice, some, toReversed, toSorted";
 
 /// The prototype that makes a result with the list field `field` iterable, with `length` and
 /// the array methods of that list. The result's own fields come first, so `entries` of

@@ -312,4 +312,29 @@ mod tests {
              you meant?"
         );
     }
+
+    #[test]
+    fn a_field_named_like_an_array_method_is_a_field() {
+        // `todo.list`'s result has one list field (`todos`), so it can be used as that list;
+        // `entries` is still read as a field, which it does not have.
+        let error = run(
+            "todo.list({}).entries.filter((e) => e)",
+            json!({ "todos": [{ "title": "a" }] }),
+        )
+        .result
+        .unwrap_err();
+        assert!(
+            error
+                .message
+                .starts_with("TypeError: the result of todo.list has no field `entries`"),
+            "{error:?}"
+        );
+        let value = run(
+            "todo.list({}).map((t) => t.title).concat([todo.list({}).length])",
+            json!({ "todos": [{ "title": "a" }] }),
+        )
+        .result
+        .unwrap();
+        assert_eq!(value, json!(["a", 1]));
+    }
 }

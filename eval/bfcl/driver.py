@@ -107,9 +107,10 @@ def score(category, task_id, run_dir):
     errors = result.get("error") or result.get("error_message") or []
     if isinstance(errors, str):
         errors = [errors]
+    valid = bool(result["valid"])
     return {
-        "valid": bool(result["valid"]),
-        "errorType": result.get("error_type", ""),
+        "valid": valid,
+        "errorType": "" if valid else result.get("error_type", ""),
         "error": "; ".join(str(error) for error in errors),
         "calls": len(calls),
     }

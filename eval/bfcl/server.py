@@ -6,8 +6,8 @@ Every function of the task is a tool, its BFCL doc turned into a JSON Schema (BF
 mapping of its types to OpenAPI's). Each call is appended to DIR/calls.jsonl under the name
 BFCL gave the function, for `driver.py score`.
 
-- AST categories: a call is recorded and answered with a fixed success result; BFCL judges
-  the calls, not what they return.
+- AST categories: a call is recorded and answered with a fixed "success"; BFCL judges the
+  calls, not what they return.
 - Multi-turn: a call runs on BFCL's simulated APIs (file system, trading bot, …) made from
   the task's initial config, through BFCL's own executor. agentic starts this server again
   for every turn (`agentic prompt -c`), so at start it replays the calls of earlier turns on
@@ -105,11 +105,9 @@ class Task:
             )
         self.record(name, arguments)
         if self.category in driver.AST_CATEGORIES:
-            value = {"status": "success", "function": name}
-            return types.CallToolResult(
-                content=[types.TextContent(type="text", text=json.dumps(value))],
-                structured_content=value,
-            )
+            # Plain text, not an object: a code-mode program that puts the result in its
+            # answer then shows a word, where an object's missing fields sent it round again.
+            return types.CallToolResult(content=[types.TextContent(type="text", text="success")])
         text = self.execute(name, arguments)
         try:
             value = json.loads(text)

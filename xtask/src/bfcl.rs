@@ -182,7 +182,10 @@ pub(crate) fn eval(options: &Options, require_completed: bool) -> anyhow::Result
     );
     let table = format!("{header}{}", summary(&reports, &options.modes));
     std::fs::write(options.out.join("report.md"), &table)?;
-    println!("\n{table}\nwritten to {}", options.out.join("report.md").display());
+    println!(
+        "\n{table}\nwritten to {}",
+        options.out.join("report.md").display()
+    );
     let incomplete: Vec<String> = reports
         .iter()
         .filter(|report| !report.valid && report.failure != "checker")
@@ -305,7 +308,13 @@ fn driver(root: &Path) -> PathBuf {
 fn load_tasks(root: &Path, category: &str, limit: usize) -> anyhow::Result<Vec<Task>> {
     let output = Command::new("python3")
         .arg(driver(root))
-        .args(["tasks", "--category", category, "--limit", &limit.to_string()])
+        .args([
+            "tasks",
+            "--category",
+            category,
+            "--limit",
+            &limit.to_string(),
+        ])
         .output()
         .context("could not run python3")?;
     if !output.status.success() {
@@ -504,10 +513,12 @@ mod tests {
 
     #[test]
     fn the_pinned_package_is_the_one_reports_name() {
-        let requirements = Path::new(env!("CARGO_MANIFEST_DIR")).join("../eval/bfcl/requirements.txt");
+        let requirements =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../eval/bfcl/requirements.txt");
         let text = std::fs::read_to_string(requirements).unwrap();
         assert!(
-            text.lines().any(|line| line.trim() == format!("bfcl-eval=={PACKAGE_VERSION}")),
+            text.lines()
+                .any(|line| line.trim() == format!("bfcl-eval=={PACKAGE_VERSION}")),
             "{text}"
         );
     }

@@ -174,7 +174,9 @@ fn ci(root: &Path) -> anyhow::Result<()> {
             .to_vec();
             eval(root, &arguments)?;
         } else if std::env::var("AGENTIC_REQUIRE_BFCL").is_ok_and(|v| v == "1") {
-            bail!("AGENTIC_REQUIRE_BFCL=1 but BFCL's package does not import (.ci/run installs it)");
+            bail!(
+                "AGENTIC_REQUIRE_BFCL=1 but BFCL's package does not import (.ci/run installs it)"
+            );
         } else {
             println!(
                 "xtask ci: skipped BFCL's smoke run (python3 -m pip install --no-deps -r eval/bfcl/requirements.txt)"

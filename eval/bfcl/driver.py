@@ -8,6 +8,8 @@ sentence-transformers that no checker used here imports). Two subcommands, both 
       one line per task: {"id", "turns": [message, ...]}
   python3 driver.py score --category simple_python --id simple_python_0 --run-dir DIR
       scores the calls `server.py` recorded in DIR/calls.jsonl: {"valid", "errorType", "error", "calls"}
+  python3 driver.py selfcheck --category multiple --limit 5
+      scores BFCL's ground truth (must pass) and no calls (must fail): {"tasks", "problems"}
 
 The AST checker (simple_python, multiple, parallel, parallel_multiple) and the multi-turn
 checker (multi_turn_base: the simulated APIs' state and the calls' results, against BFCL's
@@ -151,6 +153,61 @@ def score_multi_turn(category, entry, ground_truth, calls):
     return multi_turn_checker(decoded, ground_truth, copy.deepcopy(entry), category, MODEL_NAME)
 
 
+def ground_truth_calls(category, entry, ground_truth):
+    """BFCL's ground truth as the calls a perfect model would make, for `selfcheck`."""
+    import ast
+
+    if category in AST_CATEGORIES:
+        calls = []
+        for item in ground_truth:
+            ((name, parameters),) = item.items()
+            arguments = {}
+            for key, options in parameters.items():
+                if options[0] != "":
+                    arguments[key] = first_option(options[0])
+            calls.append({"turn": 0, "name": name, "arguments": arguments})
+        return calls
+    docs = {function["name"]: function for function in entry["function"]}
+    calls = []
+    for turn, strings in enumerate(ground_truth):
+        for string in strings:
+            node = ast.parse(string, mode="eval").body
+            name = node.func.id
+            names = list(docs[name]["parameters"]["properties"])
+            arguments = {names[i]: ast.literal_eval(arg) for i, arg in enumerate(node.args)}
+            arguments.update({kw.arg: ast.literal_eval(kw.value) for kw in node.keywords})
+            calls.append({"turn": turn, "name": name, "arguments": arguments})
+    return calls
+
+
+def first_option(value):
+    """A possible answer's first acceptable value, nested dicts' options included."""
+    if isinstance(value, dict):
+        return {key: first_option(options[0]) for key, options in value.items() if options[0] != ""}
+    if isinstance(value, list):
+        return [first_option(item) for item in value]
+    return value
+
+
+def selfcheck(category, limit):
+    """Scores BFCL's own ground truth, and no calls at all, for the first `limit` tasks: the
+    first must pass and the second fail, or the harness misreads BFCL. Prints the failures."""
+    import tempfile
+
+    problems = []
+    entries = load_entries(category)[:limit]
+    for entry in entries:
+        ground_truth = load_ground_truth(category, entry["id"])
+        for calls, expected in [(ground_truth_calls(category, entry, ground_truth), True), ([], False)]:
+            with tempfile.TemporaryDirectory() as run_dir:
+                path = Path(run_dir) / "calls.jsonl"
+                path.write_text("".join(json.dumps(call) + "\n" for call in calls))
+                result = score(category, entry["id"], run_dir)
+            if result["valid"] != expected:
+                problems.append({"id": entry["id"], "calls": len(calls), "score": result})
+    return {"tasks": len(entries), "problems": problems}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -161,8 +218,13 @@ def main():
     scoring.add_argument("--category", required=True, choices=CATEGORIES)
     scoring.add_argument("--id", required=True)
     scoring.add_argument("--run-dir", required=True)
+    check = commands.add_parser("selfcheck")
+    check.add_argument("--category", required=True, choices=CATEGORIES)
+    check.add_argument("--limit", type=int, default=5)
     args = parser.parse_args()
-    if args.command == "tasks":
+    if args.command == "selfcheck":
+        print(json.dumps(selfcheck(args.category, args.limit)))
+    elif args.command == "tasks":
         entries = load_entries(args.category)
         if args.limit > 0:
             entries = entries[: args.limit]

@@ -511,6 +511,40 @@ mod tests {
         assert!(categories_of("bfcl:").is_err());
     }
 
+    /// BFCL's own ground truth scores as right and no calls as wrong, in every category: the
+    /// harness reads BFCL's tasks and answers as its checkers expect.
+    #[test]
+    fn bfcl_ground_truth_passes_its_checkers() {
+        if !installed() {
+            assert!(
+                std::env::var("AGENTIC_REQUIRE_BFCL").as_deref() != Ok("1"),
+                "AGENTIC_REQUIRE_BFCL=1 but BFCL's package does not import"
+            );
+            eprintln!("skipped: python3 -m pip install --no-deps -r eval/bfcl/requirements.txt");
+            return;
+        }
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        for category in CATEGORIES {
+            let output = Command::new("python3")
+                .arg(driver(&root))
+                .args(["selfcheck", "--category", category, "--limit", "3"])
+                .output()
+                .unwrap();
+            assert!(
+                output.status.success(),
+                "{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+            assert_eq!(result["tasks"], 3, "{category}: {result}");
+            assert_eq!(
+                result["problems"],
+                serde_json::json!([]),
+                "{category}: {result}"
+            );
+        }
+    }
+
     #[test]
     fn the_pinned_package_is_the_one_reports_name() {
         let requirements =

@@ -34,9 +34,18 @@ pub(crate) const PACKAGE_VERSION: &str = "2026.3.23";
 pub(crate) const DEFAULT_LIMIT: usize = 5;
 
 /// Plugins whose tools a BFCL run goes without: the model sees the task's functions only, as
-/// in BFCL. Code mode's sandbox (`interpreter`) and the model providers stay.
+/// in BFCL (`interpreter` is classic mode's `interpreter.run-code`; code mode runs without it).
 const LEFT_OUT: &[&str] = &[
-    "artifact", "fs", "memory", "script", "shell", "time", "todo", "trigger", "web",
+    "artifact",
+    "fs",
+    "interpreter",
+    "memory",
+    "script",
+    "shell",
+    "time",
+    "todo",
+    "trigger",
+    "web",
 ];
 
 pub(crate) struct Options {

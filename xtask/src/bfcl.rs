@@ -30,7 +30,8 @@ pub(crate) const CATEGORIES: &[&str] = &[
 pub(crate) const PACKAGE_VERSION: &str = "2026.3.23";
 
 /// Tasks per category when `--limit` is not given: a run of the whole suite in both modes
-/// then takes about an hour with the embedded model (`--limit 0` runs every task).
+/// then takes one to two hours with the embedded model on a CPU (`--limit 0` runs every
+/// task).
 pub(crate) const DEFAULT_LIMIT: usize = 5;
 
 /// Plugins whose tools a BFCL run goes without: the model sees the task's functions only, as

@@ -258,7 +258,7 @@ pub(crate) fn run_all(tasks: &[Task], options: &Options) -> anyhow::Result<Vec<R
     Ok(reports)
 }
 
-fn one_line(text: &str, max: usize) -> String {
+pub(crate) fn one_line(text: &str, max: usize) -> String {
     let flat: String = text
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
@@ -272,7 +272,7 @@ fn one_line(text: &str, max: usize) -> String {
 }
 
 /// Sets `key` of the `[section]` table of a run's config, making the table if need be.
-fn set(config: &mut toml::Table, section: &str, key: &str, value: toml::Value) {
+pub(crate) fn set(config: &mut toml::Table, section: &str, key: &str, value: toml::Value) {
     let table = config
         .entry(section)
         .or_insert_with(|| toml::Value::Table(toml::Table::new()));
@@ -433,18 +433,18 @@ fn copy_tree(from: &Path, to: &Path) -> anyhow::Result<()> {
 }
 
 /// The `agentic` binary set up for one run.
-struct Agentic<'a> {
-    binary: &'a Path,
-    dir: &'a Path,
-    config: &'a Path,
-    database: String,
+pub(crate) struct Agentic<'a> {
+    pub binary: &'a Path,
+    pub dir: &'a Path,
+    pub config: &'a Path,
+    pub database: String,
 }
 
-struct Outcome {
-    status: String,
-    timed_out: bool,
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
+pub(crate) struct Outcome {
+    pub status: String,
+    pub timed_out: bool,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
 }
 
 impl Agentic<'_> {
@@ -488,6 +488,27 @@ impl Agentic<'_> {
         if approve {
             command.arg("--yes");
         }
+        Self::wait_for_prompt(command, timeout)
+    }
+
+    /// The next prompt of `conversation` (a new conversation when `None`), approving every
+    /// tool call.
+    pub(crate) fn prompt_in(
+        &self,
+        message: &str,
+        mode: &str,
+        conversation: Option<&str>,
+        timeout: Duration,
+    ) -> anyhow::Result<Outcome> {
+        let mut command = self.command();
+        command.args(["prompt", message, "-m", mode, "--json", "--yes"]);
+        if let Some(conversation) = conversation {
+            command.args(["-c", conversation]);
+        }
+        Self::wait_for_prompt(command, timeout)
+    }
+
+    fn wait_for_prompt(mut command: Command, timeout: Duration) -> anyhow::Result<Outcome> {
         let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -529,16 +550,18 @@ impl Agentic<'_> {
 
 /// What a prompt's `--json` events say.
 #[derive(Default)]
-struct Events {
+pub(crate) struct Events {
     /// The last version of each output, by id, in first-seen order.
     outputs: Vec<(String, Value)>,
     completed: Option<Vec<Value>>,
-    usage: Option<Value>,
-    error: Option<String>,
+    pub usage: Option<Value>,
+    pub error: Option<String>,
+    /// The conversation the prompt belongs to (`-c` continues it).
+    pub conversation: Option<String>,
 }
 
 impl Events {
-    fn read(stdout: &[u8]) -> Self {
+    pub(crate) fn read(stdout: &[u8]) -> Self {
         let mut events = Self::default();
         for line in stdout.split(|byte| *byte == b'\n') {
             let Ok(event) = serde_json::from_slice::<Value>(line) else {
@@ -546,6 +569,9 @@ impl Events {
             };
             let data = &event["data"];
             match event["type"].as_str() {
+                Some("prompt.created") => {
+                    events.conversation = data["conversationId"].as_str().map(str::to_owned);
+                }
                 Some("prompt.output") => {
                     let output = data["output"].clone();
                     let id = output["id"].as_str().unwrap_or_default().to_owned();
@@ -574,7 +600,7 @@ impl Events {
         }
     }
 
-    fn answer(&self) -> String {
+    pub(crate) fn answer(&self) -> String {
         self.outputs()
             .into_iter()
             .filter(|output| output["type"] == "text")
@@ -583,7 +609,7 @@ impl Events {
             .join("\n")
     }
 
-    fn tool_calls(&self, function: &str) -> u64 {
+    pub(crate) fn tool_calls(&self, function: &str) -> u64 {
         self.outputs()
             .into_iter()
             .filter(|output| output["type"] == "tool" && output["function"] == function)
@@ -597,7 +623,7 @@ impl Events {
             .count() as u64
     }
 
-    fn usage_number(&self, key: &str) -> u64 {
+    pub(crate) fn usage_number(&self, key: &str) -> u64 {
         self.usage
             .as_ref()
             .and_then(|usage| usage.get(key))

@@ -1,6 +1,7 @@
 //! Project tasks: `cargo xtask ci` runs everything CI checks; `cargo xtask deps` checks the
 //! dependency invariants from `docs/architecture.md`.
 
+mod bfcl;
 mod conformance;
 mod eval;
 mod new_plugin;
@@ -150,6 +151,37 @@ fn ci(root: &Path) -> anyhow::Result<()> {
         .map(str::to_owned)
         .to_vec();
         eval(root, &arguments)?;
+        // BFCL's smoke run: its first simple_python task in code mode, served by BFCL's
+        // functions over MCP and scored by its checker. It must run and be scored; the
+        // checker's verdict is the model's business.
+        if bfcl::installed() {
+            let arguments: Vec<String> = [
+                "--suite",
+                "bfcl:simple_python",
+                "--limit",
+                "1",
+                "--binary",
+                "target/debug/agentic",
+                "--modes",
+                "code",
+                "--timeout",
+                "300",
+                "--out",
+                "target/eval/ci-bfcl",
+                "--require-completed",
+            ]
+            .map(str::to_owned)
+            .to_vec();
+            eval(root, &arguments)?;
+        } else if std::env::var("AGENTIC_REQUIRE_BFCL").is_ok_and(|v| v == "1") {
+            bail!(
+                "AGENTIC_REQUIRE_BFCL=1 but BFCL's package does not import (.ci/run installs it)"
+            );
+        } else {
+            println!(
+                "xtask ci: skipped BFCL's smoke run (python3 -m pip install --no-deps -r eval/bfcl/requirements.txt)"
+            );
+        }
     } else {
         println!("xtask ci: the eval's smoke run is for the embedded model; a provider is set");
     }
@@ -563,7 +595,8 @@ fn workspace_root() -> PathBuf {
 }
 
 /// `cargo xtask eval [--modes classic,code] [--tasks ids-kinds-or-splits] [--runs N] [--timeout S]
-/// [--temperature T] [--out DIR] [--binary PATH]`.
+/// [--temperature T] [--out DIR] [--binary PATH]`, or with `--suite bfcl[:categories]
+/// [--limit N]` BFCL's tasks instead of ours.
 fn eval(root: &Path, arguments: &[String]) -> anyhow::Result<()> {
     let mut modes = vec!["classic".to_owned(), "code".to_owned()];
     let mut only: Option<Vec<String>> = None;
@@ -573,6 +606,9 @@ fn eval(root: &Path, arguments: &[String]) -> anyhow::Result<()> {
     let mut binary: Option<PathBuf> = None;
     let mut temperature: Option<f64> = None;
     let mut require_success = false;
+    let mut suite: Option<String> = None;
+    let mut require_completed = false;
+    let mut limit: Option<usize> = None;
     let mut rest = arguments.iter();
     while let Some(flag) = rest.next() {
         let mut value = || {
@@ -595,6 +631,9 @@ fn eval(root: &Path, arguments: &[String]) -> anyhow::Result<()> {
             "--out" => out = Some(PathBuf::from(value()?)),
             "--binary" => binary = Some(PathBuf::from(value()?)),
             "--require-success" => require_success = true,
+            "--suite" => suite = Some(value()?),
+            "--require-completed" => require_completed = true,
+            "--limit" => limit = Some(value()?.parse().context("--limit takes a number")?),
             "--temperature" => {
                 let value: f64 = value()?.parse().context("--temperature takes a number")?;
                 anyhow::ensure!(
@@ -606,10 +645,33 @@ fn eval(root: &Path, arguments: &[String]) -> anyhow::Result<()> {
             other => bail!(
                 "unknown option {other}; usage: cargo xtask eval [--modes classic,code] \
                  [--tasks ids-kinds-or-splits] [--runs N] [--timeout SECONDS] [--temperature T] \
-                 [--out DIR] [--binary PATH] [--require-success]"
+                 [--out DIR] [--binary PATH] [--require-success] [--suite bfcl[:categories]] \
+                 [--limit N] [--require-completed]"
             ),
         }
     }
+    if let Some(suite) = suite {
+        anyhow::ensure!(
+            only.is_none() && runs == 1 && !require_success,
+            "--tasks, --runs and --require-success are for the task eval, not --suite"
+        );
+        let categories = bfcl::categories_of(&suite)?;
+        bfcl::ensure_installed(root)?;
+        let options = bfcl::Options {
+            binary: agentic_binary(root, binary)?,
+            modes,
+            categories,
+            limit: limit.unwrap_or(bfcl::DEFAULT_LIMIT),
+            timeout: std::time::Duration::from_secs(timeout),
+            temperature,
+            out: output_dir(root, out, unix_time()?)?,
+        };
+        return bfcl::eval(&options, require_completed);
+    }
+    anyhow::ensure!(
+        limit.is_none() && !require_completed,
+        "--limit and --require-completed are for --suite bfcl"
+    );
     let mut tasks = eval::load_tasks(&root.join("eval/tasks"))?;
     if let Some(only) = &only {
         tasks.retain(|task| {
@@ -623,36 +685,10 @@ fn eval(root: &Path, arguments: &[String]) -> anyhow::Result<()> {
             bail!("no task matches {}", only.join(", "));
         }
     }
-    let binary = match binary {
-        Some(binary) => std::fs::canonicalize(&binary)
-            .with_context(|| format!("no agentic binary at {}", binary.display()))?,
-        None => {
-            run(
-                root,
-                "cargo",
-                &["build", "--release", "--locked", "--package", "agentic-cli"],
-                &[],
-            )?;
-            root.join("target/release/agentic")
-        }
-    };
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)?
-        .as_secs();
-    let out = out.unwrap_or_else(|| root.join(format!("target/eval/{stamp}")));
-    // Each run's agentic starts in its own directory: the output directory must not be relative.
-    let out = if out.is_absolute() {
-        out
-    } else {
-        std::env::current_dir()?.join(out)
-    };
-    let provider = std::env::var("OPENAI_BASE_URL")
-        .ok()
-        .filter(|url| !url.is_empty())
-        .map_or_else(
-            || "the embedded local model".to_owned(),
-            |url| format!("the OpenAI-compatible server at {url}"),
-        );
+    let binary = agentic_binary(root, binary)?;
+    let stamp = unix_time()?;
+    let out = output_dir(root, out, stamp)?;
+    let provider = provider();
     println!(
         "eval: {} tasks × {} × {runs} run(s) against {provider}; runs in {}",
         tasks.len(),
@@ -673,22 +709,10 @@ fn eval(root: &Path, arguments: &[String]) -> anyhow::Result<()> {
         .map(|report| report.model.as_str())
         .find(|model| !model.is_empty())
         .unwrap_or("unknown");
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|info| {
-            info.lines()
-                .find(|line| line.starts_with("model name"))
-                .and_then(|line| line.split_once(':'))
-                .map(|(_, name)| name.trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown CPU".to_owned());
-    let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
-    let sampling = temperature.map_or_else(
-        || "the provider's default temperature".to_owned(),
-        |temperature| format!("temperature {temperature}"),
-    );
     let header = format!(
-        "Model: {model} ({provider}, {sampling}). Machine: {cpu}, {cores} cores. {} tasks, {runs} run(s) each, at unix time {stamp}.\n\n",
+        "Model: {model} ({provider}, {}). Machine: {}. {} tasks, {runs} run(s) each, at unix time {stamp}.\n\n",
+        sampling(temperature),
+        machine(),
         tasks.len()
     );
     let table = format!("{header}{}", eval::summary(&reports, &modes));
@@ -703,4 +727,71 @@ fn eval(root: &Path, arguments: &[String]) -> anyhow::Result<()> {
         bail!("--require-success: failed {}", failed.join("; "));
     }
     Ok(())
+}
+
+/// The `agentic` binary to run: the one given, or a release build of this checkout.
+fn agentic_binary(root: &Path, binary: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    match binary {
+        Some(binary) => std::fs::canonicalize(&binary)
+            .with_context(|| format!("no agentic binary at {}", binary.display())),
+        None => {
+            run(
+                root,
+                "cargo",
+                &["build", "--release", "--locked", "--package", "agentic-cli"],
+                &[],
+            )?;
+            Ok(root.join("target/release/agentic"))
+        }
+    }
+}
+
+/// The eval's output directory, absolute (each run's agentic starts in its own directory);
+/// `target/eval/<unix time>` unless one is given.
+fn output_dir(root: &Path, out: Option<PathBuf>, stamp: u64) -> anyhow::Result<PathBuf> {
+    let out = out.unwrap_or_else(|| root.join(format!("target/eval/{stamp}")));
+    Ok(if out.is_absolute() {
+        out
+    } else {
+        std::env::current_dir()?.join(out)
+    })
+}
+
+fn unix_time() -> anyhow::Result<u64> {
+    Ok(std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs())
+}
+
+/// Which model provider the runs' agentic uses, as the report names it.
+fn provider() -> String {
+    std::env::var("OPENAI_BASE_URL")
+        .ok()
+        .filter(|url| !url.is_empty())
+        .map_or_else(
+            || "the embedded local model".to_owned(),
+            |url| format!("the OpenAI-compatible server at {url}"),
+        )
+}
+
+fn sampling(temperature: Option<f64>) -> String {
+    temperature.map_or_else(
+        || "the provider's default temperature".to_owned(),
+        |temperature| format!("temperature {temperature}"),
+    )
+}
+
+/// The CPU and its cores, for a report.
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|line| line.starts_with("model name"))
+                .and_then(|line| line.split_once(':'))
+                .map(|(_, name)| name.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_owned());
+    let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
+    format!("{cpu}, {cores} cores")
 }

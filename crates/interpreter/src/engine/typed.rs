@@ -169,15 +169,9 @@ fn handler(
                         }
                     }
                 }
-                let mut message = missing_field(tool, place, &name, &known);
-                let others = other_results_with(tool, &name);
-                if !others.is_empty() {
-                    message.push_str(&format!(
-                        ". `{name}` is a field of the result of {}: is that the tool you meant?",
-                        others.join(" and of ")
-                    ));
-                }
-                Err(JsNativeError::typ().with_message(message).into())
+                Err(JsNativeError::typ()
+                    .with_message(missing_field(tool, place, &name, &known))
+                    .into())
             },
             (tool.to_owned(), place.to_owned(), fields),
         ),
@@ -188,25 +182,6 @@ fn handler(
     let handler = boa_engine::object::ObjectInitializer::new(context).build();
     handler.set(js_string!("get"), get, false, context)?;
     Ok(handler)
-}
-
-/// Other tools (as code calls them) whose result has a field `name` at its top: reading
-/// `memory.list({}).todos` means `todo.list` more often than not.
-fn other_results_with(tool: &str, name: &str) -> Vec<String> {
-    super::with_engine(|state| {
-        state
-            .tools
-            .iter()
-            .filter(|binding| {
-                matches!(&binding.result, Shape::Record { fields }
-                    if fields.iter().any(|(field, _)| field == name))
-            })
-            .map(|binding| binding.call_name())
-            .filter(|call| call != tool)
-            .take(3)
-            .collect()
-    })
-    .unwrap_or_default()
 }
 
 /// The error of reading `name` where it is not: the tool, where in its result, and the fields
@@ -298,19 +273,6 @@ mod tests {
             "TypeError: the result of fs.list has no field `files`; its fields are entries, note, truncated"
         );
         assert_eq!(error.line, Some(2), "{error:?}");
-    }
-
-    #[test]
-    fn a_field_another_tool_gives_names_that_tool() {
-        let error = run("fs.list({ path: '.' }).todos.length", listing())
-            .result
-            .unwrap_err();
-        assert_eq!(
-            error.message,
-            "TypeError: the result of fs.list has no field `todos`; its fields are entries, \
-             note, truncated. `todos` is a field of the result of todo.list: is that the tool \
-             you meant?"
-        );
     }
 
     #[test]

@@ -128,6 +128,7 @@ fn main() {
         seed: 0,
         repeat_penalty: 1.1,
         repeat_last_n: 64,
+        constrain: false,
     };
     let generated = 128;
     let mut generation_after = |prompt: &[u32]| {

@@ -38,8 +38,8 @@ impl Vocabulary {
             .iter()
             .enumerate()
             .map(|(id, name)| match types.get(id).copied().unwrap_or(1) {
-                // Control tokens.
-                3 => {
+                // Unknown, control and unused tokens (Qwen's `[PAD…]` rows): never text.
+                2 | 3 | 5 => {
                     let mut bytes = vec![TokTrie::SPECIAL_TOKEN_MARKER];
                     bytes.extend_from_slice(name.as_bytes());
                     Ok(bytes)

@@ -9,15 +9,25 @@ use agentic_plugin_local::provider::{sample, sample_allowed};
 use agentic_plugin_local::{Engine, Sampling};
 use serde_json::json;
 
-/// Tokens per second of one greedy answer (at most `limit` tokens, prompt already cached),
-/// the number of tokens, and for a constrained one the milliseconds spent building the
-/// request's grammar (counted in the rate too).
+/// One greedy answer's measures.
+struct Measured {
+    /// Tokens per second, the grammar's building and checking included.
+    rate: f64,
+    tokens: usize,
+    /// Building the request's grammar.
+    grammar_ms: f64,
+    /// Picking a token (sampling, and for a constrained answer the grammar's check, mask and
+    /// second pick), per token: the part of a step the grammar adds to.
+    pick_us: f64,
+}
+
+/// One greedy answer of at most `limit` tokens (the prompt is in the cache after the first).
 fn generate(
     engine: &mut Engine,
     request: &ModelRequest,
     constrain: bool,
     limit: usize,
-) -> (f64, usize, f64) {
+) -> Measured {
     let sampling = Sampling {
         temperature: 0.0,
         top_p: 1.0,
@@ -31,7 +41,11 @@ fn generate(
         .render(&request.messages, &request.tools)
         .unwrap();
     let prompt = engine.tokenizer.encode(&rendered).unwrap();
-    let mut logits = engine.model.prefill(&prompt, &mut || true).unwrap().unwrap();
+    let mut logits = engine
+        .model
+        .prefill(&prompt, &mut || true)
+        .unwrap()
+        .unwrap();
     let mut context = prompt;
     let mut rng = fastrand::Rng::with_seed(0);
     let started = Instant::now();
@@ -42,13 +56,16 @@ fn generate(
     };
     let grammar_ms = started.elapsed().as_secs_f64() * 1000.0;
     let mut written = 0;
+    let mut picking = std::time::Duration::ZERO;
     while written < limit {
+        let pick = Instant::now();
         let token = match constraint.as_mut() {
             Some(grammar) => {
                 sample_allowed(grammar, &mut logits, &context, &sampling, &mut rng).unwrap()
             }
             None => sample(&mut logits, &context, &sampling, &mut rng),
         };
+        picking += pick.elapsed();
         if engine.tokenizer.is_stop(token) {
             break;
         }
@@ -56,8 +73,12 @@ fn generate(
         context.push(token);
         logits = engine.model.step(token).unwrap();
     }
-    let rate = written as f64 / started.elapsed().as_secs_f64();
-    (rate, written, grammar_ms)
+    Measured {
+        rate: written as f64 / started.elapsed().as_secs_f64(),
+        tokens: written,
+        grammar_ms,
+        pick_us: picking.as_secs_f64() * 1e6 / (written + 1) as f64,
+    }
 }
 
 fn tool(name: &str, description: &str, parameters: serde_json::Value) -> ToolSpec {
@@ -96,10 +117,9 @@ fn classic_tools() -> Vec<ToolSpec> {
 
 /// Prints one table row per prompt: free and constrained tokens/s (medians of `runs`
 /// alternating pairs), their ratio, the answer's length and the grammar's build time.
-pub fn compare(engine: &mut Engine, runs: usize, code_mode_system: &str) {
+pub(crate) fn compare(engine: &mut Engine, runs: usize, code_mode_system: &str) {
     let classic = |question: &str| {
-        let mut request =
-            ModelRequest::new(ModelKind::Normal, vec![ChatMessage::user(question)]);
+        let mut request = ModelRequest::new(ModelKind::Normal, vec![ChatMessage::user(question)]);
         request.tools = classic_tools();
         request
     };
@@ -128,27 +148,25 @@ pub fn compare(engine: &mut Engine, runs: usize, code_mode_system: &str) {
     for (label, request) in &prompts {
         let mut free = Vec::new();
         let mut constrained = Vec::new();
-        let mut grammar = Vec::new();
-        let mut lengths = (0, 0);
         for _ in 0..runs {
-            let (rate, length, _) = generate(engine, request, false, 128);
-            free.push(rate);
-            lengths.0 = length;
-            let (rate, length, ms) = generate(engine, request, true, 128);
-            constrained.push(rate);
-            grammar.push(ms);
-            lengths.1 = length;
+            free.push(generate(engine, request, false, 128));
+            constrained.push(generate(engine, request, true, 128));
         }
-        let (free, constrained, grammar) = (
-            crate::median(free),
-            crate::median(constrained),
-            crate::median(grammar),
+        let median_of = |runs: &[Measured], value: fn(&Measured) -> f64| {
+            crate::median(runs.iter().map(value).collect())
+        };
+        let (free_rate, constrained_rate) = (
+            median_of(&free, |run| run.rate),
+            median_of(&constrained, |run| run.rate),
         );
         println!(
-            "| generation, {label}: free / constrained ({} / {} tokens) | {free:.1} / {constrained:.1} tokens/s ({:.3}×; grammar built in {grammar:.1} ms) |",
-            lengths.0,
-            lengths.1,
-            constrained / free
+            "| generation, {label}: free / constrained ({} / {} tokens) | {free_rate:.1} / {constrained_rate:.1} tokens/s ({:.3}×); picking a token {:.0} / {:.0} µs; grammar built in {:.1} ms |",
+            free[0].tokens,
+            constrained[0].tokens,
+            constrained_rate / free_rate,
+            median_of(&free, |run| run.pick_us),
+            median_of(&constrained, |run| run.pick_us),
+            median_of(&constrained, |run| run.grammar_ms),
         );
     }
 }

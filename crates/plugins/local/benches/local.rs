@@ -7,13 +7,18 @@
 //!   every shipped tool's declaration);
 //! - generation (tokens per second) of 128 greedy tokens after a short and after a long prompt;
 //! - a follow-up whose prompt shares a long prefix with the previous one (the prompt cache);
-//! - peak resident memory of the process.
+//! - peak resident memory of the process;
+//! - generation with and without constrained decoding, side by side, on classic prompts (a
+//!   call, prose) and the code-mode prompt (`AGENTIC_BENCH_ONLY=constrain` runs only that).
 //!
 //! Each timing is the median of five runs (`AGENTIC_BENCH_RUNS`); prints markdown table rows.
 //! `AGENTIC_BENCH_MODEL=<file.gguf>` runs another model file than the embedded default.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Instant;
+
+#[path = "local/constrained.rs"]
+mod constrained;
 
 use agentic_core::{ChatMessage, ModelKind, ModelRequest};
 use agentic_plugin_local::provider::sample;
@@ -70,6 +75,11 @@ fn main() {
     let started = Instant::now();
     let mut engine = Engine::load(&path).unwrap();
     let load = started.elapsed().as_secs_f64();
+    if std::env::var("AGENTIC_BENCH_ONLY").is_ok_and(|only| only == "constrain") {
+        println!("model: {}", path.display());
+        constrained::compare(&mut engine, runs, include_str!("code-mode-prompt.txt"));
+        return;
+    }
     if std::env::var("AGENTIC_BENCH_ONLY").is_ok_and(|only| only == "load") {
         println!("| load (read, lay out the blocks) | {load:.2} s |");
         return;
@@ -128,6 +138,7 @@ fn main() {
         seed: 0,
         repeat_penalty: 1.1,
         repeat_last_n: 64,
+        constrain: false,
     };
     let generated = 128;
     let mut generation_after = |prompt: &[u32]| {
@@ -222,5 +233,6 @@ fn main() {
         "| follow-up sharing a {}-token prefix: cached / from scratch | {cached:.0} ms / {uncached:.0} ms |",
         long.len() - 12
     );
+    constrained::compare(&mut engine, runs, include_str!("code-mode-prompt.txt"));
     println!("| peak resident memory | {:.0} MiB |", peak_rss_mib());
 }

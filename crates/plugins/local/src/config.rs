@@ -32,6 +32,9 @@ pub struct LocalConfig {
     /// disk, next to the models, so the next process starts from them instead of reading that
     /// part of the prompt again.
     pub prompt_cache: bool,
+    /// Decode tool calls under a grammar of the offered tools: a call names one of them and
+    /// its arguments follow that tool's input schema. Off decodes freely (to compare).
+    pub constrain: bool,
 }
 
 impl Default for LocalConfig {
@@ -45,6 +48,7 @@ impl Default for LocalConfig {
             repeat_last_n: 64,
             max_tokens: 512,
             prompt_cache: true,
+            constrain: true,
         }
     }
 }
@@ -76,6 +80,7 @@ impl LocalConfig {
             seed: self.seed,
             repeat_penalty: self.repeat_penalty,
             repeat_last_n: self.repeat_last_n,
+            constrain: self.constrain,
         }
     }
 

@@ -9,6 +9,7 @@
 
 mod attention;
 pub mod config;
+pub mod constrain;
 pub mod kernels;
 mod kquants;
 pub mod model;

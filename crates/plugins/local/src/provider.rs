@@ -12,6 +12,7 @@ use async_trait::async_trait;
 use candle_core::quantized::gguf_file;
 
 use crate::config::LocalConfig;
+use crate::constrain::{Constraint, Grammars, Vocabulary};
 use crate::model::Model;
 use crate::tokenizer::ChatTokenizer;
 
@@ -25,6 +26,9 @@ pub struct Sampling {
     /// Above 1, tokens seen in the last `repeat_last_n` are made less likely.
     pub repeat_penalty: f32,
     pub repeat_last_n: usize,
+    /// Decode under the request's grammar: a tool call names an offered tool and its
+    /// arguments follow that tool's input schema (see [`crate::constrain`]).
+    pub constrain: bool,
 }
 
 /// A prompt whose beginning was not in the cache is saved when at least this many of its
@@ -46,6 +50,9 @@ pub struct Engine {
     pub model: Model,
     pub tokenizer: ChatTokenizer,
     name: String,
+    vocabulary: Vocabulary,
+    /// Built on the first constrained answer: it reads the whole vocabulary.
+    grammars: Option<Grammars>,
     /// Where the prompt cache is kept between processes, if it is: a folder, and the start of
     /// this model's file names in it.
     prompt_cache: Option<(PathBuf, String)>,
@@ -77,6 +84,7 @@ impl Engine {
         let content = gguf_file::Content::read(&mut file)
             .with_context(|| format!("{} is not a GGUF model file", path.display()))?;
         let tokenizer = ChatTokenizer::from_gguf(&content)?;
+        let vocabulary = Vocabulary::from_gguf(&content)?;
         let model = Model::from_gguf(&content, &mut file)?;
         let name = path
             .file_stem()
@@ -86,6 +94,8 @@ impl Engine {
             model,
             tokenizer,
             name,
+            vocabulary,
+            grammars: None,
             prompt_cache: None,
         })
     }
@@ -213,6 +223,35 @@ impl Engine {
         &self.name
     }
 
+    /// The grammar `request` is decoded under, if it has one. A grammar that cannot be built
+    /// leaves the answer free, with a warning: constraints help the model, they never stop it.
+    pub fn constraint_for(&mut self, request: &ModelRequest) -> Option<Constraint> {
+        let grammars = match &mut self.grammars {
+            Some(grammars) => grammars,
+            slot => {
+                let built = Grammars::new(
+                    &self.vocabulary,
+                    self.model.hyper.vocab,
+                    &self.tokenizer.stops(),
+                );
+                match built {
+                    Ok(grammars) => slot.insert(grammars),
+                    Err(error) => {
+                        tracing::warn!(%error, "the local model's vocabulary gives no grammar; decoding unconstrained");
+                        return None;
+                    }
+                }
+            }
+        };
+        grammars
+            .for_request(request)
+            .map_err(|error| {
+                tracing::warn!(%error, "the request's grammar could not be built; decoding unconstrained");
+            })
+            .ok()
+            .flatten()
+    }
+
     /// Answers the chat in `request`. `emit` gets each piece of text as soon as it is final
     /// and returns false when nobody listens any more, which stops the work.
     pub fn generate(
@@ -253,12 +292,29 @@ impl Engine {
         let Some(mut logits) = logits else {
             return Ok(generated);
         };
+        let mut constraint = if sampling.constrain {
+            self.constraint_for(request)
+        } else {
+            None
+        };
         let mut rng = fastrand::Rng::with_seed(sampling.seed);
         let mut context = prompt.clone();
         // Text decoded so far, and how much of it has gone out.
         let mut sent = 0;
         while generated.tokens.len() < max_tokens {
-            let token = sample(&mut logits, &context, sampling, &mut rng);
+            let token = match constraint.as_mut() {
+                Some(grammar) => {
+                    match sample_allowed(grammar, &mut logits, &context, sampling, &mut rng) {
+                        Ok(token) => token,
+                        Err(error) => {
+                            tracing::warn!(%error, "the grammar failed; the rest of the answer is unconstrained");
+                            constraint = None;
+                            sample(&mut logits, &context, sampling, &mut rng)
+                        }
+                    }
+                }
+                None => sample(&mut logits, &context, sampling, &mut rng),
+            };
             if self.tokenizer.is_stop(token) {
                 generated.stopped = true;
                 break;
@@ -309,6 +365,32 @@ impl Engine {
         }
         Ok(generated)
     }
+}
+
+/// Picks the next token from `logits` (which it may change) among those `grammar` allows, and
+/// moves the grammar past it. The sampler's pick is checked first; only when the grammar
+/// refuses it is the full mask computed and the pick made again among the allowed tokens.
+pub fn sample_allowed(
+    grammar: &mut Constraint,
+    logits: &mut [f32],
+    context: &[u32],
+    sampling: &Sampling,
+    rng: &mut fastrand::Rng,
+) -> anyhow::Result<u32> {
+    let token = sample(logits, context, sampling, rng);
+    if grammar.allows(token)? {
+        grammar.accept(token)?;
+        return Ok(token);
+    }
+    grammar.mask(logits)?;
+    // The repeat penalty is already in `logits`.
+    let again = Sampling {
+        repeat_penalty: 1.0,
+        ..sampling.clone()
+    };
+    let token = sample(logits, context, &again, rng);
+    grammar.accept(token)?;
+    Ok(token)
 }
 
 /// Picks the next token from `logits` (which it may change).
@@ -508,6 +590,7 @@ mod tests {
             seed: 7,
             repeat_penalty: 1.0,
             repeat_last_n: 64,
+            constrain: false,
         }
     }
 

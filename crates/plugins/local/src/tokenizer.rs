@@ -168,6 +168,13 @@ impl ChatTokenizer {
         self.stops.contains(&id)
     }
 
+    /// The tokens that end an answer, in id order.
+    pub fn stops(&self) -> Vec<u32> {
+        let mut stops: Vec<u32> = self.stops.iter().copied().collect();
+        stops.sort_unstable();
+        stops
+    }
+
     /// The conversation as the model was trained to read it, ending where its answer starts.
     /// Tools are offered through the template when it knows how (the model then answers with
     /// its own call syntax, e.g. `<tool_call>{…}</tool_call>`, which classic mode reads).

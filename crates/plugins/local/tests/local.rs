@@ -32,6 +32,7 @@ fn greedy() -> Sampling {
         seed: 0,
         repeat_penalty: 1.1,
         repeat_last_n: 64,
+        constrain: true,
     }
 }
 

@@ -1,0 +1,112 @@
+//! Constrained decoding: what the model may write next, as a mask over its vocabulary, from a
+//! grammar built for the request (the offered tools' call syntax and input schemas). The
+//! grammar engine is `llguidance` (see `docs/architecture.md` for why); this module turns a
+//! request into its grammar and applies the engine's verdicts to the logits.
+//!
+//! A step costs one check of the token the sampler picked; the full mask is computed only
+//! when that token breaks the grammar, and the sampler picks again among the allowed ones.
+//! The result is the same as masking first: greedy takes the best allowed token either way,
+//! and sampling from the masked distribution equals sampling and retrying on a miss.
+
+mod tool_calls;
+mod vocabulary;
+
+use agentic_core::ModelRequest;
+use anyhow::anyhow;
+use llguidance::api::TopLevelGrammar;
+use llguidance::toktrie::{TokEnv, TokenId};
+use llguidance::{Matcher, ParserFactory};
+
+pub use tool_calls::{CLOSE, OPEN, tool_call_grammar};
+pub use vocabulary::Vocabulary;
+
+/// Builds a request's grammar against one model's vocabulary. Building it reads the whole
+/// vocabulary once (a trie and its slices), so an engine keeps one.
+pub struct Grammars {
+    factory: ParserFactory,
+}
+
+impl std::fmt::Debug for Grammars {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Grammars").finish_non_exhaustive()
+    }
+}
+
+impl Grammars {
+    /// Grammars over `vocabulary` for a model with `logits` outputs that ends its turn with
+    /// any of `stops`.
+    pub fn new(vocabulary: &Vocabulary, logits: usize, stops: &[u32]) -> anyhow::Result<Self> {
+        let env: TokEnv = vocabulary.token_env(logits, stops)?;
+        let mut factory = ParserFactory::new_simple(&env)?;
+        // Problems are returned as errors, not printed.
+        factory.quiet();
+        Ok(Self { factory })
+    }
+
+    /// The constraint for `request`, or `None` when it leaves the answer free: classic mode
+    /// with tools offered constrains the calls; code mode (no tools) is left free for now.
+    pub fn for_request(&self, request: &ModelRequest) -> anyhow::Result<Option<Constraint>> {
+        match tool_call_grammar(&request.tools) {
+            Some(grammar) => self.from_lark(&grammar).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// A constraint from a grammar in llguidance's Lark dialect.
+    pub fn from_lark(&self, grammar: &str) -> anyhow::Result<Constraint> {
+        let parser = self
+            .factory
+            .create_parser(TopLevelGrammar::from_lark(grammar.to_owned()));
+        let matcher = Matcher::new(parser);
+        if let Some(error) = matcher.get_error() {
+            return Err(anyhow!("the grammar does not compile: {error}"));
+        }
+        Ok(Constraint { matcher })
+    }
+}
+
+/// One answer's grammar, advanced token by token.
+pub struct Constraint {
+    matcher: Matcher,
+}
+
+impl std::fmt::Debug for Constraint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Constraint").finish_non_exhaustive()
+    }
+}
+
+impl Constraint {
+    /// Whether `token` may come next.
+    pub fn allows(&mut self, token: u32) -> anyhow::Result<bool> {
+        Ok(self.matcher.validate_tokens(&[token as TokenId])? == 1)
+    }
+
+    /// Moves past `token`, which [`Constraint::allows`].
+    pub fn accept(&mut self, token: u32) -> anyhow::Result<()> {
+        self.matcher.consume_token(token as TokenId)
+    }
+
+    /// Sets every token the grammar forbids next to minus infinity. Fails when it forbids
+    /// them all (the grammar has nowhere to go), leaving `logits` as they were.
+    pub fn mask(&mut self, logits: &mut [f32]) -> anyhow::Result<()> {
+        let allowed = self.matcher.compute_mask()?;
+        if allowed.is_zero() {
+            return Err(anyhow!("the grammar allows no token here"));
+        }
+        for (token, logit) in logits.iter_mut().enumerate() {
+            if !allowed.is_allowed(token as TokenId) {
+                *logit = f32::NEG_INFINITY;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the answer may end here.
+    pub fn may_end(&mut self) -> anyhow::Result<bool> {
+        self.matcher.is_accepting()
+    }
+}
+
+#[cfg(test)]
+mod tests;

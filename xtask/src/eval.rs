@@ -213,6 +213,19 @@ pub(crate) struct RunReport {
     /// The model that answered, as the provider named it.
     pub model: String,
     pub answer: String,
+    /// Mistakes constrained decoding is to make impossible, counted in the timeline.
+    pub mistakes: Mistakes,
+}
+
+/// Replies and calls of one run that a grammar rules out: programs that did not parse (or
+/// were no program), calls of functions that do not exist, and tool inputs with fields the
+/// tool does not take.
+#[derive(Debug, Default, Clone, Copy, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Mistakes {
+    pub unparsed: u64,
+    pub undefined_calls: u64,
+    pub unknown_fields: u64,
 }
 
 pub(crate) struct Options {
@@ -378,6 +391,7 @@ fn run_one(
             .unwrap_or_default()
             .to_owned(),
         answer: events.answer(),
+        mistakes: events.mistakes(),
     };
     if outcome.timed_out {
         report.failure = "timeout".into();
@@ -621,6 +635,36 @@ impl Events {
             .into_iter()
             .filter(|output| output["type"] == "tool" && output["function"] != function)
             .count() as u64
+    }
+
+    /// The errors in the timeline that are [`Mistakes`].
+    pub(crate) fn mistakes(&self) -> Mistakes {
+        let mut mistakes = Mistakes::default();
+        for output in self.outputs() {
+            if output["type"] != "tool" {
+                continue;
+            }
+            let Some(error) = output["result"]["error"].as_str() else {
+                continue;
+            };
+            if output["function"] == "code.execute" {
+                if error.contains("SyntaxError")
+                    || error.starts_with("not run: this reply is not a JavaScript program")
+                {
+                    mistakes.unparsed += 1;
+                } else if error.contains("is not defined")
+                    || error.contains("not a callable function")
+                    || error.contains("is not a function")
+                {
+                    mistakes.undefined_calls += 1;
+                }
+            } else if error.starts_with("invalid input for")
+                && (error.contains("Additional properties") || error.contains("unexpected"))
+            {
+                mistakes.unknown_fields += 1;
+            }
+        }
+        mistakes
     }
 
     pub(crate) fn usage_number(&self, key: &str) -> u64 {
@@ -947,8 +991,8 @@ pub(crate) fn summary(reports: &[RunReport], modes: &[String]) -> String {
         values.sort_unstable();
         values[values.len() / 2]
     };
-    text.push_str("| tasks | mode | success | model calls (median) | prompt tokens (median) | completion tokens (median) | wall s (median) |\n");
-    text.push_str("| --- | --- | --- | --- | --- | --- | --- |\n");
+    text.push_str("| tasks | mode | success | model calls (median) | prompt tokens (median) | completion tokens (median) | wall s (median) | unparsed / undefined calls / unknown fields |\n");
+    text.push_str("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
     // All, then each split (tuning and held-out apart, always), then each kind.
     type Member = Box<dyn Fn(&RunReport) -> bool>;
     let mut groups: Vec<(&str, Member)> = vec![("all", Box::new(|_: &RunReport| true))];
@@ -978,13 +1022,16 @@ pub(crate) fn summary(reports: &[RunReport], modes: &[String]) -> String {
             }
             let ok = runs.iter().filter(|report| report.success).count();
             text.push_str(&format!(
-                "| {name} | {mode} | {ok}/{} ({:.0}%) | {} | {} | {} | {:.1} |\n",
+                "| {name} | {mode} | {ok}/{} ({:.0}%) | {} | {} | {} | {:.1} | {} / {} / {} |\n",
                 runs.len(),
                 100.0 * ok as f64 / runs.len() as f64,
                 median(runs.iter().map(|r| r.model_calls).collect()),
                 median(runs.iter().map(|r| r.prompt_tokens).collect()),
                 median(runs.iter().map(|r| r.completion_tokens).collect()),
                 median(runs.iter().map(|r| r.wall_ms).collect()) as f64 / 1000.0,
+                runs.iter().map(|r| r.mistakes.unparsed).sum::<u64>(),
+                runs.iter().map(|r| r.mistakes.undefined_calls).sum::<u64>(),
+                runs.iter().map(|r| r.mistakes.unknown_fields).sum::<u64>(),
             ));
         }
     }

@@ -127,6 +127,12 @@ pub struct ModelRequest {
     /// left to its server's default leaves it there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_temperature: Option<f32>,
+    /// A grammar the answer must follow, in llguidance's Lark dialect. A provider that
+    /// decodes the model itself (the embedded one) generates under it; a provider that cannot
+    /// ignores it, so it is a help to the model, never a check of the answer. Code mode sets
+    /// it to the JavaScript its sandbox runs with this prompt's tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grammar: Option<String>,
 }
 
 impl ModelRequest {
@@ -138,6 +144,7 @@ impl ModelRequest {
             max_tokens: None,
             stop: Vec::new(),
             min_temperature: None,
+            grammar: None,
         }
     }
 

@@ -460,11 +460,11 @@ mod tests {
             text,
             "// Add a todo to the user's list\n\
              todo.create(input: {\n  \
+               title: string; // What to do. Short.\n  \
                due?: string; // RFC 3339 date or time\n  \
                priority?: \"low\" | \"high\";\n  \
-               tags?: string[];\n  \
-               title: string; // What to do. Short.\n\
-             }): { done: boolean; due?: string | null; id: string }"
+               tags?: string[];\n\
+             }): { id: string; done: boolean; due?: string | null }"
         );
     }
 

@@ -10,6 +10,7 @@
 
 mod engine;
 mod got;
+pub mod grammar;
 mod history;
 mod host;
 mod journal;

@@ -58,6 +58,8 @@ pub(crate) struct CodeExecutor {
     /// The system prompt, built from `prepared` on the first request and the same for every
     /// request of the prompt after it.
     system: std::sync::OnceLock<String>,
+    /// The grammar of this prompt's programs (see [`crate::grammar`]), built on first use.
+    grammar: std::sync::OnceLock<String>,
     iterations: u32,
     max_iterations: u32,
     /// `store()`/`recall()` values, carried from one iteration to the next.
@@ -146,6 +148,7 @@ impl CodeExecutor {
             recorder,
             prepared: None,
             system: std::sync::OnceLock::new(),
+            grammar: std::sync::OnceLock::new(),
             iterations: 0,
             max_iterations,
             store: Map::new(),
@@ -1398,6 +1401,16 @@ impl CodeExecutor {
             None => messages.extend(iteration_messages(&prompt.output, limit)),
         }
         let mut request = ModelRequest::new(prompt.model, messages);
+        let grammar = self.grammar.get_or_init(|| {
+            crate::grammar::program_grammar(bindings, |id| {
+                prepared
+                    .tools
+                    .iter()
+                    .find(|tool| tool.id() == id)
+                    .map(|tool| tool.input_schema())
+            })
+        });
+        request.grammar = Some(grammar.clone());
         // The last reply was the code of an earlier program again. At temperature 0 the
         // model writes it once more however the request is put (eval rounds 7 and 8: asked
         // afresh, Qwen2.5-Coder-1.5B sent its first program back in every case), so the next

@@ -183,7 +183,7 @@ mod tests {
         let Shape::List { item } = &fields[0].1 else {
             panic!("{shape:?}")
         };
-        assert_eq!(field_names(item), ["kind", "path"]);
+        assert_eq!(field_names(item), ["path", "kind"]);
     }
 
     #[test]

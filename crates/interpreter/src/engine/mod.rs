@@ -634,7 +634,7 @@ mod tests {
             .register_global_property(js_string!("v"), js, Attribute::all())
             .unwrap();
         let checks = "Object.getPrototypeOf(v) === Object.prototype && v.__proto__.x === 1 \
-            && Object.keys(v).join() === '0,__proto__,a,b,big,nested' && v.a[1] === -2";
+            && Object.keys(v).join() === '0,b,a,__proto__,big,nested' && v.a[1] === -2";
         let checked = context.eval(Source::from_bytes(checks)).unwrap();
         assert_eq!(checked.as_boolean(), Some(true));
 

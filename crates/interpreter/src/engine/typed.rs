@@ -230,7 +230,7 @@ mod tests {
         let error = outcome.result.unwrap_err();
         assert_eq!(
             error.message,
-            "TypeError: `entries[i]` in the result of fs.list has no field `name`; its fields are kind, path, size"
+            "TypeError: `entries[i]` in the result of fs.list has no field `name`; its fields are path, kind, size"
         );
         assert_eq!(error.line, Some(2), "{error:?}");
     }
@@ -254,7 +254,7 @@ mod tests {
         assert_eq!(value["truncated"], false);
         assert_eq!(
             value["text"],
-            "2 [object Object] {\"kind\":\"file\",\"path\":\"a.txt\",\"size\":3}"
+            "2 [object Object] {\"path\":\"a.txt\",\"kind\":\"file\",\"size\":3}"
         );
         assert_eq!(value["keys"], json!(["kind", "path", "size"]));
         assert_eq!(value["listing"], listing());
@@ -270,7 +270,7 @@ mod tests {
         let error = outcome.result.unwrap_err();
         assert_eq!(
             error.message,
-            "TypeError: the result of fs.list has no field `files`; its fields are entries, note, truncated"
+            "TypeError: the result of fs.list has no field `files`; its fields are entries, truncated, note"
         );
         assert_eq!(error.line, Some(2), "{error:?}");
     }

@@ -32,8 +32,10 @@ pub struct LocalConfig {
     /// disk, next to the models, so the next process starts from them instead of reading that
     /// part of the prompt again.
     pub prompt_cache: bool,
-    /// Decode tool calls under a grammar of the offered tools: a call names one of them and
-    /// its arguments follow that tool's input schema. Off decodes freely (to compare).
+    /// Decode under the request's grammar: in classic mode a call names one of the offered
+    /// tools and its arguments follow that tool's input schema; in code mode the program is
+    /// JavaScript that calls only declared tools with their declared fields. Off decodes
+    /// freely (to compare).
     pub constrain: bool,
 }
 

@@ -331,7 +331,7 @@ fn code_mode_declares_mcp_tools_from_their_schemas() {
     for declaration in [
         // From the input and output schemas.
         r#"everything.getStructuredContent(input: {\n  location: \"New York\" | \"Chicago\" | \"Los Angeles\""#,
-        r#"}): { conditions: string; humidity: number; temperature: number }"#,
+        r#"}): { temperature: number; conditions: string; humidity: number }"#,
         // No output schema: the result is the text.
         r#"everything.getSum(input: {\n  a: number"#,
         "}): string",

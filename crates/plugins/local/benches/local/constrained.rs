@@ -115,6 +115,30 @@ fn classic_tools() -> Vec<ToolSpec> {
     ]
 }
 
+/// A code-mode request under the grammar of the tools `code_mode_system` declares
+/// (`benches/code-mode-tools.json`, their schemas as `agentic tool-schema` prints them).
+fn code_mode(code_mode_system: &str, question: &str) -> ModelRequest {
+    let tools: Vec<serde_json::Value> =
+        serde_json::from_str(include_str!("../code-mode-tools.json")).unwrap();
+    let grammar =
+        agentic_interpreter::grammar::program_grammar_for_schemas(tools.iter().map(|tool| {
+            (
+                tool["id"].as_str().unwrap_or_default(),
+                &tool["input"],
+                tool.get("output").filter(|output| !output.is_null()),
+            )
+        }));
+    let mut request = ModelRequest::new(
+        ModelKind::Normal,
+        vec![
+            ChatMessage::system(code_mode_system),
+            ChatMessage::user(question),
+        ],
+    );
+    request.grammar = Some(grammar);
+    request
+}
+
 /// Prints one table row per prompt: free and constrained tokens/s (medians of `runs`
 /// alternating pairs), their ratio, the answer's length and the grammar's build time.
 pub(crate) fn compare(engine: &mut Engine, runs: usize, code_mode_system: &str) {
@@ -129,14 +153,12 @@ pub(crate) fn compare(engine: &mut Engine, runs: usize, code_mode_system: &str) 
             "classic, prose",
             classic("Explain in two paragraphs what a time zone is."),
         ),
+        ("code mode", code_mode(code_mode_system, "What time is it?")),
         (
-            "code mode (no grammar yet)",
-            ModelRequest::new(
-                ModelKind::Normal,
-                vec![
-                    ChatMessage::system(code_mode_system),
-                    ChatMessage::user("What time is it?"),
-                ],
+            "code mode, files",
+            code_mode(
+                code_mode_system,
+                "Which file under logs/ is the biggest, and how many lines has it?",
             ),
         ),
     ];

@@ -1,5 +1,6 @@
 //! Constrained decoding: what the model may write next, as a mask over its vocabulary, from a
-//! grammar built for the request (the offered tools' call syntax and input schemas). The
+//! grammar built for the request (the offered tools' call syntax and input schemas, or the
+//! grammar the request brings, such as code mode's JavaScript). The
 //! grammar engine is `llguidance` (see `docs/architecture.md` for why); this module turns a
 //! request into its grammar and applies the engine's verdicts to the logits.
 //!
@@ -43,9 +44,13 @@ impl Grammars {
         Ok(Self { factory })
     }
 
-    /// The constraint for `request`, or `None` when it leaves the answer free: classic mode
-    /// with tools offered constrains the calls; code mode (no tools) is left free for now.
+    /// The constraint for `request`, or `None` when it leaves the answer free: the grammar
+    /// the request brings (code mode's program), else, with tools offered, the grammar of
+    /// their calls (classic mode).
     pub fn for_request(&self, request: &ModelRequest) -> anyhow::Result<Option<Constraint>> {
+        if let Some(grammar) = &request.grammar {
+            return self.from_lark(grammar).map(Some);
+        }
         match tool_call_grammar(&request.tools) {
             Some(grammar) => self.from_lark(&grammar).map(Some),
             None => Ok(None),

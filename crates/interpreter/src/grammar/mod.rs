@@ -1,0 +1,248 @@
+//! The grammar of a code-mode reply, for providers that decode under one (the embedded model;
+//! see `agentic-plugin-local`'s `constrain`). It is the JavaScript subset of `program.lark`
+//! with this prompt's names appended:
+//! - a tool is called only by a name it is bound to (`fs.list`, `fsList`, `tools["fs.list"]`);
+//!   a namespace is nothing but the prefix of its tools, and Node's globals (`require`,
+//!   `process`, …) are no names at all;
+//! - an object literal written as a tool's input has only that tool's input fields as keys,
+//!   and a field with an enum of strings takes one of them (or a variable);
+//! - a read chained on a call (`fs.list({…}).entries[0].name`) names only fields the tool's
+//!   declared result has, as the sandbox checks them (`crate::shape`).
+//!
+//! Everything else a program writes is free: calls of its own functions, of JavaScript's
+//! built-ins and of the sandbox functions, reads of variables. What the grammar cannot see
+//! (a read of a `const` bound to a result) the sandbox still checks when it runs.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+use crate::protocol::ToolBinding;
+use crate::shape::Shape;
+
+/// The part of the grammar that is the same for every prompt.
+const PROGRAM: &str = include_str!("program.lark");
+
+/// Globals of Node.js and browsers a model reaches for that the sandbox has not: never a name.
+const HOST_NAMES: &[&str] = &[
+    "require",
+    "module",
+    "exports",
+    "process",
+    "Buffer",
+    "__dirname",
+    "__filename",
+    "XMLHttpRequest",
+    "window",
+    "document",
+    "globalThis",
+];
+
+/// The Lark grammar (llguidance's dialect) of a program that may call the tools of `bindings`.
+/// `input_of` gives a tool's input schema by id.
+pub fn program_grammar<'a>(
+    bindings: &[ToolBinding],
+    input_of: impl Fn(&str) -> Option<&'a Value>,
+) -> String {
+    let mut grammar = String::from(PROGRAM);
+    let mut callees: Vec<String> = Vec::new();
+    let mut excluded: Vec<String> = HOST_NAMES.iter().map(|name| (*name).to_owned()).collect();
+    let mut shapes = Shapes::default();
+    let mut calls = Vec::new();
+    for (index, binding) in bindings.iter().enumerate() {
+        let mut names = Vec::new();
+        if let Some((namespace, method)) = binding.namespace_and_method() {
+            names.push(format!("{} \".\" {}", literal(namespace), literal(method)));
+            excluded.push(namespace.to_owned());
+        }
+        for function in binding.function.iter().chain(&binding.aliases) {
+            names.push(literal(function));
+            excluded.push(function.clone());
+        }
+        let id = Value::String(binding.id.clone()).to_string();
+        let single = format!(
+            "'{}'",
+            binding.id.replace('\\', "\\\\").replace('\'', "\\'")
+        );
+        names.push(format!(
+            "\"tools\" \"[\" ({} | {}) \"]\"",
+            literal(&id),
+            literal(&single)
+        ));
+        callees.extend(names.iter().cloned());
+        let input = input_rule(&mut grammar, index, input_of(&binding.id));
+        let result = shapes.rule(&mut grammar, &binding.result);
+        let _ = writeln!(
+            grammar,
+            "call_{index}: ({}) \"(\" {input}? \")\" {result}",
+            names.join(" | ")
+        );
+        calls.push(format!("call_{index}"));
+    }
+    if calls.is_empty() {
+        // No tool: `tool_call` must still exist, and matches nothing a program can write.
+        grammar.push_str("tool_call: \"tools\" \"[\" \"]\" \"(\" \")\"\n");
+    } else {
+        let _ = writeln!(grammar, "tool_call: {}", calls.join(" | "));
+    }
+    excluded.sort();
+    excluded.dedup();
+    let excluded: Vec<String> = excluded.iter().map(|name| literal(name)).collect();
+    let _ = writeln!(
+        grammar,
+        "NAME: IDENTIFIER & ~(RESERVED | {})",
+        excluded.join(" | ")
+    );
+    grammar
+}
+
+/// The grammar for tools given by id, input schema and output schema, bound as code mode binds
+/// them (for benches and tools outside a prompt).
+pub fn program_grammar_for_schemas<'a>(
+    tools: impl IntoIterator<Item = (&'a str, &'a Value, Option<&'a Value>)>,
+) -> String {
+    let tools: Vec<(&str, &Value, Option<&Value>)> = tools.into_iter().collect();
+    let bindings =
+        crate::names::bindings(tools.iter().map(|(id, _, output)| crate::names::ToolNames {
+            id,
+            description: "",
+            aliases: &[],
+            output: *output,
+        }));
+    program_grammar(&bindings, |id| {
+        tools
+            .iter()
+            .find(|(tool, _, _)| *tool == id)
+            .map(|(_, input, _)| *input)
+    })
+}
+
+/// Rules for a tool's input; returns the rule to call it with.
+fn input_rule(grammar: &mut String, index: usize, schema: Option<&Value>) -> String {
+    let properties = schema
+        .and_then(|schema| schema.get("properties"))
+        .and_then(Value::as_object);
+    let Some(properties) = properties else {
+        // Not an object of known fields: any arguments.
+        let _ = writeln!(grammar, "input_{index}: arg (\",\" arg)* \",\"?");
+        return format!("input_{index}");
+    };
+    let mut fields = Vec::new();
+    for (field, declared) in properties {
+        let quoted = format!(
+            "{} | {}",
+            literal(&Value::String(field.clone()).to_string()),
+            literal(&format!("'{field}'"))
+        );
+        let value = match string_enum(declared, schema) {
+            Some(values) => {
+                let options: Vec<String> = values
+                    .iter()
+                    .flat_map(|value| {
+                        [
+                            literal(&Value::String(value.clone()).to_string()),
+                            literal(&format!("'{value}'")),
+                        ]
+                    })
+                    .collect();
+                format!("({} | NAME tail*)", options.join(" | "))
+            }
+            None => "assign".to_owned(),
+        };
+        let mut alternatives = vec![format!("({quoted}) \":\" {value}")];
+        if is_identifier(field) {
+            alternatives.push(format!("{} (\":\" {value})?", literal(field)));
+        }
+        fields.push(alternatives.join(" | "));
+    }
+    fields.push("\"...\" assign".to_owned());
+    let _ = writeln!(grammar, "field_{index}: {}", fields.join(" | "));
+    // A variable (or a member of one) may stand for the whole input.
+    let _ = writeln!(
+        grammar,
+        "input_{index}: \"{{\" (field_{index} (\",\" field_{index})* \",\"?)? \"}}\" | NAME tail*"
+    );
+    format!("input_{index}")
+}
+
+/// The strings a field is restricted to, when its schema (or the one it refers to) is an
+/// `enum` of strings only.
+fn string_enum(schema: &Value, root: Option<&Value>) -> Option<Vec<String>> {
+    let mut schema = schema;
+    if let Some(target) = schema.get("$ref").and_then(Value::as_str) {
+        let path = target.strip_prefix("#/")?;
+        let mut found = root?;
+        for part in path.split('/') {
+            found = found.get(part)?;
+        }
+        schema = found;
+    }
+    let values = schema.get("enum")?.as_array()?;
+    values
+        .iter()
+        .map(|value| {
+            value
+                .as_str()
+                .filter(|text| !text.contains(['\'', '"', '\\', '\n']))
+                .map(str::to_owned)
+        })
+        .collect::<Option<Vec<String>>>()
+        .filter(|values| !values.is_empty())
+}
+
+/// One rule per distinct result shape: what may be chained on a value of that shape.
+#[derive(Default)]
+struct Shapes {
+    rules: HashMap<Shape, String>,
+}
+
+impl Shapes {
+    fn rule(&mut self, grammar: &mut String, shape: &Shape) -> String {
+        if let Some(name) = self.rules.get(shape) {
+            return name.clone();
+        }
+        let name = format!("shape_{}", self.rules.len());
+        self.rules.insert(shape.clone(), name.clone());
+        let body = match shape {
+            Shape::Any => "tail*".to_owned(),
+            Shape::Record { fields } => {
+                let mut reads = Vec::new();
+                for (field, inner) in fields {
+                    if !is_identifier(field) {
+                        continue;
+                    }
+                    let inner = self.rule(grammar, inner);
+                    reads.push(format!("(\".\" | \"?.\") {} {inner}", literal(field)));
+                }
+                // A computed read (`result[key]`) is left to the sandbox.
+                reads.push("(\"[\" expr \"]\" | \"?.[\" expr \"]\") tail*".to_owned());
+                format!("({})?", reads.join(" | "))
+            }
+            Shape::List { item } => {
+                let item = self.rule(grammar, item);
+                format!(
+                    "((\"[\" expr \"]\" | \"?.[\" expr \"]\") {item} | (\".\" PROP_NAME | \"?.\" PROP_NAME) tail*)?"
+                )
+            }
+        };
+        let _ = writeln!(grammar, "{name}: {body}");
+        name
+    }
+}
+
+fn is_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '$')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
+}
+
+/// `text` as a Lark string literal.
+fn literal(text: &str) -> String {
+    Value::String(text.to_owned()).to_string()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,175 @@
+//! The code-mode grammar against programs that must pass and programs that must not, one
+//! byte per token (the way a vocabulary can always spell text).
+
+use llguidance::api::TopLevelGrammar;
+use llguidance::toktrie::ApproximateTokEnv;
+use llguidance::{Matcher, ParserFactory};
+use serde_json::{Value, json};
+
+use super::program_grammar;
+use crate::protocol::ToolBinding;
+use crate::shape::Shape;
+
+fn binding(id: &str, function: Option<&str>, result: Value) -> ToolBinding {
+    ToolBinding {
+        id: id.to_owned(),
+        function: function.map(str::to_owned),
+        aliases: Vec::new(),
+        member: Some(id.to_owned()),
+        description: String::new(),
+        result: Shape::of_schema(&result),
+    }
+}
+
+fn inputs(id: &str) -> Option<&'static Value> {
+    static LIST: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| {
+        json!({ "type": "object", "properties": {
+            "path": { "type": "string" }, "recursive": { "type": "boolean" } } })
+    });
+    static READ: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| {
+        json!({ "type": "object", "properties": {
+            "path": { "type": "string" }, "encoding": { "$ref": "#/$defs/Encoding" } },
+            "$defs": { "Encoding": { "enum": ["utf8", "base64"] } } })
+    });
+    static NOW: std::sync::LazyLock<Value> = std::sync::LazyLock::new(
+        || json!({ "type": "object", "properties": { "timezone": { "type": "string" } } }),
+    );
+    match id {
+        "fs.list" => Some(&LIST),
+        "fs.read" => Some(&READ),
+        "time.now" => Some(&NOW),
+        _ => None,
+    }
+}
+
+fn grammar() -> String {
+    let entry = json!({ "type": "object", "properties": {
+        "name": { "type": "string" }, "path": { "type": "string" },
+        "kind": { "type": "string" }, "size": { "type": "integer" } } });
+    let bindings = vec![
+        binding(
+            "fs.list",
+            Some("fsList"),
+            json!({ "type": "object", "properties": {
+                "entries": { "type": "array", "items": entry } } }),
+        ),
+        binding(
+            "fs.read",
+            None,
+            json!({ "type": "object", "properties": { "content": { "type": "string" } } }),
+        ),
+        binding(
+            "time.now",
+            None,
+            json!({ "type": "object", "properties": {
+                "iso": { "type": "string" }, "weekday": { "type": "string" } } }),
+        ),
+        binding("web.fetch", None, json!({})),
+    ];
+    program_grammar(&bindings, inputs)
+}
+
+/// `Ok(())` when the grammar takes `program` whole and lets it end there; else the part it
+/// took before it refused (or `…` when all was taken but the program may not end).
+fn check(program: &str) -> Result<(), String> {
+    let env = ApproximateTokEnv::single_byte_env();
+    let mut factory = ParserFactory::new_simple(&env).unwrap();
+    factory.quiet();
+    let parser = factory.create_parser(TopLevelGrammar::from_lark(grammar()));
+    let mut matcher = Matcher::new(parser);
+    if let Some(error) = matcher.get_error() {
+        panic!("the grammar does not compile: {error}");
+    }
+    for (at, byte) in program.bytes().enumerate() {
+        let token = byte as u32;
+        if matcher.validate_tokens(&[token]).unwrap() != 1 {
+            return Err(program[..at].to_owned());
+        }
+        matcher.consume_token(token).unwrap();
+    }
+    if matcher.is_accepting().unwrap() {
+        Ok(())
+    } else {
+        Err(format!("{program}…"))
+    }
+}
+
+#[test]
+fn programs_models_write_are_accepted() {
+    for program in [
+        "done(1)",
+        "const now = time.now({ timezone: \"Asia/Tokyo\" });\ndone(now.weekday);",
+        "```javascript\nconst files = fs.list({ path: \"logs\" }).entries;\nlet total = 0;\nfor (const file of files) {\n  if (file.kind === 'file') total += file.size;\n}\noutput(`total: ${total} bytes`);\n```",
+        "```js\nconst text = fs.read({ path: 'a.txt', encoding: 'utf8' }).content;\nconst lines = text.split(/\\r?\\n/).filter((line) => line.trim() !== '');\nconsole.log(lines.length)\ndone({ response: `${lines.length} lines` })\n```",
+        "// the biggest file\nconst { entries } = fs.list({ path: '.', recursive: false });\nconst biggest = entries.reduce((a, b) => (b.size > a.size ? b : a));\ndone(biggest.name + ': ' + biggest.size);",
+        "const names = fs.list({ path: 'logs' }).entries.map(e => e.name).sort();\nfor (let i = 0; i < names.length; i++) { log(i, names[i]); }",
+        "const args = { path: 'x' };\nconst r = fsList(args);\nconst page = web.fetch({ url: 'https://example.com' }).body.slice(0, 10);",
+        "const [a, b] = parallel([() => fs.read({ path: 'a' }), () => fs.read({ path: 'b' })]);\ntry { JSON.parse(a.content) } catch (e) { done(String(e)) }",
+        "async function main() {\n  const r = await time.now({});\n  return r.iso;\n}\nmain().then(done);",
+        "const first = fs.list({ path }).entries[0].name;\nconst x = tools[\"fs.read\"]({ path: first });\nlet n = 0x1F + 1.5e3 - .5; n **= 2; n ??= 1;\nswitch (n) { case 1: break; default: n = -n }\nwhile (n > 0) n--;",
+        "const a = 1\nconst b = a + 2\nlog(b)\nlet c = [a, b]\nc = c.map(x => x * 2)\nb",
+        "(async () => {\n  const r = time.now({ timezone: 'UTC' })\n  done(r.iso)\n})();",
+        "const x = 1;\n[1, 2].forEach(n => log(n));\n`${x}`;\n-x",
+        "'use strict'\nconst x = fs.list({}).entries\n  .filter(e => e.kind == 'dir')\n  .length\nx",
+        "const obj = { 'a-b': 1, default: 2, [`k${1}`]: 3, f() { return 1 }, ...{ c: 4 } };\nobj?.a?.[0]?.(1);\nconst t = typeof obj === 'object' && !(obj instanceof Array);",
+    ] {
+        if let Err(taken) = check(program) {
+            panic!("refused after {taken:?}\nin {program}");
+        }
+    }
+}
+
+#[test]
+fn wrong_calls_fields_and_node_habits_are_refused_where_they_start() {
+    for (program, taken) in [
+        // A tool that is not declared, on a namespace that is.
+        ("fs.readFileSync('a')", "fs."),
+        ("fs.mkdir({ dir_name: 'x' })", "fs."),
+        // Node's modules and globals are no names here.
+        ("const fs = require('fs')", "const "),
+        ("const x = require('fs')", "const x = "),
+        ("process.exit(1)", ""),
+        // A namespace is no value of its own.
+        ("const f = fs;", "const f = fs"),
+        // An input field the tool does not take; an enum value it does not list.
+        ("fs.list({ path: 'a', depth: 2 })", "fs.list({ path: 'a', "),
+        (
+            "fs.read({ path: 'a', encoding: 'latin1' })",
+            "fs.read({ path: 'a', encoding: ",
+        ),
+        ("time.now({ tz: 'UTC' })", "time.now({ "),
+        // A read chained on a result that its tool does not declare.
+        ("time.now({}).text", "time.now({})."),
+        (
+            "fs.list({ path: 'a' }).entries[0].filename",
+            "fs.list({ path: 'a' }).entries[0].",
+        ),
+        ("fs.list({ path: 'a' }).files", "fs.list({ path: 'a' })."),
+        // A read that starts a new line still goes on with the call before it.
+        (
+            "const e = fs.list({}).entries\n[0].filename",
+            "const e = fs.list({}).entries\n[0].",
+        ),
+        // Not JavaScript, or not a program: prose before it, a second fence after it.
+        ("Here is the program:\ndone(1)", "Here "),
+        ("```js\ndone(1)\n```\nDone.", "```js\ndone(1)\n```"),
+        ("Tools I used:\n- fs.list({})", "Tools "),
+    ] {
+        match check(program) {
+            Ok(()) => panic!("accepted: {program}"),
+            Err(refused_after) => assert!(
+                refused_after.starts_with(taken),
+                "{program}: refused after {refused_after:?}, expected after {taken:?}"
+            ),
+        }
+    }
+}
+
+#[test]
+fn a_program_without_tools_still_has_a_grammar() {
+    let grammar = program_grammar(&[], |_| None);
+    let env = ApproximateTokEnv::single_byte_env();
+    let factory = ParserFactory::new_simple(&env).unwrap();
+    let matcher = Matcher::new(factory.create_parser(TopLevelGrammar::from_lark(grammar)));
+    assert_eq!(matcher.get_error(), None);
+}

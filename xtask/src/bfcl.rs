@@ -58,6 +58,8 @@ pub(crate) struct Options {
     /// Per prompt (a multi-turn task makes one prompt per turn).
     pub timeout: Duration,
     pub temperature: Option<f64>,
+    /// Whether the embedded model decodes under the request's grammar (`[local] constrain`).
+    pub constrain: bool,
     pub out: PathBuf,
 }
 
@@ -185,7 +187,7 @@ pub(crate) fn eval(options: &Options, require_completed: bool) -> anyhow::Result
          entry among its models, so none is shown here (see docs/benchmarks.md).\n\n",
         PACKAGE_VERSION,
         crate::provider(),
-        crate::sampling(options.temperature),
+        crate::sampling(options.temperature, options.constrain),
         crate::machine(),
         crate::unix_time()?,
         PACKAGE_VERSION,
@@ -376,16 +378,7 @@ fn write_config(
     let mut servers = toml::Table::new();
     servers.insert("bfcl".into(), toml::Value::Table(bfcl));
     set(&mut config, "mcp", "servers", toml::Value::Table(servers));
-    if let Some(temperature) = options.temperature {
-        for section in ["openai", "local"] {
-            set(
-                &mut config,
-                section,
-                "temperature",
-                toml::Value::Float(temperature),
-            );
-        }
-    }
+    crate::eval::model_settings(&mut config, options.temperature, options.constrain);
     let path = dir.join("agentic.toml");
     std::fs::write(&path, toml::to_string(&config)?)?;
     Ok(path)

@@ -236,6 +236,8 @@ pub(crate) struct Options {
     /// Sampling temperature for the model (`[openai]` and `[local]`); the provider's default
     /// when `None` (llama.cpp's server samples at 0.8, OpenAI at 1).
     pub temperature: Option<f64>,
+    /// Whether the embedded model decodes under the request's grammar (`[local] constrain`).
+    pub constrain: bool,
     pub out: PathBuf,
 }
 
@@ -285,6 +287,24 @@ pub(crate) fn one_line(text: &str, max: usize) -> String {
 }
 
 /// Sets `key` of the `[section]` table of a run's config, making the table if need be.
+/// The model's settings for a run: the temperature, when one is given, for the OpenAI-compatible
+/// and the embedded provider, and whether the embedded model decodes under grammars.
+pub(crate) fn model_settings(config: &mut toml::Table, temperature: Option<f64>, constrain: bool) {
+    if let Some(temperature) = temperature {
+        for section in ["openai", "local"] {
+            set(
+                config,
+                section,
+                "temperature",
+                toml::Value::Float(temperature),
+            );
+        }
+    }
+    if !constrain {
+        set(config, "local", "constrain", toml::Value::Boolean(false));
+    }
+}
+
 pub(crate) fn set(config: &mut toml::Table, section: &str, key: &str, value: toml::Value) {
     let table = config
         .entry(section)
@@ -326,16 +346,7 @@ fn run_one(
         "root",
         toml::Value::String(root.to_string_lossy().into_owned()),
     );
-    if let Some(temperature) = options.temperature {
-        for section in ["openai", "local"] {
-            set(
-                &mut config,
-                section,
-                "temperature",
-                toml::Value::Float(temperature),
-            );
-        }
-    }
+    crate::eval::model_settings(&mut config, options.temperature, options.constrain);
     let config_path = dir.join("agentic.toml");
     std::fs::write(&config_path, toml::to_string(&config)?)?;
     let agentic = Agentic {

@@ -595,7 +595,7 @@ fn workspace_root() -> PathBuf {
 }
 
 /// `cargo xtask eval [--modes classic,code] [--tasks ids-kinds-or-splits] [--runs N] [--timeout S]
-/// [--temperature T] [--out DIR] [--binary PATH]`, or with `--suite bfcl[:categories]
+/// [--temperature T] [--out DIR] [--binary PATH] [--unconstrained]`, or with `--suite bfcl[:categories]
 /// [--limit N]` BFCL's tasks instead of ours.
 fn eval(root: &Path, arguments: &[String]) -> anyhow::Result<()> {
     let mut modes = vec!["classic".to_owned(), "code".to_owned()];
@@ -605,6 +605,7 @@ fn eval(root: &Path, arguments: &[String]) -> anyhow::Result<()> {
     let mut out: Option<PathBuf> = None;
     let mut binary: Option<PathBuf> = None;
     let mut temperature: Option<f64> = None;
+    let mut constrain = true;
     let mut require_success = false;
     let mut suite: Option<String> = None;
     let mut require_completed = false;
@@ -633,6 +634,7 @@ fn eval(root: &Path, arguments: &[String]) -> anyhow::Result<()> {
             "--require-success" => require_success = true,
             "--suite" => suite = Some(value()?),
             "--require-completed" => require_completed = true,
+            "--unconstrained" => constrain = false,
             "--limit" => limit = Some(value()?.parse().context("--limit takes a number")?),
             "--temperature" => {
                 let value: f64 = value()?.parse().context("--temperature takes a number")?;
@@ -646,7 +648,7 @@ fn eval(root: &Path, arguments: &[String]) -> anyhow::Result<()> {
                 "unknown option {other}; usage: cargo xtask eval [--modes classic,code] \
                  [--tasks ids-kinds-or-splits] [--runs N] [--timeout SECONDS] [--temperature T] \
                  [--out DIR] [--binary PATH] [--require-success] [--suite bfcl[:categories]] \
-                 [--limit N] [--require-completed]"
+                 [--limit N] [--require-completed] [--unconstrained]"
             ),
         }
     }
@@ -664,6 +666,7 @@ fn eval(root: &Path, arguments: &[String]) -> anyhow::Result<()> {
             limit: limit.unwrap_or(bfcl::DEFAULT_LIMIT),
             timeout: std::time::Duration::from_secs(timeout),
             temperature,
+            constrain,
             out: output_dir(root, out, unix_time()?)?,
         };
         return bfcl::eval(&options, require_completed);
@@ -701,6 +704,7 @@ fn eval(root: &Path, arguments: &[String]) -> anyhow::Result<()> {
         runs,
         timeout: std::time::Duration::from_secs(timeout),
         temperature,
+        constrain,
         out: out.clone(),
     };
     let reports = eval::run_all(&tasks, &options)?;
@@ -711,7 +715,7 @@ fn eval(root: &Path, arguments: &[String]) -> anyhow::Result<()> {
         .unwrap_or("unknown");
     let header = format!(
         "Model: {model} ({provider}, {}). Machine: {}. {} tasks, {runs} run(s) each, at unix time {stamp}.\n\n",
-        sampling(temperature),
+        sampling(temperature, constrain),
         machine(),
         tasks.len()
     );
@@ -774,11 +778,16 @@ fn provider() -> String {
         )
 }
 
-fn sampling(temperature: Option<f64>) -> String {
-    temperature.map_or_else(
+fn sampling(temperature: Option<f64>, constrain: bool) -> String {
+    let temperature = temperature.map_or_else(
         || "the provider's default temperature".to_owned(),
         |temperature| format!("temperature {temperature}"),
-    )
+    );
+    if constrain {
+        format!("{temperature}, grammars on")
+    } else {
+        format!("{temperature}, grammars off")
+    }
 }
 
 /// The CPU and its cores, for a report.

@@ -20,6 +20,7 @@ mod plugin;
 mod prompt;
 mod prose;
 pub mod protocol;
+mod rules;
 mod sandbox;
 pub mod shape;
 mod worker;

@@ -469,14 +469,14 @@ impl CodeExecutor {
             };
             let last_error = self.last_execution_error();
             if let Some(hint) =
-                crate::prompt::refusal(&reply.text, last_error.as_deref(), &bindings)
+                crate::rules::not_a_program::refusal(&reply.text, last_error.as_deref(), &bindings)
             {
                 // Told once what was wrong; a second such reply is asked afresh (when nothing
                 // was fetched to answer from), then gets the plain-answer path.
                 let told = self.refusals();
                 let afresh = told > 0 && self.may_ask_afresh();
                 let error = if afresh {
-                    format!("{} ({hint})", crate::prompt::ASKED_AFRESH)
+                    format!("{} ({hint})", crate::rules::afresh::ASKED_AFRESH)
                 } else {
                     hint
                 };
@@ -523,24 +523,15 @@ impl CodeExecutor {
                 )
                 .await?;
             if earlier.is_some()
-                && self.count_errors_starting(crate::prompt::REPEATED) == 0
+                && self.count_errors_starting(crate::rules::repeated::REPEATED) == 0
                 && let Some((number, last_run)) = self.last_run_of(&code, &code_output_id)
             {
                 // The same program again, after it failed (or ran with a note on values it left
                 // empty): told once what its last run met, as small models often copy their
                 // code back unchanged past a long error.
                 let error = match last_run {
-                    LastRun::Failed(error) => format!(
-                        "{} {number}, which failed with: {}\nChange the code that the error \
-                         points at. If the task cannot be done, say so in plain text.",
-                        crate::prompt::REPEATED,
-                        crate::prompt::retold(&error)
-                    ),
-                    LastRun::Noted(note) => format!(
-                        "{} {number}, which ran, but: {note} Change the code that reads those \
-                         fields. If the task cannot be done, say so in plain text.",
-                        crate::prompt::REPEATED
-                    ),
+                    LastRun::Failed(error) => crate::rules::repeated::after_failure(number, &error),
+                    LastRun::Noted(note) => crate::rules::repeated::after_note(number, &note),
                 };
                 self.recorder
                     .finish_tool(&code_output_id, ToolResult::Error { error })
@@ -559,7 +550,7 @@ impl CodeExecutor {
                         ToolResult::Error {
                             error: format!(
                                 "{} (the same code as iteration {earlier})",
-                                crate::prompt::ASKED_AFRESH
+                                crate::rules::afresh::ASKED_AFRESH
                             ),
                         },
                     )
@@ -921,12 +912,7 @@ impl CodeExecutor {
         {
             // "The error indicates that…": small models explain a failure to no one instead of
             // fixing it. Told once; a second prose reply is the answer.
-            let error = format!(
-                "{}: it is prose, and the last program failed. Reply with the corrected program \
-                 only. If the task cannot be done, end a program with done(\"…\") saying what \
-                 to tell the user.",
-                crate::prompt::REFUSED
-            );
+            let error = crate::rules::not_a_program::prose_after_failure();
             return self.send_back(&active, error).await;
         }
         if path == CodePath::Prose {
@@ -946,16 +932,10 @@ impl CodeExecutor {
             // the answer with what the program found beneath it, so it is never lost.
             if !self.shown_text()
                 && let Some(found) = self.unshown_finding(&active.code_output_id)
-                && !crate::prompt::says_any(&answer, &found)
+                && !crate::rules::unsaid::says_any(&answer, &found)
             {
-                if self.count_errors_starting(crate::prompt::UNSAID) == 0 {
-                    let error = format!(
-                        "{}: the user has not seen what the last program found, and this \
-                         reply does not say it. What it found: {}\nReply with a program that \
-                         ends with done(answer), the answer saying what it found.",
-                        crate::prompt::UNSAID,
-                        cap_text(&found, 1_000)
-                    );
+                if self.count_errors_starting(crate::rules::unsaid::UNSAID) == 0 {
+                    let error = crate::rules::unsaid::notice(&found);
                     return self.send_back(&active, error).await;
                 }
                 answer = format!("{}\n\n{}", answer.trim_end(), cap_text(&found, 4_000));
@@ -999,7 +979,7 @@ impl CodeExecutor {
             && outcome.done
             && response.is_none()
             && !self.shown_text()
-            && self.count_errors_starting(crate::prompt::NOTHING_SHOWN) == 0
+            && self.count_errors_starting(crate::rules::nothing_shown::NOTHING_SHOWN) == 0
         {
             // `done()` alone, in a turn that showed nothing: the user would get an empty
             // answer. Told once; a second `done()` alone ends the turn. An empty text (an
@@ -1009,22 +989,7 @@ impl CodeExecutor {
                 .as_ref()
                 .and_then(|complete| complete.get("response"))
                 .is_some_and(|response| response.as_str() == Some(""));
-            let error = if empty_text {
-                format!(
-                    "{}: done() got an empty text (an empty list joined, say), so the user \
-                     would see nothing. If nothing matched, that is the answer: say it in \
-                     words, e.g. done(names.length ? names.join(\", \") : \"None found.\"). The \
-                     program's tool calls did run; do not repeat its writes.",
-                    crate::prompt::NOTHING_SHOWN
-                )
-            } else {
-                format!(
-                    "{}: done() was called without an answer and nothing was shown with \
-                     output(). End with done(answer), the answer as text for the user. The \
-                     program's tool calls did run; do not repeat its writes.",
-                    crate::prompt::NOTHING_SHOWN
-                )
-            };
+            let error = crate::rules::nothing_shown::notice(empty_text);
             return self.send_back(&active, error).await;
         }
         match outcome.result {
@@ -1037,7 +1002,7 @@ impl CodeExecutor {
                         .iter()
                         .map(String::as_str)
                         .chain(value.as_str())
-                        .any(|text| crate::prompt::broken_answer(text).is_some());
+                        .any(|text| crate::rules::empty_values::broken_answer(text).is_some());
                 let mut output = json!({ "path": path, "value": value, "logs": active.logs });
                 if broken && let Some(note) = self.got_note(&active.code_output_id) {
                     output["note"] = Value::String(note);
@@ -1243,7 +1208,7 @@ impl CodeExecutor {
     /// Whether the execution before `current` in this turn failed.
     fn previous_execution_failed(&self, current: &str) -> bool {
         self.executions()
-            .filter(|tool| !not_run(tool, crate::prompt::UNSAID))
+            .filter(|tool| !not_run(tool, crate::rules::unsaid::UNSAID))
             .rfind(|tool| tool.id != current)
             .is_some_and(|tool| matches!(tool.result, ToolResult::Error { .. }))
     }
@@ -1253,7 +1218,7 @@ impl CodeExecutor {
     fn unshown_finding(&self, current: &str) -> Option<String> {
         let last = self
             .executions()
-            .filter(|tool| !not_run(tool, crate::prompt::NOT_RUN))
+            .filter(|tool| !not_run(tool, crate::rules::NOT_RUN))
             .rfind(|tool| tool.id != current)?;
         let ToolResult::Success { output } = &last.result else {
             return None;
@@ -1285,7 +1250,7 @@ impl CodeExecutor {
 
     /// Replies of this turn that were refused (see [`crate::prompt::refusal`]).
     fn refusals(&self) -> usize {
-        self.count_errors_starting(crate::prompt::REFUSED)
+        self.count_errors_starting(crate::rules::not_a_program::REFUSED)
     }
 
     /// Executions of this turn whose error starts with `prefix`.
@@ -1320,7 +1285,7 @@ impl CodeExecutor {
             .executions_of(code)
             .filter(|(_, tool)| tool.id != current)
             .filter(|(_, tool)| {
-                !matches!(&tool.result, ToolResult::Error { error } if error.starts_with(crate::prompt::NOT_RUN))
+                !matches!(&tool.result, ToolResult::Error { error } if error.starts_with(crate::rules::NOT_RUN))
             })
             .last()?;
         let last_run = match &tool.result {
@@ -1344,7 +1309,7 @@ impl CodeExecutor {
             return false;
         };
         self.calls_of(&execution.id)
-            .any(|call| crate::prompt::transient_failure(&call.result))
+            .any(|call| crate::rules::transient::transient_failure(&call.result))
     }
 
     /// The number (from 1) of the first iteration of this turn whose code was `code`.
@@ -1383,21 +1348,18 @@ impl CodeExecutor {
             .executions()
             .next_back()
             .and_then(|tool| match &tool.result {
-                ToolResult::Error { error } if error.starts_with(crate::prompt::NOT_RUN) => {
+                ToolResult::Error { error } if error.starts_with(crate::rules::NOT_RUN) => {
                     Some(error.as_str())
                 }
                 _ => None,
             })
             .unwrap_or_default();
-        let asked_afresh = not_run.starts_with(crate::prompt::ASKED_AFRESH);
+        let asked_afresh = not_run.starts_with(crate::rules::afresh::ASKED_AFRESH);
         match self.last_failure().filter(|_| asked_afresh) {
             // The user's message and what went wrong, without the programs that did.
-            Some(failure) => messages.push(ChatMessage::user(format!(
-                "An earlier program for the message above failed with:\n{}\n\nWrite a \
-                 new program that does what the message asks. Follow the error: use the tool, \
-                 input or field it names.",
-                cap_text(failure, 1_500)
-            ))),
+            Some(failure) => {
+                messages.push(ChatMessage::user(crate::rules::afresh::request(failure)))
+            }
             None => messages.extend(iteration_messages(&prompt.output, limit)),
         }
         let mut request = ModelRequest::new(prompt.model, messages);
@@ -1415,8 +1377,8 @@ impl CodeExecutor {
         // model writes it once more however the request is put (eval rounds 7 and 8: asked
         // afresh, Qwen2.5-Coder-1.5B sent its first program back in every case), so the next
         // reply is sampled.
-        if asked_afresh || not_run.starts_with(crate::prompt::REPEATED) {
-            request.min_temperature = Some(RESAMPLE_TEMPERATURE);
+        if asked_afresh || not_run.starts_with(crate::rules::repeated::REPEATED) {
+            request.min_temperature = Some(crate::rules::afresh::RESAMPLE_TEMPERATURE);
         }
         request
     }
@@ -1435,7 +1397,7 @@ impl CodeExecutor {
         });
         !fetched
             && !rejected
-            && self.count_errors_starting(crate::prompt::ASKED_AFRESH) == 0
+            && self.count_errors_starting(crate::rules::afresh::ASKED_AFRESH) == 0
             && self.last_failure().is_some()
     }
 
@@ -1443,7 +1405,7 @@ impl CodeExecutor {
     /// notice about a reply that was not run.
     fn last_failure(&self) -> Option<&str> {
         self.executions().rev().find_map(|tool| match &tool.result {
-            ToolResult::Error { error } if !error.starts_with(crate::prompt::NOT_RUN) => {
+            ToolResult::Error { error } if !error.starts_with(crate::rules::NOT_RUN) => {
                 Some(error.as_str())
             }
             _ => None,
@@ -1632,9 +1594,6 @@ fn code_shape(code: &str) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
-
-/// How warm a reply is sampled after the model sent an earlier program again.
-const RESAMPLE_TEMPERATURE: f32 = 0.7;
 
 fn new_call_id() -> String {
     format!("call_{}", uuid::Uuid::new_v4().simple())

@@ -256,7 +256,7 @@ mod tests {
             value["text"],
             "2 [object Object] {\"path\":\"a.txt\",\"kind\":\"file\",\"size\":3}"
         );
-        assert_eq!(value["keys"], json!(["kind", "path", "size"]));
+        assert_eq!(value["keys"], json!(["path", "kind", "size"]));
         assert_eq!(value["listing"], listing());
         assert_eq!(value["has"], false);
     }

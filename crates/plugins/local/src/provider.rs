@@ -358,6 +358,11 @@ impl Engine {
             if generated.tokens.len() == max_tokens {
                 break;
             }
+            // The grammar is complete (a program's closing fence): the answer ends here.
+            if constraint.as_ref().is_some_and(Constraint::is_finished) {
+                generated.stopped = true;
+                break;
+            }
             logits = self.model.step(token)?;
         }
         if generated.text.len() > sent {

@@ -21,6 +21,11 @@ use llguidance::{Matcher, ParserFactory};
 pub use tool_calls::{CLOSE, OPEN, tool_call_grammar};
 pub use vocabulary::Vocabulary;
 
+/// Earley items one mask may create (about 50 ms at llguidance's 20,000 per ms).
+const STEP_MAX_ITEMS: usize = 1_000_000;
+/// Lexer work one mask may do (about 140 ms at 14,000 per ms).
+const STEP_LEXER_FUEL: u64 = 2_000_000;
+
 /// Builds a request's grammar against one model's vocabulary. Building it reads the whole
 /// vocabulary once (a trie and its slices), so an engine keeps one.
 pub struct Grammars {
@@ -41,6 +46,14 @@ impl Grammars {
         let mut factory = ParserFactory::new_simple(&env)?;
         // Problems are returned as errors, not printed.
         factory.quiet();
+        // Code mode's JavaScript grammar is ambiguous (optional semicolons, a statement may
+        // start with almost anything): a mask after a short name walks many Earley items. The
+        // default bound (50,000, about 2.5 ms) failed at the start of replies in eval runs;
+        // a mask is computed only when the sampled token is refused, so a larger one costs
+        // little over an answer.
+        let limits = factory.limits_mut();
+        limits.step_max_items = limits.step_max_items.max(STEP_MAX_ITEMS);
+        limits.step_lexer_fuel = limits.step_lexer_fuel.max(STEP_LEXER_FUEL);
         Ok(Self { factory })
     }
 
@@ -105,6 +118,12 @@ impl Constraint {
             }
         }
         Ok(())
+    }
+
+    /// Whether the grammar is complete and allows nothing more: the answer ends here (a
+    /// program's closing fence, say), whatever the model would add.
+    pub fn is_finished(&self) -> bool {
+        self.matcher.is_stopped()
     }
 
     /// Whether the answer may end here.

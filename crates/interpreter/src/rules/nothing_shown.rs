@@ -1,0 +1,27 @@
+//! **Nothing shown.** Fixes: `done()` alone, or `done("")` (an empty list joined), in a turn
+//! that showed the user nothing: the answer would be empty. Told once; a second `done()`
+//! alone ends the turn.
+//!
+//! Measured: in round 9b's package (a253126, 14/26 twice against 9a's 16), no task credited
+//! to it; the `done("")` wording (941e3ab) was not measured.
+
+/// How the error of a program that ended a turn in which the user was shown nothing starts.
+pub(crate) const NOTHING_SHOWN: &str = "the turn was not ended: the user has been shown nothing";
+
+/// The notice; `empty_text` when `done()` got an empty text rather than nothing.
+pub(crate) fn notice(empty_text: bool) -> String {
+    if empty_text {
+        format!(
+            "{NOTHING_SHOWN}: done() got an empty text (an empty list joined, say), so the user \
+             would see nothing. If nothing matched, that is the answer: say it in words, e.g. \
+             done(names.length ? names.join(\", \") : \"None found.\"). The program's tool \
+             calls did run; do not repeat its writes."
+        )
+    } else {
+        format!(
+            "{NOTHING_SHOWN}: done() was called without an answer and nothing was shown with \
+             output(). End with done(answer), the answer as text for the user. The program's \
+             tool calls did run; do not repeat its writes."
+        )
+    }
+}

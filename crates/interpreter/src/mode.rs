@@ -1372,7 +1372,15 @@ impl CodeExecutor {
                     .map(|tool| tool.input_schema())
             })
         });
-        request.grammar = Some(grammar.clone());
+        // Once a program of this turn has run, the answer may be words (`with_prose_answer`).
+        let ran = self
+            .executions()
+            .any(|tool| !matches!(&tool.result, ToolResult::Error { error } if error.starts_with(crate::rules::NOT_RUN)));
+        request.grammar = Some(if ran {
+            crate::grammar::with_prose_answer(grammar)
+        } else {
+            grammar.clone()
+        });
         // The last reply was the code of an earlier program again. At temperature 0 the
         // model writes it once more however the request is put (eval rounds 7 and 8: asked
         // afresh, Qwen2.5-Coder-1.5B sent its first program back in every case), so the next

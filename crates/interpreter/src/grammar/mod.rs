@@ -39,6 +39,24 @@ const HOST_NAMES: &[&str] = &[
     "globalThis",
 ];
 
+/// The start of a grammar that takes a program only.
+const START: &str = "start: program_reply\n";
+
+/// The start of one that takes a prose answer too: prose without backticks, `;`, braces or
+/// `=` that begins with a capitalised word ("Done.", "There are 5 files."), which code mode
+/// takes as the answer. A program cannot hide in it: it would need one of those characters.
+const START_WITH_PROSE: &str = "start: program_reply | prose_answer\nprose_answer: PROSE\nPROSE: /[A-Z][A-Za-z']*([ ,!?.:\\n][^`;{}=]*)?/\n";
+
+/// `grammar` (from [`program_grammar`]) with a prose answer allowed beside the program: once a
+/// program of the turn has run, the model may answer in words (code mode's rules then decide
+/// whether the words are the answer). Before that it must act.
+pub fn with_prose_answer(grammar: &str) -> String {
+    match grammar.strip_suffix(START) {
+        Some(rules) => format!("{rules}{START_WITH_PROSE}"),
+        None => grammar.to_owned(),
+    }
+}
+
 /// The Lark grammar (llguidance's dialect) of a program that may call the tools of `bindings`.
 /// `input_of` gives a tool's input schema by id.
 pub fn program_grammar<'a>(
@@ -94,6 +112,7 @@ pub fn program_grammar<'a>(
         "NAME: IDENTIFIER & ~(RESERVED | {})",
         excluded.join(" | ")
     );
+    grammar.push_str(START);
     grammar
 }
 

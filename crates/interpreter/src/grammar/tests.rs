@@ -72,10 +72,14 @@ fn grammar() -> String {
 /// `Ok(())` when the grammar takes `program` whole and lets it end there; else the part it
 /// took before it refused (or `…` when all was taken but the program may not end).
 fn check(program: &str) -> Result<(), String> {
+    check_with(&grammar(), program)
+}
+
+fn check_with(grammar: &str, program: &str) -> Result<(), String> {
     let env = ApproximateTokEnv::single_byte_env();
     let mut factory = ParserFactory::new_simple(&env).unwrap();
     factory.quiet();
-    let parser = factory.create_parser(TopLevelGrammar::from_lark(grammar()));
+    let parser = factory.create_parser(TopLevelGrammar::from_lark(grammar.to_owned()));
     let mut matcher = Matcher::new(parser);
     if let Some(error) = matcher.get_error() {
         panic!("the grammar does not compile: {error}");
@@ -100,17 +104,17 @@ fn programs_models_write_are_accepted() {
         "done(1)",
         "const now = time.now({ timezone: \"Asia/Tokyo\" });\ndone(now.weekday);",
         "```javascript\nconst files = fs.list({ path: \"logs\" }).entries;\nlet total = 0;\nfor (const file of files) {\n  if (file.kind === 'file') total += file.size;\n}\noutput(`total: ${total} bytes`);\n```",
-        "```js\nconst text = fs.read({ path: 'a.txt', encoding: 'utf8' }).content;\nconst lines = text.split(/\\r?\\n/).filter((line) => line.trim() !== '');\nconsole.log(lines.length)\ndone({ response: `${lines.length} lines` })\n```",
+        "```js\nconst text = fs.read({ path: 'a.txt', encoding: 'utf8' }).content;\nconst lines = text.split(/\\r?\\n/).filter((line) => line.trim() !== '');\nconsole.log(lines.length);\ndone({ response: `${lines.length} lines` })\n```",
         "// the biggest file\nconst { entries } = fs.list({ path: '.', recursive: false });\nconst biggest = entries.reduce((a, b) => (b.size > a.size ? b : a));\ndone(biggest.name + ': ' + biggest.size);",
         "const names = fs.list({ path: 'logs' }).entries.map(e => e.name).sort();\nfor (let i = 0; i < names.length; i++) { log(i, names[i]); }",
         "const args = { path: 'x' };\nconst r = fsList(args);\nconst page = web.fetch({ url: 'https://example.com' }).body.slice(0, 10);",
         "const [a, b] = parallel([() => fs.read({ path: 'a' }), () => fs.read({ path: 'b' })]);\ntry { JSON.parse(a.content) } catch (e) { done(String(e)) }",
         "async function main() {\n  const r = await time.now({});\n  return r.iso;\n}\nmain().then(done);",
         "const first = fs.list({ path }).entries[0].name;\nconst x = tools[\"fs.read\"]({ path: first });\nlet n = 0x1F + 1.5e3 - .5; n **= 2; n ??= 1;\nswitch (n) { case 1: break; default: n = -n }\nwhile (n > 0) n--;",
-        "const a = 1\nconst b = a + 2\nlog(b)\nlet c = [a, b]\nc = c.map(x => x * 2)\nb",
-        "(async () => {\n  const r = time.now({ timezone: 'UTC' })\n  done(r.iso)\n})();",
+        "const a = 1;\nconst b = a + 2;\nlog(b);\nlet c = [a, b];\nc = c.map(x => x * 2);\nif (b > 2) done(b)",
+        "(async () => {\n  const r = time.now({ timezone: 'UTC' });\n  done(r.iso)\n})();",
         "const x = 1;\n[1, 2].forEach(n => log(n));\n`${x}`;\n-x",
-        "'use strict'\nconst x = fs.list({}).entries\n  .filter(e => e.kind == 'dir')\n  .length\nx",
+        "'use strict';\nconst x = fs.list({}).entries\n  .filter(e => e.kind == 'dir')\n  .length;\nx",
         "const obj = { 'a-b': 1, default: 2, [`k${1}`]: 3, f() { return 1 }, ...{ c: 4 } };\nobj?.a?.[0]?.(1);\nconst t = typeof obj === 'object' && !(obj instanceof Array);",
     ] {
         if let Err(taken) = check(program) {
@@ -154,6 +158,10 @@ fn wrong_calls_fields_and_node_habits_are_refused_where_they_start() {
         ("Here is the program:\ndone(1)", "Here "),
         ("```js\ndone(1)\n```\nDone.", "```js\ndone(1)\n```"),
         ("Tools I used:\n- fs.list({})", "Tools "),
+        // Statements are ended with `;` (the last one may leave it out): English does not
+        // pass as a row of them, with `in` and `instanceof` as its joints.
+        ("I indeed need `config` declared", "I in"),
+        ("const a = 1\nconst b = 2", "const a = 1\n"),
     ] {
         match check(program) {
             Ok(()) => panic!("accepted: {program}"),
@@ -163,6 +171,37 @@ fn wrong_calls_fields_and_node_habits_are_refused_where_they_start() {
             ),
         }
     }
+}
+
+#[test]
+fn after_a_program_ran_an_answer_may_be_words_but_no_code_hides_in_them() {
+    let grammar = super::with_prose_answer(&grammar());
+    for answer in [
+        "Done.",
+        "There are 5 files in logs/, 60 lines in all (the biggest is f3.log).",
+        "The file notes/meeting.txt has been created.\nIt says: Standup moves.",
+        "done(\"still a program\")",
+    ] {
+        if let Err(taken) = check_with(&grammar, answer) {
+            panic!("refused after {taken:?} in {answer}");
+        }
+    }
+    for (answer, taken) in [
+        ("Here is the program:\n```js\nfs.mkdir({})\n```", "Here is the program:\n"),
+        ("Here it is: const fs = require('fs');", "Here it is: const fs "),
+        ("fs.mkdirSync('x')", "fs."),
+        ("done `x`", "done "),
+    ] {
+        match check_with(&grammar, answer) {
+            Ok(()) => panic!("accepted: {answer}"),
+            Err(refused_after) => assert!(
+                refused_after.starts_with(taken),
+                "{answer}: refused after {refused_after:?}, expected after {taken:?}"
+            ),
+        }
+    }
+    // Before any program ran, words are no reply.
+    assert!(check("Done.").is_err());
 }
 
 #[test]

@@ -7,7 +7,8 @@
 //! (`docs/benchmarks.md`). Most were measured before that split, in whole-suite rounds that
 //! changed several things at once; their files say so. A rule that makes a mistake impossible
 //! beats one that explains it afterwards: with the embedded model, code mode's grammar
-//! (`crate::grammar`) leaves no room for the mistakes of `not_a_program` and `unsaid`.
+//! (`crate::grammar`) leaves no room for most of what `not_a_program` catches (JSON, other
+//! languages, code around prose).
 //!
 //! Checks that run inside the sandbox stay with the engine, which runs them: typed results
 //! (`engine/typed.rs`: a read of a field the result does not declare throws at its line;

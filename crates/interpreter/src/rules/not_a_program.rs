@@ -7,7 +7,8 @@
 //! Measured: round 1, code mode 1/26 → 4/26 with it (f892141, with the rest of that round's
 //! package); prose after a failure, round 2, 8 → 10/26 (62f292c, package). Copy checks:
 //! contacts-emails passed 2/2 in round 9c (a73bb36). Under the embedded model's grammar
-//! (`crate::grammar`) a reply is always a program, so this rule is for other providers.
+//! (`crate::grammar`) a reply is a program, or, once a program of the turn ran, prose with no
+//! code in it: JSON, other languages and copied errors cannot be written, prose can.
 
 use serde_json::Value;
 

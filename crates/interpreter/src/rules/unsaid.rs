@@ -5,8 +5,8 @@
 //!
 //! Measured: round 12 build B (e79f4fa, with the refused absent values): tuning 14 → 12/17,
 //! held-out 3 → 2/9; it fired only in sales-report, which failed without it too, and decided
-//! no held-out task. Under the embedded model's grammar a reply is always a program, so it
-//! fires for other providers only.
+//! no held-out task. It applies under the embedded model's grammar too, which allows a prose
+//! answer once a program of the turn has run.
 
 use agentic_core::tool::cap_text;
 

@@ -183,3 +183,97 @@ fn constrained_calls_parse_and_name_offered_tools() {
     assert_eq!(calls.len(), 1, "{free:?}");
     assert!(!valid(&calls[0], &tools), "{free:?}");
 }
+
+/// Whether `request`'s grammar takes all of `text`, and, when `ended`, lets it end there.
+fn accepted(engine: &mut Engine, request: &ModelRequest, text: &str, ended: bool) -> bool {
+    let mut grammar = engine.constraint_for(request).expect("a program grammar");
+    for token in engine.tokenizer.encode(text).unwrap() {
+        if !grammar.allows(token).unwrap() {
+            return false;
+        }
+        grammar.accept(token).unwrap();
+    }
+    !ended || grammar.is_finished() || grammar.may_end().unwrap()
+}
+
+#[test]
+fn a_code_mode_answer_under_its_grammar_is_a_program_on_declared_tools() {
+    let path = ensure(&SMOLLM2, &Quiet).expect("SmolLM2 is available");
+    let mut engine = Engine::load(&path).unwrap();
+    let tools = tools();
+    let schemas: Vec<(String, Arc<serde_json::Value>, Option<serde_json::Value>)> = tools
+        .iter()
+        .map(|tool| {
+            (
+                tool.id().to_owned(),
+                tool.shared_input_schema(),
+                tool.output_schema().cloned(),
+            )
+        })
+        .collect();
+    let grammar = agentic_interpreter::grammar::program_grammar_for_schemas(
+        schemas
+            .iter()
+            .map(|(id, input, output)| (id.as_str(), input.as_ref(), output.as_ref())),
+    );
+    let sampling = Sampling {
+        temperature: 0.0,
+        top_p: 1.0,
+        seed: 0,
+        repeat_penalty: 1.0,
+        repeat_last_n: 64,
+        constrain: true,
+    };
+    for question in ["What time is it in Tokyo?", "What does notes.txt say?"] {
+        let mut request = ModelRequest::new(
+            ModelKind::Normal,
+            vec![
+                ChatMessage::system(
+                    "Answer with a JavaScript program. Tools are functions: \
+                     time.now({ timezone }) returns { text }; fs.read({ path }) returns { text }. \
+                     End with done(answer).",
+                ),
+                ChatMessage::user(question),
+            ],
+        );
+        request.grammar = Some(grammar.clone());
+        let free = engine
+            .generate(
+                &request,
+                &Sampling {
+                    constrain: false,
+                    ..sampling.clone()
+                },
+                200,
+                &mut |_| true,
+                &|| false,
+            )
+            .unwrap();
+        let constrained = engine
+            .generate(&request, &sampling, 200, &mut |_| true, &|| false)
+            .unwrap();
+        // The tiny model's own answer is no program the grammar takes (prose, Python, a call
+        // of something undeclared); under the grammar it is one, on declared tools only.
+        assert!(
+            !accepted(&mut engine, &request, &free.text, free.stopped),
+            "{:?}",
+            free.text
+        );
+        assert!(
+            accepted(&mut engine, &request, &constrained.text, constrained.stopped),
+            "{:?}",
+            constrained.text
+        );
+        for call in constrained.text.split(['(', ' ', '\n', ';']) {
+            if let Some((namespace, method)) = call.rsplit_once('.')
+                && ["time", "fs"].contains(&namespace.trim_start_matches('!'))
+            {
+                assert!(
+                    ["now", "read"].contains(&method),
+                    "{call} in {:?}",
+                    constrained.text
+                );
+            }
+        }
+    }
+}

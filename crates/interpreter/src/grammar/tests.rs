@@ -161,6 +161,11 @@ fn wrong_calls_fields_and_node_habits_are_refused_where_they_start() {
         // Statements are ended with `;` (the last one may leave it out): English does not
         // pass as a row of them, with `in` and `instanceof` as its joints.
         ("I indeed need `config` declared", "I in"),
+        // Names and numbers end: a run of digits cannot go on to the token limit.
+        (
+            "const fsReadOutput123456789012345678901234567890123456789012345678901234567890 = 1",
+            "const fsReadOutput123456789012345678901234567890123456",
+        ),
         ("const a = 1\nconst b = 2", "const a = 1\n"),
     ] {
         match check(program) {

@@ -42,10 +42,9 @@ const HOST_NAMES: &[&str] = &[
 /// The start of a grammar that takes a program only.
 const START: &str = "start: program_reply\n";
 
-/// The start of one that takes a prose answer too: prose without backticks, `;`, braces or
-/// `=` that begins with a capitalised word ("Done.", "There are 5 files."), which code mode
-/// takes as the answer. A program cannot hide in it: it would need one of those characters.
-const START_WITH_PROSE: &str = "start: program_reply | prose_answer\nprose_answer: PROSE\nPROSE: /[A-Z][A-Za-z']*([ ,!?.:\\n][^`;{}=]*)?/\n";
+/// The start of one that takes an answer in words too (`PROSE` of `program.lark`: a
+/// capitalised word, then no backtick, `;`, brace or `=`), which code mode takes as the answer.
+const START_WITH_PROSE: &str = "start: program_reply | PROSE\n";
 
 /// `grammar` (from [`program_grammar`]) with a prose answer allowed beside the program: once a
 /// program of the turn has run, the model may answer in words (code mode's rules then decide

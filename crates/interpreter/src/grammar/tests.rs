@@ -102,6 +102,9 @@ fn check_with(grammar: &str, program: &str) -> Result<(), String> {
 fn programs_models_write_are_accepted() {
     for program in [
         "done(1)",
+        "Object.keys(fs.list({}).entries[0]).length",
+        "JSON.stringify(time.now({}));",
+        "Math.max(1, 2)",
         "const now = time.now({ timezone: \"Asia/Tokyo\" });\ndone(now.weekday);",
         "```javascript\nconst files = fs.list({ path: \"logs\" }).entries;\nlet total = 0;\nfor (const file of files) {\n  if (file.kind === 'file') total += file.size;\n}\noutput(`total: ${total} bytes`);\n```",
         "```js\nconst text = fs.read({ path: 'a.txt', encoding: 'utf8' }).content;\nconst lines = text.split(/\\r?\\n/).filter((line) => line.trim() !== '');\nconsole.log(lines.length);\ndone({ response: `${lines.length} lines` })\n```",
@@ -115,6 +118,7 @@ fn programs_models_write_are_accepted() {
         "(async () => {\n  const r = time.now({ timezone: 'UTC' });\n  done(r.iso)\n})();",
         "const x = 1;\n[1, 2].forEach(n => log(n));\n`${x}`;\n-x",
         "'use strict';\nconst x = fs.list({}).entries\n  .filter(e => e.kind == 'dir')\n  .length;\nx",
+        "Here is the program:\n```typescript\nconst t = time.now({});\ndone(t.weekday);\n```\nIt reads the time.",
         "const obj = { 'a-b': 1, default: 2, [`k${1}`]: 3, f() { return 1 }, ...{ c: 4 } };\nobj?.a?.[0]?.(1);\nconst t = typeof obj === 'object' && !(obj instanceof Array);",
     ] {
         if let Err(taken) = check(program) {
@@ -154,9 +158,11 @@ fn wrong_calls_fields_and_node_habits_are_refused_where_they_start() {
             "const e = fs.list({}).entries\n[0].filename",
             "const e = fs.list({}).entries\n[0].",
         ),
-        // Not JavaScript, or not a program: prose before it, a second fence after it.
-        ("Here is the program:\ndone(1)", "Here "),
-        ("```js\ndone(1)\n```\nDone.", "```js\ndone(1)\n```"),
+        // Not JavaScript, or not a program: prose before it unfenced, a second fence after
+        // it, words alone before any program ran.
+        ("Here is the program:\ndone(1)", "Here is the program:\ndone(1)"),
+        ("```js\ndone(1)\n```\nDone.\n```js\ndone(2)\n```", "```js\ndone(1)\n```\nDone.\n"),
+        ("Done.", "Done."),
         ("Tools I used:\n- fs.list({})", "Tools "),
         // Statements are ended with `;` (the last one may leave it out): English does not
         // pass as a row of them, with `in` and `instanceof` as its joints.
@@ -192,7 +198,8 @@ fn after_a_program_ran_an_answer_may_be_words_but_no_code_hides_in_them() {
         }
     }
     for (answer, taken) in [
-        ("Here is the program:\n```js\nfs.mkdir({})\n```", "Here is the program:\n"),
+        ("Here is the program:\n```js\nfs.mkdir({})\n```", "Here is the program:\n```js\nfs."),
+        ("Math.max(fs.mkdirSync(1))", "Math.max(fs."),
         ("Here it is: const fs = require('fs');", "Here it is: const fs "),
         ("fs.mkdirSync('x')", "fs."),
         ("done `x`", "done "),
@@ -207,6 +214,7 @@ fn after_a_program_ran_an_answer_may_be_words_but_no_code_hides_in_them() {
     }
     // Before any program ran, words are no reply.
     assert!(check("Done.").is_err());
+    assert!(check("There are 5 files.").is_err());
 }
 
 #[test]

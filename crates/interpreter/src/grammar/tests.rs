@@ -167,6 +167,7 @@ fn wrong_calls_fields_and_node_habits_are_refused_where_they_start() {
         // Statements are ended with `;` (the last one may leave it out): English does not
         // pass as a row of them, with `in` and `instanceof` as its joints.
         ("I indeed need `config` declared", "I in"),
+        ("```\nparser in JavaScript. Here, I ```", "```\nparser in JavaScript. Here"),
         // Names and numbers end: a run of digits cannot go on to the token limit.
         (
             "const fsReadOutput123456789012345678901234567890123456789012345678901234567890 = 1",

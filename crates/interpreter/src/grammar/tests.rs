@@ -160,7 +160,7 @@ fn wrong_calls_fields_and_node_habits_are_refused_where_they_start() {
         ),
         // Not JavaScript, or not a program: prose before it unfenced, a second fence after
         // it, words alone before any program ran.
-        ("Here is the program:\ndone(1)", "Here is the program:\ndone(1)"),
+        ("Here is the program:\ndone(1)", "Here is the program:\ndone"),
         ("```js\ndone(1)\n```\nDone.\n```js\ndone(2)\n```", "```js\ndone(1)\n```\nDone.\n"),
         ("Done.", "Done."),
         ("Tools I used:\n- fs.list({})", "Tools "),
@@ -204,6 +204,9 @@ fn after_a_program_ran_an_answer_may_be_words_but_no_code_hides_in_them() {
         ("Here it is: const fs = require('fs');", "Here it is: const fs "),
         ("fs.mkdirSync('x')", "fs."),
         ("done `x`", "done "),
+        // Code on a line of its own in the words would be taken out of them and run.
+        ("Here's the code:\n\nconst x = fs.mkdirSync('a')", "Here's the code:\n\nconst"),
+        ("Here's the code:\nfs.mkdir({})", "Here's the code:\nfs"),
     ] {
         match check_with(&grammar, answer) {
             Ok(()) => panic!("accepted: {answer}"),

@@ -297,6 +297,11 @@ impl Engine {
         } else {
             None
         };
+        tracing::debug!(
+            constrained = constraint.is_some(),
+            grammar_chars = request.grammar.as_ref().map_or(0, String::len),
+            "decoding"
+        );
         let mut rng = fastrand::Rng::with_seed(sampling.seed);
         let mut context = prompt.clone();
         // Text decoded so far, and how much of it has gone out.

@@ -277,34 +277,3 @@ fn a_code_mode_answer_under_its_grammar_is_a_program_on_declared_tools() {
         }
     }
 }
-
-#[test]
-#[ignore]
-fn scratch_qwen_long_name() {
-    let path = std::path::PathBuf::from(std::env::var("QWEN").unwrap());
-    let mut engine = Engine::load(&path).unwrap();
-    let tools = tools();
-    let schemas: Vec<(String, Arc<serde_json::Value>, Option<serde_json::Value>)> = tools
-        .iter()
-        .map(|tool| (tool.id().to_owned(), tool.shared_input_schema(), tool.output_schema().cloned()))
-        .collect();
-    let grammar = agentic_interpreter::grammar::program_grammar_for_schemas(
-        schemas.iter().map(|(id, input, output)| (id.as_str(), input.as_ref(), output.as_ref())),
-    );
-    for g in [grammar.clone(), agentic_interpreter::grammar::with_prose_answer(&grammar)] {
-        let mut request = ModelRequest::new(ModelKind::Normal, vec![ChatMessage::user("x")]);
-        request.grammar = Some(g);
-        let mut constraint = engine.constraint_for(&request).unwrap();
-        let text = format!("const fsReadOutput{}", "1234567890".repeat(8));
-        let tokens = engine.tokenizer.encode(&text).unwrap();
-        let mut taken = Vec::new();
-        for token in tokens {
-            if !constraint.allows(token).unwrap() {
-                break;
-            }
-            constraint.accept(token).unwrap();
-            taken.push(token);
-        }
-        eprintln!("TAKEN {:?}", engine.tokenizer.decode(&taken).unwrap());
-    }
-}

@@ -160,8 +160,8 @@ fn wrong_calls_fields_and_node_habits_are_refused_where_they_start() {
         ),
         // Not JavaScript, or not a program: prose before it unfenced, a second fence after
         // it, words alone before any program ran.
-        ("Here is the program:\ndone(1)", "Here is the program:\ndone"),
-        ("```js\ndone(1)\n```\nDone.\n```js\ndone(2)\n```", "```js\ndone(1)\n```\nDone.\n"),
+        ("Here is the program:\ndone(1)", "Here is the program:\n"),
+        ("```js\ndone(1)\n```\nDone.\n```js\ndone(2)\n```", "```js\ndone(1)\n```\nDone."),
         ("Done.", "Done."),
         ("Tools I used:\n- fs.list({})", "Tools "),
         // Statements are ended with `;` (the last one may leave it out): English does not
@@ -191,7 +191,8 @@ fn after_a_program_ran_an_answer_may_be_words_but_no_code_hides_in_them() {
     for answer in [
         "Done.",
         "There are 5 files in logs/, 60 lines in all (the biggest is f3.log).",
-        "The file notes/meeting.txt has been created.\nIt says: Standup moves.",
+        "The file notes/meeting.txt has been created. It says: Standup moves.",
+        "Here is the program:\n\n```js\ndone(1)\n```\nIt ends the turn.",
         "done(\"still a program\")",
     ] {
         if let Err(taken) = check_with(&grammar, answer) {
@@ -205,8 +206,9 @@ fn after_a_program_ran_an_answer_may_be_words_but_no_code_hides_in_them() {
         ("fs.mkdirSync('x')", "fs."),
         ("done `x`", "done "),
         // Code on a line of its own in the words would be taken out of them and run.
-        ("Here's the code:\n\nconst x = fs.mkdirSync('a')", "Here's the code:\n\nconst"),
-        ("Here's the code:\nfs.mkdir({})", "Here's the code:\nfs"),
+        ("Here's the code:\n\nconst x = fs.mkdirSync('a')", "Here's the code:\n\n"),
+        ("You:\nconst fsReadOutput = 1", "You:\n"),
+        ("Here's the code:\nfs.mkdir({})", "Here's the code:\n"),
     ] {
         match check_with(&grammar, answer) {
             Ok(()) => panic!("accepted: {answer}"),

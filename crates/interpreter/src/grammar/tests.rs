@@ -161,13 +161,19 @@ fn wrong_calls_fields_and_node_habits_are_refused_where_they_start() {
         // Not JavaScript, or not a program: prose before it unfenced, a second fence after
         // it, words alone before any program ran.
         ("Here is the program:\ndone(1)", "Here is the program:\n"),
-        ("```js\ndone(1)\n```\nDone.\n```js\ndone(2)\n```", "```js\ndone(1)\n```\nDone."),
+        (
+            "```js\ndone(1)\n```\nDone.\n```js\ndone(2)\n```",
+            "```js\ndone(1)\n```\nDone.",
+        ),
         ("Done.", "Done."),
         ("Tools I used:\n- fs.list({})", "Tools "),
         // Statements are ended with `;` (the last one may leave it out): English does not
         // pass as a row of them, with `in` and `instanceof` as its joints.
         ("I indeed need `config` declared", "I in"),
-        ("```\nparser in JavaScript. Here, I ```", "```\nparser in JavaScript. Here"),
+        (
+            "```\nparser in JavaScript. Here, I ```",
+            "```\nparser in JavaScript. Here",
+        ),
         // Names and numbers end: a run of digits cannot go on to the token limit.
         (
             "const fsReadOutput123456789012345678901234567890123456789012345678901234567890 = 1",
@@ -200,13 +206,22 @@ fn after_a_program_ran_an_answer_may_be_words_but_no_code_hides_in_them() {
         }
     }
     for (answer, taken) in [
-        ("Here is the program:\n```js\nfs.mkdir({})\n```", "Here is the program:\n```js\nfs."),
+        (
+            "Here is the program:\n```js\nfs.mkdir({})\n```",
+            "Here is the program:\n```js\nfs.",
+        ),
         ("Math.max(fs.mkdirSync(1))", "Math.max(fs."),
-        ("Here it is: const fs = require('fs');", "Here it is: const fs "),
+        (
+            "Here it is: const fs = require('fs');",
+            "Here it is: const fs ",
+        ),
         ("fs.mkdirSync('x')", "fs."),
         ("done `x`", "done "),
         // Code on a line of its own in the words would be taken out of them and run.
-        ("Here's the code:\n\nconst x = fs.mkdirSync('a')", "Here's the code:\n\n"),
+        (
+            "Here's the code:\n\nconst x = fs.mkdirSync('a')",
+            "Here's the code:\n\n",
+        ),
         ("You:\nconst fsReadOutput = 1", "You:\n"),
         ("Here's the code:\nfs.mkdir({})", "Here's the code:\n"),
     ] {

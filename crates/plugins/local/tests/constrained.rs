@@ -260,7 +260,12 @@ fn a_code_mode_answer_under_its_grammar_is_a_program_on_declared_tools() {
             free.text
         );
         assert!(
-            accepted(&mut engine, &request, &constrained.text, constrained.stopped),
+            accepted(
+                &mut engine,
+                &request,
+                &constrained.text,
+                constrained.stopped
+            ),
             "{:?}",
             constrained.text
         );

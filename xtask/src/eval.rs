@@ -659,12 +659,25 @@ impl Events {
                 continue;
             };
             if output["function"] == "code.execute" {
-                if error.contains("SyntaxError")
-                    || error.starts_with("not run: this reply is not a JavaScript program")
+                let code = output["input"]["code"].as_str().unwrap_or_default();
+                // The program's own syntax, or a reply refused as JSON or another language;
+                // not `JSON.parse` failing on its data, nor prose (an answer in words).
+                let refused_as_code = error
+                    .strip_prefix("not run: this reply is not a JavaScript program: it is ")
+                    .is_some_and(|rest| !rest.starts_with("prose"));
+                if (error.starts_with("SyntaxError") && !error.contains("JSON")) || refused_as_code
                 {
                     mistakes.unparsed += 1;
-                } else if error.contains("is not defined")
-                    || error.contains("not a callable function")
+                } else if let Some(name) = error
+                    .strip_prefix("ReferenceError: ")
+                    .and_then(|rest| rest.split_once(" is not defined"))
+                    .map(|(name, _)| name)
+                {
+                    // A name that is not there, called (not a variable read).
+                    if code.contains(&format!("{name}(")) {
+                        mistakes.undefined_calls += 1;
+                    }
+                } else if error.contains("not a callable function")
                     || error.contains("is not a function")
                 {
                     mistakes.undefined_calls += 1;

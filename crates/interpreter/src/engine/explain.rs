@@ -80,7 +80,7 @@ pub(super) fn explain_json_parse_errors(context: &mut Context) -> JsResult<()> {
 }
 
 /// Names that scripts written for Node.js or a browser reach for, and that do not exist here.
-pub(super) const HOST_GLOBALS: &[&str] = &[
+pub(crate) const HOST_GLOBALS: &[&str] = &[
     "require",
     "module",
     "exports",

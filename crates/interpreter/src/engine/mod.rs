@@ -19,6 +19,7 @@ use crate::protocol::{
     ScriptErrorKind, ScriptLimits, Shape, ToHost, ToolBinding,
 };
 pub(crate) use absent::NO_VALUE;
+pub(crate) use explain::HOST_GLOBALS;
 
 mod absent;
 mod determinism;

@@ -24,20 +24,10 @@ use crate::shape::Shape;
 /// The part of the grammar that is the same for every prompt.
 const PROGRAM: &str = include_str!("program.lark");
 
-/// Globals of Node.js and browsers a model reaches for that the sandbox has not: never a name.
-const HOST_NAMES: &[&str] = &[
-    "require",
-    "module",
-    "exports",
-    "process",
-    "Buffer",
-    "__dirname",
-    "__filename",
-    "XMLHttpRequest",
-    "window",
-    "document",
-    "globalThis",
-];
+/// Of the Node.js and browser globals the engine explains (`engine::explain::HOST_GLOBALS`),
+/// those that are still names a program may give its own variables (`path`), or that a tool
+/// may be bound as (`fetch`, the `fs` namespace): the grammar leaves them to the bindings.
+const HOST_NAMES_KEPT: &[&str] = &["fs", "path", "fetch"];
 
 /// The start of a grammar that takes a program only.
 const START: &str = "start: program_reply\n";
@@ -64,7 +54,12 @@ pub fn program_grammar<'a>(
 ) -> String {
     let mut grammar = String::from(PROGRAM);
     let mut callees: Vec<String> = Vec::new();
-    let mut excluded: Vec<String> = HOST_NAMES.iter().map(|name| (*name).to_owned()).collect();
+    let mut excluded: Vec<String> = crate::engine::HOST_GLOBALS
+        .iter()
+        .chain(&["globalThis"])
+        .filter(|name| !HOST_NAMES_KEPT.contains(name))
+        .map(|name| (*name).to_owned())
+        .collect();
     let mut shapes = Shapes::default();
     let mut calls = Vec::new();
     for (index, binding) in bindings.iter().enumerate() {

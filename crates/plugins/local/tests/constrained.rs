@@ -78,17 +78,22 @@ fn request(question: &str, tools: &ToolSet) -> ModelRequest {
     request
 }
 
-/// The answer to `request` when it starts with `start` (written into the answer as if the
-/// model had, so a tiny model is made to call), decoded greedily with or without the grammar.
-fn answer(engine: &mut Engine, request: &ModelRequest, start: &str, constrain: bool) -> String {
-    let sampling = Sampling {
+/// Greedy decoding without a repeat penalty, under the grammar or not.
+fn greedy(constrain: bool) -> Sampling {
+    Sampling {
         temperature: 0.0,
         top_p: 1.0,
         seed: 0,
         repeat_penalty: 1.0,
         repeat_last_n: 64,
         constrain,
-    };
+    }
+}
+
+/// The answer to `request` when it starts with `start` (written into the answer as if the
+/// model had, so a tiny model is made to call), decoded greedily with or without the grammar.
+fn answer(engine: &mut Engine, request: &ModelRequest, start: &str, constrain: bool) -> String {
+    let sampling = greedy(constrain);
     let rendered = engine
         .tokenizer
         .render(&request.messages, &request.tools)
@@ -216,14 +221,7 @@ fn a_code_mode_answer_under_its_grammar_is_a_program_on_declared_tools() {
             .iter()
             .map(|(id, input, output)| (id.as_str(), input.as_ref(), output.as_ref())),
     );
-    let sampling = Sampling {
-        temperature: 0.0,
-        top_p: 1.0,
-        seed: 0,
-        repeat_penalty: 1.0,
-        repeat_last_n: 64,
-        constrain: true,
-    };
+    let sampling = greedy(true);
     for question in ["What time is it in Tokyo?", "What does notes.txt say?"] {
         let mut request = ModelRequest::new(
             ModelKind::Normal,
@@ -238,16 +236,7 @@ fn a_code_mode_answer_under_its_grammar_is_a_program_on_declared_tools() {
         );
         request.grammar = Some(grammar.clone());
         let free = engine
-            .generate(
-                &request,
-                &Sampling {
-                    constrain: false,
-                    ..sampling.clone()
-                },
-                200,
-                &mut |_| true,
-                &|| false,
-            )
+            .generate(&request, &greedy(false), 200, &mut |_| true, &|| false)
             .unwrap();
         let constrained = engine
             .generate(&request, &sampling, 200, &mut |_| true, &|| false)

@@ -662,9 +662,8 @@ impl Events {
                 let code = output["input"]["code"].as_str().unwrap_or_default();
                 // The program's own syntax, or a reply refused as JSON or another language;
                 // not `JSON.parse` failing on its data, nor prose (an answer in words).
-                let refused_as_code = error
-                    .strip_prefix("not run: this reply is not a JavaScript program: it is ")
-                    .is_some_and(|rest| !rest.starts_with("prose"));
+                let refused_as_code = output["result"]["notice"] == "not_a_program"
+                    && !error.contains(": it is prose");
                 if (error.starts_with("SyntaxError") && !error.contains("JSON")) || refused_as_code
                 {
                     mistakes.unparsed += 1;

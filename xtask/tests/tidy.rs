@@ -183,3 +183,61 @@ fn every_dependency_is_used() {
     }
     assert!(unused.is_empty(), "unused dependencies: {unused:?}");
 }
+
+/// Invariant 36: what happens next (resuming, taking over, counting a rule's notices) is
+/// decided by the kinds and names stored with a result, never by its words. Only the legacy
+/// reader of rows written before kinds existed compares words.
+#[test]
+fn no_behaviour_reads_stored_words() {
+    // The words written into timelines today: compared anywhere, a rewording would change how
+    // a previous release's prompts resume.
+    let stored = [
+        "_TOOL_ERROR",
+        "rejection_error",
+        "Rejected by user",
+        "\"running\"",
+        "NOT_RUN",
+        "REFUSED",
+        "REPEATED",
+        "ASKED_AFRESH",
+        "UNSAID",
+        "NOTHING_SHOWN",
+        "\"not run",
+    ];
+    let compares = [
+        "==",
+        "!=",
+        "starts_with(",
+        "strip_prefix(",
+        "contains(",
+        "ends_with(",
+    ];
+    let mut found = Vec::new();
+    for dir in crates() {
+        for file in files(&dir.join("src"), ".rs") {
+            if file.ends_with("core/src/legacy.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&file).unwrap();
+            // The unit tests at the end of a file may say what was written.
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            for (number, line) in code.lines().enumerate() {
+                if stored.iter().any(|word| line.contains(word))
+                    && compares.iter().any(|compare| line.contains(compare))
+                {
+                    found.push(format!(
+                        "{}:{}: {}",
+                        relative(&file),
+                        number + 1,
+                        line.trim()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "stored words compared to decide behaviour:\n{}",
+        found.join("\n")
+    );
+}

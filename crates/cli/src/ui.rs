@@ -186,7 +186,7 @@ fn print_event(payload: &EventPayload, show_tools: bool, at_line_start: &mut boo
                     eprintln!("· {} {} ({reason})", tool.function, tool.input)
                 }
                 ToolResult::Success { .. } => eprintln!("✓ {}", tool.function),
-                ToolResult::Error { error } => eprintln!("✗ {}: {error}", tool.function),
+                ToolResult::Error { error, .. } => eprintln!("✗ {}: {error}", tool.function),
             }
         }
         _ => {}

@@ -967,12 +967,15 @@ impl Store {
 /// Ends a prompt as `interrupted`, closing its pending tool results as errors so the
 /// conversation stays valid for the model.
 pub fn interrupt(prompt: &mut Prompt, was_waiting: bool) {
-    prompt.close_pending_tools(if was_waiting {
-        "Interrupted: the process stopped while this tool call waited for approval; it did \
-         not run"
+    if was_waiting {
+        prompt.close_pending_tools(
+            agentic_core::ErrorKind::InterruptedWaiting,
+            "Interrupted: the process stopped while this tool call waited for approval; it did \
+             not run",
+        );
     } else {
-        INTERRUPTED_TOOL_ERROR
-    });
+        prompt.close_pending_tools(agentic_core::ErrorKind::Interrupted, INTERRUPTED_TOOL_ERROR);
+    }
     prompt.state = PromptState::Interrupted;
     prompt.error = Some(if was_waiting {
         "interrupted: the process stopped while the prompt waited for approval".to_owned()

@@ -370,7 +370,7 @@ async fn a_running_prompt_found_at_startup_is_interrupted_and_the_conversation_g
             }
         );
         assert!(
-            matches!(&results[1].1, ToolResult::Error { error } if error.contains("Interrupted"))
+            matches!(&results[1].1, ToolResult::Error { error, .. } if error.contains("Interrupted"))
         );
 
         let mut conversation = service.get("alice", &stored.conversation_id).await.unwrap();

@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use agentic_conversation::{ConversationService, PromptRequest};
 use agentic_core::{
-    Plugin, PrepareContext, Prompt, PromptChange, PromptOutput, PromptState, ToolError, ToolResult,
-    define_tool,
+    ErrorKind, Plugin, PrepareContext, Prompt, PromptChange, PromptOutput, PromptState, ToolError,
+    ToolResult, define_tool,
 };
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -212,16 +212,17 @@ async fn a_code_prompt_waiting_at_restart_can_be_rejected() {
         assert_eq!(done.state, PromptState::Completed, "{}: {done:#?}", db.name);
         assert_eq!(
             calls(&done, "kit.delete"),
-            vec![ToolResult::Error {
-                error: "Rejected by user: keep it".to_owned()
-            }]
+            vec![ToolResult::error(
+                ErrorKind::Rejected,
+                "Rejected by user: keep it"
+            )]
         );
         // The script went on from the rejection (its error ended it), and nothing ran twice.
         assert_eq!(hits.load(Ordering::SeqCst), 1, "{}", db.name);
         let executions = calls(&done, "code.execute");
         assert_eq!(executions.len(), 2, "{executions:#?}");
         match &executions[0] {
-            ToolResult::Error { error } => assert!(error.contains("keep it"), "{error}"),
+            ToolResult::Error { error, .. } => assert!(error.contains("keep it"), "{error}"),
             other => panic!("{other:?}"),
         }
         assert_eq!(texts(&done).last().unwrap(), "Left notes.txt alone.");
@@ -259,7 +260,7 @@ async fn a_script_that_diverges_from_its_journal_is_stopped_and_the_model_reads_
         assert_eq!(done.state, PromptState::Completed, "{}: {done:#?}", db.name);
         let executions = calls(&done, "code.execute");
         match &executions[0] {
-            ToolResult::Error { error } => assert!(
+            ToolResult::Error { error, .. } => assert!(
                 error.contains("diverged from its journal at call 1")
                     && error.contains("count.hit({})"),
                 "{error}"
@@ -268,13 +269,111 @@ async fn a_script_that_diverges_from_its_journal_is_stopped_and_the_model_reads_
         }
         // The call it waited at never ran; nothing ran twice; the model went on.
         match &calls(&done, "kit.delete")[0] {
-            ToolResult::Error { error } => assert!(error.starts_with("Interrupted"), "{error}"),
+            ToolResult::Error { error, .. } => assert!(error.starts_with("Interrupted"), "{error}"),
             other => panic!("{other:?}"),
         }
         assert_eq!(hits.load(Ordering::SeqCst), 1, "{}", db.name);
         assert_eq!(
             texts(&done).last().unwrap(),
             "Stopped, as the journal did not match."
+        );
+    }
+}
+
+/// The script of [`SCRIPT`], after a reply in Python that is refused.
+const SCRIPT_AFTER_A_REFUSAL: &str = r#"
+- text: |
+    ```python
+    print("hi")
+    ```
+- code: |
+    const first = count.hit({});
+    const deleted = kitDelete({ path: "notes.txt" });
+    const second = count.hit({});
+    done(`first=${first.n} second=${second.n} ${deleted}`);
+"#;
+
+/// Rewrites a stored prompt's timeline as the release before error kinds wrote it: every
+/// error with its words only (the one difference between the two formats).
+async fn store_as_before_error_kinds(db: &TestDb, prompt_id: &str) {
+    use agentic_conversation::entity::prompt;
+    use agentic_conversation::sea_orm::sea_query::Expr;
+    use agentic_conversation::sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+
+    let store = support::store(db).await;
+    let stored = store.prompt("alice", prompt_id).await.unwrap().unwrap();
+    let mut output = serde_json::to_value(&stored.prompt.output).unwrap();
+    let mut stripped = 0;
+    for item in output.as_array_mut().unwrap() {
+        if let Some(result) = item
+            .get_mut("result")
+            .and_then(|result| result.as_object_mut())
+            && result.get("type").and_then(|kind| kind.as_str()) == Some("error")
+        {
+            result.remove("kind");
+            result.remove("notice");
+            stripped += 1;
+        }
+    }
+    assert!(stripped > 0, "no error to store the old way");
+    prompt::Entity::update_many()
+        .col_expr(prompt::Column::Output, Expr::value(output))
+        .filter(prompt::Column::Id.eq(prompt_id))
+        .exec(store.connection())
+        .await
+        .unwrap();
+}
+
+/// A code prompt stored by the release before error kinds, waiting for approval after a
+/// refused reply, resumes as it would have there: the refusal is read as the rule's notice,
+/// the script replays from its journal, and nothing runs twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_code_prompt_stored_before_error_kinds_resumes_the_same() {
+    for db in databases().await {
+        let hits = Arc::new(AtomicUsize::new(0));
+        let (waiting, call) = {
+            let (service, _) = service(&db, SCRIPT_AFTER_A_REFUSAL, &hits).await;
+            let mut conversation = service.create("alice").await.unwrap();
+            let waiting = conversation
+                .prompt(request("Delete notes.txt"))
+                .await
+                .unwrap();
+            assert_eq!(
+                waiting.state,
+                PromptState::WaitingForApproval,
+                "{}",
+                db.name
+            );
+            let call = waiting
+                .output
+                .iter()
+                .find_map(|output| match output {
+                    PromptOutput::Tool(tool) if tool.function == "kit.delete" => {
+                        Some(tool.id.clone())
+                    }
+                    _ => None,
+                })
+                .unwrap();
+            drop(conversation);
+            assert!(service.shutdown().await.unwrap().is_empty(), "{}", db.name);
+            (waiting, call)
+        };
+        store_as_before_error_kinds(&db, &waiting.id).await;
+
+        let (service, provider) = service(&db, "- text: unexpected\n", &hits).await;
+        let loaded = service.prompt("alice", &waiting.id).await.unwrap().prompt;
+        let refusal = &calls(&loaded, "code.execute")[0];
+        assert_eq!(refusal.error_kind(), Some(ErrorKind::NotRun), "{refusal:?}");
+        assert_eq!(refusal.notice(), Some("not_a_program"), "{refusal:?}");
+        assert_eq!(loaded, waiting, "{}: read back as it was written", db.name);
+
+        let done = service.approve("alice", &waiting.id, &call).await.unwrap();
+        assert_eq!(done.state, PromptState::Completed, "{}: {done:#?}", db.name);
+        assert_eq!(hits.load(Ordering::SeqCst), 2, "{}", db.name);
+        assert!(provider.requests().is_empty(), "the model was asked again");
+        assert_eq!(
+            texts(&done).last().unwrap(),
+            "first=1 second=2 deleted notes.txt"
         );
     }
 }

@@ -13,10 +13,10 @@ use crate::mode::{
     ExecutionModeFactory, ExecutorCreateOptions, ExecutorError, PromptExecutor, rejection_error,
 };
 use crate::plugin::Prepared;
-use crate::prompt::{Prompt, PromptOutput, PromptState, ToolResult};
+use crate::prompt::{ErrorKind, Prompt, PromptOutput, PromptState, ToolResult};
 use crate::provider::{ChatMessage, ModelRequest, ToolSpec};
 use crate::recorder::PromptRecorder;
-use crate::runtime::{INTERRUPTED_TOOL_ERROR, TAKEN_OVER_TOOL_ERROR};
+use crate::runtime::TAKEN_OVER_TOOL_ERROR;
 use crate::state::State;
 use crate::tool::{Approval, ToolContext};
 
@@ -117,9 +117,10 @@ impl PromptCompletion {
                     ToolResult::Pending { .. } => {
                         Some((tool.id.clone(), tool.function.clone(), true))
                     }
-                    ToolResult::Error { error } if error == INTERRUPTED_TOOL_ERROR => {
-                        Some((tool.id.clone(), tool.function.clone(), false))
-                    }
+                    ToolResult::Error {
+                        kind: ErrorKind::Interrupted,
+                        ..
+                    } => Some((tool.id.clone(), tool.function.clone(), false)),
                     _ => None,
                 },
                 _ => None,
@@ -135,9 +136,7 @@ impl PromptCompletion {
                     self.recorder
                         .finish_tool(
                             &id,
-                            ToolResult::Error {
-                                error: TAKEN_OVER_TOOL_ERROR.to_owned(),
-                            },
+                            ToolResult::error(ErrorKind::TakenOver, TAKEN_OVER_TOOL_ERROR),
                         )
                         .await?;
                 }
@@ -212,9 +211,8 @@ impl PromptCompletion {
                             .await?;
                     }
                     Err(error) => {
-                        let result = ToolResult::Error {
-                            error: format!("invalid JSON in tool arguments: {error}"),
-                        };
+                        let result =
+                            ToolResult::failed(format!("invalid JSON in tool arguments: {error}"));
                         self.recorder
                             .push_finished_tool(
                                 &call.id,
@@ -257,9 +255,7 @@ impl PromptCompletion {
                 .await
             {
                 Ok(output) => ToolResult::Success { output },
-                Err(error) => ToolResult::Error {
-                    error: error.to_string(),
-                },
+                Err(error) => ToolResult::failed(error.to_string()),
             };
             self.recorder.finish_tool(&id, result).await?;
             for file in context.take_files() {
@@ -384,9 +380,7 @@ impl PromptExecutor for PromptCompletion {
         self.recorder
             .finish_tool(
                 tool_call_id,
-                ToolResult::Error {
-                    error: rejection_error(reason),
-                },
+                ToolResult::error(ErrorKind::Rejected, rejection_error(reason)),
             )
             .await?;
         self.drive().await

@@ -200,7 +200,7 @@ pub fn output_messages(outputs: &[PromptOutput], tool_result_limit: usize) -> Ve
 pub fn tool_result_text(result: &ToolResult, limit: usize) -> String {
     match result {
         ToolResult::Success { output } => crate::tool::result_text_for_model(output, limit),
-        ToolResult::Error { error } => cap_text(&format!("Error: {error}"), limit),
+        ToolResult::Error { error, .. } => cap_text(&format!("Error: {error}"), limit),
         ToolResult::Pending { .. } => "Error: the call never finished".to_owned(),
     }
 }

@@ -9,6 +9,7 @@ pub mod classic;
 pub mod config;
 pub mod event;
 pub mod history;
+mod legacy;
 pub mod mode;
 pub mod plugin;
 pub mod prompt;
@@ -32,8 +33,8 @@ pub use plugin::{
     ContextItem, Extensions, Plugin, PluginRegistration, PrepareContext, Prepared, SetupContext,
 };
 pub use prompt::{
-    FileOutput, ModelKind, Prompt, PromptOutput, PromptState, PromptUsage, TextOutput, ToolOutput,
-    ToolResult,
+    ErrorKind, FileOutput, ModelKind, Prompt, PromptOutput, PromptState, PromptUsage, TextOutput,
+    ToolOutput, ToolResult,
 };
 pub use provider::{
     ChatMessage, ChatRole, CompletionService, ModelEvent, ModelProvider, ModelRequest,

@@ -109,16 +109,15 @@ impl Prompt {
         }
     }
 
-    pub fn close_pending_tools(&mut self, error: &str) -> Vec<usize> {
+    /// Ends every pending tool call with `error`, of `kind`; the indexes of those it closed.
+    pub fn close_pending_tools(&mut self, kind: ErrorKind, error: &str) -> Vec<usize> {
         let now = Utc::now();
         let mut closed = Vec::new();
         for (index, output) in self.output.iter_mut().enumerate() {
             if let PromptOutput::Tool(tool) = output
                 && tool.result.is_pending()
             {
-                tool.result = ToolResult::Error {
-                    error: error.to_owned(),
-                };
+                tool.result = ToolResult::error(kind, error);
                 tool.end = Some(now);
                 closed.push(index);
             }
@@ -237,14 +236,53 @@ pub struct ToolOutput {
     pub end: Option<DateTime<Utc>>,
 }
 
+/// How a tool call ended without a result. Stored beside the error's words, so that what
+/// happens next (resuming a prompt, taking it over, telling the model) never reads them:
+/// rewording an error cannot change how an earlier release's prompts resume.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ErrorKind {
+    /// The tool ran and failed, or its input was refused.
+    #[default]
+    Failed,
+    /// A person rejected the call.
+    Rejected,
+    /// The prompt was cancelled before the call finished.
+    Cancelled,
+    /// The process running the prompt stopped before the call finished. A prompt continued
+    /// later runs the call again if its tool is idempotent.
+    Interrupted,
+    /// The process stopped while the call waited for a person: it never ran.
+    InterruptedWaiting,
+    /// The server running the call stopped before its result was recorded, and the prompt
+    /// went on elsewhere without running it again.
+    TakenOver,
+    /// The mode did not run the call (code mode: a reply it did not run as a program); the
+    /// error's `notice` names the rule that said why.
+    NotRun,
+}
+
+/// A tool call's result as the timeline holds it.
+///
+/// Every error is written with its [`ErrorKind`]; an error without one was written by a
+/// release before kinds existed, and is classified once, as it is read (`legacy.rs`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "type", rename_all = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "camelCase",
+    from = "crate::legacy::StoredToolResult"
+)]
 pub enum ToolResult {
     Success {
         output: Value,
     },
     Error {
         error: String,
+        kind: ErrorKind,
+        /// The mode's own name for the rule that wrote this error, when one did (code mode:
+        /// `repeated`, `unsaid`, …): an identifier that stays the same across releases.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        notice: Option<String>,
     },
     Pending {
         reason: String,
@@ -260,6 +298,46 @@ pub enum ToolResult {
 }
 
 impl ToolResult {
+    /// A call that ran and failed, or whose input was refused.
+    pub fn failed(error: impl Into<String>) -> Self {
+        Self::error(ErrorKind::Failed, error)
+    }
+
+    /// A call that ended without a result, for the reason `kind` says.
+    pub fn error(kind: ErrorKind, error: impl Into<String>) -> Self {
+        Self::Error {
+            error: error.into(),
+            kind,
+            notice: None,
+        }
+    }
+
+    /// This error, written by the rule named `notice` (a result that is not an error is
+    /// returned as it is).
+    #[must_use]
+    pub fn with_notice(mut self, name: &str) -> Self {
+        if let Self::Error { notice, .. } = &mut self {
+            *notice = Some(name.to_owned());
+        }
+        self
+    }
+
+    /// How the call ended without a result; `None` for a result or a call still to come.
+    pub fn error_kind(&self) -> Option<ErrorKind> {
+        match self {
+            Self::Error { kind, .. } => Some(*kind),
+            _ => None,
+        }
+    }
+
+    /// The name of the rule that wrote this error, if one did.
+    pub fn notice(&self) -> Option<&str> {
+        match self {
+            Self::Error { notice, .. } => notice.as_deref(),
+            _ => None,
+        }
+    }
+
     /// A result still to come, for a call queued or running.
     pub fn pending(reason: &str) -> Self {
         Self::Pending {

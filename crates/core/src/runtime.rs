@@ -781,7 +781,7 @@ impl PromptService {
 /// error result, so the timeline stays valid for the model in the next prompt. Returns the
 /// `prompt.cancelled` event to publish.
 pub fn close_cancelled(prompt: &mut Prompt) -> EventPayload {
-    prompt.close_pending_tools(CANCELLED_TOOL_ERROR);
+    prompt.close_pending_tools(crate::ErrorKind::Cancelled, CANCELLED_TOOL_ERROR);
     prompt.state = PromptState::Cancelled;
     prompt.error = Some("cancelled".to_owned());
     EventPayload::PromptCancelled {

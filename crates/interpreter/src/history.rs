@@ -122,7 +122,7 @@ fn prompt_messages(prompt: &Prompt) -> Vec<ChatMessage> {
             ToolResult::Success { output } => {
                 format!("returned {}", cap_text(&output.to_string(), RESULT_CHARS))
             }
-            ToolResult::Error { error } => format!("failed: {}", cap_text(error, RESULT_CHARS)),
+            ToolResult::Error { error, .. } => format!("failed: {}", cap_text(error, RESULT_CHARS)),
             ToolResult::Pending { .. } => continue,
         };
         text.push_str(&format!("\n{}(…) {result}", call_name(&call.function)));

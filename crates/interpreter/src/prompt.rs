@@ -409,8 +409,8 @@ pub(crate) fn iteration_messages(outputs: &[PromptOutput], limit: usize) -> Vec<
     let flush = |current: &mut Option<Current>, messages: &mut Vec<ChatMessage>| {
         if let Some(current) = current.take() {
             let mut text = feedback(current.result, &current.shown, limit);
-            if let ToolResult::Error { error } = current.result
-                && !error.starts_with(crate::rules::NOT_RUN)
+            if let ToolResult::Error { kind, .. } = current.result
+                && *kind != agentic_core::ErrorKind::NotRun
             {
                 text.push_str(&returned_preview(&current.calls));
             }
@@ -495,7 +495,7 @@ fn call_line(call: &agentic_core::ToolOutput, result_chars: usize) -> Option<Str
             "{function}({input}) returned {}",
             cap_text(&output.to_string(), result_chars)
         )),
-        ToolResult::Error { error } => Some(format!(
+        ToolResult::Error { error, .. } => Some(format!(
             "{function}({input}) failed: {}",
             cap_text(error, result_chars)
         )),
@@ -605,7 +605,7 @@ fn feedback(result: &ToolResult, shown: &[String], limit: usize) -> String {
             }
             text
         }
-        ToolResult::Error { error } => format!("Execution error: {error}"),
+        ToolResult::Error { error, .. } => format!("Execution error: {error}"),
         ToolResult::Pending { .. } => "Execution error: the execution never finished".to_owned(),
     };
     if !shown.is_empty() {

@@ -1,6 +1,7 @@
 //! Code mode's feedback for small models, one rule per file: what mistake each fixes and what
-//! it was measured to do, in its module's first lines. Every notice a rule writes into the
-//! timeline starts with its own constant, by which later iterations recognise it.
+//! it was measured to do, in its module's first lines. Every error a rule writes into the
+//! timeline carries the rule's name ([`Notice`]), by which later iterations recognise it; its
+//! words are for the model only.
 //!
 //! How rules are judged: designed on the tuning split of `eval/` (`eval/split.toml`), kept
 //! only when they do not lower the held-out split, both reported each time
@@ -26,5 +27,71 @@ pub(crate) mod repeated;
 pub(crate) mod transient;
 pub(crate) mod unsaid;
 
-/// How the error of every reply that was not run starts.
-pub(crate) const NOT_RUN: &str = "not run:";
+use agentic_core::{ErrorKind, ToolResult};
+
+/// The rules' names in the timeline: an error a rule wrote carries its name
+/// ([`ToolResult::notice`]), by which later iterations, and a process that resumes the
+/// prompt, recognise it. The names are stored: never rename one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Notice {
+    /// A reply that is not a program (`not_a_program`), or prose after a failure.
+    NotAProgram,
+    /// A failed program sent again (`repeated`).
+    Repeated,
+    /// Asked for a new program in a fresh request (`afresh`).
+    Afresh,
+    /// Prose that left unsaid what the last program found (`unsaid`).
+    Unsaid,
+    /// A program sent again after it was told so: the turn ends with a plain answer.
+    Stuck,
+    /// `done()` in a turn that showed the user nothing (`nothing_shown`). The program ran.
+    NothingShown,
+}
+
+impl Notice {
+    const ALL: [Notice; 6] = [
+        Notice::NotAProgram,
+        Notice::Repeated,
+        Notice::Afresh,
+        Notice::Unsaid,
+        Notice::Stuck,
+        Notice::NothingShown,
+    ];
+
+    /// The name stored with the error.
+    pub(crate) const fn name(self) -> &'static str {
+        match self {
+            Notice::NotAProgram => "not_a_program",
+            Notice::Repeated => "repeated",
+            Notice::Afresh => "afresh",
+            Notice::Unsaid => "unsaid",
+            Notice::Stuck => "stuck",
+            Notice::NothingShown => "nothing_shown",
+        }
+    }
+
+    /// The rule that wrote `result`, if one of these did.
+    pub(crate) fn of(result: &ToolResult) -> Option<Notice> {
+        let name = result.notice()?;
+        Notice::ALL.into_iter().find(|notice| notice.name() == name)
+    }
+
+    /// How the execution that met this rule ended: not run, except for a program that ran
+    /// and showed nothing.
+    pub(crate) fn kind(self) -> ErrorKind {
+        match self {
+            Notice::NothingShown => ErrorKind::Failed,
+            _ => ErrorKind::NotRun,
+        }
+    }
+
+    /// The execution's result: `error`, the words the model reads, written by this rule.
+    pub(crate) fn result(self, error: String) -> ToolResult {
+        ToolResult::error(self.kind(), error).with_notice(self.name())
+    }
+}
+
+/// Whether an execution was a reply that was not run (any rule's, or a person's refusal).
+pub(crate) fn not_run(result: &ToolResult) -> bool {
+    result.error_kind() == Some(ErrorKind::NotRun)
+}

@@ -20,7 +20,7 @@ pub(crate) fn transient_failure(result: &ToolResult) -> bool {
             .get("status")
             .and_then(Value::as_u64)
             .is_some_and(|status| TRANSIENT_STATUSES.contains(&status)),
-        ToolResult::Error { error } => {
+        ToolResult::Error { error, .. } => {
             let error = error.to_ascii_lowercase();
             [
                 "temporarily unavailable",
@@ -43,9 +43,7 @@ mod tests {
     #[test]
     fn failures_that_may_pass_when_tried_again() {
         let ok = |output: Value| ToolResult::Success { output };
-        let error = |text: &str| ToolResult::Error {
-            error: text.to_owned(),
-        };
+        let error = |text: &str| ToolResult::failed(text.to_owned());
         assert!(transient_failure(&ok(
             serde_json::json!({ "status": 503, "text": "busy" })
         )));

@@ -397,7 +397,7 @@ async fn a_classic_prompt_runs_end_to_end_and_malformed_arguments_reach_the_mode
             _ => None,
         })
         .collect();
-    let ToolResult::Error { error } = results[0] else {
+    let ToolResult::Error { error, .. } = results[0] else {
         panic!("malformed arguments should fail, got {:?}", results[0])
     };
     assert!(

@@ -1,0 +1,181 @@
+//! The tool calls of one request from a script: recorded as pending, decided (allowed, put
+//! to a person, answered from the journal), then run together and answered in one reply.
+
+use agentic_core::{Approval, ExecutorError, Prepared, PromptState, ToolContext, ToolResult};
+use async_trait::async_trait;
+use serde_json::Value;
+
+use super::{CodeExecutor, new_call_id};
+use crate::host::{ScriptHost, calls_reply};
+use crate::journal::Entry;
+use crate::protocol::{HostReply, ParallelCall, ToolBinding};
+
+pub(super) struct Batch {
+    pub(super) request_id: u64,
+    pub(super) parallel: bool,
+    pub(super) calls: Vec<BatchCall>,
+}
+
+pub(super) struct BatchCall {
+    pub(super) id: String,
+    pub(super) tool: String,
+    pub(super) input: Value,
+    pub(super) decision: Decision,
+}
+
+#[derive(Clone, PartialEq)]
+pub(super) enum Decision {
+    /// Runs without asking.
+    Allowed,
+    /// Waits for a person; the reason is shown to them.
+    Ask(String),
+    Approved,
+    /// Holds the error the call fails with.
+    Rejected(String),
+    /// Answered from the timeline: a replayed call that ran before.
+    Recorded(Result<Value, String>),
+}
+
+impl CodeExecutor {
+    /// Records the calls of one request as pending tool outputs and decides which need a person.
+    pub(super) async fn open_batch(
+        &mut self,
+        request_id: u64,
+        parallel: bool,
+        calls: Vec<ParallelCall>,
+        prepared: &Prepared,
+    ) -> Result<Batch, ExecutorError> {
+        let mut batch = Batch {
+            request_id,
+            parallel,
+            calls: Vec::with_capacity(calls.len()),
+        };
+        for call in calls {
+            let id = new_call_id();
+            let decision = match prepared.tools.approval(&call.tool, &call.input) {
+                Approval::Required { reason } if !self.shared.config.auto_approve => {
+                    Decision::Ask(reason)
+                }
+                _ => Decision::Allowed,
+            };
+            self.recorder
+                .start_tool(&id, &call.tool, call.input.clone(), "running")
+                .await?;
+            batch.calls.push(BatchCall {
+                id,
+                tool: call.tool,
+                input: call.input,
+                decision,
+            });
+        }
+        Ok(batch)
+    }
+
+    /// Runs the allowed and approved calls of a batch concurrently and records every result.
+    pub(super) async fn run_batch(
+        &mut self,
+        batch: &Batch,
+        prepared: &Prepared,
+    ) -> Result<HostReply, ExecutorError> {
+        let prompt = self.recorder.prompt();
+        let context = ToolContext::new(
+            &prompt.user_id,
+            &prompt.id,
+            self.options.state.clone(),
+            self.options.services.clone(),
+        );
+        let runs = batch.calls.iter().map(|call| {
+            let context = context.for_call(&call.id);
+            async move {
+                match &call.decision {
+                    Decision::Rejected(error) => Err(error.clone()),
+                    Decision::Recorded(result) => result.clone(),
+                    _ => prepared
+                        .tools
+                        .invoke(context, &call.tool, call.input.clone())
+                        .await
+                        .map_err(|error| error.to_string()),
+                }
+            }
+        });
+        let results = futures::future::join_all(runs).await;
+        for (call, result) in batch.calls.iter().zip(&results) {
+            let result = match result {
+                Ok(output) => ToolResult::Success {
+                    output: output.clone(),
+                },
+                Err(error) => ToolResult::failed(error.clone()),
+            };
+            if !matches!(call.decision, Decision::Rejected(_) | Decision::Recorded(_)) {
+                self.recorder.finish_tool(&call.id, result).await?;
+            }
+        }
+        for file in context.take_files() {
+            self.recorder.push_file(file).await?;
+        }
+        Ok(calls_reply(batch.parallel, results))
+    }
+
+    /// The id of the call waiting for a decision, if the prompt is waiting.
+    pub(super) fn waiting_call(&mut self) -> Option<&mut BatchCall> {
+        if self.recorder.prompt().state != PromptState::WaitingForApproval {
+            return None;
+        }
+        self.active
+            .as_mut()?
+            .batch
+            .as_mut()?
+            .calls
+            .iter_mut()
+            .find(|call| matches!(call.decision, Decision::Ask(_)))
+    }
+}
+
+/// Code mode as the host of its script: tool calls wait in a batch, so that calls needing
+/// approval can hold the script while a person decides.
+pub(super) struct ModeHost<'a> {
+    pub(super) executor: &'a mut CodeExecutor,
+    /// The execution's `code.execute` output id, for its journal entries.
+    pub(super) execution: &'a str,
+    pub(super) batch: &'a mut Option<Batch>,
+    pub(super) prepared: &'a Prepared,
+    pub(super) bindings: &'a [ToolBinding],
+}
+
+#[async_trait]
+impl ScriptHost for ModeHost<'_> {
+    type Error = ExecutorError;
+
+    fn tools(&self) -> (&agentic_core::ToolSet, &[ToolBinding]) {
+        (&self.prepared.tools, self.bindings)
+    }
+
+    async fn tool_calls(
+        &mut self,
+        id: u64,
+        parallel: bool,
+        calls: Vec<ParallelCall>,
+    ) -> Result<Option<HostReply>, ExecutorError> {
+        let batch = self
+            .executor
+            .open_batch(id, parallel, calls, self.prepared)
+            .await?;
+        *self.batch = Some(batch);
+        Ok(None)
+    }
+
+    async fn llm(&mut self, prompt: &str, json: bool) -> HostReply {
+        let reply = self.executor.llm(prompt, json).await;
+        let entry = Entry::Llm {
+            execution: self.execution.to_owned(),
+            prompt: prompt.to_owned(),
+            json,
+            reply: reply.clone(),
+        };
+        if let Err(error) = self.executor.journal(entry).await {
+            // The script cannot be resumed past this answer; it goes on here.
+            tracing::warn!(%error, "could not journal an llm() answer");
+        }
+        reply
+    }
+}

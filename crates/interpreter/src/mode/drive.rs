@@ -1,0 +1,267 @@
+//! The loop of a turn: ask the model, decide what to do with its reply (run it, refuse it,
+//! stop a copy), run the program, and go on until an answer or the iteration limit.
+
+use agentic_core::tool::cap_text;
+use agentic_core::{ChatMessage, ExecutorError, ModelRequest, Prompt};
+use serde_json::json;
+use tracing::Instrument as _;
+
+use super::timeline::LastRun;
+use super::{CodeExecutor, Progress, new_call_id};
+use crate::history::history_messages;
+use crate::journal::Entry;
+use crate::prompt::{CODE_EXECUTE, extract_code};
+use crate::protocol::Determinism;
+use crate::rules::Notice;
+
+impl CodeExecutor {
+    pub(super) async fn drive(&mut self) -> Result<Prompt, ExecutorError> {
+        let (prepared, bindings) = match self.prepared().await {
+            Ok(prepared) => prepared,
+            Err(error) => {
+                self.recorder
+                    .fail(&format!("preparing the prompt failed: {error:#}"))
+                    .await?;
+                return Ok(self.recorder.prompt().clone());
+            }
+        };
+        if self.active.is_none() {
+            self.restore(&bindings).await?;
+        }
+        loop {
+            if let Some(mut active) = self.active.take() {
+                let span = active.span.clone();
+                match self
+                    .continue_execution(&mut active, &prepared, &bindings)
+                    .instrument(span)
+                    .await?
+                {
+                    Progress::Paused => {
+                        self.active = Some(active);
+                        return Ok(self.recorder.prompt().clone());
+                    }
+                    Progress::Finished(outcome) => {
+                        if self.finish_iteration(active, *outcome).await? {
+                            return Ok(self.recorder.prompt().clone());
+                        }
+                    }
+                }
+            }
+            if self.iterations >= self.max_iterations {
+                // The user still gets the model's best answer, then the reason it is not more.
+                self.answer_without_code(&format!(
+                    "the code did not finish within {} iterations",
+                    self.max_iterations
+                ))
+                .await?;
+                let message = format!(
+                    "Stopped: reached the maximum of {} code iterations without finishing.",
+                    self.max_iterations
+                );
+                self.recorder.push_unstreamed_text(&message).await?;
+                self.recorder.complete().await?;
+                return Ok(self.recorder.prompt().clone());
+            }
+            self.iterations += 1;
+            let request = self.request(&prepared, &bindings);
+            let reply = match self.ask(request).await {
+                Ok(reply) => reply,
+                Err(error) => {
+                    self.recorder.fail(&error.to_string()).await?;
+                    return Ok(self.recorder.prompt().clone());
+                }
+            };
+            let last_error = self.timeline().last_execution_error();
+            if let Some(hint) =
+                crate::rules::not_a_program::refusal(&reply.text, last_error.as_deref(), &bindings)
+            {
+                // Told once what was wrong; a second such reply is asked afresh (when nothing
+                // was fetched to answer from), then gets the plain-answer path.
+                let told = self.timeline().refusals();
+                let afresh = told > 0 && self.timeline().may_ask_afresh();
+                let result = if afresh {
+                    Notice::Afresh
+                        .result(format!("{} ({hint})", crate::rules::afresh::ASKED_AFRESH))
+                } else {
+                    Notice::NotAProgram.result(hint)
+                };
+                let id = new_call_id();
+                self.recorder
+                    .push_finished_tool(
+                        &id,
+                        CODE_EXECUTE,
+                        json!({ "code": reply.text.trim() }),
+                        result,
+                    )
+                    .await?;
+                if told == 0 || afresh {
+                    continue;
+                }
+                let answered = self
+                    .answer_without_code("you kept replying without code")
+                    .await?;
+                if !answered {
+                    self.recorder
+                        .push_unstreamed_text("Stopped: the model did not reply with code.")
+                        .await?;
+                }
+                self.recorder.complete().await?;
+                return Ok(self.recorder.prompt().clone());
+            }
+            let (code, path) = extract_code(&reply.text);
+            let earlier = self.timeline().earlier_iteration_with(&code);
+            // The same program after a failure that may pass by itself (a 503, a timeout): the
+            // rule below assumes a program gives the same result twice, which a flaky service
+            // breaks. Such a program is run once more.
+            let rerun = earlier.is_some_and(|earlier| {
+                self.timeline().iteration_met_transient_failure(earlier)
+                    && self.timeline().executions_of(&code).count() == 1
+            });
+            let earlier = if rerun { None } else { earlier };
+            let code_output_id = new_call_id();
+            self.recorder
+                .start_tool(
+                    &code_output_id,
+                    CODE_EXECUTE,
+                    json!({ "code": code }),
+                    "running",
+                )
+                .await?;
+            if earlier.is_some()
+                && self.timeline().count(Notice::Repeated) == 0
+                && let Some((number, last_run)) =
+                    self.timeline().last_run_of(&code, &code_output_id)
+            {
+                // The same program again, after it failed (or ran with a note on values it left
+                // empty): told once what its last run met, as small models often copy their
+                // code back unchanged past a long error.
+                let error = match last_run {
+                    LastRun::Failed(error) => crate::rules::repeated::after_failure(number, &error),
+                    LastRun::Noted(note) => crate::rules::repeated::after_note(number, &note),
+                };
+                self.recorder
+                    .finish_tool(&code_output_id, Notice::Repeated.result(error))
+                    .await?;
+                continue;
+            }
+            if let Some(earlier) = earlier
+                && self.timeline().may_ask_afresh()
+            {
+                // Stuck on a program that failed, with nothing fetched yet to answer from: a
+                // plain answer could only guess. The model is asked once more in a request
+                // without its earlier programs, which a small model otherwise copies back.
+                self.recorder
+                    .finish_tool(
+                        &code_output_id,
+                        Notice::Afresh.result(format!(
+                            "{} (the same code as iteration {earlier})",
+                            crate::rules::afresh::ASKED_AFRESH
+                        )),
+                    )
+                    .await?;
+                continue;
+            }
+            if let Some(earlier) = earlier {
+                // A model that sends the same code again is stuck (greedy decoding of a small
+                // model copies its last turn): running it would give the same result, and
+                // asking again would give the same code, so it is asked for a plain answer.
+                self.recorder
+                    .finish_tool(
+                        &code_output_id,
+                        Notice::Stuck.result(format!(
+                            "not run: the same code as iteration {earlier}; asked for a \
+                                 plain-text answer instead"
+                        )),
+                    )
+                    .await?;
+                let answered = self
+                    .answer_without_code(&format!(
+                        "you sent the program of iteration {earlier} again"
+                    ))
+                    .await?;
+                if !answered {
+                    self.recorder
+                        .push_unstreamed_text(
+                            "Stopped: the model repeated its code without finishing.",
+                        )
+                        .await?;
+                }
+                self.recorder.complete().await?;
+                return Ok(self.recorder.prompt().clone());
+            }
+            // What the script reads besides its code and its tools' answers is journaled
+            // first, so that another process can replay it.
+            let seed = fastrand::u64(..);
+            self.journal(Entry::Start {
+                execution: code_output_id.clone(),
+                path,
+                seed,
+                store: self.store.clone(),
+            })
+            .await?;
+            let determinism = Determinism {
+                seed: Some(seed),
+                clock: Vec::new(),
+            };
+            let store = self.store.clone();
+            self.launch(
+                code_output_id,
+                code,
+                path,
+                store,
+                &bindings,
+                determinism,
+                None,
+            )
+            .await;
+        }
+    }
+
+    /// Asks the model for a plain-text answer to the user's message, without code, and records
+    /// it as a text output. `why` says why code mode gave up; the model sees every program and
+    /// result so far. False when no answer came (the call failed or the reply was empty).
+    pub(super) async fn answer_without_code(&mut self, why: &str) -> Result<bool, ExecutorError> {
+        // A fresh request: the user's message and what the tools returned, without the
+        // programs and their errors. Shown the whole turn, small models paraphrased the last
+        // error instead of answering from the data they had fetched.
+        let prompt = self.recorder.prompt();
+        let digest = crate::prompt::results_digest(&prompt.output);
+        // The last error a program ran into, not a notice about a reply that was not run.
+        let last_error = self
+            .timeline()
+            .last_failure()
+            .map(|error| cap_text(error.lines().next().unwrap_or_default(), 300));
+        let mut message = prompt.input.clone().unwrap_or_default();
+        if digest.is_empty() {
+            message.push_str("\n\n(No tool was called for this message.)");
+        } else {
+            message
+                .push_str("\n\nWhat the programs and tool calls made for this message returned:\n");
+            message.push_str(&digest);
+        }
+        if let Some(error) = last_error {
+            message.push_str(&format!("\n\nThe last program failed: {error}"));
+        }
+        message.push_str("\n\nAnswer the message above in plain text, from these results.");
+        tracing::debug!(why, "code mode answers without code");
+        let mut messages = vec![ChatMessage::system(
+            crate::prompt::ANSWER_FROM_RESULTS.to_owned(),
+        )];
+        messages.extend(history_messages(&self.options.history));
+        messages.push(ChatMessage::user(message));
+        let request = ModelRequest::new(prompt.model, messages);
+        let reply = match self.ask(request).await {
+            Ok(reply) => reply,
+            Err(error) => {
+                tracing::warn!(%error, "the plain-text answer after code mode gave up failed");
+                return Ok(false);
+            }
+        };
+        let answer = reply.text.trim();
+        if answer.is_empty() {
+            return Ok(false);
+        }
+        self.recorder.push_unstreamed_text(answer).await?;
+        Ok(true)
+    }
+}

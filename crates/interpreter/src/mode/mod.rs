@@ -1,0 +1,251 @@
+//! Code mode: the model writes a program, the sandbox runs it, its tool calls come back to
+//! the host (where approval, validation and recording happen), and what it did goes back to
+//! the model until the program calls `done()` or `complete()`.
+//!
+//! - `drive.rs`: the loop of a turn, and what each reply becomes;
+//! - `execution.rs`: one program's lifecycle, from launch to its recorded outcome;
+//! - `batch.rs`: the tool calls of one request, their decisions and their run;
+//! - `resume.rs`: picking a script up again from its journal;
+//! - `request.rs`: what the model is asked;
+//! - `timeline.rs`: the read-only view of the turn that the loop and the rules query.
+
+use std::sync::Arc;
+
+use agentic_core::{
+    ExecutionModeFactory, ExecutorCreateOptions, ExecutorError, Prepared, Prompt, PromptExecutor,
+    PromptRecorder, PromptState, State, ToolResult,
+};
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+
+use crate::journal::{Entry, Replay};
+use crate::plugin::Shared;
+use crate::protocol::{CodePath, ExecutionOutcome, ToolBinding};
+use crate::sandbox::Execution;
+
+mod batch;
+mod drive;
+mod execution;
+mod request;
+mod resume;
+mod timeline;
+
+use batch::{Batch, Decision};
+use timeline::Timeline;
+
+pub(crate) const CODE_MODE: &str = "code";
+
+/// Registers [`CodeExecutor`] as mode `code`.
+pub(crate) struct CodeModeFactory {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl ExecutionModeFactory for CodeModeFactory {
+    fn id(&self) -> &str {
+        CODE_MODE
+    }
+    fn name(&self) -> &str {
+        "Code (JavaScript sandbox)"
+    }
+    fn create_executor(&self, options: ExecutorCreateOptions) -> Box<dyn PromptExecutor> {
+        Box::new(CodeExecutor::new(options, self.shared.clone()))
+    }
+    /// A script paused at an approval, or running when its process stopped, is replayed
+    /// from its journal in a fresh worker (see `journal.rs`).
+    fn resumes_after_restart(&self) -> bool {
+        true
+    }
+}
+
+/// The code-mode executor.
+pub(crate) struct CodeExecutor {
+    options: ExecutorCreateOptions,
+    shared: Arc<Shared>,
+    recorder: PromptRecorder,
+    prepared: Option<(Prepared, Vec<ToolBinding>)>,
+    /// The system prompt, built from `prepared` on the first request and the same for every
+    /// request of the prompt after it.
+    system: std::sync::OnceLock<String>,
+    /// The grammar of this prompt's programs (see [`crate::grammar`]), built on first use.
+    grammar: std::sync::OnceLock<String>,
+    iterations: u32,
+    max_iterations: u32,
+    /// `store()`/`recall()` values, carried from one iteration to the next.
+    store: Map<String, Value>,
+    active: Option<ActiveExecution>,
+    /// The stored state of a prompt this executor resumes (running when its process
+    /// stopped, or waiting for a person), until its script is restored.
+    resumed_from: Option<PromptState>,
+}
+
+impl std::fmt::Debug for CodeExecutor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CodeExecutor")
+            .field("prompt", &self.recorder.prompt().id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A script that is running, or paused at a host request.
+struct ActiveExecution {
+    execution: Execution,
+    code_output_id: String,
+    path: CodePath,
+    logs: Vec<String>,
+    /// The tool calls of the request the script is blocked on.
+    batch: Option<Batch>,
+    /// The `execute_code` span: the script's tool calls and `llm()` calls are its children.
+    span: tracing::Span,
+    /// A resumed script: what answers its requests until it catches up with its journal.
+    replay: Option<Replay>,
+    /// The `store()` values it started with.
+    start_store: Map<String, Value>,
+}
+
+enum Progress {
+    Paused,
+    Finished(Box<ExecutionOutcome>),
+}
+
+impl CodeExecutor {
+    pub(crate) fn new(options: ExecutorCreateOptions, shared: Arc<Shared>) -> Self {
+        let prompt = options.resume_prompt.clone().unwrap_or_else(|| {
+            Prompt::new(
+                &options.user_id,
+                &options.mode,
+                options.model,
+                options.input.clone(),
+            )
+        });
+        let recorder = PromptRecorder::new(
+            prompt,
+            options.services.events.clone(),
+            options.checkpoint.clone(),
+        );
+        let max_iterations = options.max_rounds.unwrap_or(shared.config.max_iterations);
+        let resumed_from = options.resume_prompt.as_ref().map(|prompt| prompt.state);
+        Self {
+            options,
+            shared,
+            recorder,
+            prepared: None,
+            system: std::sync::OnceLock::new(),
+            grammar: std::sync::OnceLock::new(),
+            iterations: 0,
+            max_iterations,
+            store: Map::new(),
+            active: None,
+            resumed_from,
+        }
+    }
+
+    /// This turn as recorded so far.
+    fn timeline(&self) -> Timeline<'_> {
+        Timeline::of(self.recorder.prompt())
+    }
+
+    /// Appends to the prompt's journal, durably, before the script goes on.
+    async fn journal(&self, entry: Entry) -> Result<(), ExecutorError> {
+        let Some(checkpoint) = &self.options.checkpoint else {
+            return Ok(());
+        };
+        let entry = serde_json::to_value(&entry)
+            .map_err(|error| ExecutorError::Internal(error.to_string()))?;
+        checkpoint
+            .append_journal(&self.recorder.prompt().id, entry)
+            .await
+            .map_err(|error| {
+                ExecutorError::Internal(format!("could not journal the script: {error:#}"))
+            })
+    }
+
+    async fn prepared(&mut self) -> anyhow::Result<(Prepared, Vec<ToolBinding>)> {
+        if let Some(prepared) = &self.prepared {
+            return Ok(prepared.clone());
+        }
+        let prompt = self.recorder.prompt();
+        let prepared = self
+            .options
+            .services
+            .prepare(
+                &prompt.user_id,
+                &prompt.id,
+                &prompt.mode,
+                &self.options.state,
+            )
+            .await?;
+        let bindings = crate::names::bindings(
+            prepared
+                .tools
+                .iter()
+                .map(|tool| crate::names::ToolNames::of(tool.as_ref())),
+        );
+        self.prepared = Some((prepared.clone(), bindings.clone()));
+        Ok((prepared, bindings))
+    }
+}
+
+fn new_call_id() -> String {
+    format!("call_{}", uuid::Uuid::new_v4().simple())
+}
+
+#[async_trait]
+impl PromptExecutor for CodeExecutor {
+    fn prompt(&self) -> &Prompt {
+        self.recorder.prompt()
+    }
+
+    fn state(&self) -> &State {
+        &self.options.state
+    }
+
+    async fn run(&mut self) -> Result<Prompt, ExecutorError> {
+        match self.recorder.prompt().state {
+            PromptState::Running => self.drive().await,
+            other => Err(ExecutorError::NotRunnable(other.as_str())),
+        }
+    }
+
+    async fn approve(&mut self, tool_call_id: &str) -> Result<Prompt, ExecutorError> {
+        if let Some(prompt) = self.restore_waiting(tool_call_id).await? {
+            return Ok(prompt);
+        }
+        let Some(call) = self.waiting_call().filter(|call| call.id == tool_call_id) else {
+            return Err(ExecutorError::NotWaiting(tool_call_id.to_owned()));
+        };
+        call.decision = Decision::Approved;
+        self.recorder.resume().await?;
+        // A call's time is its run, as in classic mode, not the time a person took to decide.
+        self.recorder.mark_tool_started(tool_call_id);
+        if let Some(active) = self.active.as_mut() {
+            active.execution.resume_clock().await;
+        }
+        self.drive().await
+    }
+
+    async fn reject(
+        &mut self,
+        tool_call_id: &str,
+        reason: Option<&str>,
+    ) -> Result<Prompt, ExecutorError> {
+        if let Some(prompt) = self.restore_waiting(tool_call_id).await? {
+            return Ok(prompt);
+        }
+        let Some(call) = self.waiting_call().filter(|call| call.id == tool_call_id) else {
+            return Err(ExecutorError::NotWaiting(tool_call_id.to_owned()));
+        };
+        let error = agentic_core::mode::rejection_error(reason);
+        call.decision = Decision::Rejected(error.clone());
+        self.recorder.resume().await?;
+        self.recorder
+            .finish_tool(
+                tool_call_id,
+                ToolResult::error(agentic_core::ErrorKind::Rejected, error),
+            )
+            .await?;
+        if let Some(active) = self.active.as_mut() {
+            active.execution.resume_clock().await;
+        }
+        self.drive().await
+    }
+}

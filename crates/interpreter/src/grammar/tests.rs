@@ -167,6 +167,9 @@ fn wrong_calls_fields_and_node_habits_are_refused_where_they_start() {
         ),
         ("Done.", "Done."),
         ("Tools I used:\n- fs.list({})", "Tools "),
+        // A fence in the middle of a line: code mode would run it as code, backticks and all.
+        ("Here it is: ```js\ndone(1)\n```", "Here it is: "),
+        ("```js\ndone(1)```", "```js\ndone(1)"),
         // Statements are ended with `;` (the last one may leave it out): English does not
         // pass as a row of them, with `in` and `instanceof` as its joints.
         ("I indeed need `config` declared", "I in"),

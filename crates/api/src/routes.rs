@@ -1,6 +1,6 @@
 //! The handlers of every `/api` route.
 
-use agentic_conversation::{CancelOutcome, Conversation, PromptRequest, StoredPrompt, Verdict};
+use agentic_conversation::{CancelOutcome, Conversation, PromptRequest, StoredPrompt};
 use agentic_core::prompt::DEFAULT_MODE;
 use agentic_core::{
     Approval, Capabilities, PromptState, State as PromptStateMap, ToolContext, ToolError,
@@ -15,8 +15,8 @@ use serde_json::Value;
 use crate::auth::UserId;
 use crate::error::ApiError;
 use crate::types::{
-    ApproveBody, CancelSent, ConversationDetail, DecisionAccepted, Health, InvokeResult,
-    PromptAccepted, PromptBody, RejectBody, RenameBody, ToolDetail, ToolSummary,
+    ApproveBody, CancelSent, ConversationDetail, DecisionAccepted, DecisionBody, Health,
+    InvokeResult, PromptAccepted, PromptBody, RejectBody, RenameBody, ToolDetail, ToolSummary,
 };
 use crate::{AppState, events};
 
@@ -69,8 +69,8 @@ pub(crate) fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/prompt", post(create_prompt))
         .route("/api/prompts/{id}", get(get_prompt))
-        .route("/api/prompts/{id}/approve", post(approve))
-        .route("/api/prompts/{id}/reject", post(reject))
+        .route("/api/prompts/{id}/approve", post(decide::<ApproveBody>))
+        .route("/api/prompts/{id}/reject", post(decide::<RejectBody>))
         .route("/api/prompts/{id}/cancel", post(cancel))
         .route("/api/prompts/{id}/continue", post(continue_prompt))
         .route("/api/conversations", get(list_conversations))
@@ -189,43 +189,21 @@ async fn get_prompt(
     Ok(Json(state.service().prompt(&user, &id).await?))
 }
 
-async fn approve(
-    State(state): State<AppState>,
-    Extension(UserId(user)): Extension<UserId>,
-    Path(id): Path<String>,
-    ApiJson(body): ApiJson<ApproveBody>,
-) -> Result<Response, ApiError> {
-    decide(state, user, id, body.tool_call_id, Verdict::Approve).await
-}
-
-async fn reject(
-    State(state): State<AppState>,
-    Extension(UserId(user)): Extension<UserId>,
-    Path(id): Path<String>,
-    ApiJson(body): ApiJson<RejectBody>,
-) -> Result<Response, ApiError> {
-    let verdict = Verdict::Reject {
-        reason: body.reason,
-    };
-    decide(state, user, id, body.tool_call_id, verdict).await
-}
-
 /// Stores a decision before answering 202 (refused at once when the call does not wait for
 /// one, naming the calls that do), then applies it in the background, here or on the server
 /// that holds the prompt: once answered, it is not lost.
-async fn decide(
-    state: AppState,
-    user: String,
-    id: String,
-    tool_call_id: String,
-    verdict: Verdict,
+/// `POST /api/prompts/{id}/approve` and `/reject`: each URL has its body ([`ApproveBody`],
+/// [`RejectBody`]), which says the call and the [`agentic_core::Verdict`].
+async fn decide<Body: DecisionBody>(
+    State(state): State<AppState>,
+    Extension(UserId(user)): Extension<UserId>,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<Body>,
 ) -> Result<Response, ApiError> {
+    let (tool_call_id, verdict) = body.decision();
     check_id("prompt", &id)?;
     let slot = state.take_slot(&user).await?;
-    let word = match verdict {
-        Verdict::Approve => "approved",
-        Verdict::Reject { .. } | Verdict::Cancel => "rejected",
-    };
+    let word = verdict.word();
     // Not dropped halfway when the client hangs up: stored, or refused.
     let submitting = {
         let (service, user, id, call) = (

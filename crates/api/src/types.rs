@@ -51,6 +51,28 @@ pub struct RejectBody {
     pub reason: Option<String>,
 }
 
+/// The body of a decision route: the call it decides, and the verdict.
+pub trait DecisionBody: serde::de::DeserializeOwned + Send + 'static {
+    fn decision(self) -> (String, agentic_core::Verdict);
+}
+
+impl DecisionBody for ApproveBody {
+    fn decision(self) -> (String, agentic_core::Verdict) {
+        (self.tool_call_id, agentic_core::Verdict::Approve)
+    }
+}
+
+impl DecisionBody for RejectBody {
+    fn decision(self) -> (String, agentic_core::Verdict) {
+        (
+            self.tool_call_id,
+            agentic_core::Verdict::Reject {
+                reason: self.reason,
+            },
+        )
+    }
+}
+
 /// `PATCH /api/conversations/{id}`: a new title.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -1,7 +1,7 @@
 //! Prompts run in this process, in conversations stored in the local database.
 
 use agentic_conversation::{ConversationError, ConversationService, PromptRequest};
-use agentic_core::{Event, EventSubscription, Prompt, Received};
+use agentic_core::{Event, EventSubscription, Prompt, Received, Verdict};
 use async_trait::async_trait;
 use tokio::task::JoinHandle;
 
@@ -118,7 +118,7 @@ impl PromptDriver for LocalPrompt {
         }
     }
 
-    async fn approve(&mut self, tool_call_id: &str) -> anyhow::Result<()> {
+    async fn decide(&mut self, tool_call_id: &str, verdict: Verdict) -> anyhow::Result<()> {
         self.settle().await;
         let (service, prompt, call) = (
             self.service.clone(),
@@ -126,21 +126,7 @@ impl PromptDriver for LocalPrompt {
             tool_call_id.to_owned(),
         );
         self.task = Some(tokio::spawn(async move {
-            service.approve(USER, &prompt, &call).await
-        }));
-        Ok(())
-    }
-
-    async fn reject(&mut self, tool_call_id: &str, reason: &str) -> anyhow::Result<()> {
-        self.settle().await;
-        let (service, prompt, call, reason) = (
-            self.service.clone(),
-            self.prompt_id.clone(),
-            tool_call_id.to_owned(),
-            reason.to_owned(),
-        );
-        self.task = Some(tokio::spawn(async move {
-            service.reject(USER, &prompt, &call, Some(&reason)).await
+            service.decide(USER, &prompt, &call, verdict).await
         }));
         Ok(())
     }

@@ -7,7 +7,7 @@ use agentic_api::types::{
     ToolDetail, ToolSummary,
 };
 use agentic_conversation::Conversation;
-use agentic_core::{Capabilities, Event, Prompt};
+use agentic_core::{Capabilities, Event, Prompt, Verdict};
 use anyhow::{Context as _, bail};
 use async_trait::async_trait;
 use futures::{Stream, StreamExt};
@@ -265,30 +265,25 @@ impl PromptDriver for RemotePrompt {
         }
     }
 
-    async fn approve(&mut self, tool_call_id: &str) -> anyhow::Result<()> {
-        let _: DecisionAccepted = self
-            .remote
-            .post(
-                &format!("/api/prompts/{}/approve", self.prompt_id),
-                ApproveBody {
-                    tool_call_id: tool_call_id.to_owned(),
-                },
-            )
-            .await?;
-        Ok(())
-    }
-
-    async fn reject(&mut self, tool_call_id: &str, reason: &str) -> anyhow::Result<()> {
-        let _: DecisionAccepted = self
-            .remote
-            .post(
-                &format!("/api/prompts/{}/reject", self.prompt_id),
-                RejectBody {
-                    tool_call_id: tool_call_id.to_owned(),
-                    reason: Some(reason.to_owned()),
-                },
-            )
-            .await?;
+    async fn decide(&mut self, tool_call_id: &str, verdict: Verdict) -> anyhow::Result<()> {
+        let tool_call_id = tool_call_id.to_owned();
+        let prompt = &self.prompt_id;
+        let _: DecisionAccepted = match verdict {
+            Verdict::Approve => {
+                let path = format!("/api/prompts/{prompt}/approve");
+                self.remote
+                    .post(&path, ApproveBody { tool_call_id })
+                    .await?
+            }
+            Verdict::Reject { reason } => {
+                let path = format!("/api/prompts/{prompt}/reject");
+                let body = RejectBody {
+                    tool_call_id,
+                    reason,
+                };
+                self.remote.post(&path, body).await?
+            }
+        };
         Ok(())
     }
 

@@ -6,7 +6,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use agentic_core::{Event, EventPayload, Prompt, PromptOutput, PromptState, ToolResult};
+use agentic_core::{Event, EventPayload, Prompt, PromptOutput, PromptState, ToolResult, Verdict};
 use async_trait::async_trait;
 
 /// How prompts run, from flags or REPL commands.
@@ -27,8 +27,8 @@ pub(crate) trait PromptDriver: Send {
     fn conversation_id(&self) -> &str;
     /// The next event of this prompt; `None` once nothing more will come.
     async fn next_event(&mut self) -> anyhow::Result<Option<Event>>;
-    async fn approve(&mut self, tool_call_id: &str) -> anyhow::Result<()>;
-    async fn reject(&mut self, tool_call_id: &str, reason: &str) -> anyhow::Result<()>;
+    /// Sends a verdict on the waiting call; the prompt runs on.
+    async fn decide(&mut self, tool_call_id: &str, verdict: Verdict) -> anyhow::Result<()>;
     /// The prompt as it ended.
     async fn finish(&mut self) -> anyhow::Result<Prompt>;
 }
@@ -84,10 +84,11 @@ pub(crate) async fn follow(
                 input,
                 ..
             } => match decide(tool_name, reason, input, settings.yes) {
-                Ok(()) => driver.approve(tool_call_id).await?,
+                Ok(()) => driver.decide(tool_call_id, Verdict::Approve).await?,
                 Err(refusal) => {
                     eprintln!("agentic: {refusal}");
-                    driver.reject(tool_call_id, &refusal).await?;
+                    let verdict = Verdict::reject(Some(&refusal));
+                    driver.decide(tool_call_id, verdict).await?;
                 }
             },
             EventPayload::PromptCompleted { .. }

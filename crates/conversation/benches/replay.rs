@@ -89,7 +89,10 @@ async fn run() {
 
         let second = service(&url, "- text: unexpected\n").await;
         let started = Instant::now();
-        let done = second.approve("alice", &waiting.id, &call).await.unwrap();
+        let done = second
+            .decide("alice", &waiting.id, &call, agentic_core::Verdict::Approve)
+            .await
+            .unwrap();
         let replay_took = started.elapsed();
         assert_eq!(done.state, PromptState::Completed, "{:?}", done.error);
         assert!(

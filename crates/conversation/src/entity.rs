@@ -125,7 +125,7 @@ pub mod prompt_decision {
         pub user_id: String,
         /// The call decided; empty for a cancel, which is about the whole prompt.
         pub tool_call_id: String,
-        /// The [`crate::Verdict`], as JSON.
+        /// The [`crate::Action`], as JSON: the verdict's own, or `{"type": "cancel"}`.
         pub verdict: String,
         pub created_at: DateTimeUtc,
     }

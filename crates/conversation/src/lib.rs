@@ -35,8 +35,8 @@ pub use migration::{
     DatabaseSlot, PluginMigrations, attach_database, database, register_migrations, tool_database,
 };
 pub use service::{
-    CancelOutcome, ConversationError, ConversationInstance, ConversationService, Decision,
-    DecisionForwarder, PromptRequest, StartedPrompt, Verdict, WaitingCall, title_from_input,
+    Action, CancelOutcome, ConversationError, ConversationInstance, ConversationService, Decision,
+    DecisionForwarder, PromptRequest, StartedPrompt, WaitingCall, title_from_input,
 };
 pub use store::{
     Conversation, DATABASE_URL_ENV, Recovery, Store, StoredPrompt, database_url_from_env,

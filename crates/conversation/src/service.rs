@@ -17,7 +17,7 @@ use crate::compress::{CompressionSettings, Compressor};
 mod decisions;
 
 use crate::store::{Conversation, Recovery, Store, StoredPrompt};
-pub use decisions::{CancelOutcome, Decision, DecisionForwarder, Verdict, WaitingCall};
+pub use decisions::{Action, CancelOutcome, Decision, DecisionForwarder, WaitingCall};
 
 /// Characters of the first input that become a conversation's title.
 const TITLE_CHARS: usize = 60;

@@ -251,12 +251,24 @@ async fn a_prompt_waiting_for_approval_survives_a_restart_and_completes_when_app
         ));
         // Someone else cannot approve it.
         assert!(matches!(
-            service.approve("mallory", &waiting.id, "call_del").await,
+            service
+                .decide(
+                    "mallory",
+                    &waiting.id,
+                    "call_del",
+                    agentic_core::Verdict::Approve
+                )
+                .await,
             Err(ConversationError::PromptNotFound(_))
         ));
 
         let done = service
-            .approve("alice", &waiting.id, "call_del")
+            .decide(
+                "alice",
+                &waiting.id,
+                "call_del",
+                agentic_core::Verdict::Approve,
+            )
             .await
             .unwrap();
         assert_eq!(

@@ -152,7 +152,10 @@ async fn a_code_prompt_waiting_at_restart_resumes_from_its_journal_when_approved
         // journal), and the prompt still waits.
         let (service, provider) = service(&db, "- text: unexpected\n", &hits).await;
         assert_eq!(service.recovery().waiting, vec![waiting.id.clone()]);
-        let done = service.approve("alice", &waiting.id, &call).await.unwrap();
+        let done = service
+            .decide("alice", &waiting.id, &call, agentic_core::Verdict::Approve)
+            .await
+            .unwrap();
         assert_eq!(
             done.state,
             PromptState::Completed,
@@ -206,7 +209,12 @@ async fn a_code_prompt_waiting_at_restart_can_be_rejected() {
         let turns = "- code: |\n    done(\"Left notes.txt alone.\");\n";
         let (service, _) = service(&db, turns, &hits).await;
         let done = service
-            .reject("alice", &waiting.id, &call, Some("keep it"))
+            .decide(
+                "alice",
+                &waiting.id,
+                &call,
+                agentic_core::Verdict::reject(Some("keep it")),
+            )
             .await
             .unwrap();
         assert_eq!(done.state, PromptState::Completed, "{}: {done:#?}", db.name);
@@ -256,7 +264,10 @@ async fn a_script_that_diverges_from_its_journal_is_stopped_and_the_model_reads_
         }
         let turns = "- code: |\n    done(\"Stopped, as the journal did not match.\");\n";
         let (service, _) = service(&db, turns, &hits).await;
-        let done = service.approve("alice", &waiting.id, &call).await.unwrap();
+        let done = service
+            .decide("alice", &waiting.id, &call, agentic_core::Verdict::Approve)
+            .await
+            .unwrap();
         assert_eq!(done.state, PromptState::Completed, "{}: {done:#?}", db.name);
         let executions = calls(&done, "code.execute");
         match &executions[0] {
@@ -367,7 +378,10 @@ async fn a_code_prompt_stored_before_error_kinds_resumes_the_same() {
         assert_eq!(refusal.notice(), Some("not_a_program"), "{refusal:?}");
         assert_eq!(loaded, waiting, "{}: read back as it was written", db.name);
 
-        let done = service.approve("alice", &waiting.id, &call).await.unwrap();
+        let done = service
+            .decide("alice", &waiting.id, &call, agentic_core::Verdict::Approve)
+            .await
+            .unwrap();
         assert_eq!(done.state, PromptState::Completed, "{}: {done:#?}", db.name);
         assert_eq!(hits.load(Ordering::SeqCst), 2, "{}", db.name);
         assert!(provider.requests().is_empty(), "the model was asked again");

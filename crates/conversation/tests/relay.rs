@@ -209,7 +209,9 @@ async fn a_decision_on_one_server_reaches_the_prompt_waiting_on_another() {
             })
             .unwrap();
         // Approved on B, it runs on A, once: B never builds an executor of its own.
-        b.approve("alice", &prompt_id, &call).await.unwrap();
+        b.decide("alice", &prompt_id, &call, agentic_core::Verdict::Approve)
+            .await
+            .unwrap();
         assert!(b.runtime().prompts().get(&prompt_id).is_none());
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
         let done = loop {
@@ -231,6 +233,10 @@ async fn a_decision_on_one_server_reaches_the_prompt_waiting_on_another() {
             .count();
         assert_eq!(deletes, 1);
         // A decision about a prompt that no longer waits is refused, wherever it is taken.
-        assert!(b.approve("alice", &prompt_id, &call).await.is_err());
+        assert!(
+            b.decide("alice", &prompt_id, &call, agentic_core::Verdict::Approve)
+                .await
+                .is_err()
+        );
     }
 }

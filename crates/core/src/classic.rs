@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::history::{history_messages, output_messages};
 use crate::mode::{
-    ExecutionModeFactory, ExecutorCreateOptions, ExecutorError, PromptExecutor, rejection_error,
+    ExecutionModeFactory, ExecutorCreateOptions, ExecutorError, PromptExecutor, Verdict,
 };
 use crate::plugin::Prepared;
 use crate::prompt::{ErrorKind, Prompt, PromptOutput, PromptState, ToolResult};
@@ -359,30 +359,24 @@ impl PromptExecutor for PromptCompletion {
         }
     }
 
-    async fn approve(&mut self, tool_call_id: &str) -> Result<Prompt, ExecutorError> {
-        if self.waiting_tool_id().as_deref() != Some(tool_call_id) {
-            return Err(ExecutorError::NotWaiting(tool_call_id.to_owned()));
-        }
-        self.approved.insert(tool_call_id.to_owned());
-        self.recorder.resume().await?;
-        self.drive().await
-    }
-
-    async fn reject(
+    async fn decide(
         &mut self,
         tool_call_id: &str,
-        reason: Option<&str>,
+        verdict: &Verdict,
     ) -> Result<Prompt, ExecutorError> {
         if self.waiting_tool_id().as_deref() != Some(tool_call_id) {
             return Err(ExecutorError::NotWaiting(tool_call_id.to_owned()));
         }
         self.recorder.resume().await?;
-        self.recorder
-            .finish_tool(
-                tool_call_id,
-                ToolResult::error(ErrorKind::Rejected, rejection_error(reason)),
-            )
-            .await?;
+        match verdict.rejection() {
+            None => {
+                self.approved.insert(tool_call_id.to_owned());
+            }
+            Some(error) => {
+                let rejected = ToolResult::error(ErrorKind::Rejected, error);
+                self.recorder.finish_tool(tool_call_id, rejected).await?;
+            }
+        }
         self.drive().await
     }
 }

@@ -27,7 +27,7 @@ pub use config::Config;
 pub use event::{Event, EventPayload, EventService, EventSubscription, Received, StreamProgress};
 pub use mode::{
     ExecutionModeFactory, ExecutionModeService, ExecutorCreateOptions, ExecutorError, PromptChange,
-    PromptCheckpoint, PromptExecutor,
+    PromptCheckpoint, PromptExecutor, Verdict,
 };
 pub use plugin::{
     ContextItem, Extensions, Plugin, PluginRegistration, PrepareContext, Prepared, SetupContext,

@@ -4,7 +4,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
+#[cfg(doc)]
+use crate::prompt::ErrorKind;
 use crate::prompt::{ModelKind, Prompt, PromptUsage};
 use crate::runtime::Services;
 use crate::state::State;
@@ -25,18 +29,54 @@ pub trait PromptExecutor: Send + Sync {
     }
     /// Runs until the prompt completes, fails, or waits for approval; returns it then.
     async fn run(&mut self) -> Result<Prompt, ExecutorError>;
-    /// Approves the waiting tool call and runs on.
-    async fn approve(&mut self, tool_call_id: &str) -> Result<Prompt, ExecutorError> {
-        Err(ExecutorError::NotWaiting(tool_call_id.to_owned()))
-    }
-    /// Rejects the waiting tool call (the tool fails with `Rejected by user: <reason>`) and
-    /// runs on.
-    async fn reject(
+    /// Applies a person's verdict on the waiting tool call, and runs on.
+    async fn decide(
         &mut self,
         tool_call_id: &str,
-        _reason: Option<&str>,
+        _verdict: &Verdict,
     ) -> Result<Prompt, ExecutorError> {
         Err(ExecutorError::NotWaiting(tool_call_id.to_owned()))
+    }
+}
+
+/// A person's decision about a tool call that waits for approval, the same through every
+/// layer: executor, services, HTTP API, CLI and timeline tests. Its JSON is
+/// `{"type": "approve"}` or `{"type": "reject", "reason": …}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum Verdict {
+    /// The call runs.
+    Approve,
+    /// The call fails with `Rejected by user: <reason>`, kind `rejected`.
+    Reject {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+}
+
+impl Verdict {
+    /// A rejection, with a reason when `reason` has words.
+    pub fn reject(reason: Option<&str>) -> Self {
+        Self::Reject {
+            reason: reason.map(str::to_owned),
+        }
+    }
+
+    /// The error a rejected call records (of kind [`ErrorKind::Rejected`]); `None` for an
+    /// approval.
+    pub fn rejection(&self) -> Option<String> {
+        match self {
+            Self::Approve => None,
+            Self::Reject { reason } => Some(rejection_error(reason.as_deref())),
+        }
+    }
+
+    /// The past tense a caller is told: `approved` or `rejected`.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Self::Approve => "approved",
+            Self::Reject { .. } => "rejected",
+        }
     }
 }
 

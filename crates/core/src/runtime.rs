@@ -13,7 +13,7 @@ use crate::config::{Config, RuntimeLimits};
 use crate::event::{EventPayload, EventService};
 use crate::mode::{
     ExecutionModeService, ExecutorCreateOptions, ExecutorError, ModeError, PromptChange,
-    PromptCheckpoint, PromptExecutor,
+    PromptCheckpoint, PromptExecutor, Verdict,
 };
 use crate::plugin::{
     Extensions, Plugin, PrepareContext, Prepared, SetupContext, registered_plugins,
@@ -486,8 +486,7 @@ impl std::fmt::Debug for PromptOptions {
 /// What [`PromptService`] asks of an executor.
 enum Step<'a> {
     Run,
-    Approve(&'a str),
-    Reject(&'a str, Option<&'a str>),
+    Decide(&'a str, &'a Verdict),
 }
 
 /// A live executor, shared between whoever runs it and whoever approves its tool calls.
@@ -662,8 +661,7 @@ impl PromptService {
         let result = {
             let stepping = match step {
                 Step::Run => executor.run(),
-                Step::Approve(id) => executor.approve(id),
-                Step::Reject(id, reason) => executor.reject(id, reason),
+                Step::Decide(id, verdict) => executor.decide(id, verdict),
             }
             .instrument(span.clone());
             tokio::select! {
@@ -737,27 +735,17 @@ impl PromptService {
             .map(|active| active.handle.clone())
     }
 
-    pub async fn approve(
+    /// Applies a person's verdict on the waiting call of an active prompt, and runs it on.
+    pub async fn decide(
         &self,
         prompt_id: &str,
         tool_call_id: &str,
+        verdict: &Verdict,
     ) -> Result<Prompt, PromptServiceError> {
         let handle = self
             .get(prompt_id)
             .ok_or_else(|| PromptServiceError::NotActive(prompt_id.to_owned()))?;
-        self.advance(&handle, Step::Approve(tool_call_id)).await
-    }
-
-    pub async fn reject(
-        &self,
-        prompt_id: &str,
-        tool_call_id: &str,
-        reason: Option<&str>,
-    ) -> Result<Prompt, PromptServiceError> {
-        let handle = self
-            .get(prompt_id)
-            .ok_or_else(|| PromptServiceError::NotActive(prompt_id.to_owned()))?;
-        self.advance(&handle, Step::Reject(tool_call_id, reason))
+        self.advance(&handle, Step::Decide(tool_call_id, verdict))
             .await
     }
 

@@ -55,7 +55,10 @@ async fn a_long_approval_wait_does_not_hit_the_time_limit() {
 
     // Twice the script's whole wall time passes while the person thinks.
     tokio::time::sleep(Duration::from_millis(2000)).await;
-    let prompt = prompts.approve(&prompt.id, &waiting.id).await.unwrap();
+    let prompt = prompts
+        .decide(&prompt.id, &waiting.id, &agentic_core::Verdict::Approve)
+        .await
+        .unwrap();
 
     assert_eq!(prompt.state, PromptState::Completed);
     let deleted = prompt.tool_output(&waiting.id).unwrap();

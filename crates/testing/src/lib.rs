@@ -26,7 +26,7 @@ mod timeline;
 
 pub use database::{TestDatabase, test_databases};
 pub use harness::ToolHarness;
-pub use timeline::{Decision, HistoryPrompt, Timeline, TimelineCase, TimelineRunner};
+pub use timeline::{HistoryPrompt, Timeline, TimelineCase, TimelineRunner};
 
 #[doc(hidden)]
 pub use insta as __insta;

@@ -38,8 +38,8 @@ pub struct TimelineCase {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_rounds: Option<u32>,
     /// Answers to approval requests, in the order they are asked.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub decisions: Vec<Decision>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty", with = "yaml_verdicts")]
+    pub decisions: Vec<agentic_core::Verdict>,
     /// The model's turns, for the history prompts first and then this one.
     pub turns: Vec<Turn>,
 }
@@ -52,43 +52,48 @@ pub struct HistoryPrompt {
     pub mode: Option<String>,
 }
 
-/// In YAML: `approve`, `reject`, or `reject: <reason>`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "DecisionRepr", into = "DecisionRepr")]
-pub enum Decision {
-    Approve,
-    /// Reject, with an optional reason.
-    Reject(Option<String>),
-}
+/// A case's decisions as YAML writes them: `approve`, `reject`, or `reject: <reason>`.
+mod yaml_verdicts {
+    use agentic_core::Verdict;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-#[derive(Serialize, Deserialize)]
-#[serde(untagged)]
-enum DecisionRepr {
-    Word(String),
-    Reject { reject: Option<String> },
-}
-
-impl TryFrom<DecisionRepr> for Decision {
-    type Error = String;
-
-    fn try_from(repr: DecisionRepr) -> Result<Self, Self::Error> {
-        match repr {
-            DecisionRepr::Word(word) if word == "approve" => Ok(Self::Approve),
-            DecisionRepr::Word(word) if word == "reject" => Ok(Self::Reject(None)),
-            DecisionRepr::Word(word) => Err(format!(
-                "unknown decision \"{word}\", expected approve, reject or reject: <reason>"
-            )),
-            DecisionRepr::Reject { reject } => Ok(Self::Reject(reject)),
-        }
+    #[derive(Serialize, Deserialize)]
+    #[serde(untagged)]
+    enum Written {
+        Word(String),
+        Reject { reject: Option<String> },
     }
-}
 
-impl From<Decision> for DecisionRepr {
-    fn from(decision: Decision) -> Self {
-        match decision {
-            Decision::Approve => Self::Word("approve".to_owned()),
-            Decision::Reject(reject) => Self::Reject { reject },
-        }
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Vec<Verdict>, D::Error> {
+        Vec::<Written>::deserialize(deserializer)?
+            .into_iter()
+            .map(|written| match written {
+                Written::Word(word) if word == "approve" => Ok(Verdict::Approve),
+                Written::Word(word) if word == "reject" => Ok(Verdict::Reject { reason: None }),
+                Written::Word(word) => Err(serde::de::Error::custom(format!(
+                    "unknown decision \"{word}\", expected approve, reject or reject: <reason>"
+                ))),
+                Written::Reject { reject } => Ok(Verdict::Reject { reason: reject }),
+            })
+            .collect()
+    }
+
+    pub(super) fn serialize<S: Serializer>(
+        verdicts: &[Verdict],
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        verdicts
+            .iter()
+            .map(|verdict| match verdict {
+                Verdict::Approve => Written::Word("approve".to_owned()),
+                Verdict::Reject { reason } => Written::Reject {
+                    reject: reason.clone(),
+                },
+            })
+            .collect::<Vec<_>>()
+            .serialize(serializer)
     }
 }
 
@@ -313,12 +318,7 @@ impl TimelineRunner {
             let waiting =
                 waiting.context("prompt waits for approval but no approval was requested")?;
             prompt = match decisions.next() {
-                Some(Decision::Approve) => prompts.approve(&prompt.id, &waiting).await?,
-                Some(Decision::Reject(reason)) => {
-                    prompts
-                        .reject(&prompt.id, &waiting, reason.as_deref())
-                        .await?
-                }
+                Some(verdict) => prompts.decide(&prompt.id, &waiting, verdict).await?,
                 None => break,
             };
         }

@@ -9,12 +9,12 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use agentic_core::{ExecutorError, Prompt, PromptChange, PromptServiceError, PromptState};
+use agentic_core::{ExecutorError, Prompt, PromptChange, PromptServiceError, PromptState, Verdict};
 use async_trait::async_trait;
 use chrono::Utc;
 use sea_orm::sea_query::OnConflict;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::{ConversationError, ConversationService, settle};
 use crate::entity::{prompt, prompt_decision};
@@ -24,19 +24,31 @@ use crate::store::{Store, StoredPrompt};
 /// that the cancel is on its way.
 const CANCEL_WAIT: Duration = Duration::from_secs(5);
 
-/// What a person decided about a prompt.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "camelCase")]
-pub enum Verdict {
-    /// The waiting call runs.
-    Approve,
-    /// The waiting call fails with `Rejected by user: <reason>`.
-    Reject {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        reason: Option<String>,
-    },
+/// What a stored decision asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// A person's verdict on the decision's waiting call.
+    Decide(Verdict),
     /// The whole prompt stops where it stands.
     Cancel,
+}
+
+impl Action {
+    /// As stored: the verdict's own JSON, or `{"type": "cancel"}`.
+    fn to_json(&self) -> serde_json::Result<String> {
+        match self {
+            Action::Decide(verdict) => serde_json::to_string(verdict),
+            Action::Cancel => Ok(r#"{"type":"cancel"}"#.to_owned()),
+        }
+    }
+
+    fn from_json(json: &str) -> serde_json::Result<Self> {
+        let value: serde_json::Value = serde_json::from_str(json)?;
+        if value.get("type").and_then(serde_json::Value::as_str) == Some("cancel") {
+            return Ok(Action::Cancel);
+        }
+        serde_json::from_value(value).map(Action::Decide)
+    }
 }
 
 /// One decision about one prompt, stored until it is applied.
@@ -47,7 +59,7 @@ pub struct Decision {
     pub prompt_id: String,
     /// The call decided; empty for a cancel.
     pub tool_call_id: String,
-    pub verdict: Verdict,
+    pub action: Action,
 }
 
 /// A call that waits for a person, as named to a caller whose decision cannot apply.
@@ -109,35 +121,10 @@ impl Drop for ApplyingGuard<'_> {
 }
 
 impl ConversationService {
-    /// Approves a waiting tool call and applies the approval: here, when this process holds
-    /// or can adopt the prompt (the prompt runs on and is returned as it stands after), else
-    /// by the live server that holds it (the prompt is returned as stored now).
-    pub async fn approve(
-        &self,
-        user_id: &str,
-        prompt_id: &str,
-        tool_call_id: &str,
-    ) -> Result<Prompt, ConversationError> {
-        self.decide(user_id, prompt_id, tool_call_id, Verdict::Approve)
-            .await
-    }
-
-    /// Rejects a waiting tool call (it fails with `Rejected by user: <reason>`), like
-    /// [`approve`](Self::approve).
-    pub async fn reject(
-        &self,
-        user_id: &str,
-        prompt_id: &str,
-        tool_call_id: &str,
-        reason: Option<&str>,
-    ) -> Result<Prompt, ConversationError> {
-        let verdict = Verdict::Reject {
-            reason: reason.map(str::to_owned),
-        };
-        self.decide(user_id, prompt_id, tool_call_id, verdict).await
-    }
-
-    async fn decide(
+    /// Decides a waiting tool call and applies the verdict: here, when this process holds or
+    /// can adopt the prompt (the prompt runs on and is returned as it stands after), else by
+    /// the live server that holds it (the prompt is returned as stored now).
+    pub async fn decide(
         &self,
         user_id: &str,
         prompt_id: &str,
@@ -165,7 +152,7 @@ impl ConversationService {
     ) -> Result<Decision, ConversationError> {
         let stored = self.prompt(user_id, prompt_id).await?;
         let waiting = stored.prompt.calls_awaiting_approval();
-        if verdict == Verdict::Cancel || !waiting.iter().any(|tool| tool.id == tool_call_id) {
+        if !waiting.iter().any(|tool| tool.id == tool_call_id) {
             return Err(ConversationError::NotWaiting {
                 prompt_id: prompt_id.to_owned(),
                 tool_call_id: tool_call_id.to_owned(),
@@ -183,7 +170,7 @@ impl ConversationService {
             user_id: user_id.to_owned(),
             prompt_id: prompt_id.to_owned(),
             tool_call_id: tool_call_id.to_owned(),
-            verdict,
+            action: Action::Decide(verdict),
         };
         if !record(&self.inner.store, &decision).await? {
             return Err(ConversationError::AlreadyDecided {
@@ -207,7 +194,7 @@ impl ConversationService {
             && let Some(cancel) = pending(&self.inner.store, prompt_id)
                 .await?
                 .into_iter()
-                .find(|decision| decision.verdict == Verdict::Cancel)
+                .find(|decision| decision.action == Action::Cancel)
         {
             let stored = self.prompt(&cancel.user_id, prompt_id).await?;
             return self.apply_cancel(stored, &cancel).await;
@@ -221,7 +208,7 @@ impl ConversationService {
             let decisions = pending(&self.inner.store, prompt_id).await?;
             let Some(decision) = decisions
                 .iter()
-                .find(|decision| decision.verdict == Verdict::Cancel)
+                .find(|decision| decision.action == Action::Cancel)
                 .or_else(|| decisions.first())
                 .cloned()
             else {
@@ -232,7 +219,7 @@ impl ConversationService {
                 forget(&self.inner.store, &decision.id).await?;
                 continue;
             }
-            if decision.verdict == Verdict::Cancel {
+            if decision.action == Action::Cancel {
                 if !self.holds_or_adopts(&stored).await? {
                     break;
                 }
@@ -257,16 +244,12 @@ impl ConversationService {
             let handle = prompts
                 .get(prompt_id)
                 .ok_or_else(|| PromptServiceError::NotActive(prompt_id.to_owned()))?;
-            let result = match &decision.verdict {
-                Verdict::Reject { reason } => {
-                    prompts
-                        .reject(prompt_id, &decision.tool_call_id, reason.as_deref())
-                        .await
-                }
-                Verdict::Approve | Verdict::Cancel => {
-                    prompts.approve(prompt_id, &decision.tool_call_id).await
-                }
+            let Action::Decide(verdict) = &decision.action else {
+                break;
             };
+            let result = prompts
+                .decide(prompt_id, &decision.tool_call_id, verdict)
+                .await;
             forget(&self.inner.store, &decision.id).await?;
             match settle(&self.inner, &stored.conversation_id, &handle, result).await {
                 Ok(prompt) => last = Some(prompt),
@@ -311,7 +294,7 @@ impl ConversationService {
             user_id: user_id.to_owned(),
             prompt_id: prompt_id.to_owned(),
             tool_call_id: String::new(),
-            verdict: Verdict::Cancel,
+            action: Action::Cancel,
         };
         // A cancel already on its way is the same cancel.
         record(&self.inner.store, &decision).await?;
@@ -507,7 +490,7 @@ impl ConversationService {
         let Some(cancel) = pending(&self.inner.store, &stored.prompt.id)
             .await?
             .into_iter()
-            .find(|decision| decision.verdict == Verdict::Cancel)
+            .find(|decision| decision.action == Action::Cancel)
         else {
             return Ok(false);
         };
@@ -540,7 +523,7 @@ async fn record(store: &Store, decision: &Decision) -> anyhow::Result<bool> {
         prompt_id: Set(decision.prompt_id.clone()),
         user_id: Set(decision.user_id.clone()),
         tool_call_id: Set(decision.tool_call_id.clone()),
-        verdict: Set(serde_json::to_string(&decision.verdict)?),
+        verdict: Set(decision.action.to_json()?),
         created_at: Set(Utc::now()),
     };
     let inserted = store
@@ -574,13 +557,13 @@ async fn pending(store: &Store, prompt_id: &str) -> anyhow::Result<Vec<Decision>
         .await?;
     let mut decisions = Vec::with_capacity(rows.len());
     for row in rows {
-        match serde_json::from_str::<Verdict>(&row.verdict) {
-            Ok(verdict) => decisions.push(Decision {
+        match Action::from_json(&row.verdict) {
+            Ok(action) => decisions.push(Decision {
                 id: row.id,
                 user_id: row.user_id,
                 prompt_id: row.prompt_id,
                 tool_call_id: row.tool_call_id,
-                verdict,
+                action,
             }),
             // From a newer release: left for a server that can read it.
             Err(error) => {

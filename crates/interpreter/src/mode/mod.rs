@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use agentic_core::{
     ExecutionModeFactory, ExecutorCreateOptions, ExecutorError, Prepared, Prompt, PromptExecutor,
-    PromptRecorder, PromptState, State, ToolResult,
+    PromptRecorder, PromptState, State, ToolResult, Verdict,
 };
 use async_trait::async_trait;
 use serde_json::{Map, Value};
@@ -206,27 +206,10 @@ impl PromptExecutor for CodeExecutor {
         }
     }
 
-    async fn approve(&mut self, tool_call_id: &str) -> Result<Prompt, ExecutorError> {
-        if let Some(prompt) = self.restore_waiting(tool_call_id).await? {
-            return Ok(prompt);
-        }
-        let Some(call) = self.waiting_call().filter(|call| call.id == tool_call_id) else {
-            return Err(ExecutorError::NotWaiting(tool_call_id.to_owned()));
-        };
-        call.decision = Decision::Approved;
-        self.recorder.resume().await?;
-        // A call's time is its run, as in classic mode, not the time a person took to decide.
-        self.recorder.mark_tool_started(tool_call_id);
-        if let Some(active) = self.active.as_mut() {
-            active.execution.resume_clock().await;
-        }
-        self.drive().await
-    }
-
-    async fn reject(
+    async fn decide(
         &mut self,
         tool_call_id: &str,
-        reason: Option<&str>,
+        verdict: &Verdict,
     ) -> Result<Prompt, ExecutorError> {
         if let Some(prompt) = self.restore_waiting(tool_call_id).await? {
             return Ok(prompt);
@@ -234,15 +217,21 @@ impl PromptExecutor for CodeExecutor {
         let Some(call) = self.waiting_call().filter(|call| call.id == tool_call_id) else {
             return Err(ExecutorError::NotWaiting(tool_call_id.to_owned()));
         };
-        let error = agentic_core::mode::rejection_error(reason);
-        call.decision = Decision::Rejected(error.clone());
+        let rejection = verdict.rejection();
+        call.decision = match &rejection {
+            None => Decision::Approved,
+            Some(error) => Decision::Rejected(error.clone()),
+        };
         self.recorder.resume().await?;
-        self.recorder
-            .finish_tool(
-                tool_call_id,
-                ToolResult::error(agentic_core::ErrorKind::Rejected, error),
-            )
-            .await?;
+        match rejection {
+            // A call's time is its run, as in classic mode, not the time a person took to
+            // decide.
+            None => self.recorder.mark_tool_started(tool_call_id),
+            Some(error) => {
+                let rejected = ToolResult::error(agentic_core::ErrorKind::Rejected, error);
+                self.recorder.finish_tool(tool_call_id, rejected).await?;
+            }
+        }
         if let Some(active) = self.active.as_mut() {
             active.execution.resume_clock().await;
         }

@@ -2,20 +2,19 @@
 //! agentic answers on a fresh machine with no API key and no server. The default model is
 //! Qwen2.5-Coder-1.5B-Instruct, fetched by [`pull::ensure_default`] (`agentic model pull`).
 //!
-//! The provider `local` is a fallback: it is used when no other provider is configured.
-// One `unsafe` block per k-quant format, in `tiles`: calling the AVX-512 VNNI loops once the
-// CPU is known to have those instructions.
-#![deny(unsafe_code)]
+//! The provider `local` is a fallback: it is used when no other provider is configured. The
+//! network itself runs in `agentic-inference`, which knows nothing of agentic; this crate
+//! adds the tokenizer and chat template, sampling, grammars, the prompt cache on disk and
+//! fetching models.
 
-mod attention;
+#![forbid(unsafe_code)]
+
+pub use agentic_inference::Decoder;
+
 pub mod config;
 pub mod constrain;
-pub mod kernels;
-mod kquants;
-pub mod model;
 pub mod provider;
 pub mod pull;
-mod tiles;
 pub mod tokenizer;
 
 use std::sync::Arc;

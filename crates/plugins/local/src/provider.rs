@@ -13,8 +13,8 @@ use candle_core::quantized::gguf_file;
 
 use crate::config::LocalConfig;
 use crate::constrain::{Constraint, Grammars, Vocabulary};
-use crate::model::Model;
 use crate::tokenizer::ChatTokenizer;
+use agentic_inference::{Decoder, Model};
 
 /// How the next token is picked.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,7 +47,8 @@ const KEEP_FILES: usize = 4;
 
 /// A loaded model and tokenizer.
 pub struct Engine {
-    pub model: Model,
+    /// The network, behind the narrow interface generation needs.
+    pub model: Box<dyn Decoder>,
     pub tokenizer: ChatTokenizer,
     name: String,
     vocabulary: Vocabulary,
@@ -85,7 +86,7 @@ impl Engine {
             .with_context(|| format!("{} is not a GGUF model file", path.display()))?;
         let tokenizer = ChatTokenizer::from_gguf(&content)?;
         let vocabulary = Vocabulary::from_gguf(&content)?;
-        let model = Model::from_gguf(&content, &mut file)?;
+        let model = Box::new(Model::from_gguf(&content, &mut file)?);
         let name = path
             .file_stem()
             .map(|stem| stem.to_string_lossy().into_owned())
@@ -216,7 +217,8 @@ impl Engine {
 
     /// Forgets the prompt cache (answers are then exactly those of a fresh start).
     pub fn clear_cache(&mut self) -> anyhow::Result<()> {
-        self.model.clear_cache()
+        self.model.truncate(0);
+        Ok(())
     }
 
     pub fn name(&self) -> &str {
@@ -231,7 +233,7 @@ impl Engine {
             slot => {
                 let built = Grammars::new(
                     &self.vocabulary,
-                    self.model.hyper.vocab,
+                    self.model.vocabulary(),
                     &self.tokenizer.stops(),
                 );
                 match built {

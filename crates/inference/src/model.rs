@@ -925,3 +925,41 @@ fn rope_tables(hyper: &Hyper) -> (Vec<f32>, Vec<f32>) {
     }
     (cos, sin)
 }
+
+impl crate::Decoder for Model {
+    fn prefill(
+        &mut self,
+        tokens: &[u32],
+        keep_going: &mut dyn FnMut() -> bool,
+    ) -> anyhow::Result<Option<Vec<f32>>> {
+        Model::prefill(self, tokens, keep_going)
+    }
+
+    fn step(&mut self, token: u32) -> anyhow::Result<Vec<f32>> {
+        Model::step(self, token)
+    }
+
+    fn truncate(&mut self, length: usize) {
+        Model::truncate(self, length);
+    }
+
+    fn cached(&self) -> &[u32] {
+        Model::cached(self)
+    }
+
+    fn vocabulary(&self) -> usize {
+        self.hyper.vocab
+    }
+
+    fn save_prefix(&self, mut out: &mut dyn Write, length: usize) -> anyhow::Result<()> {
+        Model::save_prefix(self, &mut out, length)
+    }
+
+    fn load_prefix(
+        &mut self,
+        mut file: &mut dyn crate::PrefixFile,
+        tokens: &[u32],
+    ) -> anyhow::Result<usize> {
+        Model::load_prefix(self, &mut file, tokens)
+    }
+}

@@ -24,7 +24,6 @@ fn request(code: &str, sandbox: &Sandbox) -> ExecuteRequest {
         input: None,
         store: serde_json::Map::new(),
         limits: sandbox.config().script_limits(),
-        allow_prose: false,
         same_tools_as_before: false,
         determinism: Default::default(),
     }

@@ -45,7 +45,6 @@ async fn run(sandbox: &Arc<Sandbox>, code: &str, bindings: &[ToolBinding]) -> Va
             input: None,
             store: serde_json::Map::new(),
             limits: sandbox.config().script_limits(),
-            allow_prose: false,
             same_tools_as_before: false,
             determinism: Default::default(),
         })

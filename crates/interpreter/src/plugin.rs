@@ -206,7 +206,6 @@ async fn run_code(
                 input: input.input,
                 store: serde_json::Map::new(),
                 limits: shared.sandbox.config().script_limits(),
-                allow_prose: false,
                 same_tools_as_before: false,
                 determinism: Default::default(),
             },

@@ -56,9 +56,6 @@ pub struct ExecuteRequest {
     #[serde(default)]
     pub store: Map<String, Value>,
     pub limits: ScriptLimits,
-    /// A reply that does not parse and does not look like code is prose, not an error.
-    #[serde(default)]
-    pub allow_prose: bool,
     /// `tools` is left empty because they are the same as in this worker's previous script;
     /// saves sending and parsing them again on every iteration.
     #[serde(default)]

@@ -39,7 +39,6 @@ async fn run(sandbox: &Arc<Sandbox>, code: &str) -> ExecutionOutcome {
             input: None,
             store: serde_json::Map::new(),
             limits: sandbox.config().script_limits(),
-            allow_prose: false,
             same_tools_as_before: false,
             determinism: Default::default(),
         })
@@ -276,7 +275,6 @@ async fn output_past_the_cap_is_cut_with_a_marker() {
             input: None,
             store: serde_json::Map::new(),
             limits: sandbox.config().script_limits(),
-            allow_prose: false,
             same_tools_as_before: false,
             determinism: Default::default(),
         })

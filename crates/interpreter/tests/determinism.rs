@@ -41,7 +41,6 @@ async fn run(
             input: None,
             store: serde_json::Map::new(),
             limits: sandbox.config().script_limits(),
-            allow_prose: false,
             same_tools_as_before: false,
             determinism,
         })

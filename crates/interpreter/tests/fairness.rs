@@ -35,7 +35,6 @@ fn request(code: &str) -> ExecuteRequest {
         input: None,
         store: serde_json::Map::new(),
         limits: SandboxConfig::default().script_limits(),
-        allow_prose: false,
         same_tools_as_before: false,
         determinism: Default::default(),
     }

@@ -198,13 +198,6 @@ pub(crate) fn execute(
     let code = normalize_newlines(&request.code);
     let (path, result) = match bind_and_run(&mut context, &request, &code, tools_bound) {
         Ok(value) => (CodePath::Plain, Ok(value)),
-        Err(error)
-            if error.kind == ScriptErrorKind::Syntax
-                && request.allow_prose
-                && crate::prose::looks_like_prose(&code) =>
-        {
-            (CodePath::Prose, Ok(Value::Null))
-        }
         Err(mut error) => {
             explain_missing_modules(&mut error, &request.tools);
             (CodePath::Plain, Err(error))
@@ -548,7 +541,6 @@ pub(crate) mod testing {
                 max_tool_calls: 10,
                 recursion_limit: 100,
             },
-            allow_prose: false,
             same_tools_as_before: false,
             determinism: Default::default(),
         };

@@ -60,7 +60,6 @@ impl CodeExecutor {
                     input: None,
                     store: store.clone(),
                     limits: self.shared.sandbox.config().script_limits(),
-                    allow_prose: path == CodePath::Plain,
                     same_tools_as_before: false,
                     determinism,
                 },
@@ -188,17 +187,26 @@ impl CodeExecutor {
             .await?;
         }
         self.store = outcome.store;
-        if let Err(error) = &outcome.result {
+        // A bare reply that does not parse and does not look like code is prose, not an
+        // error: the mode decides that, not the sandbox.
+        let prose = active.path == CodePath::Plain
+            && matches!(&outcome.result, Err(error) if error.kind == ScriptErrorKind::Syntax)
+            && self
+                .recorder
+                .prompt()
+                .tool_output(&active.code_output_id)
+                .and_then(|tool| tool.input.get("code").and_then(Value::as_str))
+                .is_some_and(crate::prose::looks_like_prose);
+        let path = if prose { CodePath::Prose } else { active.path };
+        if let Err(error) = &outcome.result
+            && !prose
+        {
             agentic_core::telemetry::record_error(
                 &active.span,
                 &format!("{:?}", error.kind),
                 &error.message,
             );
         }
-        let path = match (active.path, outcome.path) {
-            (_, CodePath::Prose) => CodePath::Prose,
-            (path, _) => path,
-        };
         if path == CodePath::Prose
             && self.timeline().refusals() == 0
             && self

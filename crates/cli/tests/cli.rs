@@ -8,6 +8,7 @@ use std::process::{Command, Stdio};
 
 mod support;
 
+use agentic_testing::Requirement;
 use support::{
     Script, agentic, command, conversation_id, database_url, scratch, script, serve, serve_logged,
     serve_on, text,
@@ -1018,12 +1019,10 @@ fn mcp_servers_are_listed_and_their_tools_run() {
     let everything = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../plugins/mcp/tests/servers/node_modules/.bin/mcp-server-everything");
     if !everything.exists() {
-        assert!(
-            std::env::var("AGENTIC_REQUIRE_MCP_SERVERS").as_deref() != Ok("1"),
-            "AGENTIC_REQUIRE_MCP_SERVERS=1 but {} is not installed",
+        Requirement::McpServers.missing(&format!(
+            "{} is not installed (npm ci --prefix crates/plugins/mcp/tests/servers)",
             everything.display()
-        );
-        eprintln!("skipped: npm ci --prefix crates/plugins/mcp/tests/servers installs the servers");
+        ));
         return;
     }
     let config = scratch().join("mcp.toml");
@@ -1229,11 +1228,7 @@ fn python_mcp_sdk() -> bool {
         .output()
         .is_ok_and(|output| output.status.success());
     if !has_sdk {
-        assert!(
-            std::env::var("AGENTIC_REQUIRE_MCP_SERVERS").as_deref() != Ok("1"),
-            "AGENTIC_REQUIRE_MCP_SERVERS=1 but the Python MCP SDK is not installed"
-        );
-        eprintln!("skipped: pip install mcp installs the Python MCP SDK");
+        Requirement::McpServers.missing("the Python MCP SDK is not installed (pip install mcp)");
     }
     has_sdk
 }
@@ -1295,12 +1290,10 @@ fn mcp_servers_dir() -> Option<PathBuf> {
     if dir.join("node_modules/@modelcontextprotocol/sdk").exists() {
         return Some(dir);
     }
-    assert!(
-        std::env::var("AGENTIC_REQUIRE_MCP_SERVERS").as_deref() != Ok("1"),
-        "AGENTIC_REQUIRE_MCP_SERVERS=1 but {} has no node_modules",
+    Requirement::McpServers.missing(&format!(
+        "{} has no node_modules (npm ci --prefix crates/plugins/mcp/tests/servers)",
         dir.display()
-    );
-    eprintln!("skipped: npm ci --prefix crates/plugins/mcp/tests/servers installs the servers");
+    ));
     None
 }
 

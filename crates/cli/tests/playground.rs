@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use agentic_testing::Requirement;
+
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 use support::{scratch, script, serve_with};
@@ -120,14 +122,10 @@ fn the_playground_works_in_a_real_browser() {
     let everything = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../plugins/mcp/tests/servers/node_modules/.bin/mcp-server-everything");
     if !everything.exists() {
-        assert!(
-            std::env::var("AGENTIC_REQUIRE_MCP_SERVERS").as_deref() != Ok("1"),
-            "AGENTIC_REQUIRE_MCP_SERVERS=1 but {} is missing",
+        Requirement::McpServers.missing(&format!(
+            "{} is missing (npm ci --prefix crates/plugins/mcp/tests/servers)",
             everything.display()
-        );
-        eprintln!(
-            "skipped: the npm MCP servers are not installed (npm ci --prefix crates/plugins/mcp/tests/servers)"
-        );
+        ));
         return;
     }
     let mut toml = std::fs::read_to_string(&config).unwrap();
@@ -1136,24 +1134,17 @@ impl Browser {
             .find(|path| path.exists());
         let axe = axe_path();
         if chromium.is_some() && driver.is_some() && !axe.exists() {
-            assert!(
-                std::env::var("AGENTIC_REQUIRE_BROWSER").as_deref() != Ok("1"),
-                "AGENTIC_REQUIRE_BROWSER=1 but {} is missing (npm ci --prefix crates/api/web)",
+            Requirement::Browser.missing(&format!(
+                "{} is missing (npm ci --prefix crates/api/web)",
                 axe.display()
-            );
-            eprintln!("skipped: axe-core is not installed (npm ci --prefix crates/api/web)");
+            ));
             return None;
         }
         match (chromium, driver) {
             (Some(chromium), Some(driver)) => Some(Self { chromium, driver }),
             _ => {
-                assert!(
-                    std::env::var("AGENTIC_REQUIRE_BROWSER").as_deref() != Ok("1"),
-                    "AGENTIC_REQUIRE_BROWSER=1 but chromium or chromedriver is missing \
-                     (apt-get install chromium chromium-driver)"
-                );
-                eprintln!(
-                    "skipped: no chromium and chromedriver (apt-get install chromium chromium-driver)"
+                Requirement::Browser.missing(
+                    "chromium or chromedriver is missing (apt-get install chromium chromium-driver)",
                 );
                 None
             }

@@ -9,6 +9,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use agentic_conversation::sea_orm::{ConnectionTrait as _, Database};
+use agentic_testing::Requirement;
 use futures::StreamExt as _;
 use serde_json::{Value, json};
 use support::{script, serve_with, start_prompt, wait_for_state, wait_until};
@@ -16,11 +17,7 @@ use support::{script, serve_with, start_prompt, wait_for_state, wait_until};
 /// A fresh database on the test server, or `None` when there is no server to use.
 async fn fresh_database() -> Option<String> {
     let Ok(admin) = std::env::var("AGENTIC_TEST_POSTGRES_URL") else {
-        assert!(
-            std::env::var_os("AGENTIC_REQUIRE_POSTGRES").is_none(),
-            "AGENTIC_REQUIRE_POSTGRES is set but AGENTIC_TEST_POSTGRES_URL is not"
-        );
-        eprintln!("skipped: AGENTIC_TEST_POSTGRES_URL is unset");
+        Requirement::Postgres.missing("AGENTIC_TEST_POSTGRES_URL is unset (bash .ci/postgres.sh)");
         return None;
     };
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);

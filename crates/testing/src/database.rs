@@ -68,14 +68,9 @@ pub async fn test_databases() -> anyhow::Result<Vec<TestDatabase>> {
     let mut all = vec![TestDatabase::sqlite()?];
     match std::env::var("AGENTIC_TEST_POSTGRES_URL") {
         Ok(admin) if !admin.is_empty() => all.push(postgres_database(&admin).await?),
-        _ => {
-            anyhow::ensure!(
-                std::env::var_os("AGENTIC_REQUIRE_POSTGRES").is_none(),
-                "AGENTIC_REQUIRE_POSTGRES is set (as .ci/run sets it) but \
-                 AGENTIC_TEST_POSTGRES_URL is not: the PostgreSQL run cannot be skipped"
-            );
-            eprintln!("AGENTIC_TEST_POSTGRES_URL is unset: skipping the PostgreSQL run");
-        }
+        _ => crate::Requirement::Postgres.missing(
+            "AGENTIC_TEST_POSTGRES_URL is unset: no PostgreSQL run (bash .ci/postgres.sh)",
+        ),
     }
     Ok(all)
 }

@@ -22,10 +22,12 @@
 mod database;
 mod harness;
 pub mod kit;
+mod require;
 mod timeline;
 
 pub use database::{TestDatabase, test_databases};
 pub use harness::ToolHarness;
+pub use require::Requirement;
 pub use timeline::{HistoryPrompt, Timeline, TimelineCase, TimelineRunner};
 
 #[doc(hidden)]

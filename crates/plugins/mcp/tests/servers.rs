@@ -41,10 +41,7 @@ fn servers_installed() -> bool {
         (false, true) => "the npm servers (npm ci --prefix crates/plugins/mcp/tests/servers)",
         _ => "mcp-server-time (pip install mcp-server-time)",
     };
-    if std::env::var("AGENTIC_REQUIRE_MCP_SERVERS").is_ok_and(|value| value == "1") {
-        panic!("AGENTIC_REQUIRE_MCP_SERVERS=1 but {missing} are not installed");
-    }
-    eprintln!("skipped: {missing} are not installed");
+    agentic_testing::Requirement::McpServers.missing(&format!("{missing} are not installed"));
     false
 }
 

@@ -51,11 +51,11 @@ fn spans(text: &str) -> Vec<Span> {
         }
         let parts: Vec<&str> = line.split('`').collect();
         // Odd parts are code when the backticks pair up on the line.
-        if parts.len() % 2 == 0 {
+        if parts.len().is_multiple_of(2) {
             continue;
         }
         for (number, part) in parts.iter().enumerate() {
-            if number % 2 == 1 && !part.is_empty() {
+            if !number.is_multiple_of(2) && !part.is_empty() {
                 let mut after = parts[number + 1..].join("`");
                 for next in lines.iter().skip(index + 1).take(2) {
                     after.push('\n');

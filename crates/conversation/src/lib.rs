@@ -32,7 +32,8 @@ pub use compress::{
     register_compression_hook,
 };
 pub use migration::{
-    DatabaseSlot, PluginMigrations, attach_database, database, register_migrations, tool_database,
+    CreateTables, DatabaseSlot, PluginMigrations, attach_database, database, register_migrations,
+    tool_database,
 };
 pub use service::{
     Action, CancelOutcome, ConversationError, ConversationInstance, ConversationService, Decision,

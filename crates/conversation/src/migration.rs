@@ -506,3 +506,56 @@ impl MigrationTrait for CreateConversations {
         Ok(())
     }
 }
+
+/// A migration that creates tables, then indexes on them: a plugin's first migration, without
+/// its own `MigrationName` and `MigrationTrait`. Register it with [`register_migrations`].
+#[derive(Debug, Clone)]
+pub struct CreateTables {
+    name: &'static str,
+    tables: Vec<sea_orm::sea_query::TableCreateStatement>,
+    indexes: Vec<sea_orm::sea_query::IndexCreateStatement>,
+}
+
+impl CreateTables {
+    /// A migration recorded as `name` (e.g. `0001_todos`), which must never change.
+    pub fn new(name: &'static str) -> Self {
+        Self {
+            name,
+            tables: Vec::new(),
+            indexes: Vec::new(),
+        }
+    }
+
+    /// A table it creates, in order.
+    #[must_use]
+    pub fn table(mut self, table: &mut sea_orm::sea_query::TableCreateStatement) -> Self {
+        self.tables.push(table.to_owned());
+        self
+    }
+
+    /// An index it creates once the tables are there.
+    #[must_use]
+    pub fn index(mut self, index: &mut sea_orm::sea_query::IndexCreateStatement) -> Self {
+        self.indexes.push(index.to_owned());
+        self
+    }
+}
+
+impl MigrationName for CreateTables {
+    fn name(&self) -> &str {
+        self.name
+    }
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for CreateTables {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), sea_orm::DbErr> {
+        for table in &self.tables {
+            manager.create_table(table.clone()).await?;
+        }
+        for index in &self.indexes {
+            manager.create_index(index.clone()).await?;
+        }
+        Ok(())
+    }
+}

@@ -10,8 +10,9 @@
 
 use std::sync::{Arc, OnceLock};
 
+use agentic_conversation::CreateTables;
 use agentic_conversation::migration::{id_key, timestamp, user_id};
-use agentic_conversation::sea_orm_migration::{MigrationName, MigrationTrait, SchemaManager};
+use agentic_conversation::sea_orm_migration::MigrationTrait;
 use agentic_conversation::{Store, register_migrations};
 use agentic_core::{
     Plugin, PluginRegistration, PrepareContext, SetupContext, ToolContext, ToolError, define_tool,
@@ -226,19 +227,10 @@ mod entity {
     impl ActiveModelBehavior for ActiveModel {}
 }
 
-struct CreateArtifacts;
-
-impl MigrationName for CreateArtifacts {
-    fn name(&self) -> &str {
-        "0001_artifacts"
-    }
-}
-
-#[async_trait]
-impl MigrationTrait for CreateArtifacts {
-    async fn up(&self, manager: &SchemaManager) -> Result<(), sea_orm::DbErr> {
-        manager
-            .create_table(
+fn migration() -> Arc<dyn MigrationTrait> {
+    Arc::new(
+        CreateTables::new("0001_artifacts")
+            .table(
                 Table::create()
                     .table("artifacts")
                     .col(id_key())
@@ -247,22 +239,17 @@ impl MigrationTrait for CreateArtifacts {
                     .col(ColumnDef::new("description").text())
                     .col(ColumnDef::new("size").big_integer().not_null())
                     .col(ColumnDef::new("data").text().not_null())
-                    .col(timestamp("created_at"))
-                    .to_owned(),
+                    .col(timestamp("created_at")),
             )
-            .await?;
-        // `artifact.list` reads a user's artifacts newest first.
-        manager
-            .create_index(
+            // `artifact.list` reads a user's artifacts newest first.
+            .index(
                 Index::create()
                     .name("artifacts_user_created")
                     .table("artifacts")
                     .col("user_id")
-                    .col("created_at")
-                    .to_owned(),
-            )
-            .await
-    }
+                    .col("created_at"),
+            ),
+    )
 }
 
 /// The metadata columns, in the order [`info_from_row`] reads them: lists never load data.
@@ -441,7 +428,7 @@ impl Plugin for ArtifactPlugin {
             config.max_bytes
         );
         let _ = self.config.set(config);
-        register_migrations(context, "artifact", vec![Arc::new(CreateArtifacts)]);
+        register_migrations(context, "artifact", vec![migration()]);
         Ok(())
     }
 

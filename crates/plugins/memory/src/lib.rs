@@ -329,7 +329,7 @@ impl Plugin for MemoryPlugin {
                 .context("invalid `memory` config section")?
         };
         config.validate()?;
-        register_migrations(context, "memory", vec![Arc::new(store::CreateMemoryTables)]);
+        register_migrations(context, "memory", vec![store::migration()]);
         if config.archive_compressed {
             let slot = context
                 .extensions

@@ -4,9 +4,9 @@
 
 use std::collections::HashSet;
 
+use agentic_conversation::CreateTables;
 use agentic_conversation::migration::{id_key, timestamp, user_id};
-use agentic_conversation::sea_orm_migration::{MigrationName, MigrationTrait, SchemaManager};
-use async_trait::async_trait;
+use agentic_conversation::sea_orm_migration::MigrationTrait;
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use sea_orm::sea_query::{ColumnDef, Expr, Index, Table};
@@ -73,19 +73,10 @@ pub(crate) mod archival {
 }
 
 /// Creates both tables.
-pub(crate) struct CreateMemoryTables;
-
-impl MigrationName for CreateMemoryTables {
-    fn name(&self) -> &str {
-        "0001_memory"
-    }
-}
-
-#[async_trait]
-impl MigrationTrait for CreateMemoryTables {
-    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        manager
-            .create_table(
+pub(crate) fn migration() -> std::sync::Arc<dyn MigrationTrait> {
+    std::sync::Arc::new(
+        CreateTables::new("0001_memory")
+            .table(
                 Table::create()
                     .table("memory_blocks")
                     .col(id_key())
@@ -95,24 +86,18 @@ impl MigrationTrait for CreateMemoryTables {
                     .col(ColumnDef::new("content").text().not_null())
                     .col(ColumnDef::new("permission").string_len(16).not_null())
                     .col(timestamp("created_at"))
-                    .col(timestamp("updated_at"))
-                    .to_owned(),
+                    .col(timestamp("updated_at")),
             )
-            .await?;
-        manager
-            .create_index(
+            .index(
                 Index::create()
                     .name("memory_blocks_user_tier_label")
                     .table("memory_blocks")
                     .col("user_id")
                     .col("tier")
                     .col("label")
-                    .unique()
-                    .to_owned(),
+                    .unique(),
             )
-            .await?;
-        manager
-            .create_table(
+            .table(
                 Table::create()
                     .table("memory_archival")
                     .col(id_key())
@@ -122,31 +107,23 @@ impl MigrationTrait for CreateMemoryTables {
                     .col(ColumnDef::new("search_text").text().not_null())
                     .col(ColumnDef::new("conversation_id").string_len(64))
                     .col(ColumnDef::new("prompt_id").string_len(64))
-                    .col(timestamp("created_at"))
-                    .to_owned(),
+                    .col(timestamp("created_at")),
             )
-            .await?;
-        manager
-            .create_index(
+            .index(
                 Index::create()
                     .name("memory_archival_user_created")
                     .table("memory_archival")
                     .col("user_id")
-                    .col("created_at")
-                    .to_owned(),
+                    .col("created_at"),
             )
-            .await?;
-        manager
-            .create_index(
+            .index(
                 Index::create()
                     .name("memory_archival_user_label")
                     .table("memory_archival")
                     .col("user_id")
-                    .col("label")
-                    .to_owned(),
-            )
-            .await
-    }
+                    .col("label"),
+            ),
+    )
 }
 
 /// A core or working block as tools and the prompt see it.

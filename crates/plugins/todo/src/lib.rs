@@ -5,8 +5,9 @@
 
 use std::sync::Arc;
 
+use agentic_conversation::CreateTables;
 use agentic_conversation::migration::{id_key, timestamp, user_id};
-use agentic_conversation::sea_orm_migration::{MigrationName, MigrationTrait, SchemaManager};
+use agentic_conversation::sea_orm_migration::MigrationTrait;
 use agentic_conversation::{Store, register_migrations};
 use agentic_core::{
     Plugin, PluginRegistration, PrepareContext, SetupContext, ToolContext, ToolError, define_tool,
@@ -53,19 +54,10 @@ mod entity {
     impl ActiveModelBehavior for ActiveModel {}
 }
 
-struct CreateTodos;
-
-impl MigrationName for CreateTodos {
-    fn name(&self) -> &str {
-        "0001_todos"
-    }
-}
-
-#[async_trait]
-impl MigrationTrait for CreateTodos {
-    async fn up(&self, manager: &SchemaManager) -> Result<(), sea_orm::DbErr> {
-        manager
-            .create_table(
+fn migration() -> Arc<dyn MigrationTrait> {
+    Arc::new(
+        CreateTables::new("0001_todos")
+            .table(
                 Table::create()
                     .table("todos")
                     .col(id_key())
@@ -75,20 +67,15 @@ impl MigrationTrait for CreateTodos {
                     .col(ColumnDef::new("due").string_len(64))
                     .col(ColumnDef::new("done").boolean().not_null())
                     .col(timestamp("created_at"))
-                    .col(timestamp("updated_at"))
-                    .to_owned(),
+                    .col(timestamp("updated_at")),
             )
-            .await?;
-        manager
-            .create_index(
+            .index(
                 Index::create()
                     .name("todos_user")
                     .table("todos")
-                    .col("user_id")
-                    .to_owned(),
-            )
-            .await
-    }
+                    .col("user_id"),
+            ),
+    )
 }
 
 /// One todo as tools see it.
@@ -238,7 +225,7 @@ impl Plugin for TodoPlugin {
     }
 
     async fn setup(&self, context: &mut SetupContext<'_>) -> anyhow::Result<()> {
-        register_migrations(context, "todo", vec![Arc::new(CreateTodos)]);
+        register_migrations(context, "todo", vec![migration()]);
         Ok(())
     }
 

@@ -292,7 +292,7 @@ impl Plugin for TriggerPlugin {
 
     async fn setup(&self, context: &mut SetupContext<'_>) -> anyhow::Result<()> {
         let config: TriggerConfig = context.config.plugin("trigger")?;
-        register_migrations(context, "trigger", vec![Arc::new(table::CreateTriggers)]);
+        register_migrations(context, "trigger", vec![table::migration()]);
         register_background_service(
             context,
             Arc::new(Scheduler::new(

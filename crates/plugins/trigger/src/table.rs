@@ -4,10 +4,10 @@
 //! Writes go through [`Store::write_with`]; each closure does nothing outside its transaction,
 //! as that allows it to run twice.
 
+use agentic_conversation::CreateTables;
 use agentic_conversation::Store;
 use agentic_conversation::migration::{id_key, timestamp, user_id};
-use agentic_conversation::sea_orm_migration::{MigrationName, MigrationTrait, SchemaManager};
-use async_trait::async_trait;
+use agentic_conversation::sea_orm_migration::MigrationTrait;
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{ColumnDef, Index, Table};
 use sea_orm::{
@@ -73,20 +73,10 @@ pub mod trigger_conversations {
 pub use triggers::Model as TriggerRow;
 
 /// Creates both tables.
-#[derive(Debug)]
-pub struct CreateTriggers;
-
-impl MigrationName for CreateTriggers {
-    fn name(&self) -> &str {
-        "0001_triggers"
-    }
-}
-
-#[async_trait]
-impl MigrationTrait for CreateTriggers {
-    async fn up(&self, manager: &SchemaManager) -> Result<(), sea_orm::DbErr> {
-        manager
-            .create_table(
+pub(crate) fn migration() -> std::sync::Arc<dyn MigrationTrait> {
+    std::sync::Arc::new(
+        CreateTables::new("0001_triggers")
+            .table(
                 Table::create()
                     .table("triggers")
                     .col(id_key())
@@ -102,31 +92,22 @@ impl MigrationTrait for CreateTriggers {
                     .col(ColumnDef::new("last_prompt_id").string_len(64))
                     .col(ColumnDef::new("last_error").text())
                     .col(timestamp("created_at"))
-                    .col(timestamp("updated_at"))
-                    .to_owned(),
+                    .col(timestamp("updated_at")),
             )
-            .await?;
-        manager
-            .create_index(
+            .index(
                 Index::create()
                     .name("triggers_user")
                     .table("triggers")
-                    .col("user_id")
-                    .to_owned(),
+                    .col("user_id"),
             )
-            .await?;
-        manager
-            .create_index(
+            .index(
                 Index::create()
                     .name("triggers_due")
                     .table("triggers")
                     .col("done")
-                    .col("next_fire_at")
-                    .to_owned(),
+                    .col("next_fire_at"),
             )
-            .await?;
-        manager
-            .create_table(
+            .table(
                 Table::create()
                     .table("trigger_conversations")
                     .col(
@@ -136,11 +117,9 @@ impl MigrationTrait for CreateTriggers {
                             .primary_key(),
                     )
                     .col(ColumnDef::new("conversation_id").string_len(64).not_null())
-                    .col(timestamp("created_at"))
-                    .to_owned(),
-            )
-            .await
-    }
+                    .col(timestamp("created_at")),
+            ),
+    )
 }
 
 /// Which of a user's triggers to list.

@@ -30,7 +30,8 @@ pub use mode::{
     PromptCheckpoint, PromptExecutor, Verdict,
 };
 pub use plugin::{
-    ContextItem, Extensions, Plugin, PluginRegistration, PrepareContext, Prepared, SetupContext,
+    ContextItem, Extensions, Plugin, PluginRegistration, PrepareContext, Prepared, ProviderPlugin,
+    SetupContext,
 };
 pub use prompt::{
     ErrorKind, FileOutput, ModelKind, Prompt, PromptOutput, PromptState, PromptUsage, TextOutput,

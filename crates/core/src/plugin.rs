@@ -55,6 +55,48 @@ pub struct PluginRegistration {
 
 inventory::collect!(PluginRegistration);
 
+/// A plugin that only offers a model provider: its id is the provider's, and its config
+/// section is described by `config_schema`. A provider crate registers one with
+/// `inventory::submit! { PluginRegistration { id, create } }`, `create` building it.
+#[derive(Debug, Clone)]
+pub struct ProviderPlugin {
+    factory: ProviderFactory,
+    config_schema: fn() -> Value,
+}
+
+impl ProviderPlugin {
+    /// The plugin of `factory`, with an object of any shape as its config section.
+    pub fn new(factory: ProviderFactory) -> Self {
+        Self {
+            factory,
+            config_schema: || serde_json::json!({ "type": "object" }),
+        }
+    }
+
+    /// Its config section is described by `schema` (e.g. `agentic_core::schema_of::<C>`).
+    #[must_use]
+    pub fn with_config_schema(mut self, schema: fn() -> Value) -> Self {
+        self.config_schema = schema;
+        self
+    }
+}
+
+#[async_trait]
+impl Plugin for ProviderPlugin {
+    fn id(&self) -> &str {
+        self.factory.id
+    }
+
+    fn config_schema(&self) -> Value {
+        (self.config_schema)()
+    }
+
+    async fn setup(&self, context: &mut SetupContext<'_>) -> anyhow::Result<()> {
+        context.providers.push(self.factory.clone());
+        Ok(())
+    }
+}
+
 /// Every plugin registration linked into this binary, sorted by id.
 pub fn registered_plugins() -> Vec<&'static PluginRegistration> {
     let mut plugins: Vec<_> = inventory::iter::<PluginRegistration>.into_iter().collect();

@@ -20,9 +20,8 @@ pub mod tokenizer;
 use std::sync::Arc;
 
 use agentic_core::{
-    Config, ModelProvider, Plugin, PluginRegistration, ProviderFactory, SetupContext,
+    Config, ModelProvider, Plugin, PluginRegistration, ProviderFactory, ProviderPlugin,
 };
-use async_trait::async_trait;
 
 pub use config::{LocalConfig, MODEL_ENV};
 pub use provider::{Engine, Generated, LocalProvider, Sampling};
@@ -32,38 +31,22 @@ agentic_core::inventory::submit! {
     PluginRegistration { id: "local", create: create_plugin }
 }
 
+/// Provider `local`.
 fn create_plugin() -> Arc<dyn Plugin> {
-    Arc::new(LocalPlugin)
-}
-
-/// Registers provider `local`.
-#[derive(Debug, Default)]
-pub struct LocalPlugin;
-
-#[async_trait]
-impl Plugin for LocalPlugin {
-    fn id(&self) -> &str {
-        "local"
-    }
-
-    fn config_schema(&self) -> serde_json::Value {
-        agentic_core::schema_of::<LocalConfig>()
-    }
-
-    async fn setup(&self, context: &mut SetupContext<'_>) -> anyhow::Result<()> {
-        context.providers.push(ProviderFactory {
-            id: "local",
-            create: create_provider,
-            // Picked when no other provider is configured and the model file is there.
-            configured: |config| {
-                LocalConfig::resolve(config)
-                    .and_then(|settings| settings.model_path())
-                    .is_ok_and(|path| path.is_file())
-            },
-            fallback: true,
-        });
-        Ok(())
-    }
+    let factory = ProviderFactory {
+        id: "local",
+        create: create_provider,
+        // Picked when no other provider is configured and the model file is there.
+        configured: |config| {
+            LocalConfig::resolve(config)
+                .and_then(|settings| settings.model_path())
+                .is_ok_and(|path| path.is_file())
+        },
+        fallback: true,
+    };
+    Arc::new(
+        ProviderPlugin::new(factory).with_config_schema(agentic_core::schema_of::<LocalConfig>),
+    )
 }
 
 /// `local` runs the configured model; `local:<path.gguf>` runs that file.

@@ -13,9 +13,8 @@ mod wire;
 use std::sync::Arc;
 
 use agentic_core::{
-    Config, ModelProvider, Plugin, PluginRegistration, ProviderFactory, SetupContext,
+    Config, ModelProvider, Plugin, PluginRegistration, ProviderFactory, ProviderPlugin,
 };
-use async_trait::async_trait;
 
 pub use config::{ModelNames, OpenAiConfig};
 pub use names::ToolNameMap;
@@ -25,33 +24,17 @@ agentic_core::inventory::submit! {
     PluginRegistration { id: "openai", create: create_plugin }
 }
 
+/// Provider `openai`.
 fn create_plugin() -> Arc<dyn Plugin> {
-    Arc::new(OpenAiPlugin)
-}
-
-/// Registers provider `openai`.
-#[derive(Debug, Default)]
-pub struct OpenAiPlugin;
-
-#[async_trait]
-impl Plugin for OpenAiPlugin {
-    fn id(&self) -> &str {
-        "openai"
-    }
-
-    fn config_schema(&self) -> serde_json::Value {
-        agentic_core::schema_of::<OpenAiConfig>()
-    }
-
-    async fn setup(&self, context: &mut SetupContext<'_>) -> anyhow::Result<()> {
-        context.providers.push(ProviderFactory {
-            id: "openai",
-            create: create_provider,
-            configured: |config| OpenAiConfig::resolve(config).is_ok_and(|c| c.is_configured()),
-            fallback: false,
-        });
-        Ok(())
-    }
+    let factory = ProviderFactory {
+        id: "openai",
+        create: create_provider,
+        configured: |config| OpenAiConfig::resolve(config).is_ok_and(|c| c.is_configured()),
+        fallback: false,
+    };
+    Arc::new(
+        ProviderPlugin::new(factory).with_config_schema(agentic_core::schema_of::<OpenAiConfig>),
+    )
 }
 
 fn create_provider(

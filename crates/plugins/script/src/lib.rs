@@ -8,39 +8,23 @@ mod provider;
 
 use std::sync::Arc;
 
-use agentic_core::{Config, Plugin, PluginRegistration, ProviderFactory, SetupContext};
-use async_trait::async_trait;
+use agentic_core::{Config, Plugin, PluginRegistration, ProviderFactory, ProviderPlugin};
 
 pub use provider::{ScriptToolCall, ScriptUsage, ScriptedProvider, Turn};
-
-/// The plugin that registers provider `script`.
-#[derive(Debug, Default)]
-pub struct ScriptPlugin;
 
 agentic_core::inventory::submit! {
     PluginRegistration { id: "script", create: create_plugin }
 }
 
+/// Provider `script`.
 fn create_plugin() -> Arc<dyn Plugin> {
-    Arc::new(ScriptPlugin)
-}
-
-#[async_trait]
-impl Plugin for ScriptPlugin {
-    fn id(&self) -> &str {
-        "script"
-    }
-
-    async fn setup(&self, context: &mut SetupContext<'_>) -> anyhow::Result<()> {
-        context.providers.push(ProviderFactory {
-            id: "script",
-            create: create_provider,
-            // Only used when named: a script is never picked by accident.
-            configured: |_| false,
-            fallback: false,
-        });
-        Ok(())
-    }
+    Arc::new(ProviderPlugin::new(ProviderFactory {
+        id: "script",
+        create: create_provider,
+        // Only used when named: a script is never picked by accident.
+        configured: |_| false,
+        fallback: false,
+    }))
 }
 
 fn create_provider(

@@ -10,8 +10,9 @@ use crate::tool::ToolSet;
 
 /// The calls written in `text`, and the text left around them. Empty when there are none:
 /// a `<tool_call>` tag is always a call (an unknown name fails as an unknown tool, which the
-/// model can read), a JSON object only when its name is an offered tool and the JSON is the
-/// whole reply or a fenced block of it.
+/// model can read), a JSON object when its name is an offered tool and the JSON is the whole
+/// reply or a fenced block of it, or when it is the whole reply (fenced or not) and its name
+/// reads as a tool id: a call of a tool that is not offered fails loudly as one.
 pub fn text_tool_calls(text: &str, tools: &ToolSet) -> (Vec<ToolCallRequest>, String) {
     let tagged = tagged_calls(text, tools);
     if !tagged.0.is_empty() {
@@ -71,8 +72,15 @@ fn json_calls(text: &str, tools: &ToolSet) -> (Vec<ToolCallRequest>, String) {
     if trimmed.starts_with('{') || trimmed.starts_with('[') {
         // The whole reply, perhaps with a stray closing fence after it.
         let json = trimmed.strip_suffix("```").unwrap_or(trimmed).trim_end();
-        if let Some(calls) = parse_json(json).and_then(|value| calls_in(&value, tools)) {
+        let value = parse_json(json);
+        if let Some(calls) = value.as_ref().and_then(|value| calls_in(value, tools)) {
             return (calls, String::new());
+        }
+        if let Some(call) = value
+            .as_ref()
+            .and_then(|value| attempted_call(value, tools))
+        {
+            return (vec![call], String::new());
         }
         return none();
     }
@@ -103,9 +111,44 @@ fn json_calls(text: &str, tools: &ToolSet) -> (Vec<ToolCallRequest>, String) {
         }
     }
     if calls.is_empty() {
+        // A reply that is one fenced call of a tool that is not offered: a call all the same,
+        // which fails loudly as an unknown tool, rather than the JSON shown as the answer.
+        let blocks: Vec<&str> = trimmed.split("```").collect();
+        if let [before, block, after] = blocks.as_slice()
+            && before.trim().is_empty()
+            && after.trim().is_empty()
+            && let Some(body) = block
+                .strip_prefix("json")
+                .or(Some(block))
+                .filter(|body| body.starts_with(['\n', '\r']))
+            && let Some(call) =
+                parse_json(body.trim()).and_then(|value| attempted_call(&value, tools))
+        {
+            return (vec![call], String::new());
+        }
         return none();
     }
     (calls, rest.join("\n").trim().to_owned())
+}
+
+/// A whole reply that is one object `{"name": "<a tool-like id>", "arguments": {…}}`: a call
+/// of a tool that may not exist (`config.get`). Data that merely has a name (`{"name":
+/// "Alice", …}`) is not one: the name must read as a tool id (dotted or snake case) and the
+/// arguments must be an object.
+fn attempted_call(value: &Value, tools: &ToolSet) -> Option<ToolCallRequest> {
+    let object = value.as_object()?;
+    let name = object.get("name")?.as_str()?;
+    let tool_like = name.contains(['.', '_'])
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '_');
+    let arguments = object
+        .get("arguments")
+        .or_else(|| object.get("parameters"))?;
+    (tool_like && arguments.is_object() && object.len() == 2)
+        .then(|| call_of(value, tools, true))
+        .flatten()
 }
 
 /// JSON, or JSON in doubled braces (`{{"name": …}}`, a template's escaping copied by the model).
@@ -239,8 +282,21 @@ mod tests {
             names(&text_tool_calls(doubled, &tools()).0),
             [("time.now", "{}")]
         );
+        // One call of a tool that is not offered, as the whole reply: a call, which fails as
+        // an unknown tool (seen with Qwen2.5-Coder-1.5B in classic mode, eval config-port).
+        for attempt in [
+            "```json\n{\n  \"name\": \"config.get\",\n  \"arguments\": {\"key\": \"port\"}\n}\n```",
+            r#"{"name": "config_get", "arguments": {}}"#,
+        ] {
+            let (calls, rest) = text_tool_calls(attempt, &tools());
+            assert_eq!(calls.len(), 1, "{attempt}");
+            assert!(calls[0].name.starts_with("config"), "{attempt}");
+            assert_eq!(rest, "");
+        }
         for text in [
             "```json\n{\"name\": \"Alice\", \"arguments\": 3}\n```",
+            "```json\n{\"name\": \"Alice Smith\", \"arguments\": {}}\n```",
+            "Here it is:\n```json\n{\"name\": \"config.get\", \"arguments\": {}}\n```",
             "{\"name\": \"Alice\"}",
             "The time is 12:00.",
             "```json\n{\"total\": 3}\n```",

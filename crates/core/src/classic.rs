@@ -27,7 +27,7 @@ const DEFAULT_SYSTEM_PROMPT: &str = "You are a helpful assistant. Use the tools 
 they help you answer, and answer in plain text when you are done.";
 const QUEUED_REASON: &str = "waiting to run";
 
-/// Registers [`PromptCompletion`] as mode `classic`.
+/// Registers [`ClassicExecutor`] as mode `classic`.
 #[derive(Debug, Default)]
 pub struct ClassicModeFactory;
 
@@ -39,12 +39,12 @@ impl ExecutionModeFactory for ClassicModeFactory {
         "Classic (text + tools)"
     }
     fn create_executor(&self, options: ExecutorCreateOptions) -> Box<dyn PromptExecutor> {
-        Box::new(PromptCompletion::new(options))
+        Box::new(ClassicExecutor::new(options))
     }
 }
 
 /// The classic executor.
-pub struct PromptCompletion {
+pub struct ClassicExecutor {
     options: ExecutorCreateOptions,
     recorder: PromptRecorder,
     prepared: Option<Prepared>,
@@ -55,9 +55,9 @@ pub struct PromptCompletion {
     adopting: bool,
 }
 
-impl std::fmt::Debug for PromptCompletion {
+impl std::fmt::Debug for ClassicExecutor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PromptCompletion")
+        f.debug_struct("ClassicExecutor")
             .field("prompt", &self.recorder.prompt().id)
             .finish_non_exhaustive()
     }
@@ -68,7 +68,7 @@ enum Progress {
     Paused,
 }
 
-impl PromptCompletion {
+impl ClassicExecutor {
     pub fn new(options: ExecutorCreateOptions) -> Self {
         let prompt = options.resume_prompt.clone().unwrap_or_else(|| {
             Prompt::new(
@@ -343,7 +343,7 @@ fn non_empty_arguments(arguments: &str) -> &str {
 }
 
 #[async_trait]
-impl PromptExecutor for PromptCompletion {
+impl PromptExecutor for ClassicExecutor {
     fn prompt(&self) -> &Prompt {
         self.recorder.prompt()
     }

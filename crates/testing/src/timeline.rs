@@ -40,8 +40,67 @@ pub struct TimelineCase {
     /// Answers to approval requests, in the order they are asked.
     #[serde(default, skip_serializing_if = "Vec::is_empty", with = "yaml_verdicts")]
     pub decisions: Vec<agentic_core::Verdict>,
+    /// What the case says it shows, checked before the snapshot is compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<Expect>,
     /// The model's turns, for the history prompts first and then this one.
     pub turns: Vec<Turn>,
+}
+
+/// How a case must end: checked by the runner, so a snapshot accepted by mistake cannot
+/// contradict the case's own description.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Expect {
+    /// The prompt's final state (`completed`, `failed`, `waiting_for_approval`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<PromptState>,
+    /// The rules' notices of the turn's tool errors, in order (`repeated`, `afresh`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notices: Option<Vec<String>>,
+    /// Words the last text shown to the user contains.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
+}
+
+impl Expect {
+    /// What of this `prompt` differs from the expectation, if anything.
+    fn check(&self, prompt: &agentic_core::Prompt) -> anyhow::Result<()> {
+        if let Some(state) = self.state {
+            anyhow::ensure!(
+                prompt.state == state,
+                "the case expects the prompt {}, but it ended {} ({:?})",
+                state.as_str(),
+                prompt.state.as_str(),
+                prompt.error
+            );
+        }
+        if let Some(notices) = &self.notices {
+            let found: Vec<&str> = prompt
+                .output
+                .iter()
+                .filter_map(|output| match output {
+                    agentic_core::PromptOutput::Tool(tool) => tool.result.notice(),
+                    _ => None,
+                })
+                .collect();
+            anyhow::ensure!(
+                found == *notices,
+                "the case expects the notices {notices:?}, but the turn has {found:?}"
+            );
+        }
+        if let Some(answer) = &self.answer {
+            let last = prompt.output.iter().rev().find_map(|output| match output {
+                agentic_core::PromptOutput::Text(text) => Some(text.content.as_str()),
+                _ => None,
+            });
+            anyhow::ensure!(
+                last.is_some_and(|text| text.contains(answer.as_str())),
+                "the case expects the last text to say {answer:?}, but it is {last:?}"
+            );
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -324,6 +383,9 @@ impl TimelineRunner {
         }
         if decisions.next().is_some() {
             bail!("the case has more decisions than the prompt asked for");
+        }
+        if let Some(expect) = &case.expect {
+            expect.check(&prompt)?;
         }
 
         let requests = provider.requests()[requests_before..]

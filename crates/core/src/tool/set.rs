@@ -1,0 +1,314 @@
+//! [`ToolSet`]: the tools one prompt may call, found by id or wire name, validated, approved
+//! and invoked, every failure turned into a result the model can read.
+
+use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use futures::FutureExt as _;
+use tracing::Instrument as _;
+
+use serde_json::Value;
+
+use super::input;
+use super::{
+    Approval, InputValidator, Tool, ToolContext, ToolError, panic_message, query_operator_hint,
+};
+use crate::telemetry;
+
+/// The tools one prompt may call, with their compiled input validators.
+#[derive(Clone, Default)]
+pub struct ToolSet {
+    tools: BTreeMap<String, PreparedTool>,
+    /// Tool ids (or `prefix.*` patterns) that need approval whatever the tool says.
+    require_approval: Vec<String>,
+}
+
+#[derive(Clone)]
+struct PreparedTool {
+    tool: Arc<dyn Tool>,
+    validator: InputValidator,
+}
+
+impl std::fmt::Debug for ToolSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.tools.keys()).finish()
+    }
+}
+
+impl ToolSet {
+    /// Builds the set; a later tool with an id already present replaces the earlier one.
+    pub fn new(tools: Vec<Arc<dyn Tool>>) -> Self {
+        let tools = tools
+            .into_iter()
+            .map(|tool| {
+                let validator = tool
+                    .input_validator()
+                    .unwrap_or_else(|| InputValidator::compile(tool.input_schema()));
+                let prepared = PreparedTool {
+                    tool: tool.clone(),
+                    validator,
+                };
+                (tool.id().to_owned(), prepared)
+            })
+            .collect();
+        Self {
+            tools,
+            require_approval: Vec::new(),
+        }
+    }
+
+    /// Makes calls of these tools wait for approval: exact ids, or `prefix.*` for every tool
+    /// whose id starts with `prefix.` (the `requireApproval` config key).
+    pub fn with_required_approval(mut self, patterns: Vec<String>) -> Self {
+        self.require_approval = patterns;
+        self
+    }
+
+    fn approval_required_by_config(&self, id: &str) -> bool {
+        self.require_approval
+            .iter()
+            .any(|pattern| match pattern.strip_suffix('*') {
+                Some(prefix) => id.starts_with(prefix),
+                None => pattern == id,
+            })
+    }
+
+    /// Tools sorted by id.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
+        self.tools.values().map(|prepared| &prepared.tool)
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.get(id).map(|prepared| &prepared.tool)
+    }
+
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// Checks input against the tool's schema, naming every problem and where it is.
+    pub fn validate(&self, id: &str, input: &Value) -> Result<(), ToolError> {
+        let prepared = self
+            .tools
+            .get(id)
+            .ok_or_else(|| ToolError::UnknownTool(id.to_owned()))?;
+        let invalid = |message: String| ToolError::InvalidInput {
+            tool: id.to_owned(),
+            message,
+        };
+        let validator = match &prepared.validator.0 {
+            Ok(validator) => validator,
+            Err(reason) => {
+                return Err(invalid(format!(
+                    "the tool's input schema is broken: {reason}"
+                )));
+            }
+        };
+        let schema = prepared.tool.input_schema();
+        let problems: Vec<String> = validator
+            .iter_errors(input)
+            .map(|error| {
+                let path = error.instance_path().to_string();
+                // `… is not valid under any of the schemas listed in the 'oneOf' keyword`
+                // says nothing a model can act on; the allowed values do.
+                let allowed = crate::typescript::allowed_values(schema, &path);
+                let problem = if allowed.is_empty() {
+                    error.to_string()
+                } else {
+                    let values: Vec<String> = allowed.iter().map(Value::to_string).collect();
+                    format!(
+                        "{} is not one of the allowed values: {}",
+                        error.instance(),
+                        values.join(", ")
+                    )
+                };
+                if path.is_empty() {
+                    problem
+                } else {
+                    format!("{path}: {problem}")
+                }
+            })
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            let tool = &prepared.tool;
+            let mut problems = problems.join("; ");
+            // `todo.create([{...}, {...}])`: a list where one item is expected.
+            if input.is_array() && schema.get("type").and_then(Value::as_str) == Some("object") {
+                problems.push_str(&format!(
+                    " ({id} takes one object per call; for several items, call it once for \
+                     each: for (const item of items) {id}(item))"
+                ));
+            }
+            problems.push_str(&query_operator_hint(input));
+            Err(invalid(format!(
+                "{problems}. Expected {}. Example: {}{}",
+                crate::typescript::call_signature(id, schema),
+                crate::typescript::example_call(id, tool.input_schema()),
+                self.owners_of_unknown_fields(id, input),
+            )))
+        }
+    }
+
+    /// `. Another tool takes `timezone`: time.now(…)`: for each field of `input` that tool
+    /// `id` does not know, the other tools whose input has a field of that name. A model that
+    /// passes `timezone` to `shell.exec` picked the wrong tool, and the field names the right
+    /// one. Empty when no field is unknown or no other tool has it.
+    fn owners_of_unknown_fields(&self, id: &str, input: &Value) -> String {
+        /// Tools named per field, so a common field (`path`) does not list every tool.
+        const MOST: usize = 3;
+        let takes = |tool: &PreparedTool, field: &str| {
+            tool.tool
+                .input_schema()
+                .get("properties")
+                .and_then(Value::as_object)
+                .is_some_and(|fields| fields.contains_key(field))
+        };
+        let (Some(input), Some(own)) = (input.as_object(), self.tools.get(id)) else {
+            return String::new();
+        };
+        let mut hints = String::new();
+        for field in input.keys().filter(|field| !takes(own, field)) {
+            let owners: Vec<(&String, &PreparedTool)> = self
+                .tools
+                .iter()
+                .filter(|(other, tool)| *other != id && takes(tool, field))
+                .take(MOST + 1)
+                .collect();
+            match owners.as_slice() {
+                [] => {}
+                [(other, tool)] => hints.push_str(&format!(
+                    ". Another tool takes `{field}`: {}",
+                    crate::typescript::call_signature(other, tool.tool.input_schema())
+                )),
+                several => {
+                    let names: Vec<&str> = several
+                        .iter()
+                        .take(MOST)
+                        .map(|(other, _)| other.as_str())
+                        .collect();
+                    let more = if several.len() > MOST { ", …" } else { "" };
+                    hints.push_str(&format!(
+                        ". Other tools take `{field}`: {}{more}",
+                        names.join(", ")
+                    ));
+                }
+            }
+        }
+        hints
+    }
+
+    /// The input as the tool takes it. A bare string for a tool whose input has exactly one
+    /// required field, a string, is that field: models write `todoCreate("buy milk")` for
+    /// `{title: "buy milk"}`. An optional field sent as `null` (small models write
+    /// `{unit: null}` for "no unit") is absent, unless its schema takes `null`. Any other
+    /// input is returned as it is, for validation to judge.
+    pub fn shorthand_input(&self, id: &str, input: Value) -> Value {
+        let Value::String(text) = input else {
+            let mut input = input;
+            if let Some(tool) = self.get(id) {
+                input::drop_null_optionals(tool.input_schema(), &mut input);
+            }
+            return input;
+        };
+        let field = self.get(id).and_then(|tool| {
+            let schema = tool.input_schema();
+            let [Value::String(name)] = schema.get("required")?.as_array()?.as_slice() else {
+                return None;
+            };
+            let kind = schema.get("properties")?.get(name)?.get("type")?;
+            (kind == "string").then(|| name.clone())
+        });
+        match field {
+            Some(name) => {
+                let mut object = serde_json::Map::new();
+                object.insert(name, Value::String(text));
+                Value::Object(object)
+            }
+            None => Value::String(text),
+        }
+    }
+
+    /// Whether some calls of tool `id` may need approval: the tool says so, or the
+    /// configuration requires it.
+    pub fn may_need_approval(&self, id: &str) -> bool {
+        self.get(id)
+            .is_some_and(|tool| tool.may_need_approval() || self.approval_required_by_config(id))
+    }
+
+    /// Whether tool `id` says a call may run twice ([`Tool::idempotent`]); unknown tools
+    /// do not.
+    pub fn idempotent(&self, id: &str) -> bool {
+        self.get(id).is_some_and(|tool| tool.idempotent())
+    }
+
+    /// The approval a call needs; unknown tools need none (they fail anyway).
+    pub fn approval(&self, id: &str, input: &Value) -> Approval {
+        let Some(tool) = self.get(id) else {
+            return Approval::NotRequired;
+        };
+        match tool.approval(input) {
+            Approval::NotRequired if self.approval_required_by_config(id) => Approval::Required {
+                reason: "the configuration requires approval for this tool".to_owned(),
+            },
+            approval => approval,
+        }
+    }
+
+    /// Validates and runs one call, as an `execute_tool` span that counts in the tool-call
+    /// metrics. A panic inside the tool becomes [`ToolError::Panicked`].
+    pub async fn invoke(
+        &self,
+        context: ToolContext,
+        id: &str,
+        input: Value,
+    ) -> Result<Value, ToolError> {
+        let known = self.get(id).is_some();
+        let label = if known { id } else { telemetry::UNKNOWN_TOOL };
+        let span = telemetry::tool_span(label, context.tool_call_id.as_deref());
+        if telemetry::record_payloads() {
+            span.record("gen_ai.tool.call.arguments", input.to_string());
+        }
+        let start = std::time::Instant::now();
+        let result = self
+            .validate_and_invoke(context, id, input)
+            .instrument(span.clone())
+            .await;
+        let seconds = start.elapsed().as_secs_f64();
+        match &result {
+            Ok(value) => telemetry::tool_called(&span, label, seconds, Ok(value)),
+            Err(error) => telemetry::tool_called(&span, label, seconds, Err(error)),
+        }
+        result
+    }
+
+    async fn validate_and_invoke(
+        &self,
+        context: ToolContext,
+        id: &str,
+        input: Value,
+    ) -> Result<Value, ToolError> {
+        let input = self.shorthand_input(id, input);
+        self.validate(id, &input)?;
+        let tool = self
+            .get(id)
+            .ok_or_else(|| ToolError::UnknownTool(id.to_owned()))?
+            .clone();
+        match AssertUnwindSafe(tool.invoke(context, input))
+            .catch_unwind()
+            .await
+        {
+            Ok(result) => result,
+            Err(panic) => Err(ToolError::Panicked {
+                tool: id.to_owned(),
+                message: panic_message(panic.as_ref()),
+            }),
+        }
+    }
+}

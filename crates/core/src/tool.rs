@@ -293,22 +293,44 @@ pub fn schema_of<T: JsonSchema>() -> Value {
     serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null)
 }
 
-/// ` (… is a query operator …)` when a field of `input` holds a database-style operator
-/// (`amount: {"$gt": 30000}`), a habit of models that tools do not share: they take plain
-/// values, and a comparison belongs in code. Empty otherwise.
-fn query_operator_hint(input: &Value) -> String {
-    let Some(fields) = input.as_object() else {
-        return String::new();
-    };
-    for (field, value) in fields {
-        let Some(operators) = value.as_object() else {
-            continue;
-        };
-        let Some((operator, operand)) = operators.iter().next() else {
-            continue;
-        };
+/// What a refused input's error adds for the model, after what was wrong: how to do what
+/// the input tried (`id`'s input `input`, against its `schema`). Core's words are plain; a
+/// mode whose model writes code gives its own ([`ToolSet::with_input_advice`]).
+pub type InputAdvice = fn(id: &str, input: &Value, schema: &Value) -> String;
+
+/// The plain advice: a list where one object is expected, and a database-style query
+/// operator (`amount: {"$gt": 30000}`), habits of models that tools do not share.
+pub fn plain_input_advice(id: &str, input: &Value, schema: &Value) -> String {
+    if input.is_array() && schema.get("type").and_then(Value::as_str) == Some("object") {
+        return format!(
+            " ({id} takes one object per call; for several items, call it once for each)"
+        );
+    }
+    match query_operator(input) {
+        Some(QueryOperator { field, value, .. }) => format!(
+            " (`{field}: {value}` is a query operator, which tools do not take; a plain value \
+             matches only itself. To compare, leave `{field}` out and compare the results)"
+        ),
+        None => String::new(),
+    }
+}
+
+/// A field whose value is a database-style query operator (`amount: {"$gt": 30000}`).
+#[derive(Debug, Clone, Copy)]
+pub struct QueryOperator<'a> {
+    pub field: &'a str,
+    pub value: &'a Value,
+    /// The comparison it stands for in code (`>`) and its operand, for the usual six.
+    pub comparison: Option<(&'static str, &'a Value)>,
+}
+
+/// The first field of `input` that holds a query operator.
+pub fn query_operator(input: &Value) -> Option<QueryOperator<'_>> {
+    input.as_object()?.iter().find_map(|(field, value)| {
+        let operators = value.as_object()?;
+        let (operator, operand) = operators.iter().next()?;
         if !operators.keys().all(|key| key.starts_with('$')) {
-            continue;
+            return None;
         }
         let comparison = match operator.as_str() {
             "$gt" => Some(">"),
@@ -319,19 +341,12 @@ fn query_operator_hint(input: &Value) -> String {
             "$eq" => Some("==="),
             _ => None,
         };
-        let example = match comparison {
-            Some(comparison) => {
-                format!(", e.g. results.filter(item => item.{field} {comparison} {operand})")
-            }
-            None => String::new(),
-        };
-        return format!(
-            " (`{field}: {value}` is a query operator, which tools do not take; a plain value \
-             matches only itself. To compare, leave `{field}` out and filter the results in \
-             code{example})"
-        );
-    }
-    String::new()
+        Some(QueryOperator {
+            field,
+            value,
+            comparison: comparison.map(|comparison| (comparison, operand)),
+        })
+    })
 }
 
 /// A tool's input schema compiled for validation (or why it does not compile).

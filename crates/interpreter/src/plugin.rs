@@ -186,7 +186,7 @@ async fn run_code(
     context: ToolContext,
     input: RunCodeInput,
 ) -> Result<RunCodeOutput, ToolError> {
-    let prepared = context
+    let mut prepared = context
         .services
         .prepare(
             &context.user_id,
@@ -195,6 +195,9 @@ async fn run_code(
             &context.state,
         )
         .await?;
+    prepared.tools = prepared
+        .tools
+        .with_input_advice(crate::rules::input_advice::advice);
     let bindings = script_bindings(&prepared.tools);
     let mut execution = shared
         .sandbox

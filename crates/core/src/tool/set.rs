@@ -12,16 +12,25 @@ use serde_json::Value;
 
 use super::input;
 use super::{
-    Approval, InputValidator, Tool, ToolContext, ToolError, panic_message, query_operator_hint,
+    Approval, InputAdvice, InputValidator, Tool, ToolContext, ToolError, panic_message,
+    plain_input_advice,
 };
 use crate::telemetry;
 
 /// The tools one prompt may call, with their compiled input validators.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct ToolSet {
     tools: BTreeMap<String, PreparedTool>,
     /// Tool ids (or `prefix.*` patterns) that need approval whatever the tool says.
     require_approval: Vec<String>,
+    /// What a refused input's error adds for the model.
+    advice: InputAdvice,
+}
+
+impl Default for ToolSet {
+    fn default() -> Self {
+        Self::new(Vec::new())
+    }
 }
 
 #[derive(Clone)]
@@ -55,7 +64,16 @@ impl ToolSet {
         Self {
             tools,
             require_approval: Vec::new(),
+            advice: plain_input_advice,
         }
+    }
+
+    /// The set with `advice` in refused inputs' errors instead of the plain words: a mode
+    /// whose model writes code shows it how in that code.
+    #[must_use]
+    pub fn with_input_advice(mut self, advice: InputAdvice) -> Self {
+        self.advice = advice;
+        self
     }
 
     /// Makes calls of these tools wait for approval: exact ids, or `prefix.*` for every tool
@@ -139,14 +157,7 @@ impl ToolSet {
         } else {
             let tool = &prepared.tool;
             let mut problems = problems.join("; ");
-            // `todo.create([{...}, {...}])`: a list where one item is expected.
-            if input.is_array() && schema.get("type").and_then(Value::as_str) == Some("object") {
-                problems.push_str(&format!(
-                    " ({id} takes one object per call; for several items, call it once for \
-                     each: for (const item of items) {id}(item))"
-                ));
-            }
-            problems.push_str(&query_operator_hint(input));
+            problems.push_str(&(self.advice)(id, input, schema));
             Err(invalid(format!(
                 "{problems}. Expected {}. Example: {}{}",
                 crate::typescript::call_signature(id, schema),

@@ -164,7 +164,7 @@ impl CodeExecutor {
             return Ok(prepared.clone());
         }
         let prompt = self.recorder.prompt();
-        let prepared = self
+        let mut prepared = self
             .options
             .services
             .prepare(
@@ -174,6 +174,9 @@ impl CodeExecutor {
                 &self.options.state,
             )
             .await?;
+        prepared.tools = prepared
+            .tools
+            .with_input_advice(crate::rules::input_advice::advice);
         let bindings = crate::names::bindings(
             prepared
                 .tools

@@ -21,6 +21,7 @@
 
 pub(crate) mod afresh;
 pub(crate) mod empty_values;
+pub(crate) mod input_advice;
 pub(crate) mod not_a_program;
 pub(crate) mod nothing_shown;
 pub(crate) mod repeated;

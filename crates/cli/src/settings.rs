@@ -37,7 +37,7 @@ impl Settings {
             .with_context(|| format!("{} is not valid TOML", path.display()))?;
         let json = serde_json::to_value(value)?;
         Ok(Self {
-            config: Config::from_value(json),
+            config: Config::from_value(json).with_origin(path.display().to_string()),
         })
     }
 

@@ -1730,3 +1730,20 @@ fn an_http_server_that_restarts_is_reconnected() {
     let _ = server.wait();
     assert!(after.contains("Echo: after"), "{after}");
 }
+
+/// A plugin's section of `agentic.toml` is checked against the plugin's config schema at
+/// startup: a value of the wrong type is refused, naming the file, the key and the problem.
+#[test]
+fn a_config_section_that_breaks_its_plugins_schema_is_refused_at_startup() {
+    let config = scratch().join("wrong-type.toml");
+    std::fs::write(&config, "[local]\nconstrain = \"yes\"\n").unwrap();
+    let output = agentic(&["--config", config.to_str().unwrap(), "tools"], None, None);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}: section [local]", config.display()))
+            && stderr.contains("`local.constrain`")
+            && stderr.contains("boolean"),
+        "{stderr}"
+    );
+}

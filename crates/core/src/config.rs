@@ -10,6 +10,8 @@ use serde_json::{Map, Value};
 #[derive(Debug, Clone, Default)]
 pub struct Config {
     root: Map<String, Value>,
+    /// Where it was read from (`agentic.toml`), for errors that name a key.
+    origin: Option<String>,
 }
 
 /// What a model's tokens cost, per million, in the price table's currency.
@@ -96,9 +98,50 @@ impl Default for RuntimeLimits {
 impl Config {
     pub fn from_value(value: Value) -> Self {
         match value {
-            Value::Object(root) => Self { root },
+            Value::Object(root) => Self { root, origin: None },
             _ => Self::default(),
         }
+    }
+
+    /// The config, said to come from `origin` (a file's path) in the errors about it.
+    #[must_use]
+    pub fn with_origin(mut self, origin: impl Into<String>) -> Self {
+        self.origin = Some(origin.into());
+        self
+    }
+
+    /// Checks plugin `id`'s section, if there is one, against the plugin's `schema`; the
+    /// error names the key, the problem and where the config came from.
+    pub fn check_section(&self, id: &str, schema: &Value) -> anyhow::Result<()> {
+        let Some(section) = self.root.get(id) else {
+            return Ok(());
+        };
+        let validator = match jsonschema::validator_for(schema) {
+            Ok(validator) => validator,
+            // A plugin's broken schema is not the user's mistake.
+            Err(error) => {
+                tracing::warn!(plugin = id, %error, "a plugin's config schema does not compile");
+                return Ok(());
+            }
+        };
+        let problems: Vec<String> = validator
+            .iter_errors(section)
+            .map(|error| {
+                let pointer = error.instance_path().to_string();
+                let key = pointer.trim_start_matches('/').replace('/', ".");
+                let key = if key.is_empty() {
+                    id.to_owned()
+                } else {
+                    format!("{id}.{key}")
+                };
+                format!("`{key}`: {error}")
+            })
+            .collect();
+        if problems.is_empty() {
+            return Ok(());
+        }
+        let origin = self.origin.as_deref().unwrap_or("the config");
+        anyhow::bail!("{origin}: section [{id}]: {}", problems.join("; "))
     }
 
     /// Adds a section unless the config already has one by that id: defaults that depend on

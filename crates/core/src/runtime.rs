@@ -308,6 +308,11 @@ impl RuntimeBuilder {
             }
         }
 
+        for plugin in &plugins {
+            self.config
+                .check_section(plugin.id(), &plugin.config_schema())?;
+        }
+
         let mut modes = ExecutionModeService::default();
         modes.register(classic_mode())?;
         let mut providers = Vec::new();

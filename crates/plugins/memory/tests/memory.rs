@@ -773,13 +773,14 @@ async fn bad_config_fails_at_startup_with_the_reason() {
             json!({ "working": [{ "label": "no spaces" }] }),
             "label \"no spaces\" must be",
         ),
+        // Refused by the plugin's config schema before it sets up, naming the key.
         (
             json!({ "core": [{ "label": "a", "permission": "write-only" }] }),
-            "invalid `memory` config section",
+            "section [memory]: `memory.core.0.permission`: \"write-only\" is not valid",
         ),
         (
             json!({ "colour": "red" }),
-            "invalid `memory` config section",
+            "section [memory]: `memory`: Additional properties are not allowed ('colour' was unexpected)",
         ),
         (
             json!({ "maxCoreBlocks": 1, "core": [{ "label": "a" }, { "label": "b" }] }),

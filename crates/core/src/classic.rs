@@ -70,23 +70,25 @@ enum Progress {
 
 impl ClassicExecutor {
     pub fn new(options: ExecutorCreateOptions) -> Self {
-        let prompt = options.resume_prompt.clone().unwrap_or_else(|| {
+        let prompt = options.prompt.resume_prompt.clone().unwrap_or_else(|| {
             Prompt::new(
-                &options.user_id,
+                &options.prompt.user_id,
                 &options.mode,
-                options.model,
-                options.input.clone(),
+                options.prompt.model,
+                options.prompt.input.clone(),
             )
         });
         let max_rounds = options
+            .prompt
             .max_rounds
             .unwrap_or_else(|| options.services.limits().max_rounds);
         let recorder = PromptRecorder::new(
             prompt,
             options.services.events.clone(),
-            options.checkpoint.clone(),
+            options.prompt.checkpoint.clone(),
         );
         let adopting = options
+            .prompt
             .resume_prompt
             .as_ref()
             .is_some_and(|prompt| prompt.state == PromptState::Running);
@@ -245,7 +247,7 @@ impl ClassicExecutor {
             let context = ToolContext::new(
                 &self.recorder.prompt().user_id,
                 &self.recorder.prompt().id,
-                self.options.state.clone(),
+                self.options.prompt.state.clone(),
                 self.options.services.clone(),
             )
             .for_call(&id);
@@ -268,7 +270,7 @@ impl ClassicExecutor {
     fn request(&self, prepared: &Prepared) -> ModelRequest {
         let limit = self.options.services.limits().tool_result_limit;
         let mut messages = vec![ChatMessage::system(self.system_prompt(prepared))];
-        for earlier in &self.options.history {
+        for earlier in &self.options.prompt.history {
             messages.extend(history_messages(earlier, CLASSIC_MODE, limit));
         }
         let prompt = self.recorder.prompt();
@@ -315,7 +317,7 @@ impl ClassicExecutor {
                 &prompt.user_id,
                 &prompt.id,
                 &prompt.mode,
-                &self.options.state,
+                &self.options.prompt.state,
             )
             .await?;
         self.prepared = Some(prepared.clone());
@@ -349,7 +351,7 @@ impl PromptExecutor for ClassicExecutor {
     }
 
     fn state(&self) -> &State {
-        &self.options.state
+        &self.options.prompt.state
     }
 
     async fn run(&mut self) -> Result<Prompt, ExecutorError> {

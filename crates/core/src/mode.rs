@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 
 #[cfg(doc)]
 use crate::prompt::ErrorKind;
-use crate::prompt::{ModelKind, Prompt, PromptUsage};
-use crate::runtime::Services;
+use crate::prompt::{Prompt, PromptUsage};
+use crate::runtime::{PromptOptions, Services};
 use crate::state::State;
 
 /// Runs one prompt. Every mode writes the same timeline shapes and publishes the same events.
@@ -135,27 +135,19 @@ pub trait PromptCheckpoint: Send + Sync {
 #[derive(Clone)]
 pub struct ExecutorCreateOptions {
     pub services: Arc<Services>,
-    pub user_id: String,
-    pub input: Option<String>,
-    pub model: ModelKind,
+    /// The mode that runs the prompt: `prompt.mode`, else the resumed prompt's, else
+    /// `classic`.
     pub mode: String,
-    /// Earlier prompts of the conversation, oldest first.
-    pub history: Vec<Prompt>,
-    pub state: State,
-    /// Overrides the mode's own round or iteration limit.
-    pub max_rounds: Option<u32>,
-    /// A stored prompt to continue instead of starting a new one.
-    pub resume_prompt: Option<Prompt>,
-    pub checkpoint: Option<Arc<dyn PromptCheckpoint>>,
-    pub conversation_id: Option<String>,
+    /// The prompt as it was asked for ([`crate::PromptService::create`]).
+    pub prompt: PromptOptions,
 }
 
 impl std::fmt::Debug for ExecutorCreateOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ExecutorCreateOptions")
-            .field("user_id", &self.user_id)
+            .field("user_id", &self.prompt.user_id)
             .field("mode", &self.mode)
-            .field("model", &self.model)
+            .field("model", &self.prompt.model)
             .finish_non_exhaustive()
     }
 }

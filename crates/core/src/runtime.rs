@@ -583,18 +583,11 @@ impl PromptService {
             .unwrap_or_else(|| DEFAULT_MODE.to_owned());
         let factory = self.services.modes.get(&mode)?;
         let conversation_id = options.conversation_id.clone();
+        let checkpoint = options.checkpoint.clone();
         let executor = factory.create_executor(ExecutorCreateOptions {
             services: self.services.clone(),
-            user_id: options.user_id,
-            input: options.input,
-            model: options.model,
             mode: mode.clone(),
-            history: options.history,
-            state: options.state,
-            max_rounds: options.max_rounds,
-            resume_prompt: options.resume_prompt,
-            checkpoint: options.checkpoint.clone(),
-            conversation_id: conversation_id.clone(),
+            prompt: options,
         });
         let (prompt_id, user_id) = (executor.id().to_owned(), executor.user_id().to_owned());
         let handle: ExecutorHandle = Arc::new(tokio::sync::Mutex::new(executor));
@@ -605,7 +598,7 @@ impl PromptService {
                 user_id,
                 conversation: conversation_id,
                 mode,
-                checkpoint: options.checkpoint,
+                checkpoint,
                 cancel: CancellationToken::new(),
             },
         );

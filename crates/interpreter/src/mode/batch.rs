@@ -81,7 +81,7 @@ impl CodeExecutor {
         let context = ToolContext::new(
             &prompt.user_id,
             &prompt.id,
-            self.options.state.clone(),
+            self.options.prompt.state.clone(),
             self.options.services.clone(),
         );
         let runs = batch.calls.iter().map(|call| {

@@ -247,7 +247,7 @@ impl CodeExecutor {
         let mut messages = vec![ChatMessage::system(
             crate::prompt::ANSWER_FROM_RESULTS.to_owned(),
         )];
-        messages.extend(history_messages(&self.options.history));
+        messages.extend(history_messages(&self.options.prompt.history));
         messages.push(ChatMessage::user(message));
         let request = ModelRequest::new(prompt.model, messages);
         let reply = match self.ask(request).await {

@@ -53,7 +53,7 @@ impl CodeExecutor {
             .shared
             .sandbox
             .start_with_wall_time(
-                Some(&self.options.user_id),
+                Some(&self.options.prompt.user_id),
                 ExecuteRequest {
                     code,
                     tools: bindings.to_vec(),

@@ -109,21 +109,28 @@ enum Progress {
 
 impl CodeExecutor {
     pub(crate) fn new(options: ExecutorCreateOptions, shared: Arc<Shared>) -> Self {
-        let prompt = options.resume_prompt.clone().unwrap_or_else(|| {
+        let prompt = options.prompt.resume_prompt.clone().unwrap_or_else(|| {
             Prompt::new(
-                &options.user_id,
+                &options.prompt.user_id,
                 &options.mode,
-                options.model,
-                options.input.clone(),
+                options.prompt.model,
+                options.prompt.input.clone(),
             )
         });
         let recorder = PromptRecorder::new(
             prompt,
             options.services.events.clone(),
-            options.checkpoint.clone(),
+            options.prompt.checkpoint.clone(),
         );
-        let max_iterations = options.max_rounds.unwrap_or(shared.config.max_iterations);
-        let resumed_from = options.resume_prompt.as_ref().map(|prompt| prompt.state);
+        let max_iterations = options
+            .prompt
+            .max_rounds
+            .unwrap_or(shared.config.max_iterations);
+        let resumed_from = options
+            .prompt
+            .resume_prompt
+            .as_ref()
+            .map(|prompt| prompt.state);
         Self {
             options,
             shared,
@@ -146,7 +153,7 @@ impl CodeExecutor {
 
     /// Appends to the prompt's journal, durably, before the script goes on.
     async fn journal(&self, entry: Entry) -> Result<(), ExecutorError> {
-        let Some(checkpoint) = &self.options.checkpoint else {
+        let Some(checkpoint) = &self.options.prompt.checkpoint else {
             return Ok(());
         };
         let entry = serde_json::to_value(&entry)
@@ -171,7 +178,7 @@ impl CodeExecutor {
                 &prompt.user_id,
                 &prompt.id,
                 &prompt.mode,
-                &self.options.state,
+                &self.options.prompt.state,
             )
             .await?;
         prepared.tools = prepared
@@ -199,7 +206,7 @@ impl PromptExecutor for CodeExecutor {
     }
 
     fn state(&self) -> &State {
-        &self.options.state
+        &self.options.prompt.state
     }
 
     async fn run(&mut self) -> Result<Prompt, ExecutorError> {

@@ -118,7 +118,7 @@ impl CodeExecutor {
     /// `system`, then the conversation's history and this prompt's user message.
     pub(super) fn conversation(&self, system: String) -> Vec<ChatMessage> {
         let mut messages = vec![ChatMessage::system(system)];
-        messages.extend(history_messages(&self.options.history));
+        messages.extend(history_messages(&self.options.prompt.history));
         if let Some(input) = &self.recorder.prompt().input {
             messages.push(ChatMessage::user(input.clone()));
         }

@@ -25,7 +25,7 @@ impl CodeExecutor {
         let Some(resumed_from) = self.resumed_from.take() else {
             return Ok(());
         };
-        let entries: Vec<Entry> = match &self.options.checkpoint {
+        let entries: Vec<Entry> = match &self.options.prompt.checkpoint {
             Some(checkpoint) => checkpoint
                 .journal(&self.recorder.prompt().id)
                 .await

@@ -28,15 +28,15 @@ impl ExecutionModeFactory for ShoutMode {
     }
     fn create_executor(&self, options: ExecutorCreateOptions) -> Box<dyn PromptExecutor> {
         let prompt = Prompt::new(
-            &options.user_id,
+            &options.prompt.user_id,
             "shout",
-            options.model,
-            options.input.clone(),
+            options.prompt.model,
+            options.prompt.input.clone(),
         );
         let recorder = PromptRecorder::new(
             prompt,
             options.services.events.clone(),
-            options.checkpoint.clone(),
+            options.prompt.checkpoint.clone(),
         );
         Box::new(ShoutExecutor { options, recorder })
     }
@@ -53,11 +53,11 @@ impl PromptExecutor for ShoutExecutor {
         self.recorder.prompt()
     }
     fn state(&self) -> &State {
-        &self.options.state
+        &self.options.prompt.state
     }
     async fn run(&mut self) -> Result<Prompt, ExecutorError> {
-        let input = self.options.input.clone().unwrap_or_default();
-        let request = ModelRequest::new(self.options.model, vec![ChatMessage::user(input)]);
+        let input = self.options.prompt.input.clone().unwrap_or_default();
+        let request = ModelRequest::new(self.options.prompt.model, vec![ChatMessage::user(input)]);
         match self
             .options
             .services

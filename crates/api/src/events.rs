@@ -99,9 +99,7 @@ pub(crate) async fn stream(
         conversation_filter: query.conversation_id,
         owners: HashMap::new(),
         stopping: state.inner.stopping.clone(),
-        _client: agentic_core::telemetry::hold(metrics::gauge!(
-            agentic_core::telemetry::SSE_CLIENTS
-        )),
+        _client: agentic_core::telemetry::hold(metrics::gauge!(crate::metrics::SSE_CLIENTS)),
     };
     let keep_alive = Duration::from_secs(state.inner.config.keep_alive_seconds.max(1));
     Ok(Sse::new(feed.into_stream())

@@ -37,8 +37,14 @@ pub fn install() -> anyhow::Result<()> {
     // Two callers at once: the loser's recorder was refused above, so this one is the first.
     let _ = HANDLE.set(handle);
     agentic_core::telemetry::describe_metrics();
+    metrics::describe_gauge!(SSE_CLIENTS, "Clients following the event stream");
+    // A gauge nobody has touched is not exported: a scraper must see 0 clients, not no metric.
+    metrics::gauge!(SSE_CLIENTS).set(0.0);
     Ok(())
 }
+
+/// Clients following the event stream (`/api/events`).
+pub(crate) const SSE_CLIENTS: &str = "agentic_sse_clients";
 
 pub(crate) fn handle() -> Option<&'static PrometheusHandle> {
     HANDLE.get()

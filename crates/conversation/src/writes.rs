@@ -14,7 +14,6 @@ use std::any::Any;
 use std::sync::Arc;
 
 use agentic_core::PromptState;
-use agentic_core::telemetry;
 use anyhow::{Context as _, bail};
 use chrono::Utc;
 use sea_orm::sea_query::{CaseStatement, Expr, OnConflict};
@@ -24,6 +23,21 @@ use sea_orm::{
 };
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
+
+/// Seconds per database commit (one commit may carry many writes), by `backend`.
+const DB_WRITE_SECONDS: &str = "agentic_db_write_duration_seconds";
+/// Writes (rows changed by one caller) per commit, by `backend`.
+const DB_WRITES: &str = "agentic_db_writes_total";
+
+/// Describes the store's metrics for the exporter's `# HELP` lines.
+pub(crate) fn describe_metrics() {
+    metrics::describe_histogram!(
+        DB_WRITE_SECONDS,
+        metrics::Unit::Seconds,
+        "Database commit latency, by backend"
+    );
+    metrics::describe_counter!(DB_WRITES, "Writes committed, by backend");
+}
 
 use crate::entity::{conversation, instance, prompt, prompt_journal, prompt_output};
 
@@ -436,10 +450,10 @@ impl Writer {
             sea_orm::DbBackend::Postgres => "postgres",
             _ => "other",
         };
-        metrics::histogram!(telemetry::DB_WRITE_SECONDS, "backend" => backend)
+        metrics::histogram!(DB_WRITE_SECONDS, "backend" => backend)
             .record(start.elapsed().as_secs_f64());
         if result.is_ok() {
-            metrics::counter!(telemetry::DB_WRITES, "backend" => backend).increment(1);
+            metrics::counter!(DB_WRITES, "backend" => backend).increment(1);
         }
         result
     }

@@ -38,20 +38,8 @@ pub const TOOL_CALL_SECONDS: &str = "agentic_tool_call_duration_seconds";
 /// Tool calls that failed, by `tool`.
 pub const TOOL_CALL_ERRORS: &str = "agentic_tool_call_errors_total";
 
-/// Sandbox worker processes alive (idle or running a script).
-pub const SANDBOX_WORKERS: &str = "agentic_sandbox_workers";
-/// Scripts running in the sandbox.
-pub const SANDBOX_RUNNING: &str = "agentic_sandbox_scripts_running";
-/// Scripts stopped at a limit, by `limit` (`time`, `memory`, `stack`, `crash`).
-pub const SANDBOX_KILLS: &str = "agentic_sandbox_kills_total";
-/// Clients following the event stream (`/api/events`).
-pub const SSE_CLIENTS: &str = "agentic_sse_clients";
-/// Seconds per database commit (one commit may carry many writes), by `backend`.
-pub const DB_WRITE_SECONDS: &str = "agentic_db_write_duration_seconds";
-/// Writes (rows changed by one caller) per commit, by `backend`.
-pub const DB_WRITES: &str = "agentic_db_writes_total";
-
-/// Describes every metric for the exporter's `# HELP` lines.
+/// Describes core's metrics for the exporter's `# HELP` lines (the sandbox's, the store's and
+/// the API's are described by their crates).
 pub fn describe_metrics() {
     use metrics::Unit;
     metrics::describe_counter!(PROMPTS, "Prompts that ended, by mode and final state");
@@ -74,18 +62,6 @@ pub fn describe_metrics() {
         "Tool call latency, by tool"
     );
     metrics::describe_counter!(TOOL_CALL_ERRORS, "Tool calls that failed, by tool");
-    metrics::describe_gauge!(SANDBOX_WORKERS, "Sandbox worker processes alive");
-    metrics::describe_gauge!(SANDBOX_RUNNING, "Scripts running in the sandbox");
-    metrics::describe_counter!(SANDBOX_KILLS, "Scripts stopped at a limit, by limit");
-    metrics::describe_gauge!(SSE_CLIENTS, "Clients following the event stream");
-    metrics::describe_histogram!(
-        DB_WRITE_SECONDS,
-        Unit::Seconds,
-        "Database commit latency, by backend"
-    );
-    metrics::describe_counter!(DB_WRITES, "Writes committed, by backend");
-    // A gauge nobody has touched is not exported: a scraper must see 0 clients, not no metric.
-    metrics::gauge!(SSE_CLIENTS).set(0.0);
 }
 
 /// Span attributes whose value is an array of strings. `tracing` records only scalars, so these

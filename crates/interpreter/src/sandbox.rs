@@ -20,6 +20,20 @@ use crate::protocol::{
 };
 use crate::worker::{self, ChannelTransport, ENGINE_STACK_BYTES};
 
+/// Sandbox worker processes alive (idle or running a script).
+const SANDBOX_WORKERS: &str = "agentic_sandbox_workers";
+/// Scripts running in the sandbox.
+const SANDBOX_RUNNING: &str = "agentic_sandbox_scripts_running";
+/// Scripts stopped at a limit, by `limit` (`time`, `memory`, `stack`, `crash`).
+const SANDBOX_KILLS: &str = "agentic_sandbox_kills_total";
+
+/// Describes the sandbox's metrics for the exporter's `# HELP` lines.
+pub(crate) fn describe_metrics() {
+    metrics::describe_gauge!(SANDBOX_WORKERS, "Sandbox worker processes alive");
+    metrics::describe_gauge!(SANDBOX_RUNNING, "Scripts running in the sandbox");
+    metrics::describe_counter!(SANDBOX_KILLS, "Scripts stopped at a limit, by limit");
+}
+
 /// Where scripts run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
@@ -236,7 +250,7 @@ impl Sandbox {
             outcome: None,
             owner: owner.map(str::to_owned),
             slots: Some(slots),
-            running: Some(telemetry::hold(metrics::gauge!(telemetry::SANDBOX_RUNNING))),
+            running: Some(telemetry::hold(metrics::gauge!(SANDBOX_RUNNING))),
         };
         if let Some(worker) = execution.worker.as_mut()
             && worker
@@ -399,7 +413,7 @@ impl Execution {
                 }
                 Err(_) => {
                     worker.connection.kill().await;
-                    metrics::counter!(telemetry::SANDBOX_KILLS, "limit" => "time").increment(1);
+                    metrics::counter!(SANDBOX_KILLS, "limit" => "time").increment(1);
                     self.worker = None;
                     self.sandbox.refill_in_background();
                     let seconds = self.clock.limit.as_secs_f64();
@@ -466,7 +480,7 @@ fn count_kill(reason: &str) {
     } else {
         "crash"
     };
-    metrics::counter!(telemetry::SANDBOX_KILLS, "limit" => limit).increment(1);
+    metrics::counter!(SANDBOX_KILLS, "limit" => limit).increment(1);
 }
 
 fn limit_error(message: &str) -> ScriptError {
@@ -601,7 +615,7 @@ impl Connection {
             stdout,
             stderr: tail,
             killed: false,
-            _alive: telemetry::hold(metrics::gauge!(telemetry::SANDBOX_WORKERS)),
+            _alive: telemetry::hold(metrics::gauge!(SANDBOX_WORKERS)),
         })
     }
 

@@ -179,9 +179,9 @@ pub enum ProviderError {
     Stream(String),
     #[error("model provider is misconfigured: {0}")]
     Config(String),
-    /// A scripted provider ran out of turns, or a test asked it to fail.
+    /// Any other failure, in the provider's own words (a scripted provider out of turns).
     #[error("{0}")]
-    Scripted(String),
+    Other(String),
 }
 
 #[async_trait]

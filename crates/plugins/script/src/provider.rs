@@ -156,7 +156,7 @@ impl ModelProvider for ScriptedProvider {
             .unwrap_or_else(PoisonError::into_inner)
             .pop_front()
             .ok_or_else(|| {
-                ProviderError::Scripted(
+                ProviderError::Other(
                     "the model script ran out of turns: no scripted answer is left for this request"
                         .to_owned(),
                 )
@@ -165,7 +165,7 @@ impl ModelProvider for ScriptedProvider {
             tokio::time::sleep(Duration::from_millis(delay)).await;
         }
         if let Some(error) = turn.error {
-            return Err(ProviderError::Scripted(error));
+            return Err(ProviderError::Other(error));
         }
 
         let text = match (turn.text, turn.code) {

@@ -147,7 +147,6 @@ impl Store {
     /// Connects without migrating. SQLite gets WAL, `synchronous=NORMAL`, a busy timeout and
     /// foreign keys; its file and directory are created when missing.
     pub async fn connect(url: &str) -> anyhow::Result<Self> {
-        crate::writes::describe_metrics();
         let redacted = redact_url(url);
         if url.starts_with("sqlite:") {
             if let Some(path) = sqlite_file(url)

@@ -30,7 +30,7 @@ const DB_WRITE_SECONDS: &str = "agentic_db_write_duration_seconds";
 const DB_WRITES: &str = "agentic_db_writes_total";
 
 /// Describes the store's metrics for the exporter's `# HELP` lines.
-pub(crate) fn describe_metrics() {
+fn describe_metrics() {
     metrics::describe_histogram!(
         DB_WRITE_SECONDS,
         metrics::Unit::Seconds,
@@ -432,6 +432,7 @@ pub(crate) struct Writer {
 
 impl Writer {
     pub(crate) fn new(db: DatabaseConnection, group_commit: bool) -> Self {
+        describe_metrics();
         let queue = group_commit.then(|| {
             let (sender, receiver) = mpsc::unbounded_channel();
             tokio::spawn(group_commit_loop(db.clone(), receiver));

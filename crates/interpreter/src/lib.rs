@@ -22,6 +22,7 @@ mod prose;
 pub mod protocol;
 mod rules;
 mod sandbox;
+mod sandbox_metrics;
 pub mod shape;
 mod worker;
 

@@ -85,7 +85,7 @@ impl Plugin for InterpreterPlugin {
 
     async fn setup(&self, context: &mut SetupContext<'_>) -> anyhow::Result<()> {
         let config: InterpreterConfig = context.config.plugin("interpreter")?;
-        crate::sandbox::describe_metrics();
+        crate::sandbox_metrics::describe_metrics();
         let shared = Arc::new(Shared {
             sandbox: Sandbox::new(config.sandbox.clone()),
             config,

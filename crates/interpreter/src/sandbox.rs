@@ -18,21 +18,8 @@ use crate::protocol::{
     CodePath, ExecuteRequest, ExecutionOutcome, HostReply, HostRequest, ScriptError,
     ScriptErrorKind, ScriptLimits, ToHost, ToWorker,
 };
+use crate::sandbox_metrics::{SANDBOX_KILLS, SANDBOX_RUNNING, SANDBOX_WORKERS};
 use crate::worker::{self, ChannelTransport, ENGINE_STACK_BYTES};
-
-/// Sandbox worker processes alive (idle or running a script).
-const SANDBOX_WORKERS: &str = "agentic_sandbox_workers";
-/// Scripts running in the sandbox.
-const SANDBOX_RUNNING: &str = "agentic_sandbox_scripts_running";
-/// Scripts stopped at a limit, by `limit` (`time`, `memory`, `stack`, `crash`).
-const SANDBOX_KILLS: &str = "agentic_sandbox_kills_total";
-
-/// Describes the sandbox's metrics for the exporter's `# HELP` lines.
-pub(crate) fn describe_metrics() {
-    metrics::describe_gauge!(SANDBOX_WORKERS, "Sandbox worker processes alive");
-    metrics::describe_gauge!(SANDBOX_RUNNING, "Scripts running in the sandbox");
-    metrics::describe_counter!(SANDBOX_KILLS, "Scripts stopped at a limit, by limit");
-}
 
 /// Where scripts run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -406,7 +393,7 @@ impl Execution {
                 Ok(Some(ToHost::Ready)) => {}
                 Ok(None) => {
                     let reason = worker.connection.death_reason(&self.sandbox.config).await;
-                    count_kill(&reason);
+                    crate::sandbox_metrics::count_kill(&reason);
                     self.worker = None;
                     self.sandbox.refill_in_background();
                     self.finish_with(limit_error(&reason));
@@ -469,18 +456,6 @@ fn recycle(sandbox: Arc<Sandbox>, mut worker: Worker) {
             }
         }
     });
-}
-
-/// Counts a worker that died under a script, by the limit its death reason names.
-fn count_kill(reason: &str) {
-    let limit = if reason.contains("memory limit") {
-        "memory"
-    } else if reason.contains("overflowed the stack") {
-        "stack"
-    } else {
-        "crash"
-    };
-    metrics::counter!(SANDBOX_KILLS, "limit" => limit).increment(1);
 }
 
 fn limit_error(message: &str) -> ScriptError {

@@ -82,9 +82,9 @@ pub fn example_call(call: &str, input: &Value) -> String {
     }
 }
 
-/// The values a field of `schema` at `path` (a JSON pointer into the input, e.g. `/tier`)
-/// may take, when the schema lists them (`enum`, `const`, a union of those).
-pub fn allowed_values(schema: &Value, path: &str) -> Vec<Value> {
+/// The schema of the value at `path` (a JSON pointer into an input, as validation errors
+/// give it), following properties, array items and references.
+fn schema_at<'a>(schema: &'a Value, path: &str) -> Option<&'a Value> {
     let renderer = Renderer { root: schema };
     let mut current = renderer.resolve(schema);
     for segment in path.split('/').skip(1) {
@@ -95,15 +95,31 @@ pub fn allowed_values(schema: &Value, path: &str) -> Vec<Value> {
         {
             property
         } else if segment.parse::<usize>().is_ok() {
-            match current.get("items") {
-                Some(items) => items,
-                None => return Vec::new(),
-            }
+            current.get("items")?
         } else {
-            return Vec::new();
+            return None;
         };
         current = renderer.resolve(next);
     }
+    Some(current)
+}
+
+/// The description of the field at `path`, which says in words what a `pattern` says in a
+/// regex.
+pub fn description_at(schema: &Value, path: &str) -> Option<String> {
+    let field = schema_at(schema, path)?;
+    let text = field.get("description")?.as_str()?;
+    let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    Some(words.trim_end_matches('.').to_owned())
+}
+
+/// The values a field of `schema` at `path` (a JSON pointer into the input, e.g. `/tier`)
+/// may take, when the schema lists them (`enum`, `const`, a union of those).
+pub fn allowed_values(schema: &Value, path: &str) -> Vec<Value> {
+    let renderer = Renderer { root: schema };
+    let Some(current) = schema_at(schema, path) else {
+        return Vec::new();
+    };
     if let Some(values) = renderer.literals(current) {
         return values;
     }

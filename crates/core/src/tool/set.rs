@@ -8,6 +8,7 @@ use std::sync::Arc;
 use futures::FutureExt as _;
 use tracing::Instrument as _;
 
+use jsonschema::error::ValidationErrorKind;
 use serde_json::Value;
 
 use super::input;
@@ -135,7 +136,16 @@ impl ToolSet {
                 // `… is not valid under any of the schemas listed in the 'oneOf' keyword`
                 // says nothing a model can act on; the allowed values do.
                 let allowed = crate::typescript::allowed_values(schema, &path);
-                let problem = if allowed.is_empty() {
+                let problem = if let ValidationErrorKind::Pattern { pattern } = error.kind() {
+                    // A regex says less to a model than the field's own words.
+                    match crate::typescript::description_at(schema, &path) {
+                        Some(words) => format!(
+                            "{} does not match {pattern}: {words}",
+                            error.instance()
+                        ),
+                        None => error.to_string(),
+                    }
+                } else if allowed.is_empty() {
                     error.to_string()
                 } else {
                     let values: Vec<String> = allowed.iter().map(Value::to_string).collect();

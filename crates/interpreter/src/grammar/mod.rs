@@ -149,6 +149,17 @@ fn input_rule(grammar: &mut String, index: usize, schema: Option<&Value>) -> Str
             literal(&format!("'{field}'"))
         );
         let value = match string_enum(declared, schema) {
+            None => match string_pattern(declared, schema) {
+                Some(pattern) => {
+                    let token = format!("PATTERN_{index}_{}", fields.len());
+                    let _ = writeln!(
+                        grammar,
+                        "{token}: (/\"(?:{pattern})\"/ & /\"[^\"\\\\\\n]*\"/) | (/'(?:{pattern})'/ & /'[^'\\\\\\n]*'/)"
+                    );
+                    format!("({token} | NAME tail* | template)")
+                }
+                None => "assign".to_owned(),
+            },
             Some(values) => {
                 let options: Vec<String> = values
                     .iter()
@@ -161,7 +172,6 @@ fn input_rule(grammar: &mut String, index: usize, schema: Option<&Value>) -> Str
                     .collect();
                 format!("({} | NAME tail*)", options.join(" | "))
             }
-            None => "assign".to_owned(),
         };
         let mut alternatives = vec![format!("({quoted}) \":\" {value}")];
         if is_identifier(field) {
@@ -169,7 +179,6 @@ fn input_rule(grammar: &mut String, index: usize, schema: Option<&Value>) -> Str
         }
         fields.push(alternatives.join(" | "));
     }
-    fields.push("\"...\" assign".to_owned());
     let _ = writeln!(grammar, "field_{index}: {}", fields.join(" | "));
     // A variable (or a member of one) may stand for the whole input.
     let _ = writeln!(
@@ -182,15 +191,7 @@ fn input_rule(grammar: &mut String, index: usize, schema: Option<&Value>) -> Str
 /// The strings a field is restricted to, when its schema (or the one it refers to) is an
 /// `enum` of strings only.
 fn string_enum(schema: &Value, root: Option<&Value>) -> Option<Vec<String>> {
-    let mut schema = schema;
-    if let Some(target) = schema.get("$ref").and_then(Value::as_str) {
-        let path = target.strip_prefix("#/")?;
-        let mut found = root?;
-        for part in path.split('/') {
-            found = found.get(part)?;
-        }
-        schema = found;
-    }
+    let schema = resolve(schema, root)?;
     let values = schema.get("enum")?.as_array()?;
     values
         .iter()
@@ -202,6 +203,46 @@ fn string_enum(schema: &Value, root: Option<&Value>) -> Option<Vec<String>> {
         })
         .collect::<Option<Vec<String>>>()
         .filter(|values| !values.is_empty())
+}
+
+/// The `pattern` a string field's literal must match, as a regex of llguidance's dialect
+/// without anchors; `None` when the field has none, or one the grammar cannot hold (look-around,
+/// back-references, anchors inside), which the tool then checks when it is called.
+fn string_pattern(schema: &Value, root: Option<&Value>) -> Option<String> {
+    let schema = resolve(schema, root)?;
+    let pattern = schema.get("pattern")?.as_str()?;
+    // JSON Schema's `pattern` matches anywhere unless anchored.
+    let start = pattern.strip_prefix('^');
+    let inner = start.unwrap_or(pattern);
+    let end = inner
+        .strip_suffix('$')
+        .filter(|rest| !rest.ends_with('\\'));
+    let inner = end.unwrap_or(inner);
+    let hir = regex_syntax::ParserBuilder::new()
+        .build()
+        .parse(inner)
+        .ok()?;
+    if !hir.properties().look_set().is_empty() || inner.contains('/') {
+        return None;
+    }
+    let any = "[^\"'\\\\\\n]*";
+    Some(format!(
+        "{}(?:{inner}){}",
+        if start.is_some() { "" } else { any },
+        if end.is_some() { "" } else { any }
+    ))
+}
+
+/// `schema`, or the definition it refers to (`$ref` of `#/…` in `root`).
+fn resolve<'a>(schema: &'a Value, root: Option<&'a Value>) -> Option<&'a Value> {
+    let Some(target) = schema.get("$ref").and_then(Value::as_str) else {
+        return Some(schema);
+    };
+    let mut found = root?;
+    for part in target.strip_prefix("#/")?.split('/') {
+        found = found.get(part)?;
+    }
+    Some(found)
 }
 
 /// One rule per distinct result shape: what may be chained on a value of that shape.

@@ -34,7 +34,14 @@ fn inputs(id: &str) -> Option<&'static Value> {
     static NOW: std::sync::LazyLock<Value> = std::sync::LazyLock::new(
         || json!({ "type": "object", "properties": { "timezone": { "type": "string" } } }),
     );
+    static SAVE: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| {
+        json!({ "type": "object", "properties": {
+            "label": { "type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$" },
+            "text": { "type": "string", "pattern": "\\S" },
+            "when": { "type": "string", "pattern": "^(?=2)[0-9-]+$" } } })
+    });
     match id {
+        "note.save" => Some(&SAVE),
         "fs.list" => Some(&LIST),
         "fs.read" => Some(&READ),
         "time.now" => Some(&NOW),
@@ -65,6 +72,7 @@ fn grammar() -> String {
                 "iso": { "type": "string" }, "weekday": { "type": "string" } } }),
         ),
         binding("web.fetch", None, json!({})),
+        binding("note.save", None, json!({})),
     ];
     program_grammar(&bindings, inputs)
 }
@@ -119,6 +127,9 @@ fn programs_models_write_are_accepted() {
         "const x = 1;\n[1, 2].forEach(n => log(n));\n`${x}`;\n-x",
         "'use strict';\nconst x = fs.list({}).entries\n  .filter(e => e.kind == 'dir')\n  .length;\nx",
         "Here is the program:\n```typescript\nconst t = time.now({});\ndone(t.weekday);\n```\nIt reads the time.",
+        // A field with a `pattern` takes a literal that matches it, or any name or template;
+        // one the grammar cannot hold (look-ahead) takes anything.
+        "const label = 'x';\nnote.save({ label: \"lena-birthday\", text: ' a ' });\nnote.save({ label });\nnote.save({ label: `n-${label}`, when: '(?=' });\nnote.save({ label: names[0].trim() })",
         "const obj = { 'a-b': 1, default: 2, [`k${1}`]: 3, f() { return 1 }, ...{ c: 4 } };\nobj?.a?.[0]?.(1);\nconst t = typeof obj === 'object' && !(obj instanceof Array);",
     ] {
         if let Err(taken) = check(program) {
@@ -146,6 +157,13 @@ fn wrong_calls_fields_and_node_habits_are_refused_where_they_start() {
             "fs.read({ path: 'a', encoding: ",
         ),
         ("time.now({ tz: 'UTC' })", "time.now({ "),
+        // A literal that breaks the field's pattern; keys spread in from elsewhere.
+        (
+            "note.save({ label: \"Lena's Birthday\" })",
+            "note.save({ label: \"Lena",
+        ),
+        ("note.save({ text: '  ' })", "note.save({ text: '  "),
+        ("fs.list({ ...todo.list() })", "fs.list({ "),
         // A read chained on a result that its tool does not declare.
         ("time.now({}).text", "time.now({})."),
         (

@@ -293,6 +293,21 @@ impl CodeExecutor {
             let error = crate::rules::nothing_shown::notice(empty_text);
             return self.send_back(&active, Notice::NothingShown, error).await;
         }
+        if matches!(outcome.result, Ok(Value::Null))
+            && !outcome.done
+            && active.logs.is_empty()
+            && self.timeline().quiet(&active.code_output_id)
+        {
+            let code = self
+                .recorder
+                .prompt()
+                .tool_output(&active.code_output_id)
+                .and_then(|tool| tool.input.get("code").and_then(Value::as_str))
+                .unwrap_or_default()
+                .to_owned();
+            let error = crate::rules::did_nothing::notice(&code);
+            return self.send_back(&active, Notice::DidNothing, error).await;
+        }
         match outcome.result {
             Ok(value) => {
                 // A program that logged or returned `undefined`, `NaN`, … for the model to read

@@ -34,6 +34,22 @@ impl<'a> Timeline<'a> {
             .take_while(|tool| tool.function != CODE_EXECUTE)
     }
 
+    /// Whether the program recorded as `code_output_id` made no tool call and showed no
+    /// text.
+    pub(super) fn quiet(self, code_output_id: &str) -> bool {
+        self.prompt
+            .output
+            .iter()
+            .skip_while(|output| {
+                !matches!(output, PromptOutput::Tool(tool) if tool.id == code_output_id)
+            })
+            .skip(1)
+            .all(|output| match output {
+                PromptOutput::Text(text) => text.content.trim().is_empty(),
+                _ => false,
+            })
+    }
+
     /// Whether the user has been shown text in this turn.
     pub(super) fn shown_text(self) -> bool {
         self.prompt.output.iter().any(

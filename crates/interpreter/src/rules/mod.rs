@@ -20,6 +20,7 @@
 //! package of seven changes).
 
 pub(crate) mod afresh;
+pub(crate) mod did_nothing;
 pub(crate) mod empty_values;
 pub(crate) mod input_advice;
 pub(crate) mod not_a_program;
@@ -47,16 +48,20 @@ pub(crate) enum Notice {
     Stuck,
     /// `done()` in a turn that showed the user nothing (`nothing_shown`). The program ran.
     NothingShown,
+    /// A program that ran and did nothing: no tool, no log, nothing shown, no value
+    /// (`did_nothing`).
+    DidNothing,
 }
 
 impl Notice {
-    const ALL: [Notice; 6] = [
+    const ALL: [Notice; 7] = [
         Notice::NotAProgram,
         Notice::Repeated,
         Notice::Afresh,
         Notice::Unsaid,
         Notice::Stuck,
         Notice::NothingShown,
+        Notice::DidNothing,
     ];
 
     /// The name stored with the error.
@@ -68,6 +73,7 @@ impl Notice {
             Notice::Unsaid => "unsaid",
             Notice::Stuck => "stuck",
             Notice::NothingShown => "nothing_shown",
+            Notice::DidNothing => "did_nothing",
         }
     }
 
@@ -81,7 +87,7 @@ impl Notice {
     /// and showed nothing.
     pub(crate) fn kind(self) -> ErrorKind {
         match self {
-            Notice::NothingShown => ErrorKind::Failed,
+            Notice::NothingShown | Notice::DidNothing => ErrorKind::Failed,
             _ => ErrorKind::NotRun,
         }
     }

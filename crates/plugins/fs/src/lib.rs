@@ -767,9 +767,12 @@ fn list_beneath(
     } else {
         match root.metadata(clean) {
             Ok(metadata) if metadata.is_dir() => {}
-            Ok(_) => {
+            Ok(metadata) => {
+                // What a model that lists a file wants is most often its content.
                 return Err(ToolError::failed(format!(
-                    "\"{relative}\" is not a directory"
+                    "\"{relative}\" is a file ({} bytes), not a folder: \
+                     fs.read({{ path: \"{relative}\" }}) gives its content",
+                    metadata.len()
                 )));
             }
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
@@ -1006,6 +1009,24 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(deeper.ends_with("; \"docs\" holds: a.txt"), "{deeper}");
+    }
+
+    /// Seen with Qwen2.5-Coder-1.5B (eval, csv-sum, tuning split): `fs.list({ path:
+    /// "timesheet.csv" })`, four times over, on "is not a directory". The error says how to
+    /// read it.
+    #[tokio::test]
+    async fn listing_a_file_says_how_to_read_it() {
+        let (_dir, root) = root();
+        let error = root
+            .list(Some("docs/a.txt"), false)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            error,
+            "\"docs/a.txt\" is a file (11 bytes), not a folder: fs.read({ path: \"docs/a.txt\" }) \
+             gives its content"
+        );
     }
 
     #[tokio::test]

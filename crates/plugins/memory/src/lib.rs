@@ -157,8 +157,9 @@ pub enum WriteMode {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WriteInput {
     pub tier: Tier,
-    /// The block's label (letters, digits, `-`, `_`, `.`, `:`); for archival, the entry's
-    /// topic.
+    /// The block's label: 1 to 64 letters, digits, `-`, `_`, `.` or `:`, starting with a
+    /// letter or digit (`project-notes`); for archival, the entry's topic.
+    #[schemars(regex(pattern = LABEL_PATTERN))]
     pub label: String,
     pub content: String,
     /// `replace` (default for blocks) or `append`. Archival writes always append a new entry.
@@ -173,7 +174,9 @@ pub struct WriteInput {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReadInput {
     pub tier: Tier,
-    /// A block's label; for archival, the topic whose entries to read.
+    /// A block's label (letters, digits, `-`, `_`, `.`, `:`); for archival, the topic whose
+    /// entries to read.
+    #[schemars(regex(pattern = LABEL_PATTERN))]
     pub label: String,
     /// Archival only: how many entries, newest first (default 10, at most 50).
     #[serde(default)]
@@ -281,6 +284,10 @@ pub struct Hit {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub created_at: Option<DateTime<Utc>>,
 }
+
+/// A label, as the input schemas declare it, so that a grammar can hold a model to it
+/// ([`check_label`] says the same in words).
+const LABEL_PATTERN: &str = "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$";
 
 /// Checks a label: 1 to 64 characters, ASCII letters, digits, `-`, `_`, `.` or `:`, starting
 /// with a letter or digit.

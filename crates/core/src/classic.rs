@@ -26,6 +26,9 @@ pub const MAX_ROUNDS_MESSAGE: &str = "Exceeded maximum number of rounds";
 const DEFAULT_SYSTEM_PROMPT: &str = "You are a helpful assistant. Use the tools you are given when \
 they help you answer, and answer in plain text when you are done.";
 const QUEUED_REASON: &str = "waiting to run";
+/// The notice of a call not run because the same call already succeeded in the turn. Stored:
+/// never rename it.
+pub const REPEATED_CALL: &str = "repeated_call";
 
 /// Registers [`ClassicExecutor`] as mode `classic`.
 #[derive(Debug, Default)]
@@ -207,6 +210,38 @@ impl ClassicExecutor {
             }
             for call in response.tool_calls {
                 match serde_json::from_str::<Value>(non_empty_arguments(&call.arguments)) {
+                    Ok(input) if self.succeeded_before(&call.name, &input) => {
+                        // The same call again after it succeeded: a small model in a loop
+                        // (seen: fs.write twelve times over, to the round limit). Not run; told
+                        // once, and a second time ends the turn.
+                        let told = self.recorder.prompt().output.iter().any(|output| {
+                            matches!(output, PromptOutput::Tool(tool)
+                                if tool.result.notice() == Some(REPEATED_CALL))
+                        });
+                        let error = format!(
+                            "not run: {}({}) already succeeded in this turn, and its result \
+                             above is still the answer to it. Answer the user from it, or make a \
+                             different call.",
+                            call.name,
+                            crate::tool::cap_text(&input.to_string(), 200)
+                        );
+                        let result =
+                            ToolResult::error(ErrorKind::NotRun, error).with_notice(REPEATED_CALL);
+                        self.recorder
+                            .push_finished_tool(&call.id, &call.name, input, result)
+                            .await?;
+                        if told {
+                            self.recorder
+                                .push_unstreamed_text(&format!(
+                                    "Stopped: the model kept repeating {}, a call that had \
+                                     already succeeded, instead of answering.",
+                                    call.name
+                                ))
+                                .await?;
+                            self.recorder.complete().await?;
+                            return Ok(self.recorder.prompt().clone());
+                        }
+                    }
                     Ok(input) => {
                         self.recorder
                             .start_tool(&call.id, &call.name, input, QUEUED_REASON)
@@ -227,6 +262,16 @@ impl ClassicExecutor {
                 }
             }
         }
+    }
+
+    /// Whether this turn already ran `name` with `input`, and it succeeded.
+    fn succeeded_before(&self, name: &str, input: &Value) -> bool {
+        self.recorder.prompt().output.iter().any(|output| {
+            matches!(output, PromptOutput::Tool(tool)
+                if tool.function == name
+                    && &tool.input == input
+                    && matches!(tool.result, ToolResult::Success { .. }))
+        })
     }
 
     /// Runs every queued call in order; stops at the first that needs an approval not yet given.

@@ -676,6 +676,40 @@ mod tests {
         assert!(!error.contains("Another tool"), "{error}");
     }
 
+    /// Seen with Qwen2.5-Coder-1.5B (eval, remember-birthday, tuning split): `label: "Lena's
+    /// Birthday"`, sent six times over on the regex alone.
+    #[test]
+    fn a_pattern_error_says_it_in_words_and_offers_a_value_that_would_do() {
+        #[derive(serde::Deserialize, schemars::JsonSchema)]
+        #[allow(dead_code)]
+        struct Note {
+            /// A label: letters, digits and `-`.
+            #[schemars(regex(pattern = "^[A-Za-z0-9][A-Za-z0-9-]{0,63}$"))]
+            label: String,
+            /// Three digits.
+            #[schemars(regex(pattern = "^[0-9]{3}$"))]
+            code: Option<String>,
+        }
+        let ok = |_cx: ToolContext, _input: Note| async move { Ok::<_, ToolError>(()) };
+        let tools = ToolSet::new(vec![define_tool("note.save", "Saves", ok).into_arc()]);
+        let error = |input: Value| tools.validate("note.save", &input).unwrap_err().to_string();
+        let wrong = error(serde_json::json!({ "label": "Lena's Birthday" }));
+        assert!(
+            wrong.starts_with(
+                "invalid input for note.save: /label: \"Lena's Birthday\" does not match \
+                 ^[A-Za-z0-9][A-Za-z0-9-]{0,63}$: A label: letters, digits and `-`. \
+                 \"Lenas-Birthday\" would do. Expected"
+            ),
+            "{wrong}"
+        );
+        // No value is offered when none is easy to find.
+        let wrong = error(serde_json::json!({ "label": "a", "code": "12a" }));
+        assert!(
+            wrong.contains("/code: \"12a\" does not match ^[0-9]{3}$: Three digits. Expected"),
+            "{wrong}"
+        );
+    }
+
     #[test]
     fn aliases_are_kept_in_the_order_given_and_default_to_none() {
         #[derive(serde::Deserialize, schemars::JsonSchema)]

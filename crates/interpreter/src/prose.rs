@@ -6,12 +6,55 @@
 /// as another language (small models often answer with Python) are part of the answer, not
 /// JavaScript to fix, so they are left out of the judgement.
 pub(crate) fn looks_like_prose(text: &str) -> bool {
+    if prose_answer_line(text) {
+        return true;
+    }
     let kept: Vec<&str> = crate::prompt::segments(text)
         .into_iter()
         .filter(|segment| segment.fence.is_none() || segment.is_javascript_fence())
         .flat_map(|segment| segment.lines)
         .collect();
     prose_lines(&kept.join("\n"))
+}
+
+/// Whether `text` is an answer in words as code mode's grammar takes one (`PROSE` in
+/// `grammar/program.lark`): one line, a capitalised word followed by a space, comma or colon,
+/// then no backtick, `;`, brace or `=`, at most 600 characters after the word; or a short
+/// "Done." and the like. What the grammar let through as words is never run as code.
+fn prose_answer_line(text: &str) -> bool {
+    let text = text.trim();
+    if text.contains('\n') {
+        return false;
+    }
+    let free =
+        |rest: &str| rest.chars().count() <= 600 && !rest.contains(['`', ';', '{', '}', '=', '\n']);
+    for word in [
+        "Done",
+        "OK",
+        "Okay",
+        "Yes",
+        "No",
+        "Sure",
+        "Finished",
+        "Completed",
+    ] {
+        if let Some(rest) = text.strip_prefix(word)
+            && let Some(rest) = rest.strip_prefix(['.', '!'])
+            && (rest.is_empty() || rest.strip_prefix(' ').is_some_and(free))
+        {
+            return true;
+        }
+    }
+    let word_end = text
+        .char_indices()
+        .find(|&(_, c)| !(c.is_ascii_alphabetic() || c == '\''))
+        .map_or(text.len(), |(at, _)| at);
+    let (word, rest) = text.split_at(word_end);
+    let rest = rest.strip_prefix(['!', '?']).unwrap_or(rest);
+    word.starts_with(|c: char| c.is_ascii_uppercase())
+        && word.len() <= 31
+        && rest.starts_with([' ', ',', ':'])
+        && free(&rest[1..])
 }
 
 fn prose_lines(text: &str) -> bool {
@@ -154,6 +197,15 @@ mod tests {
             "You can use `time()` or `date` methods:\n- `time()`: Returns a Unix timestamp"
         ));
         assert!(!looks_like_prose("output(`Time: ${t}`"));
+        // Seen with Qwen2.5-Coder-1.5B under the grammar (round 14): one line of words that
+        // names a call. The grammar took it as words, so the mode does too.
+        assert!(looks_like_prose(
+            "The program returned an object that is not JSON text. To parse it as JSON, use \
+             JSON.parse(text)."
+        ));
+        assert!(looks_like_prose("Done."));
+        assert!(!looks_like_prose("Math.max(1, 2"));
+        assert!(!looks_like_prose("Total = count(items);"));
     }
 
     #[test]

@@ -137,14 +137,22 @@ impl ToolSet {
                 // says nothing a model can act on; the allowed values do.
                 let allowed = crate::typescript::allowed_values(schema, &path);
                 let problem = if let ValidationErrorKind::Pattern { pattern } = error.kind() {
-                    // A regex says less to a model than the field's own words.
-                    match crate::typescript::description_at(schema, &path) {
-                        Some(words) => format!(
-                            "{} does not match {pattern}: {words}",
-                            error.instance()
-                        ),
+                    // A regex says less to a model than the field's own words, and a value
+                    // that would do says more than both.
+                    let mut problem = match crate::typescript::description_at(schema, &path) {
+                        Some(words) => {
+                            format!("{} does not match {pattern}: {words}", error.instance())
+                        }
                         None => error.to_string(),
+                    };
+                    if let Some(fixed) = error
+                        .instance()
+                        .as_str()
+                        .and_then(|text| pattern_fix(validator, input, &path, text))
+                    {
+                        problem.push_str(&format!(". {} would do", Value::String(fixed)));
                     }
+                    problem
                 } else if allowed.is_empty() {
                     error.to_string()
                 } else {
@@ -332,4 +340,44 @@ impl ToolSet {
             }),
         }
     }
+}
+
+/// A value like `text` that the field at `path` of `input` takes, when one is easy to find:
+/// `text` with the characters identifiers leave out dropped (`'`) or turned into `-` or `_`
+/// (`Lena's Birthday` → `Lenas-Birthday`). Checked against the schema itself, so it is only
+/// offered when the field's error goes away with it.
+fn pattern_fix(
+    validator: &jsonschema::Validator,
+    input: &Value,
+    path: &str,
+    text: &str,
+) -> Option<String> {
+    let word = |separator: char| {
+        let mut out = String::new();
+        for c in text
+            .chars()
+            .filter(|c| !matches!(c, '\'' | '\u{2019}' | '"'))
+        {
+            if c.is_ascii_alphanumeric() {
+                out.push(c);
+            } else if !out.is_empty() && !out.ends_with(separator) {
+                out.push(separator);
+            }
+        }
+        out.trim_end_matches(separator).to_owned()
+    };
+    let candidates = [word('-'), word('_'), word('-').to_lowercase()];
+    candidates.into_iter().find(|candidate| {
+        if candidate.is_empty() || candidate == text {
+            return false;
+        }
+        let mut fixed = input.clone();
+        match fixed.pointer_mut(path) {
+            Some(slot) => *slot = Value::String(candidate.clone()),
+            None => return false,
+        }
+        !validator
+            .iter_errors(&fixed)
+            .any(|error| error.instance_path().to_string() == path)
+    })
 }

@@ -214,9 +214,7 @@ fn string_pattern(schema: &Value, root: Option<&Value>) -> Option<String> {
     // JSON Schema's `pattern` matches anywhere unless anchored.
     let start = pattern.strip_prefix('^');
     let inner = start.unwrap_or(pattern);
-    let end = inner
-        .strip_suffix('$')
-        .filter(|rest| !rest.ends_with('\\'));
+    let end = inner.strip_suffix('$').filter(|rest| !rest.ends_with('\\'));
     let inner = end.unwrap_or(inner);
     let hir = regex_syntax::ParserBuilder::new()
         .build()

@@ -120,10 +120,10 @@ fn programs_models_write_are_accepted() {
         "const names = fs.list({ path: 'logs' }).entries.map(e => e.name).sort();\nfor (let i = 0; i < names.length; i++) { log(i, names[i]); }",
         "const args = { path: 'x' };\nconst r = fsList(args);\nconst page = web.fetch({ url: 'https://example.com' }).body.slice(0, 10);",
         "const [a, b] = parallel([() => fs.read({ path: 'a' }), () => fs.read({ path: 'b' })]);\ntry { JSON.parse(a.content) } catch (e) { done(String(e)) }",
-        "async function main() {\n  const r = await time.now({});\n  return r.iso;\n}\nmain().then(done);",
+        "function main() {\n  const r = time.now({});\n  return r.iso;\n}\ndone(main());",
         "const first = fs.list({ path }).entries[0].name;\nconst x = tools[\"fs.read\"]({ path: first });\nlet n = 0x1F + 1.5e3 - .5; n **= 2; n ??= 1;\nswitch (n) { case 1: break; default: n = -n }\nwhile (n > 0) n--;",
         "const a = 1;\nconst b = a + 2;\nlog(b);\nlet c = [a, b];\nc = c.map(x => x * 2);\nif (b > 2) done(b)",
-        "(async () => {\n  const r = time.now({ timezone: 'UTC' });\n  done(r.iso)\n})();",
+        "(() => {\n  const r = time.now({ timezone: 'UTC' });\n  done(r.iso)\n})();",
         "const x = 1;\n[1, 2].forEach(n => log(n));\n`${x}`;\n-x",
         "'use strict';\nconst x = fs.list({}).entries\n  .filter(e => e.kind == 'dir')\n  .length;\nx",
         "Here is the program:\n```typescript\nconst t = time.now({});\ndone(t.weekday);\n```\nIt reads the time.",
@@ -164,6 +164,13 @@ fn wrong_calls_fields_and_node_habits_are_refused_where_they_start() {
         ),
         ("note.save({ text: '  ' })", "note.save({ text: '  "),
         ("fs.list({ ...todo.list() })", "fs.list({ "),
+        // Tools return their results directly: an `async` wrapper would make them Promises.
+        ("async function main() {}", ""),
+        (
+            "const read = async (p) => fs.read({ path: p });",
+            "const read = ",
+        ),
+        ("const t = await time.now({});", "const t = "),
         // A read chained on a result that its tool does not declare.
         ("time.now({}).text", "time.now({})."),
         (

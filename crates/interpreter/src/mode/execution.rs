@@ -296,7 +296,7 @@ impl CodeExecutor {
         if matches!(outcome.result, Ok(Value::Null))
             && !outcome.done
             && active.logs.is_empty()
-            && self.timeline().quiet(&active.code_output_id)
+            && !self.timeline().showed_text(&active.code_output_id)
         {
             let code = self
                 .recorder
@@ -305,8 +305,10 @@ impl CodeExecutor {
                 .and_then(|tool| tool.input.get("code").and_then(Value::as_str))
                 .unwrap_or_default()
                 .to_owned();
-            let error = crate::rules::did_nothing::notice(&code);
-            return self.send_back(&active, Notice::DidNothing, error).await;
+            let called = self.timeline().calls_of(&active.code_output_id).count();
+            if let Some(error) = crate::rules::did_nothing::notice(&code, called) {
+                return self.send_back(&active, Notice::DidNothing, error).await;
+            }
         }
         match outcome.result {
             Ok(value) => {

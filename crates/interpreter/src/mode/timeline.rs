@@ -34,19 +34,16 @@ impl<'a> Timeline<'a> {
             .take_while(|tool| tool.function != CODE_EXECUTE)
     }
 
-    /// Whether the program recorded as `code_output_id` made no tool call and showed no
-    /// text.
-    pub(super) fn quiet(self, code_output_id: &str) -> bool {
+    /// Whether the program recorded as `code_output_id` showed the user text.
+    pub(super) fn showed_text(self, code_output_id: &str) -> bool {
         self.prompt
             .output
             .iter()
             .skip_while(|output| {
                 !matches!(output, PromptOutput::Tool(tool) if tool.id == code_output_id)
             })
-            .skip(1)
-            .all(|output| match output {
-                PromptOutput::Text(text) => text.content.trim().is_empty(),
-                _ => false,
+            .any(|output| {
+                matches!(output, PromptOutput::Text(text) if !text.content.trim().is_empty())
             })
     }
 

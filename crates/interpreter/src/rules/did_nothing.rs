@@ -1,14 +1,28 @@
-//! **Did nothing.** Fixes: a program that called no tool, logged and showed nothing, returned
-//! no value and did not end the turn; most often one that only declares functions (a row of
-//! helpers, none of them called). It ran as a success with `value: null`, and the model went
-//! on as if its work were done ("The CSV file has been created", with no file written). The
-//! error says so, and names the functions it declared.
+//! **Did nothing.** Fixes two programs that run as a success with `value: null` and leave the
+//! model nothing to go on, after which it went on as if its work were done:
+//! - one that called no tool, logged and showed nothing and did not end the turn; most often
+//!   one that only declares functions (a row of helpers, none called). Seen: "The CSV file has
+//!   been created", with no file written. The error names the functions it declared.
+//! - one that called tools and ends by declaring what it found (`const count = …;`), shown to
+//!   no one. Seen: a count computed, then "0" answered in words. The error names the variable.
 //!
-//! Designed on the tuning split (json-to-csv, round s45); measured in round s45 with three other
-//! changes (`docs/benchmarks.md`).
+//! Designed on the tuning split (json-to-csv, invoice-todos; round 14); measured with the other
+//! changes of round 14 (`docs/benchmarks.md`).
 
-/// The notice for a program that did nothing; `code` is the program.
-pub(crate) fn notice(code: &str) -> String {
+/// The notice for a program that ran, logged nothing, showed nothing, returned no value and
+/// did not end the turn; `code` is the program, `called` how many tool calls it made. `None`
+/// when it called tools and its last statement is not a declaration (a program that writes a
+/// file and stops has done something).
+pub(crate) fn notice(code: &str, called: usize) -> Option<String> {
+    if called > 0 {
+        let name = last_declared(code)?;
+        return Some(format!(
+            "the program ran (its {called} tool call{} did) but showed nothing: its last line \
+             declares `{name}`, and nobody sees its value. End with done(answer), the answer \
+             built from `{name}`, or log({name}) to look at it first. Do not repeat its writes.",
+            if called == 1 { "" } else { "s" }
+        ));
+    }
     let declared = declared_functions(code);
     let what = if declared.is_empty() {
         String::new()
@@ -19,11 +33,27 @@ pub(crate) fn notice(code: &str) -> String {
             if declared.len() == 1 { "it" } else { "them" }
         )
     };
-    format!(
+    Some(format!(
         "the program ran and did nothing: it called no tool, logged and showed nothing, and \
          its last line has no value.{what} Write the program that does the task: call the \
          tools, and end with done(answer)."
-    )
+    ))
+}
+
+/// The variable the program's last statement declares, when it is a declaration: the last
+/// line that starts at the left margin and is not a closing bracket or a comment.
+fn last_declared(code: &str) -> Option<&str> {
+    let last = code.lines().rev().find(|line| {
+        let line = line.trim_end();
+        !line.is_empty()
+            && !line.starts_with(char::is_whitespace)
+            && !line.starts_with(['}', ')', ']', '/', '*', '.'])
+    })?;
+    let rest = ["const ", "let ", "var "]
+        .iter()
+        .find_map(|kind| last.strip_prefix(kind))?;
+    let name = rest.split(['=', ';', ' ']).next()?.trim();
+    is_name(name).then_some(name)
 }
 
 /// The names of the functions `code` declares (`function f(`, `const f = (…) =>`,
@@ -85,7 +115,23 @@ mod tests {
             declared_functions(code),
             ["readIt", "writeIt", "twice", "f"]
         );
-        assert!(notice(code).contains("It declares readIt, writeIt, twice, f and calls none of them."));
-        assert!(!notice("const n = 1;").contains("declares"));
+        let told = notice(code, 0).unwrap();
+        assert!(told.contains("It declares readIt, writeIt, twice, f and calls none of them."));
+        assert!(!notice("const n = 1;", 0).unwrap().contains("declares"));
+    }
+
+    #[test]
+    fn a_program_that_called_tools_is_told_only_when_it_ends_declaring() {
+        let counted = "const todos = todo.list({}).todos\n  .filter(t => t.done)\n  .length;\n";
+        assert!(
+            notice(counted, 1)
+                .unwrap()
+                .contains("its last line declares `todos`")
+        );
+        let written =
+            "const text = fs.read({ path: 'a' }).content;\nfs.write({ path: 'b', content: text });";
+        assert_eq!(notice(written, 2), None);
+        let looped = "let n = 0;\nfor (const f of fs.list({}).entries) {\n  n += f.size;\n}";
+        assert_eq!(notice(looped, 1), None);
     }
 }

@@ -115,6 +115,28 @@ fn a_call_to_an_offered_tool_with_its_fields_is_allowed() {
 }
 
 #[test]
+fn a_reply_that_opens_with_json_is_a_call_held_to_the_schema() {
+    assert_eq!(
+        check("```json\n{\"name\": \"time.now\", \"arguments\": {\"timezone\": \"UTC\"}}\n```"),
+        Ok(true)
+    );
+    assert_eq!(
+        check(" {\"name\": \"fs.read\", \"arguments\": {\"path\": \"a\"}}"),
+        Ok(true)
+    );
+    // Seen with Qwen2.5-Coder-1.5B (eval, approved-write, tuning split): `fs.write` with
+    // `label` and `mode` in a fence, which ran as a call and failed.
+    assert_eq!(
+        check("```json\n{\"name\": \"time.now\", \"arguments\": {\"label\": \"a\"}}\n```"),
+        Err("```json\n{\"name\": \"time.now\", \"arguments\": {\"".into())
+    );
+    assert_eq!(check("{\"function\": \"time.now\"}"), Err("{\"".into()));
+    // Other fences and JSON after words stay free.
+    assert_eq!(check("```python\nprint({\"a\": 1})\n```"), Ok(true));
+    assert_eq!(check("The file holds:\n```json\n{\"a\": 1}\n```"), Ok(true));
+}
+
+#[test]
 fn an_unfinished_call_may_not_end_the_answer() {
     assert_eq!(
         check("<tool_call>\n{\"name\": \"time.now\", \"arguments\": {}}"),

@@ -1,7 +1,9 @@
 //! The grammar of a classic-mode answer: free text, in which a `<tool_call>` tag (Qwen's and
 //! Hermes' call syntax) starts a call that must be a JSON object naming one of the offered
 //! tools, with that tool's input schema for its arguments. Text stays free until the model
-//! writes the tag, so the choice between answering and calling is the model's.
+//! writes the tag, so the choice between answering and calling is the model's. An answer that
+//! opens with a JSON object, bare or in a ```json fence, is a call written without the tag: it
+//! is held to the same schemas (and read as a call by `agentic_core::text_calls`).
 
 use agentic_core::ToolSpec;
 use serde_json::{Map, Value, json};
@@ -18,10 +20,18 @@ pub fn tool_call_grammar(tools: &[ToolSpec]) -> Option<String> {
         return None;
     }
     let mut grammar = String::new();
-    // `lead` is lazy: it ends at the first tag, so a tag always starts a call.
-    grammar.push_str("start: (lead call_body)* PROSE\n");
+    // `lead` is lazy: it ends at the first tag, so a tag always starts a call. A reply that
+    // opens with a JSON object, bare or in a ```json fence, is a call too (small models write
+    // one more often than the tag, and classic mode reads it as one): held to the same schema.
+    grammar.push_str("start: bare_call | first_lead call_body (lead call_body)* PROSE | OPENING\n");
+    grammar.push_str(&format!(
+        "first_lead[lazy]: OPENING {}\n",
+        lark_string(OPEN)
+    ));
     grammar.push_str(&format!("lead[lazy]: PROSE {}\n", lark_string(OPEN)));
     grammar.push_str("PROSE: /(?s:.*)/\n");
+    grammar.push_str("OPENING: /(?s:.*)/ & ~/[ \\t\\r\\n]*(\\{|```json)(?s:.*)/\n");
+    grammar.push_str("bare_call: SPACE? (\"```json\" SPACE?)? call SPACE? (\"```\" SPACE?)?\n");
     grammar.push_str("SPACE: /[ \\t\\r\\n]+/\n");
     grammar.push_str(&format!(
         "call_body: SPACE? call SPACE? {}\n",

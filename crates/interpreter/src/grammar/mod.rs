@@ -62,6 +62,7 @@ pub fn program_grammar<'a>(
         .collect();
     let mut shapes = Shapes::default();
     let mut calls = Vec::new();
+    let mut batches = Vec::new();
     for (index, binding) in bindings.iter().enumerate() {
         let mut names = Vec::new();
         if let Some((namespace, method)) = binding.namespace_and_method() {
@@ -91,7 +92,25 @@ pub fn program_grammar<'a>(
             names.join(" | ")
         );
         calls.push(format!("call_{index}"));
+        let ids = format!("({} | {})", literal(&id), literal(&single));
+        let _ = writeln!(
+            grammar,
+            "batch_{index}: \"{{\" TOOL_KEY \":\" {ids} (\",\" INPUT_KEY \":\" {input})? \",\"? \"}}\" \
+             | \"{{\" INPUT_KEY \":\" {input} \",\" TOOL_KEY \":\" {ids} \",\"? \"}}\""
+        );
+        batches.push(format!("batch_{index}"));
     }
+    // `parallel([{ tool, input }, …])`: each object literal names a declared tool, and its
+    // input is held as that tool's call is.
+    batches.push("NAME tail*".to_owned());
+    batches.push("\"...\" assign".to_owned());
+    let _ = writeln!(grammar, "batch_item: {}", batches.join(" | "));
+    grammar.push_str(
+        "parallel_call: \"parallel\" \"(\" (\"[\" (batch_item (\",\" batch_item)* \",\"?)? \"]\" | NAME tail*) \")\"\n",
+    );
+    grammar.push_str("TOOL_KEY: \"tool\" | \"\\\"tool\\\"\" | \"'tool'\"\n");
+    grammar.push_str("INPUT_KEY: \"input\" | \"\\\"input\\\"\" | \"'input'\"\n");
+    excluded.push("parallel".to_owned());
     if calls.is_empty() {
         // No tool: `tool_call` must still exist, and matches nothing a program can write.
         grammar.push_str("tool_call: \"tools\" \"[\" \"]\" \"(\" \")\"\n");
@@ -103,7 +122,7 @@ pub fn program_grammar<'a>(
     let excluded: Vec<String> = excluded.iter().map(|name| literal(name)).collect();
     let _ = writeln!(
         grammar,
-        "NAME: IDENTIFIER & ~(RESERVED | {})",
+        "NAME: IDENTIFIER & ~(RESERVED | ASYNC_GLUED | {})",
         excluded.join(" | ")
     );
     grammar.push_str(START);

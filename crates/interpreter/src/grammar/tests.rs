@@ -119,7 +119,7 @@ fn programs_models_write_are_accepted() {
         "// the biggest file\nconst { entries } = fs.list({ path: '.', recursive: false });\nconst biggest = entries.reduce((a, b) => (b.size > a.size ? b : a));\ndone(biggest.name + ': ' + biggest.size);",
         "const names = fs.list({ path: 'logs' }).entries.map(e => e.name).sort();\nfor (let i = 0; i < names.length; i++) { log(i, names[i]); }",
         "const args = { path: 'x' };\nconst r = fsList(args);\nconst page = web.fetch({ url: 'https://example.com' }).body.slice(0, 10);",
-        "const [a, b] = parallel([() => fs.read({ path: 'a' }), () => fs.read({ path: 'b' })]);\ntry { JSON.parse(a.content) } catch (e) { done(String(e)) }",
+        "const [a, b] = parallel([{ tool: \"fs.read\", input: { path: 'a' } }, { input: {}, 'tool': 'time.now' }]);\ntry { JSON.parse(a.content) } catch (e) { done(String(e)) }",
         "function main() {\n  const r = time.now({});\n  return r.iso;\n}\ndone(main());",
         "const first = fs.list({ path }).entries[0].name;\nconst x = tools[\"fs.read\"]({ path: first });\nlet n = 0x1F + 1.5e3 - .5; n **= 2; n ??= 1;\nswitch (n) { case 1: break; default: n = -n }\nwhile (n > 0) n--;",
         "const a = 1;\nconst b = a + 2;\nlog(b);\nlet c = [a, b];\nc = c.map(x => x * 2);\nif (b > 2) done(b)",
@@ -127,6 +127,7 @@ fn programs_models_write_are_accepted() {
         "const x = 1;\n[1, 2].forEach(n => log(n));\n`${x}`;\n-x",
         "'use strict';\nconst x = fs.list({}).entries\n  .filter(e => e.kind == 'dir')\n  .length;\nx",
         "Here is the program:\n```typescript\nconst t = time.now({});\ndone(t.weekday);\n```\nIt reads the time.",
+        "const reads = parallel(names.map(n => ({ tool: 'fs.read', input: { path: n } })));\nconst more = parallel([...extra, { tool: \"web.fetch\", input: { url: 'u' } }]);",
         // A field with a `pattern` takes a literal that matches it, or any name or template;
         // one the grammar cannot hold (look-ahead) takes anything.
         "const label = 'x';\nnote.save({ label: \"lena-birthday\", text: ' a ' });\nnote.save({ label });\nnote.save({ label: `n-${label}`, when: '(?=' });\nnote.save({ label: names[0].trim() })",
@@ -164,6 +165,17 @@ fn wrong_calls_fields_and_node_habits_are_refused_where_they_start() {
         ),
         ("note.save({ text: '  ' })", "note.save({ text: '  "),
         ("fs.list({ ...todo.list() })", "fs.list({ "),
+        // parallel() takes declared tools only, each with its own input fields, and no
+        // functions (it runs `{ tool, input }` objects).
+        (
+            "parallel([{ tool: \"weather\", input }])",
+            "parallel([{ tool: \"",
+        ),
+        (
+            "parallel([{ tool: 'fs.list', input: { depth: 1 } }])",
+            "parallel([{ tool: 'fs.list', input: { ",
+        ),
+        ("parallel([() => fs.read({ path: 'a' })])", "parallel(["),
         // Tools return their results directly: an `async` wrapper would make them Promises.
         ("async function main() {}", ""),
         (
@@ -171,6 +183,8 @@ fn wrong_calls_fields_and_node_habits_are_refused_where_they_start() {
             "const read = ",
         ),
         ("const t = await time.now({});", "const t = "),
+        ("const read = asyncinput => 1;", "const read = "),
+        ("const t = awaitfs.read({});", "const t = "),
         // A read chained on a result that its tool does not declare.
         ("time.now({}).text", "time.now({})."),
         (

@@ -363,7 +363,15 @@ impl CodeExecutor {
             self.recorder.push_unstreamed_text(&response).await?;
         }
         if outcome.done {
-            self.recorder.complete().await?;
+            if self.timeline().shown_text() {
+                self.recorder.complete().await?;
+            } else {
+                // `done()` alone again after `nothing_shown` told the model to answer: a turn
+                // that "completed" with no answer would be a silent failure.
+                self.recorder
+                    .fail(crate::rules::nothing_shown::NO_ANSWER)
+                    .await?;
+            }
             return Ok(true);
         }
         Ok(false)

@@ -1,9 +1,14 @@
 //! **Nothing shown.** Fixes: `done()` alone, or `done("")` (an empty list joined), in a turn
 //! that showed the user nothing: the answer would be empty. Told once; a second `done()`
-//! alone ends the turn.
+//! alone fails the turn ([`NO_ANSWER`]) rather than completing it with nothing shown.
 //!
 //! Measured: in round 9b's package (a253126, 14/26 twice against 9a's 16), no task credited
 //! to it; the `done("")` wording (941e3ab) was not measured.
+
+/// Why a turn fails when the model ends it without an answer after it was told: the user would
+/// otherwise get a completed turn with nothing in it.
+pub(crate) const NO_ANSWER: &str =
+    "the model ended the turn without an answer, after it was told once to give one";
 
 /// How the error of a program that ended a turn in which the user was shown nothing starts.
 pub(crate) const NOTHING_SHOWN: &str = "the turn was not ended: the user has been shown nothing";

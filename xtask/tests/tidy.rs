@@ -282,16 +282,6 @@ fn no_source_file_is_over_800_lines() {
             "the conversation service: not split yet",
         ),
         (
-            "crates/plugins/memory/src/lib.rs",
-            842,
-            "the memory tools: not split yet",
-        ),
-        (
-            "crates/plugins/fs/src/lib.rs",
-            829,
-            "the fs tools: not split yet",
-        ),
-        (
             "xtask/src/main.rs",
             806,
             "the xtask commands: not split yet",

@@ -28,7 +28,7 @@ they help you answer, and answer in plain text when you are done.";
 const QUEUED_REASON: &str = "waiting to run";
 /// The notice of a call not run because the same call already succeeded in the turn. Stored:
 /// never rename it.
-pub const REPEATED_CALL: &str = "repeated_call";
+pub const SAME_CALL_NOTICE: &str = "repeated_call";
 
 /// Registers [`ClassicExecutor`] as mode `classic`.
 #[derive(Debug, Default)]
@@ -216,7 +216,7 @@ impl ClassicExecutor {
                         // once, and a second time ends the turn.
                         let told = self.recorder.prompt().output.iter().any(|output| {
                             matches!(output, PromptOutput::Tool(tool)
-                                if tool.result.notice() == Some(REPEATED_CALL))
+                                if tool.result.notice() == Some(SAME_CALL_NOTICE))
                         });
                         let error = format!(
                             "not run: {}({}) already succeeded in this turn, and its result \
@@ -225,8 +225,8 @@ impl ClassicExecutor {
                             call.name,
                             crate::tool::cap_text(&input.to_string(), 200)
                         );
-                        let result =
-                            ToolResult::error(ErrorKind::NotRun, error).with_notice(REPEATED_CALL);
+                        let result = ToolResult::error(ErrorKind::NotRun, error)
+                            .with_notice(SAME_CALL_NOTICE);
                         self.recorder
                             .push_finished_tool(&call.id, &call.name, input, result)
                             .await?;

@@ -353,6 +353,15 @@ impl CodeExecutor {
                 {
                     text.push('\n');
                     text.push_str(&note);
+                } else if let Some(note) = self
+                    .recorder
+                    .prompt()
+                    .tool_output(&active.code_output_id)
+                    .and_then(|tool| tool.input.get("code").and_then(Value::as_str))
+                    .and_then(|code| crate::rules::undeclared_call::note(&error.message, code))
+                {
+                    text.push('\n');
+                    text.push_str(&note);
                 }
                 self.recorder
                     .finish_tool(&active.code_output_id, ToolResult::failed(text))

@@ -27,6 +27,7 @@ pub(crate) mod not_a_program;
 pub(crate) mod nothing_shown;
 pub(crate) mod repeated;
 pub(crate) mod transient;
+pub(crate) mod undeclared_call;
 pub(crate) mod unsaid;
 
 use agentic_core::{ErrorKind, ToolResult};

@@ -22,6 +22,7 @@ pub(crate) use absent::NO_VALUE;
 pub(crate) use explain::HOST_GLOBALS;
 
 mod absent;
+pub(crate) mod carried;
 mod determinism;
 mod errors;
 mod explain;
@@ -204,6 +205,11 @@ pub(crate) fn execute(
         }
     };
     let state = ENGINE.with(|engine| engine.borrow_mut().take());
+    // With the engine state gone, reading the program's variables can reach no tool.
+    let state = state.map(|mut state| {
+        carried::collect(&mut context, &code, &mut state.store);
+        state
+    });
     // With the engine state gone, nothing evaluated here can reach a tool.
     let result = result.map_err(|mut error| {
         explain_missing_field(&mut error, &mut context);
@@ -283,6 +289,7 @@ fn bind_and_run(
     }
     bind_input(context, request.input.as_ref())
         .map_err(|error| runtime_error(&error, context, code, 0, false))?;
+    carried::bind(context, &request.store);
     if !tools_bound {
         bind_tools(context, &request.tools)
             .map_err(|error| runtime_error(&error, context, code, 0, false))?;

@@ -75,7 +75,7 @@ impl<'a> Timeline<'a> {
     }
 
     /// For `ReferenceError: x is not defined` where an earlier program of this turn declared
-    /// `x`: programs share no variables, which small models take for granted.
+    /// `x` and it was not carried over (a function, a variable in a block, or too big).
     pub(super) fn declared_earlier(self, message: &str, current: &str) -> Option<String> {
         let name = message
             .strip_prefix("ReferenceError: ")?
@@ -93,9 +93,10 @@ impl<'a> Timeline<'a> {
             .map(|(index, _)| index + 1)
             .last()?;
         Some(format!(
-            "`{name}` was declared by program {number}, but each program starts with no \
-             variables (only store(key, value) and recall(key) carry values over). Send the \
-             whole program, with `{name}` declared in it."
+            "`{name}` was declared by program {number}, but it did not carry over: only the \
+             values of top-level variables do (not functions, nothing declared inside a block, \
+             at most {} KB in all). Send the whole program, with `{name}` declared in it.",
+            crate::engine::carried::MAX_CARRIED_BYTES / 1024
         ))
     }
 

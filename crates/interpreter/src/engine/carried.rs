@@ -1,0 +1,80 @@
+//! Top-level variables carried from one program of a turn to the next, as a notebook keeps
+//! them: small models write a program that reads a file into `const config`, and then a
+//! second one that goes on with `config` as if it were still there. Each program still runs
+//! in a fresh engine; what carries over is the JSON value of each top-level variable the turn's
+//! programs declared (not functions, nothing over [`MAX_CARRIED_BYTES`] in all), kept with the
+//! `store()` values under [`CARRIED_KEY`], so it is journaled, and resumed, with them.
+
+use boa_engine::property::Attribute;
+use boa_engine::{Context, JsString, Source};
+use serde_json::{Map, Value};
+
+use super::values::{from_json, to_json};
+
+/// The `store()` key the carried variables are kept under; `recall()` cannot ask for it
+/// (store keys are plain words).
+pub(crate) const CARRIED_KEY: &str = "@variables";
+
+/// Most bytes of JSON carried over in all; a variable that does not fit is left behind, and a
+/// program that reads it gets `declared_earlier`'s explanation.
+pub(crate) const MAX_CARRIED_BYTES: usize = 64 * 1024;
+
+/// Makes the variables an earlier program left global properties of `context`: readable and
+/// assignable, and shadowed by a program that declares its own of the same name.
+pub(super) fn bind(context: &mut Context, store: &Map<String, Value>) {
+    let Some(Value::Object(variables)) = store.get(CARRIED_KEY) else {
+        return;
+    };
+    for (name, value) in variables {
+        if let Ok(value) = from_json(value, context) {
+            let _ = context.register_global_property(
+                JsString::from(name.as_str()),
+                value,
+                Attribute::all(),
+            );
+        }
+    }
+}
+
+/// After a program: the values of the variables the turn carries, those it had plus those
+/// this program declared at its top level, into `store`.
+pub(super) fn collect(context: &mut Context, code: &str, store: &mut Map<String, Value>) {
+    let mut names: Vec<String> = match store.get(CARRIED_KEY) {
+        Some(Value::Object(variables)) => variables.keys().cloned().collect(),
+        _ => Vec::new(),
+    };
+    for word in code
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$'))
+        .filter(|word| !word.is_empty() && !word.starts_with(|c: char| c.is_ascii_digit()))
+    {
+        if !names.iter().any(|name| name == word) && crate::names::declares(code, word) {
+            names.push(word.to_owned());
+        }
+    }
+    let mut carried = Map::new();
+    let mut bytes = 0;
+    for name in names {
+        // A name in a block or function is no global: `typeof` says undefined and it is left.
+        let read = format!("typeof {name} === 'function' ? undefined : {name}");
+        let Ok(value) = context.eval(Source::from_bytes(read.as_bytes())) else {
+            continue;
+        };
+        if value.is_undefined() {
+            continue;
+        }
+        let Ok(json) = to_json(&value, context) else {
+            continue;
+        };
+        let size = json.to_string().len() + name.len();
+        if bytes + size > MAX_CARRIED_BYTES {
+            continue;
+        }
+        bytes += size;
+        carried.insert(name, json);
+    }
+    if carried.is_empty() {
+        store.remove(CARRIED_KEY);
+    } else {
+        store.insert(CARRIED_KEY.to_owned(), Value::Object(carried));
+    }
+}

@@ -26,8 +26,7 @@ only those fields.
 - output(text) shows text to the user. The user sees nothing else.
 - done(answer) shows the answer to the user and ends your turn; done() ends it after output().
 - log(...values) sends notes back to you, not to the user.
-- Top-level variables keep their values into your next program in this turn (functions do \
-not: declare them again). store(key, value) and recall(key) keep values too.
+- store(key, value) and recall(key) keep values between your programs in this turn.
 - parallel([{tool: \"id\", input: {...}}]) runs several tool calls at once; a failed call \
 comes back as {error}.
 - llm(prompt) asks a language model for text; llmJson(prompt) for JSON.

@@ -266,13 +266,26 @@ pub(crate) fn namespace_members<'a>(tools: &'a [ToolBinding], name: &str) -> Vec
 /// Whether `code` declares `name` (`const name`, `let name`, `function name`, …), judged from
 /// its words: enough to tell that a declaration hides a tool namespace of that name.
 pub(crate) fn declares(code: &str, name: &str) -> bool {
-    let words: Vec<&str> = code
+    declared_names(code).contains(&name)
+}
+
+/// Every name `code` declares with `const`, `let`, `var`, `function` or `class`, once each, in
+/// the order of their first declaration (one pass over the words).
+pub(crate) fn declared_names(code: &str) -> Vec<&str> {
+    let mut names: Vec<&str> = Vec::new();
+    let mut previous = "";
+    for word in code
         .split(|c: char| !is_identifier_char(c))
         .filter(|word| !word.is_empty())
-        .collect();
-    words.windows(2).any(|pair| {
-        ["const", "let", "var", "function", "class"].contains(&pair[0]) && pair[1] == name
-    })
+    {
+        if ["const", "let", "var", "function", "class"].contains(&previous)
+            && !names.contains(&word)
+        {
+            names.push(word);
+        }
+        previous = word;
+    }
+    names
 }
 
 /// The 1-based line and column where `code` declares its own `name` (`const name = …`,

@@ -43,11 +43,9 @@ pub(super) fn collect(context: &mut Context, code: &str, store: &mut Map<String,
         Some(Value::Object(variables)) => variables.keys().cloned().collect(),
         _ => Vec::new(),
     };
-    for word in code
-        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$'))
-        .filter(|word| !word.is_empty() && !word.starts_with(|c: char| c.is_ascii_digit()))
-    {
-        if !names.iter().any(|name| name == word) && crate::names::declares(code, word) {
+    for word in crate::names::declared_names(code) {
+        if !word.starts_with(|c: char| c.is_ascii_digit()) && !names.iter().any(|name| name == word)
+        {
             names.push(word.to_owned());
         }
     }

@@ -265,6 +265,7 @@ impl Engine {
         cancelled: &dyn Fn() -> bool,
     ) -> anyhow::Result<Generated> {
         let rendered = self.tokenizer.render(&request.messages, &request.tools)?;
+        tracing::trace!(prompt = %rendered, "rendered");
         let prompt = self.tokenizer.encode(&rendered)?;
         let from_file = self.load_prompt_cache(&prompt);
         let reused = self

@@ -265,21 +265,11 @@ fn no_source_file_is_over_800_lines() {
             1119,
             "the MCP server: sessions, tools, elicitation: not split yet",
         ),
-        (
-            "crates/conversation/src/store.rs",
-            1108,
-            "the store's queries: not split yet",
-        ),
         ("xtask/src/eval.rs", 1090, "the eval harness: not split yet"),
         (
             "crates/interpreter/src/sandbox.rs",
             851,
             "the worker pool and an execution's host side: not split yet",
-        ),
-        (
-            "crates/conversation/src/service.rs",
-            856,
-            "the conversation service: not split yet",
         ),
         (
             "xtask/src/main.rs",

@@ -20,8 +20,10 @@ use crate::runtime::Services;
 use crate::state::State;
 
 mod input;
+mod offered;
 mod set;
 
+pub use offered::offered_schema;
 pub use set::ToolSet;
 
 /// A callable tool. Most tools are built with [`define_tool`]; implement this by hand only
@@ -32,10 +34,11 @@ pub trait Tool: Send + Sync {
     fn id(&self) -> &str;
     fn description(&self) -> &str;
     fn input_schema(&self) -> &Value;
-    /// [`Tool::input_schema`] as a shared value, for requests that offer the tool to a model.
-    /// The default copies it; [`define_tool`]'s tools share one per input type.
+    /// [`Tool::input_schema`] as offered to a model ([`offered_schema`]), shared, for
+    /// requests that offer the tool. The default makes it afresh; [`define_tool`]'s tools share
+    /// one per input type.
     fn shared_input_schema(&self) -> Arc<Value> {
-        Arc::new(self.input_schema().clone())
+        Arc::new(offered_schema(self.input_schema()))
     }
     fn output_schema(&self) -> Option<&Value> {
         None
@@ -377,6 +380,8 @@ impl std::fmt::Debug for InputValidator {
 /// so they are made once per pair of types and shared.
 struct TypeSchemas {
     input: Arc<Value>,
+    /// `input` as offered to a model.
+    offered: Arc<Value>,
     output: Arc<Value>,
     validator: InputValidator,
 }
@@ -396,6 +401,7 @@ fn type_schemas<I: JsonSchema + 'static, O: JsonSchema + 'static>() -> Arc<TypeS
     let input = schema_of::<I>();
     let made = Arc::new(TypeSchemas {
         validator: InputValidator::compile(&input),
+        offered: Arc::new(offered_schema(&input)),
         input: Arc::new(input),
         output: Arc::new(schema_of::<O>()),
     });
@@ -548,7 +554,7 @@ impl Tool for FnTool {
         Some(self.schemas.validator.clone())
     }
     fn shared_input_schema(&self) -> Arc<Value> {
-        self.schemas.input.clone()
+        self.schemas.offered.clone()
     }
     fn aliases(&self) -> &[String] {
         &self.aliases

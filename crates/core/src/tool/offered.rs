@@ -1,0 +1,171 @@
+//! A tool's input schema as it is offered to a model: the same fields, types and rules, without
+//! what a schema generator adds for its own readers (`$schema`, `title`, `default: null`,
+//! number formats such as `uint64`) and with an optional field's `null` left out of its type,
+//! since leaving the field out says the same. Validation keeps using the full schema, which
+//! still takes `null` for an optional field.
+//!
+//! A small model reads every one of these words on every call: the tools of the default
+//! plugins take about a third fewer tokens this way, in the shape function-calling models
+//! were trained on.
+
+use serde_json::{Map, Value};
+
+/// Formats a model or a grammar engine may know; any other (schemars' `uint64`, `int32`,
+/// `double` …) is a generator's note and left out.
+const KNOWN_FORMATS: &[&str] = &[
+    "date-time", "date", "time", "duration", "email", "hostname", "ipv4", "ipv6", "uri",
+    "uri-reference", "uuid", "regex",
+];
+
+/// `schema` as offered to a model (see the module's doc).
+pub fn offered_schema(schema: &Value) -> Value {
+    let mut schema = schema.clone();
+    if let Value::Object(object) = &mut schema {
+        object.remove("$schema");
+    }
+    tidy(&mut schema);
+    schema
+}
+
+/// Tidies one schema object and every schema inside it.
+fn tidy(schema: &mut Value) {
+    let Value::Object(object) = schema else {
+        return;
+    };
+    object.remove("title");
+    if object.get("default").is_some_and(Value::is_null) {
+        object.remove("default");
+    }
+    if let Some(Value::String(format)) = object.get("format")
+        && !KNOWN_FORMATS.contains(&format.as_str())
+    {
+        object.remove("format");
+    }
+    let required: Vec<String> = object
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|names| {
+            names
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(Value::Object(properties)) = object.get_mut("properties") {
+        for (name, property) in properties.iter_mut() {
+            if !required.contains(name) {
+                without_null(property);
+            }
+            tidy(property);
+        }
+    }
+    for key in ["$defs", "definitions"] {
+        if let Some(Value::Object(definitions)) = object.get_mut(key) {
+            definitions.values_mut().for_each(tidy);
+        }
+    }
+    for key in ["items", "additionalProperties", "not"] {
+        if let Some(inner) = object.get_mut(key) {
+            tidy(inner);
+        }
+    }
+    for key in ["anyOf", "oneOf", "allOf", "prefixItems"] {
+        if let Some(Value::Array(schemas)) = object.get_mut(key) {
+            schemas.iter_mut().for_each(tidy);
+        }
+    }
+}
+
+/// An optional field's schema without `null` among its types: `["string", "null"]` becomes
+/// `"string"`, and `anyOf: [S, {type: null}]` becomes S (keeping the field's description).
+fn without_null(schema: &mut Value) {
+    let Value::Object(object) = schema else {
+        return;
+    };
+    if let Some(Value::Array(types)) = object.get("type") {
+        let kept: Vec<Value> = types
+            .iter()
+            .filter(|kind| kind.as_str() != Some("null"))
+            .cloned()
+            .collect();
+        if kept.len() < types.len() && !kept.is_empty() {
+            let kept = if kept.len() == 1 {
+                kept[0].clone()
+            } else {
+                Value::Array(kept)
+            };
+            object.insert("type".into(), kept);
+        }
+    }
+    if let Some(Value::Array(any_of)) = object.get("anyOf") {
+        let is_null = |schema: &Value| schema.get("type").and_then(Value::as_str) == Some("null");
+        let kept: Vec<&Value> = any_of.iter().filter(|schema| !is_null(schema)).collect();
+        if kept.len() == 1 && kept.len() < any_of.len() {
+            let Value::Object(only) = kept[0].clone() else {
+                return;
+            };
+            object.remove("anyOf");
+            let mut merged: Map<String, Value> = only;
+            // The field's own words (description, default …) win over the branch's.
+            for (key, value) in std::mem::take(object) {
+                merged.insert(key, value);
+            }
+            *object = merged;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn generator_notes_go_and_optional_fields_lose_null() {
+        let schema = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": "ListInput",
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["path"],
+            "properties": {
+                "path": { "type": ["string", "null"], "description": "kept: required" },
+                "title": { "type": ["string", "null"], "default": null },
+                "limit": { "type": ["integer", "null"], "format": "uint64", "minimum": 0 },
+                "when": { "type": "string", "format": "date-time" },
+                "filter": {
+                    "anyOf": [{ "$ref": "#/$defs/Filter" }, { "type": "null" }],
+                    "description": "Which ones."
+                }
+            },
+            "$defs": { "Filter": { "title": "Filter", "type": "object", "properties": {} } }
+        });
+        assert_eq!(
+            offered_schema(&schema),
+            json!({
+                "type": "object",
+                "additionalProperties": false,
+                "required": ["path"],
+                "properties": {
+                    "path": { "type": ["string", "null"], "description": "kept: required" },
+                    "title": { "type": "string" },
+                    "limit": { "type": "integer", "minimum": 0 },
+                    "when": { "type": "string", "format": "date-time" },
+                    "filter": { "$ref": "#/$defs/Filter", "description": "Which ones." }
+                },
+                "$defs": { "Filter": { "type": "object", "properties": {} } }
+            })
+        );
+    }
+
+    #[test]
+    fn a_schema_without_generator_notes_is_unchanged() {
+        let schema = json!({
+            "type": "object",
+            "properties": { "a": { "type": "number" } },
+            "required": ["a"]
+        });
+        assert_eq!(offered_schema(&schema), schema);
+    }
+}

@@ -265,17 +265,6 @@ fn no_source_file_is_over_800_lines() {
             1119,
             "the MCP server: sessions, tools, elicitation: not split yet",
         ),
-        ("xtask/src/eval.rs", 1090, "the eval harness: not split yet"),
-        (
-            "crates/interpreter/src/sandbox.rs",
-            851,
-            "the worker pool and an execution's host side: not split yet",
-        ),
-        (
-            "xtask/src/main.rs",
-            806,
-            "the xtask commands: not split yet",
-        ),
     ];
     let mut over = Vec::new();
     for dir in crates() {

@@ -50,7 +50,7 @@ pub use runtime::{
 pub use state::State;
 pub use tool::{
     Approval, Approver, FnTool, InputValidator, ScriptNames, Tool, ToolContext, ToolError, ToolSet,
-    UserFileStore, UserFiles, define_tool, schema_of,
+    UserFileStore, UserFiles, define_tool, offered_schema, portable_schema, schema_of,
 };
 
 // Re-exported so that plugin crates can `inventory::submit!` without naming the version.

@@ -23,7 +23,7 @@ mod input;
 mod offered;
 mod set;
 
-pub use offered::offered_schema;
+pub use offered::{offered_schema, portable_schema};
 pub use set::ToolSet;
 
 /// A callable tool. Most tools are built with [`define_tool`]; implement this by hand only

@@ -1,25 +1,119 @@
-//! A tool's input schema as it is offered to a model: the same fields, types and rules, without
-//! what a schema generator adds for its own readers (`$schema`, `title`, `default: null`,
-//! number formats such as `uint64`) and with an optional field's `null` left out of its type,
-//! since leaving the field out says the same. Validation keeps using the full schema, which
-//! still takes `null` for an optional field.
+//! A tool's input schema as others are given it. [`portable_schema`] is the schema every
+//! major MCP client accepts. [`offered_schema`] is what a model reads: the same fields, types
+//! and rules, without what a schema generator adds for its own readers (`$schema`, `title`,
+//! `default: null`, number formats such as `uint64`) and with an optional field's `null` left
+//! out of its type, since leaving the field out says the same. Validation keeps using the full
+//! schema, which still takes `null` for an optional field.
 //!
-//! A small model reads every one of these words on every call: the tools of the default
-//! plugins take about a third fewer tokens this way, in the shape function-calling models
-//! were trained on.
+//! A small model reads every one of these words on every call, in the shape function-calling
+//! models were trained on.
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
-/// Formats a model or a grammar engine may know; any other (schemars' `uint64`, `int32`,
-/// `double` …) is a generator's note and left out.
-const KNOWN_FORMATS: &[&str] = &[
-    "date-time", "date", "time", "duration", "email", "hostname", "ipv4", "ipv6", "uri",
-    "uri-reference", "uuid", "regex",
+/// Keywords whose value is one subschema.
+const SUBSCHEMA: &[&str] = &[
+    "items",
+    "additionalItems",
+    "contains",
+    "not",
+    "if",
+    "then",
+    "else",
+    "propertyNames",
+    "additionalProperties",
+    "unevaluatedProperties",
+    "unevaluatedItems",
 ];
+/// Keywords whose value is a list of subschemas.
+const SUBSCHEMA_LISTS: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems", "items"];
+/// Keywords whose value maps names to subschemas.
+const SUBSCHEMA_MAPS: &[&str] = &[
+    "properties",
+    "patternProperties",
+    "$defs",
+    "definitions",
+    "dependentSchemas",
+];
+
+/// The formats JSON Schema defines. schemars adds its own (`uint64`, `int32`, `double`, …),
+/// which validators warn about or, in strict mode, refuse; their ranges are stated with
+/// `minimum` and `maximum` anyway.
+const STANDARD_FORMATS: &[&str] = &[
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+];
+
+/// Calls `visit` on every subschema directly inside `map` (not on `map` itself).
+fn each_subschema(map: &mut Map<String, Value>, visit: &mut dyn FnMut(&str, &mut Value)) {
+    for (key, value) in map.iter_mut() {
+        let key = key.as_str();
+        if SUBSCHEMA_LISTS.contains(&key)
+            && let Value::Array(list) = value
+        {
+            list.iter_mut().for_each(|item| visit(key, item));
+        } else if SUBSCHEMA.contains(&key) {
+            visit(key, value);
+        } else if SUBSCHEMA_MAPS.contains(&key)
+            && let Value::Object(named) = value
+        {
+            named.values_mut().for_each(|item| visit(key, item));
+        }
+    }
+}
+
+/// A JSON Schema every major MCP client accepts. Boolean subschemas are valid JSON Schema, but
+/// the TypeScript SDK's validation of `tools/list` takes every property schema for an object
+/// and rejects the whole list over one `true`: so `true` becomes `{}` and `false`
+/// `{"not": {}}`, the same meaning as objects. Only `additionalProperties` and the
+/// `unevaluated…` keywords keep their booleans, which every client reads. Formats JSON
+/// Schema does not define are left out.
+pub fn portable_schema(schema: Value) -> Value {
+    match schema {
+        Value::Bool(true) => json!({}),
+        Value::Bool(false) => json!({ "not": {} }),
+        Value::Object(mut map) => {
+            if map
+                .get("format")
+                .and_then(Value::as_str)
+                .is_some_and(|format| !STANDARD_FORMATS.contains(&format))
+            {
+                map.remove("format");
+            }
+            each_subschema(&mut map, &mut |key, value| {
+                let keeps_boolean = matches!(
+                    key,
+                    "additionalProperties" | "unevaluatedProperties" | "unevaluatedItems"
+                ) && value.is_boolean();
+                if !keeps_boolean {
+                    *value = portable_schema(value.take());
+                }
+            });
+            Value::Object(map)
+        }
+        other => other,
+    }
+}
 
 /// `schema` as offered to a model (see the module's doc).
 pub fn offered_schema(schema: &Value) -> Value {
-    let mut schema = schema.clone();
+    let mut schema = portable_schema(schema.clone());
     if let Value::Object(object) = &mut schema {
         object.remove("$schema");
     }
@@ -35,11 +129,6 @@ fn tidy(schema: &mut Value) {
     object.remove("title");
     if object.get("default").is_some_and(Value::is_null) {
         object.remove("default");
-    }
-    if let Some(Value::String(format)) = object.get("format")
-        && !KNOWN_FORMATS.contains(&format.as_str())
-    {
-        object.remove("format");
     }
     let required: Vec<String> = object
         .get("required")
@@ -57,24 +146,9 @@ fn tidy(schema: &mut Value) {
             if !required.contains(name) {
                 without_null(property);
             }
-            tidy(property);
         }
     }
-    for key in ["$defs", "definitions"] {
-        if let Some(Value::Object(definitions)) = object.get_mut(key) {
-            definitions.values_mut().for_each(tidy);
-        }
-    }
-    for key in ["items", "additionalProperties", "not"] {
-        if let Some(inner) = object.get_mut(key) {
-            tidy(inner);
-        }
-    }
-    for key in ["anyOf", "oneOf", "allOf", "prefixItems"] {
-        if let Some(Value::Array(schemas)) = object.get_mut(key) {
-            schemas.iter_mut().for_each(tidy);
-        }
-    }
+    each_subschema(object, &mut |_, inner| tidy(inner));
 }
 
 /// An optional field's schema without `null` among its types: `["string", "null"]` becomes

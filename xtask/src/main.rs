@@ -109,6 +109,13 @@ fn ci(root: &Path) -> anyhow::Result<()> {
         &[],
     )?;
     check_core_dependencies(root)?;
+    // Every doc link resolves and no public doc names a private item.
+    run(
+        root,
+        "cargo",
+        &["doc", "--workspace", "--no-deps", "--locked"],
+        &[("RUSTDOCFLAGS", "-D warnings")],
+    )?;
     // The playground the binary embeds must be what its sources and lockfile build.
     if root.join("crates/api/web/node_modules").exists() || std::env::var_os("CI").is_some() {
         web(root, true)?;

@@ -197,7 +197,7 @@ impl QuantMatrix {
     }
 
     /// Reads GGUF blocks of `Q4_K` (144 bytes per 256 weights), in tiles where
-    /// [`Self::tiled`] says so.
+    /// `Self::tiled` says so.
     pub fn from_q4_k(rows: usize, cols: usize, data: &[u8]) -> Option<Self> {
         Self::read_q4_k(rows, cols, data, Self::tiled(rows))
     }
@@ -213,7 +213,7 @@ impl QuantMatrix {
     }
 
     /// Reads GGUF blocks of `Q6_K` (210 bytes per 256 weights), in tiles where
-    /// [`Self::tiled`] says so.
+    /// `Self::tiled` says so.
     pub fn from_q6_k(rows: usize, cols: usize, data: &[u8]) -> Option<Self> {
         Self::read_q6_k(rows, cols, data, Self::tiled(rows))
     }

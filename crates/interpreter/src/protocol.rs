@@ -89,11 +89,11 @@ pub struct ToolBinding {
     /// Global function name, e.g. `triggerCreate`; `None` when it would collide.
     pub function: Option<String>,
     /// More global names for the same function, e.g. `storeArtifact`; only those that collide
-    /// with nothing (see [`crate::bindings`]).
+    /// with nothing (see `names::bindings`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub aliases: Vec<String>,
     /// `namespace.method` when the tool is also reachable through its plugin's global object,
-    /// e.g. `fs.list` (see [`crate::names::bindings`]).
+    /// e.g. `fs.list` (see `names::bindings`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub member: Option<String>,
     pub description: String,

@@ -1,6 +1,6 @@
 //! The database: connecting (SQLite tuned for concurrent writers, or PostgreSQL), and every
 //! read and write conversations need, by subject: `instances`, `conversations`, `prompts`
-//! and `takeover`. Every write is a [`crate::writes::Write`], applied by
+//! and `takeover`. Every write is a `writes::Write`, applied by
 //! the group-committing writer.
 
 use std::collections::{HashMap, HashSet};

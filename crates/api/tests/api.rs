@@ -301,110 +301,59 @@ async fn a_conversation_is_renamed_by_its_owner_and_keeps_the_title() {
     server.shutdown().await;
 }
 
+/// A row of `cases/bad_requests.yaml`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct BadRequest {
+    name: String,
+    post: Option<String>,
+    get: Option<String>,
+    delete: Option<String>,
+    body: Option<Value>,
+    raw: Option<String>,
+    content_type: Option<String>,
+    status: u16,
+    code: String,
+}
+
 #[tokio::test]
 async fn bad_requests_get_a_4xx_json_error_and_never_a_500() {
     let mut server = server("- { text: slow, delayMs: 800 }\n").await;
-    let url = format!("{}/api/prompt", server.base);
-    let raw = |body: &'static str, content_type: &'static str| {
-        server
+    let cases: Vec<BadRequest> =
+        serde_yaml_ng::from_str(include_str!("cases/bad_requests.yaml")).unwrap();
+    for case in &cases {
+        let fill = |text: &str| {
+            text.replace("{uuid}", &uuid::Uuid::new_v4().to_string())
+                .replace("{big}", &"x".repeat(1024 * 1024 + 10))
+        };
+        let (method, path) = match (&case.post, &case.get, &case.delete) {
+            (Some(path), None, None) => (reqwest::Method::POST, path),
+            (None, Some(path), None) => (reqwest::Method::GET, path),
+            (None, None, Some(path)) => (reqwest::Method::DELETE, path),
+            _ => panic!("{}: give one of post, get and delete", case.name),
+        };
+        let mut request = server
             .client
-            .post(&url)
-            .header("x-user-id", "alice")
-            .header("content-type", content_type)
-            .body(body)
-            .send()
-    };
-    assert_eq!(
-        error_of(raw("{not json", "application/json").await.unwrap()).await,
-        (400, "malformed_json".into())
-    );
-    assert_eq!(
-        error_of(raw(r#"{"input": 5}"#, "application/json").await.unwrap()).await,
-        (422, "invalid_body".into())
-    );
-    assert_eq!(
-        error_of(
-            raw(r#"{"input": "x", "extra": 1}"#, "application/json")
-                .await
-                .unwrap()
-        )
-        .await,
-        (422, "invalid_body".into())
-    );
-    assert_eq!(
-        error_of(
-            raw(r#"{"input": "x", "model": "huge"}"#, "application/json")
-                .await
-                .unwrap()
-        )
-        .await,
-        (422, "invalid_body".into())
-    );
-    assert_eq!(
-        error_of(raw(r#"{"input": "x"}"#, "text/plain").await.unwrap()).await,
-        (415, "unsupported_media_type".into())
-    );
-    assert_eq!(
-        error_of(
-            raw(r#"{"input": "   "}"#, "application/json")
-                .await
-                .unwrap()
-        )
-        .await,
-        (400, "empty_input".into())
-    );
-    assert_eq!(
-        error_for(server.post(
-            "alice",
-            "/api/prompt",
-            json!({ "input": "x", "mode": "telepathy" }),
-        ))
-        .await,
-        (400, "unknown_mode".into())
-    );
-    assert_eq!(
-        error_for(server.post(
-            "alice",
-            "/api/prompt",
-            json!({ "input": "x", "conversationId": "nope" }),
-        ))
-        .await,
-        (400, "invalid_id".into())
-    );
-    assert_eq!(
-        error_for(server.post(
-            "alice",
-            "/api/prompt",
-            json!({ "input": "x", "conversationId": uuid::Uuid::new_v4().to_string() }),
-        ))
-        .await,
-        (404, "not_found".into())
-    );
-    let big = json!({ "input": "x".repeat(1024 * 1024 + 10) });
-    assert_eq!(
-        error_for(server.post("alice", "/api/prompt", big)).await,
-        (413, "body_too_large".into())
-    );
-    assert_eq!(
-        error_for(server.get("alice", "/api/prompts/not-a-uuid")).await,
-        (400, "invalid_id".into())
-    );
-    assert_eq!(
-        error_for(server.get("alice", &format!("/api/prompts/{}", uuid::Uuid::new_v4()))).await,
-        (404, "not_found".into())
-    );
-    assert_eq!(
-        error_for(server.get("alice", "/api/nothing-here")).await,
-        (404, "not_found".into())
-    );
-    assert_eq!(
-        error_for(server.delete("alice", "/api/tools")).await,
-        (405, "method_not_allowed".into())
-    );
-    assert_eq!(
-        error_for(server.get("alice", "/api/events/stream?bogus=1")).await,
-        (400, "invalid_query".into())
-    );
+            .request(method, format!("{}{}", server.base, fill(path)))
+            .header("x-user-id", "alice");
+        if let Some(body) = &case.body {
+            request =
+                request.json(&serde_json::from_str::<Value>(&fill(&body.to_string())).unwrap());
+        } else if let Some(raw) = &case.raw {
+            request = request
+                .header(
+                    "content-type",
+                    case.content_type.as_deref().unwrap_or("application/json"),
+                )
+                .body(raw.clone());
+        }
+        assert_eq!(
+            error_for(request).await,
+            (case.status, case.code.clone()),
+            "{}",
+            case.name
+        );
+    }
 
     // A second prompt in a conversation whose prompt still runs: 409.
     let (first, conversation) = server.prompt("alice", json!({ "input": "slow" })).await;

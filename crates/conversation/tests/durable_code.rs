@@ -97,6 +97,18 @@ fn calls(prompt: &Prompt, function: &str) -> Vec<ToolResult> {
         .collect()
 }
 
+/// The id of the `kit.delete` call a prompt waits at.
+fn waiting_delete(waiting: &Prompt) -> String {
+    waiting
+        .output
+        .iter()
+        .find_map(|output| match output {
+            PromptOutput::Tool(tool) if tool.function == "kit.delete" => Some(tool.id.clone()),
+            _ => None,
+        })
+        .expect("the prompt waits at kit.delete")
+}
+
 /// Reads every kind of input a journal keeps, shows some of it, then waits at `kit.delete`.
 const SCRIPT: &str = r#"
 - code: |
@@ -125,14 +137,7 @@ async fn wait_then_stop(db: &TestDb, hits: &Arc<AtomicUsize>) -> (Prompt, String
         waiting.error
     );
     assert_eq!(hits.load(Ordering::SeqCst), 1);
-    let call = waiting
-        .output
-        .iter()
-        .find_map(|output| match output {
-            PromptOutput::Tool(tool) if tool.function == "kit.delete" => Some(tool.id.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let call = waiting_delete(&waiting);
     drop(conversation);
     // Nothing is interrupted: a waiting code prompt resumes after a restart.
     assert!(service.shutdown().await.unwrap().is_empty(), "{}", db.name);
@@ -355,16 +360,7 @@ async fn a_code_prompt_stored_before_error_kinds_resumes_the_same() {
                 "{}",
                 db.name
             );
-            let call = waiting
-                .output
-                .iter()
-                .find_map(|output| match output {
-                    PromptOutput::Tool(tool) if tool.function == "kit.delete" => {
-                        Some(tool.id.clone())
-                    }
-                    _ => None,
-                })
-                .unwrap();
+            let call = waiting_delete(&waiting);
             drop(conversation);
             assert!(service.shutdown().await.unwrap().is_empty(), "{}", db.name);
             (waiting, call)

@@ -4,10 +4,9 @@
 use agentic_core::tool::cap_text;
 use agentic_core::{ChatMessage, ExecutorError, ModelRequest, Prompt};
 use serde_json::json;
-use tracing::Instrument as _;
 
 use super::timeline::LastRun;
-use super::{CodeExecutor, Progress, new_call_id};
+use super::{CodeExecutor, new_call_id};
 use crate::history::history_messages;
 use crate::journal::Entry;
 use crate::prompt::{CODE_EXECUTE, extract_code};
@@ -29,22 +28,14 @@ impl CodeExecutor {
             self.restore(&bindings).await?;
         }
         loop {
-            if let Some(mut active) = self.active.take() {
-                let span = active.span.clone();
-                match self
-                    .continue_execution(&mut active, &prepared, &bindings)
-                    .instrument(span)
-                    .await?
-                {
-                    Progress::Paused => {
-                        self.active = Some(active);
-                        return Ok(self.recorder.prompt().clone());
-                    }
-                    Progress::Finished(outcome) => {
-                        if self.finish_iteration(active, *outcome).await? {
-                            return Ok(self.recorder.prompt().clone());
-                        }
-                    }
+            if let Some(active) = self.active.take() {
+                let Some((active, outcome)) =
+                    self.run_active(active, &prepared, &bindings).await?
+                else {
+                    return Ok(self.recorder.prompt().clone());
+                };
+                if self.finish_iteration(active, outcome).await? {
+                    return Ok(self.recorder.prompt().clone());
                 }
             }
             if self.iterations >= self.max_iterations {

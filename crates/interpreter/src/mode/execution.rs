@@ -79,6 +79,28 @@ impl CodeExecutor {
         });
     }
 
+    /// Runs `active` on, inside its span, until it waits for a person (it stays the active
+    /// execution: `None`) or finishes (with its outcome, for `finish_iteration`).
+    pub(super) async fn run_active(
+        &mut self,
+        mut active: ActiveExecution,
+        prepared: &Prepared,
+        bindings: &[ToolBinding],
+    ) -> Result<Option<(ActiveExecution, ExecutionOutcome)>, ExecutorError> {
+        let span = active.span.clone();
+        match self
+            .continue_execution(&mut active, prepared, bindings)
+            .instrument(span)
+            .await?
+        {
+            Progress::Paused => {
+                self.active = Some(active);
+                Ok(None)
+            }
+            Progress::Finished(outcome) => Ok(Some((active, *outcome))),
+        }
+    }
+
     /// Feeds the script until it finishes or waits for a person.
     pub(super) async fn continue_execution(
         &mut self,

@@ -6,7 +6,6 @@ use agentic_core::{
     Approval, ErrorKind, ExecutorError, Prepared, Prompt, PromptOutput, PromptState, ToolResult,
 };
 use serde_json::Value;
-use tracing::Instrument as _;
 
 use super::batch::{Batch, BatchCall, Decision};
 use super::{ActiveExecution, CodeExecutor, Progress};
@@ -319,29 +318,18 @@ impl CodeExecutor {
             ExecutorError::Internal(format!("preparing the prompt failed: {error:#}"))
         })?;
         self.restore(&bindings).await?;
-        let Some(mut active) = self.active.take() else {
+        let Some(active) = self.active.take() else {
             return Err(ExecutorError::NotWaiting(tool_call_id.to_owned()));
         };
-        let span = active.span.clone();
-        match self
-            .continue_execution(&mut active, &prepared, &bindings)
-            .instrument(span)
-            .await?
-        {
-            Progress::Paused => {
-                self.active = Some(active);
-                Ok(None)
-            }
-            Progress::Finished(outcome) => {
-                // The waiting call was not reached: the prompt runs on without the decision.
-                self.recorder.resume().await?;
-                let done = self.finish_iteration(active, *outcome).await?;
-                if done {
-                    return Ok(Some(self.recorder.prompt().clone()));
-                }
-                Ok(Some(self.drive().await?))
-            }
+        let Some((active, outcome)) = self.run_active(active, &prepared, &bindings).await? else {
+            return Ok(None);
+        };
+        // The waiting call was not reached: the prompt runs on without the decision.
+        self.recorder.resume().await?;
+        if self.finish_iteration(active, outcome).await? {
+            return Ok(Some(self.recorder.prompt().clone()));
         }
+        Ok(Some(self.drive().await?))
     }
 }
 

@@ -142,7 +142,7 @@ impl Plugin for InterpreterPlugin {
 pub(crate) struct RunCodeInput {
     /// JavaScript to run; its last expression or `return` is the result.
     pub code: String,
-    /// Bound to the global `input`.
+    /// Bound to the global `input` (`null` when not given).
     #[serde(default)]
     pub input: Option<Value>,
     /// Wall time for this run, at most the configured limit.
@@ -207,7 +207,8 @@ async fn run_code(
             ExecuteRequest {
                 code: input.code,
                 tools: bindings.clone(),
-                input: input.input,
+                // The global `input`, `null` when the call gave none.
+                input: Some(input.input.unwrap_or(Value::Null)),
                 store: serde_json::Map::new(),
                 limits: shared.sandbox.config().script_limits(),
                 same_tools_as_before: false,

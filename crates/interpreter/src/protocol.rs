@@ -49,7 +49,7 @@ pub enum ToHost {
 pub struct ExecuteRequest {
     pub code: String,
     pub tools: Vec<ToolBinding>,
-    /// Bound to the global `input`.
+    /// Bound to the global `input`; without one the script has no `input`.
     #[serde(default)]
     pub input: Option<Value>,
     /// What `store()` kept in earlier iterations of the turn.

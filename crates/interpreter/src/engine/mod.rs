@@ -332,11 +332,14 @@ fn bind_and_run(
     }
 }
 
+/// Binds the global `input` when the request gives one (`interpreter.run-code`). Code mode
+/// gives none, so that `fs.search(input)`, the declarations' parameter name written as a
+/// value, is a `ReferenceError` at its line rather than a call with `undefined`.
 fn bind_input(context: &mut Context, input: Option<&Value>) -> JsResult<()> {
-    let input = match input {
-        Some(value) => from_json(value, context)?,
-        None => JsValue::undefined(),
+    let Some(value) = input else {
+        return Ok(());
     };
+    let input = from_json(value, context)?;
     context.register_global_property(js_string!("input"), input, Attribute::all())
 }
 

@@ -380,7 +380,10 @@ impl CodeExecutor {
                     .prompt()
                     .tool_output(&active.code_output_id)
                     .and_then(|tool| tool.input.get("code").and_then(Value::as_str))
-                    .and_then(|code| crate::rules::undeclared_call::note(&error.message, code))
+                    .and_then(|code| {
+                        crate::rules::undeclared_call::note(&error.message, code)
+                            .or_else(|| crate::rules::parameter_name::note(&error.message, code))
+                    })
                 {
                     text.push('\n');
                     text.push_str(&note);

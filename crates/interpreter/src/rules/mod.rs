@@ -25,6 +25,7 @@ pub(crate) mod empty_values;
 pub(crate) mod input_advice;
 pub(crate) mod not_a_program;
 pub(crate) mod nothing_shown;
+pub(crate) mod parameter_name;
 pub(crate) mod repeated;
 pub(crate) mod transient;
 pub(crate) mod undeclared_call;

@@ -80,7 +80,7 @@ impl<'a> Timeline<'a> {
         let name = message
             .strip_prefix("ReferenceError: ")?
             .strip_suffix(" is not defined")?;
-        let number = self
+        let (number, declaring) = self
             .executions()
             .filter(|tool| tool.id != current)
             .enumerate()
@@ -90,13 +90,37 @@ impl<'a> Timeline<'a> {
                     .and_then(Value::as_str)
                     .is_some_and(|code| crate::names::declares(code, name))
             })
-            .map(|(index, _)| index + 1)
+            .map(|(index, tool)| (index + 1, tool))
             .last()?;
+        let code = declaring
+            .input
+            .get("code")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let is_function = code.lines().any(|line| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            words
+                .windows(2)
+                .any(|pair| pair[0] == "function" && pair[1].split('(').next() == Some(name))
+                || line.contains(&format!("{name} = ("))
+                || line.contains(&format!("{name} = function"))
+        });
+        let why = if !is_function && matches!(declaring.result, ToolResult::Error { .. }) {
+            // A program stops at its failing line: what it declares after it never ran.
+            format!(
+                "program {number} failed before it reached that line, and nothing after a \
+                 failing line runs"
+            )
+        } else {
+            format!(
+                "only the values of top-level variables carry over (not functions, nothing \
+                 declared inside a block, at most {} KB in all)",
+                crate::engine::carried::MAX_CARRIED_BYTES / 1024
+            )
+        };
         Some(format!(
-            "`{name}` was declared by program {number}, but it did not carry over: only the \
-             values of top-level variables do (not functions, nothing declared inside a block, \
-             at most {} KB in all). Send the whole program, with `{name}` declared in it.",
-            crate::engine::carried::MAX_CARRIED_BYTES / 1024
+            "`{name}` was declared by program {number}, but it has no value here: {why}. Send \
+             the whole program, with `{name}` declared in it."
         ))
     }
 

@@ -29,8 +29,7 @@ impl CodeExecutor {
         }
         loop {
             if let Some(active) = self.active.take() {
-                let Some((active, outcome)) =
-                    self.run_active(active, &prepared, &bindings).await?
+                let Some((active, outcome)) = self.run_active(active, &prepared, &bindings).await?
                 else {
                     return Ok(self.recorder.prompt().clone());
                 };

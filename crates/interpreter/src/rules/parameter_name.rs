@@ -48,8 +48,14 @@ mod tests {
         let told = note(message, "const found = fs.search(input);").unwrap();
         assert!(told.contains("`fs.search({ … })`"), "{told}");
         // Declared by the program, another name, or not passed to a call: not this rule's.
-        assert_eq!(note(message, "const input = { path: 'a' };\nfs.read(input);"), None);
-        assert_eq!(note("ReferenceError: other is not defined", "f(other)"), None);
+        assert_eq!(
+            note(message, "const input = { path: 'a' };\nfs.read(input);"),
+            None
+        );
+        assert_eq!(
+            note("ReferenceError: other is not defined", "f(other)"),
+            None
+        );
         assert_eq!(note(message, "log(input.path)"), None);
     }
 }

@@ -20,8 +20,8 @@ mod takeover;
 
 use crate::store::{Conversation, Recovery, Store, StoredPrompt};
 pub use decisions::{Action, CancelOutcome, Decision, DecisionForwarder, WaitingCall};
-pub use instance::{ConversationInstance, StartedPrompt};
 use instance::settle;
+pub use instance::{ConversationInstance, StartedPrompt};
 use takeover::{keep_alive, resumable};
 
 /// Characters of the first input that become a conversation's title.

@@ -44,7 +44,11 @@ pub(crate) fn check_answer(check: &Check, answer: &str) -> Vec<String> {
 
 /// Whether `answer` (lowercase) names the weekday in `zone` at `now`, or ten minutes before
 /// (a run that crossed midnight), and no other weekday.
-pub(super) fn weekday_problem(zone: &str, answer: &str, now: chrono::DateTime<chrono::Utc>) -> Option<String> {
+pub(super) fn weekday_problem(
+    zone: &str,
+    answer: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Option<String> {
     const WEEKDAYS: [&str; 7] = [
         "monday",
         "tuesday",
@@ -149,7 +153,11 @@ pub(crate) fn numbers_in(text: &str) -> Vec<(f64, usize)> {
     numbers
 }
 
-pub(super) fn check_state(check: &Check, root: &Path, agentic: &Agentic<'_>) -> anyhow::Result<Vec<String>> {
+pub(super) fn check_state(
+    check: &Check,
+    root: &Path,
+    agentic: &Agentic<'_>,
+) -> anyhow::Result<Vec<String>> {
     let mut problems = Vec::new();
     for file in &check.files {
         match std::fs::read_to_string(root.join(&file.path)) {

@@ -20,8 +20,8 @@ mod checks;
 mod fixtures;
 mod report;
 
-pub(crate) use checks::{check_answer, numbers_in};
 use checks::check_state;
+pub(crate) use checks::{check_answer, numbers_in};
 use fixtures::{FileServer, fixture_port};
 pub(crate) use report::summary;
 

@@ -48,7 +48,6 @@ impl ConversationService {
         }
         Ok(())
     }
-
 }
 
 /// Which prompts can wait for approval across a restart: those of modes that say so.

@@ -3,7 +3,6 @@
 use super::*;
 
 impl Store {
-
     pub async fn create_conversation(
         &self,
         user_id: &str,
@@ -145,7 +144,6 @@ impl Store {
         .await?;
         Ok(())
     }
-
 }
 
 fn conversation_from_model(model: conversation::Model) -> Conversation {

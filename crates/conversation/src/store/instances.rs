@@ -4,7 +4,6 @@
 use super::*;
 
 impl Store {
-
     /// Records this process as a user of the database; prompts it runs carry its id.
     pub async fn register_instance(&self) -> anyhow::Result<String> {
         if let Some(id) = self.instance_id.get() {
@@ -105,7 +104,6 @@ impl Store {
         }
         Ok(live)
     }
-
 }
 
 pub(super) fn lease_ms(lease: Duration) -> u64 {

@@ -292,7 +292,6 @@ impl Store {
         self.db.close().await?;
         Ok(())
     }
-
 }
 
 fn sqlite_file(url: &str) -> Option<PathBuf> {

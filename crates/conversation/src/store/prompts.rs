@@ -3,7 +3,6 @@
 use super::*;
 
 impl Store {
-
     /// Stores a new prompt at the end of its conversation; returns its position.
     pub async fn insert_prompt(
         &self,
@@ -202,7 +201,10 @@ impl Store {
             .then_some(owner))
     }
 
-    pub(super) async fn journal(&self, row: &prompt::Model) -> anyhow::Result<Vec<prompt_output::Model>> {
+    pub(super) async fn journal(
+        &self,
+        row: &prompt::Model,
+    ) -> anyhow::Result<Vec<prompt_output::Model>> {
         if row.state != PromptState::Running.as_str() {
             return Ok(Vec::new());
         }
@@ -228,7 +230,6 @@ impl Store {
         .await?;
         Ok(())
     }
-
 }
 
 pub(super) fn stored_prompt(

@@ -85,7 +85,12 @@ impl Weight {
     }
 
     /// `out = self × x` for one token (`x` is quantised into `scratch` when it is needed).
-    pub(super) fn matvec(&self, x: &[f32], scratch: &mut QuantVector, out: &mut [f32]) -> anyhow::Result<()> {
+    pub(super) fn matvec(
+        &self,
+        x: &[f32],
+        scratch: &mut QuantVector,
+        out: &mut [f32],
+    ) -> anyhow::Result<()> {
         match self {
             Self::Kernel(matrix) => {
                 matrix.quantize_input(x, scratch);
@@ -157,7 +162,12 @@ impl Projection {
     }
 
     /// All parts' outputs, one after the other, in `out`.
-    pub(super) fn matvec(&self, x: &[f32], scratch: &mut QuantVector, out: &mut [f32]) -> anyhow::Result<()> {
+    pub(super) fn matvec(
+        &self,
+        x: &[f32],
+        scratch: &mut QuantVector,
+        out: &mut [f32],
+    ) -> anyhow::Result<()> {
         let mut start = 0;
         for weight in &self.weights {
             let rows = weight.rows();

@@ -57,7 +57,11 @@ pub(super) fn cannot_ask(id: &str, reason: &str) -> String {
 }
 
 /// The form that asks a person to approve a call.
-pub(super) fn approval_form(id: &str, reason: &str, input: &Value) -> Result<ElicitRequestParams, String> {
+pub(super) fn approval_form(
+    id: &str,
+    reason: &str,
+    input: &Value,
+) -> Result<ElicitRequestParams, String> {
     let schema = serde_json::from_value(json!({
         "type": "object",
         "properties": {

@@ -21,7 +21,7 @@ mod fixtures;
 mod report;
 
 use checks::check_state;
-pub(crate) use checks::{check_answer, numbers_in};
+pub(crate) use checks::check_answer;
 use fixtures::{FileServer, fixture_port};
 pub(crate) use report::summary;
 
@@ -710,7 +710,7 @@ impl Events {
 
 #[cfg(test)]
 mod tests {
-    use super::checks::{number_matches, weekday_problem};
+    use super::checks::{number_matches, numbers_in, weekday_problem};
     use super::*;
 
     #[test]

@@ -20,6 +20,7 @@ use crate::runtime::TAKEN_OVER_TOOL_ERROR;
 use crate::state::State;
 use crate::tool::{Approval, ToolContext};
 
+/// The id of classic mode.
 pub const CLASSIC_MODE: &str = "classic";
 /// The text output a prompt ends with when it used up its rounds.
 pub const MAX_ROUNDS_MESSAGE: &str = "Exceeded maximum number of rounds";
@@ -72,6 +73,7 @@ enum Progress {
 }
 
 impl ClassicExecutor {
+    /// An executor for the prompt `options` asks for, or for the one it resumes.
     pub fn new(options: ExecutorCreateOptions) -> Self {
         let prompt = options.prompt.resume_prompt.clone().unwrap_or_else(|| {
             Prompt::new(

@@ -18,7 +18,9 @@ pub struct Config {
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelPrice {
+    /// The price of a million input tokens.
     pub input: f64,
+    /// The price of a million output tokens.
     pub output: f64,
 }
 
@@ -72,6 +74,7 @@ impl Prices {
             .map(|price| price.cost(input_tokens, output_tokens))
     }
 
+    /// True when no model has a price.
     pub fn is_empty(&self) -> bool {
         self.models.is_empty()
     }
@@ -96,6 +99,7 @@ impl Default for RuntimeLimits {
 }
 
 impl Config {
+    /// The config held in a JSON object; any other value gives an empty config.
     pub fn from_value(value: Value) -> Self {
         match value {
             Value::Object(root) => Self { root, origin: None },
@@ -170,6 +174,7 @@ impl Config {
         }
     }
 
+    /// A top-level key's value.
     pub fn get(&self, key: &str) -> Option<&Value> {
         self.root.get(key)
     }
@@ -226,6 +231,7 @@ impl Config {
         Ok(Prices { models })
     }
 
+    /// The runtime's limits: the `toolResultLimit` and `maxRounds` keys, else their defaults.
     pub fn limits(&self) -> RuntimeLimits {
         let defaults = RuntimeLimits::default();
         let number = |key: &str| self.root.get(key).and_then(Value::as_u64);

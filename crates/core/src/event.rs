@@ -17,8 +17,11 @@ use crate::prompt::{PromptOutput, PromptUsage};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Event {
+    /// Its place in publication order; with a relay, the shared log's id.
     pub seq: u64,
+    /// The user the event is for.
     pub user_id: String,
+    /// What happened.
     #[serde(flatten)]
     pub payload: EventPayload,
 }
@@ -26,65 +29,100 @@ pub struct Event {
 /// A tool's count of its progress: `progress` of `total` (when it knows the total).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct StreamProgress {
+    /// How far the call is, in the tool's own units.
     pub progress: f64,
+    /// What `progress` counts up to, when the tool knows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total: Option<f64>,
 }
 
+/// What an event says: its JSON `type` is [`EventPayload::name`], its fields are under `data`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", content = "data")]
 pub enum EventPayload {
+    /// A prompt was created.
     #[serde(rename = "prompt.created", rename_all = "camelCase")]
     PromptCreated {
+        /// The prompt's id.
         prompt_id: String,
+        /// The mode that runs it.
         mode: String,
+        /// The conversation it belongs to, if any.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         conversation_id: Option<String>,
     },
     /// An output was added or changed (a tool output is published again when its result arrives).
     #[serde(rename = "prompt.output", rename_all = "camelCase")]
     PromptOutput {
+        /// The prompt's id.
         prompt_id: String,
+        /// The output as it now stands.
         output: PromptOutput,
     },
     /// Text as it is produced: the model's reply, or a running tool's live output (then
     /// `tool_call_id` names the call, and clients may show it apart from the reply).
     #[serde(rename = "prompt.stream", rename_all = "camelCase")]
     PromptStream {
+        /// The prompt's id.
         prompt_id: String,
+        /// The new text.
         delta: String,
+        /// The tool call whose live output this is; absent for the model's reply.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tool_call_id: Option<String>,
         /// How far the tool call is, when its tool counts (an MCP server's progress).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         progress: Option<StreamProgress>,
     },
+    /// A tool call waits for a person's decision.
     #[serde(rename = "prompt.approval-requested", rename_all = "camelCase")]
     ApprovalRequested {
+        /// The prompt's id.
         prompt_id: String,
+        /// The call that waits.
         tool_call_id: String,
+        /// The dotted id of its tool.
         tool_name: String,
+        /// The call's input.
         input: Value,
+        /// Why it needs approval.
         reason: String,
     },
+    /// The prompt completed.
     #[serde(rename = "prompt.completed", rename_all = "camelCase")]
     PromptCompleted {
+        /// The prompt's id.
         prompt_id: String,
+        /// Its whole timeline.
         output: Vec<PromptOutput>,
+        /// What it spent.
         usage: PromptUsage,
     },
+    /// The prompt failed; its outputs are kept.
     #[serde(rename = "prompt.error", rename_all = "camelCase")]
-    PromptError { prompt_id: String, error: String },
+    PromptError {
+        /// The prompt's id.
+        prompt_id: String,
+        /// Why it failed.
+        error: String,
+    },
     /// Someone stopped the prompt: `output` is its timeline as it stands, tool calls that were
     /// running or waiting closed as errors.
     #[serde(rename = "prompt.cancelled", rename_all = "camelCase")]
     PromptCancelled {
+        /// The prompt's id.
         prompt_id: String,
+        /// Its timeline as it ended.
         output: Vec<PromptOutput>,
+        /// What it spent until then.
         usage: PromptUsage,
     },
+    /// A conversation changed.
     #[serde(rename = "conversation.updated", rename_all = "camelCase")]
-    ConversationUpdated { conversation_id: String },
+    ConversationUpdated {
+        /// The conversation's id.
+        conversation_id: String,
+    },
 }
 
 impl EventPayload {
@@ -120,6 +158,7 @@ impl EventPayload {
 /// What a subscriber gets from [`EventSubscription::next`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Received {
+    /// The next event.
     Event(Arc<Event>),
     /// The subscriber fell behind and this many events were dropped for it.
     Lagged(u64),

@@ -3,6 +3,7 @@
 //!
 //! Nothing here talks HTTP, opens a database or embeds a JavaScript engine; those live in
 //! the crates around this one (see `docs/architecture.md`).
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod classic;

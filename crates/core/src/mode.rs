@@ -16,14 +16,19 @@ use crate::state::State;
 /// Runs one prompt. Every mode writes the same timeline shapes and publishes the same events.
 #[async_trait]
 pub trait PromptExecutor: Send + Sync {
+    /// The prompt as it stands.
     fn prompt(&self) -> &Prompt;
+    /// The prompt's id.
     fn id(&self) -> &str {
         &self.prompt().id
     }
+    /// The user the prompt belongs to.
     fn user_id(&self) -> &str {
         &self.prompt().user_id
     }
+    /// The state the prompt's tools read and write.
     fn state(&self) -> &State;
+    /// What the prompt has spent so far.
     fn usage(&self) -> &PromptUsage {
         &self.prompt().usage
     }
@@ -49,6 +54,7 @@ pub enum Verdict {
     Approve,
     /// The call fails with `Rejected by user: <reason>`, kind `rejected`.
     Reject {
+        /// Why, in the person's words, when they gave a reason.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
@@ -89,12 +95,16 @@ pub fn rejection_error(reason: Option<&str>) -> String {
     format!("Rejected by user: {reason}")
 }
 
+/// Why an executor could not run a prompt or apply a decision.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ExecutorError {
+    /// The named tool call is not waiting for approval.
     #[error("no tool call \"{0}\" is waiting for approval")]
     NotWaiting(String),
+    /// The prompt is in a state it cannot run from (named, e.g. `completed`).
     #[error("prompt is {0} and cannot run")]
     NotRunnable(&'static str),
+    /// Anything else, such as a checkpoint that could not be saved.
     #[error("{0}")]
     Internal(String),
 }
@@ -113,6 +123,8 @@ pub enum PromptChange {
 /// only what changed, so a checkpoint costs the same however long the timeline is.
 #[async_trait]
 pub trait PromptCheckpoint: Send + Sync {
+    /// Saves `prompt`; `change` says what changed since the last save. On an error the
+    /// executor stops, and nothing of the change is published.
     async fn save(&self, prompt: &Prompt, change: PromptChange) -> anyhow::Result<()>;
     /// Appends an entry to the prompt's journal, durably: what a mode needs besides the
     /// timeline to resume the prompt in another process (code mode keeps its scripts' seeds,
@@ -134,6 +146,7 @@ pub trait PromptCheckpoint: Send + Sync {
 /// What a mode gets to create an executor.
 #[derive(Clone)]
 pub struct ExecutorCreateOptions {
+    /// The runtime's services.
     pub services: Arc<Services>,
     /// The mode that runs the prompt: `prompt.mode`, else the resumed prompt's, else
     /// `classic`.
@@ -154,9 +167,12 @@ impl std::fmt::Debug for ExecutorCreateOptions {
 
 /// A way of running prompts, registered under a unique id.
 pub trait ExecutionModeFactory: Send + Sync {
+    /// The id prompts name the mode by, e.g. `classic`; unique within a runtime.
     fn id(&self) -> &str;
     /// A human-readable name, e.g. `Classic (text + tools)`.
     fn name(&self) -> &str;
+    /// An executor for one prompt, new or resumed (`options.prompt.resume_prompt`); it does
+    /// not run until it is asked to.
     fn create_executor(&self, options: ExecutorCreateOptions) -> Box<dyn PromptExecutor>;
     /// Whether a prompt of this mode that waits for approval can be resumed from its stored
     /// timeline after the process restarts. Modes whose running state lives only in memory
@@ -178,13 +194,18 @@ impl std::fmt::Debug for ExecutionModeService {
     }
 }
 
+/// Why the mode registry refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ModeError {
+    /// Two modes were registered under this id.
     #[error("execution mode \"{0}\" is registered twice")]
     Duplicate(String),
+    /// No mode is registered under this id.
     #[error("unknown execution mode \"{mode}\"; registered modes: {}", registered.join(", "))]
     Unknown {
+        /// The id asked for.
         mode: String,
+        /// The ids of the registered modes, sorted.
         registered: Vec<String>,
     },
 }
@@ -200,6 +221,7 @@ impl ExecutionModeService {
         Ok(())
     }
 
+    /// The mode registered under `id`; for an unknown id, an error naming the registered ones.
     pub fn get(&self, id: &str) -> Result<&Arc<dyn ExecutionModeFactory>, ModeError> {
         self.modes.get(id).ok_or_else(|| ModeError::Unknown {
             mode: id.to_owned(),
@@ -212,6 +234,7 @@ impl ExecutionModeService {
         self.modes.values().cloned().collect()
     }
 
+    /// The ids of the registered modes, sorted.
     pub fn ids(&self) -> Vec<String> {
         self.modes.keys().cloned().collect()
     }

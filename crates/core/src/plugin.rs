@@ -18,8 +18,11 @@ use crate::runtime::Services;
 use crate::state::State;
 use crate::tool::Tool;
 
+/// A bundle of tools, context, modes, providers and services. A plugin implements the
+/// hooks it needs; the defaults add nothing.
 #[async_trait]
 pub trait Plugin: Send + Sync {
+    /// Unique among a runtime's plugins; it also names the plugin's config section.
     fn id(&self) -> &str;
     /// JSON Schema of this plugin's config section.
     fn config_schema(&self) -> Value {
@@ -49,7 +52,9 @@ pub trait Plugin: Send + Sync {
 /// constructor.
 #[derive(Debug)]
 pub struct PluginRegistration {
+    /// The plugin's id, the same as the created plugin's `id()`.
     pub id: &'static str,
+    /// Builds the plugin, once for each runtime that includes the registered plugins.
     pub create: fn() -> Arc<dyn Plugin>,
 }
 
@@ -106,9 +111,13 @@ pub fn registered_plugins() -> Vec<&'static PluginRegistration> {
 
 /// What `setup()` may register.
 pub struct SetupContext<'a> {
+    /// The runtime's config.
     pub config: &'a Config,
+    /// The registry to add execution modes to.
     pub modes: &'a mut ExecutionModeService,
+    /// The model providers registered so far; push one to offer it.
     pub providers: &'a mut Vec<ProviderFactory>,
+    /// Services for other plugins, keyed by type.
     pub extensions: &'a mut Extensions,
 }
 
@@ -121,18 +130,28 @@ impl std::fmt::Debug for SetupContext<'_> {
 /// A text the model should know for this prompt, e.g. a memory block or the current date.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ContextItem {
+    /// Its heading (classic mode writes `## <title>` above it in the system prompt).
     pub title: String,
+    /// The text.
     pub content: String,
 }
 
 /// Per-prompt input of `prepare()`, and where it pushes tools and context.
 pub struct PrepareContext {
+    /// The user the prompt belongs to.
     pub user_id: String,
+    /// The prompt's id.
     pub prompt_id: String,
+    /// The mode that runs the prompt.
     pub mode: String,
+    /// The prompt's state, which its tools read and write.
     pub state: State,
+    /// The runtime's services.
     pub services: Arc<Services>,
+    /// Tools offered so far. Offer them with [`PrepareContext::add_tool`], which records the
+    /// plugin that offered each.
     pub tools: Vec<Arc<dyn Tool>>,
+    /// Context items added so far (see [`PrepareContext::add_context`]).
     pub context: Vec<ContextItem>,
     /// The plugin whose `prepare()` is running; tools it pushes are grouped under it.
     pub(crate) current_plugin: String,
@@ -149,12 +168,14 @@ impl std::fmt::Debug for PrepareContext {
 }
 
 impl PrepareContext {
+    /// Offers `tool` to this prompt, as a tool of the plugin that is preparing.
     pub fn add_tool(&mut self, tool: Arc<dyn Tool>) {
         self.tool_owners
             .push((tool.id().to_owned(), self.current_plugin.clone()));
         self.tools.push(tool);
     }
 
+    /// Adds a text the model should know, under the heading `title`.
     pub fn add_context(&mut self, title: &str, content: &str) {
         self.context.push(ContextItem {
             title: title.to_owned(),
@@ -166,7 +187,9 @@ impl PrepareContext {
 /// Everything the plugins contributed to one prompt.
 #[derive(Clone, Default)]
 pub struct Prepared {
+    /// Every tool offered, one per id (the plugin that prepared first keeps an id).
     pub tools: crate::tool::ToolSet,
+    /// Every context item, in the order the plugins added them.
     pub context: Vec<ContextItem>,
     /// Tool id → id of the plugin that contributed it, for grouping in system prompts.
     pub tool_plugins: HashMap<String, String>,
@@ -220,6 +243,7 @@ impl std::fmt::Debug for Extensions {
 }
 
 impl Extensions {
+    /// Adds `value`, replacing any earlier value of type `T`.
     pub fn insert<T: Any + Send + Sync>(&mut self, value: Arc<T>) {
         self.values.insert(TypeId::of::<T>(), value);
     }
@@ -235,6 +259,7 @@ impl Extensions {
         value
     }
 
+    /// The value of type `T`, if there is one.
     pub fn get<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
         self.values
             .get(&TypeId::of::<T>())

@@ -9,19 +9,28 @@ use serde_json::Value;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Prompt {
+    /// Unique id (a UUID).
     pub id: String,
+    /// The user the prompt belongs to; its events are published to them.
     pub user_id: String,
+    /// The class of model that answers.
     #[serde(default)]
     pub model: ModelKind,
+    /// The id of the execution mode that runs it, e.g. `classic`.
     #[serde(default = "default_mode")]
     pub mode: String,
+    /// Whether clients show the prompt in its conversation; the playground hides it when false.
     #[serde(default = "default_visible")]
     pub visible: bool,
+    /// Where the prompt is in its life.
     pub state: PromptState,
+    /// What the user asked; absent for a prompt started without text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<String>,
+    /// The timeline: every output, in the order it was added.
     #[serde(default)]
     pub output: Vec<PromptOutput>,
+    /// What the prompt's model calls spent.
     #[serde(default)]
     pub usage: PromptUsage,
     /// Why the prompt ended `failed` or `interrupted`; absent otherwise.
@@ -78,9 +87,6 @@ impl Prompt {
         })
     }
 
-    /// Gives every tool call still pending (running, or waiting for approval) the error
-    /// result `error`, ended now, so the timeline stays valid for the model; returns the
-    /// indexes of the outputs it changed.
     /// The tool calls that wait for a person's decision: while the prompt is
     /// `waiting_for_approval`, those marked so; for a prompt stored by a release that did not
     /// mark them, every pending call (as that release accepted).
@@ -130,12 +136,15 @@ impl Prompt {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ModelKind {
+    /// The default class.
     #[default]
     Normal,
+    /// The more capable class.
     High,
 }
 
 impl ModelKind {
+    /// The class's name in requests and config: `normal` or `high`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Normal => "normal",
@@ -158,11 +167,15 @@ impl std::str::FromStr for ModelKind {
     }
 }
 
+/// Where a prompt is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PromptState {
+    /// The mode is working on it.
     Running,
+    /// The mode finished its work.
     Completed,
+    /// A tool call waits for a person's decision.
     WaitingForApproval,
     /// A provider or internal error ended the prompt; its outputs are kept.
     Failed,
@@ -173,6 +186,7 @@ pub enum PromptState {
 }
 
 impl PromptState {
+    /// The state's stored name, e.g. `waiting_for_approval`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Running => "running",
@@ -197,12 +211,16 @@ impl PromptState {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum PromptOutput {
+    /// A text: the model's reply, or a message of the mode.
     Text(TextOutput),
+    /// A tool call and its result.
     Tool(ToolOutput),
+    /// A file a tool made for the user.
     File(FileOutput),
 }
 
 impl PromptOutput {
+    /// The output's id, whatever its kind.
     pub fn id(&self) -> &str {
         match self {
             Self::Text(text) => &text.id,
@@ -212,16 +230,22 @@ impl PromptOutput {
     }
 }
 
+/// A text of the timeline.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TextOutput {
+    /// Unique id (a UUID).
     pub id: String,
+    /// The text.
     pub content: String,
+    /// When it began.
     pub start: DateTime<Utc>,
+    /// When it was finished, if known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end: Option<DateTime<Utc>>,
 }
 
+/// A tool call of the timeline, with its result once it has one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolOutput {
@@ -229,9 +253,13 @@ pub struct ToolOutput {
     pub id: String,
     /// The dotted tool id, e.g. `time.now`.
     pub function: String,
+    /// The call's input: the parsed arguments, or their raw text when they are not valid JSON.
     pub input: Value,
+    /// The result; `pending` until the call ends.
     pub result: ToolResult,
+    /// When the call started, or was queued if it has not started yet.
     pub start: DateTime<Utc>,
+    /// When the call ended; absent while it is pending.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end: Option<DateTime<Utc>>,
 }
@@ -273,18 +301,25 @@ pub enum ErrorKind {
     from = "crate::legacy::StoredToolResult"
 )]
 pub enum ToolResult {
+    /// The call ran and returned.
     Success {
+        /// What the tool returned.
         output: Value,
     },
+    /// The call ended without a result.
     Error {
+        /// What went wrong, in words for people and the model.
         error: String,
+        /// Why the call ended so: what code decides by, where `error` is for reading.
         kind: ErrorKind,
         /// The mode's own name for the rule that wrote this error, when one did (code mode:
         /// `repeated`, `unsaid`, …): an identifier that stays the same across releases.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         notice: Option<String>,
     },
+    /// No result yet: the call is queued, running, or waiting for a person.
     Pending {
+        /// What the call waits for, in words (e.g. `running`, or why it needs approval).
         reason: String,
         /// Whether the call waits for a person's decision (approve or reject) right now; not
         /// while it is queued or running. Absent in rows of releases before it existed.
@@ -346,10 +381,12 @@ impl ToolResult {
         }
     }
 
+    /// True while the call has no result yet.
     pub fn is_pending(&self) -> bool {
         matches!(self, Self::Pending { .. })
     }
 
+    /// True while the call waits for a person's decision.
     pub fn is_awaiting_approval(&self) -> bool {
         matches!(
             self,
@@ -361,15 +398,22 @@ impl ToolResult {
     }
 }
 
+/// A file a tool made for the user, shown in the timeline.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FileOutput {
+    /// Unique id (a UUID).
     pub id: String,
+    /// Where the file is, as the user's tools name it.
     pub path: String,
+    /// Its MIME type, e.g. `image/png`.
     pub mime_type: String,
+    /// What the file is, when the tool said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// When it was added.
     pub start: DateTime<Utc>,
+    /// When it was finished, if known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end: Option<DateTime<Utc>>,
 }
@@ -378,9 +422,13 @@ pub struct FileOutput {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PromptUsage {
+    /// Tokens the model read.
     pub input_tokens: u64,
+    /// Tokens the model wrote.
     pub output_tokens: u64,
+    /// All tokens, as the provider counted them.
     pub total_tokens: u64,
+    /// Of the output tokens, those spent reasoning; 0 when the provider does not say.
     #[serde(default)]
     pub reasoning_tokens: u64,
     /// The concrete model name the provider resolved `normal`/`high` to.
@@ -400,6 +448,8 @@ pub struct PromptUsage {
 }
 
 impl PromptUsage {
+    /// Adds `other` to this usage: counts and cost sum, `estimated` spreads, and `other`'s
+    /// model name, when it has one, replaces this one's.
     pub fn add(&mut self, other: &PromptUsage) {
         self.estimated |= other.estimated;
         self.model_calls += other.model_calls;

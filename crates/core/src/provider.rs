@@ -15,12 +15,17 @@ use crate::config::{Config, ModelPrice, Prices};
 use crate::prompt::{ModelKind, PromptUsage};
 use crate::telemetry;
 
+/// Who a [`ChatMessage`] is from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ChatRole {
+    /// The runtime's instructions to the model.
     System,
+    /// The person asking.
     User,
+    /// The model.
     Assistant,
+    /// A tool's result, answering one call.
     Tool,
 }
 
@@ -28,7 +33,9 @@ pub enum ChatRole {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ChatMessage {
+    /// Who it is from.
     pub role: ChatRole,
+    /// Its text.
     pub content: String,
     /// Calls an assistant message made.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -39,15 +46,19 @@ pub struct ChatMessage {
 }
 
 impl ChatMessage {
+    /// A system message.
     pub fn system(content: impl Into<String>) -> Self {
         Self::plain(ChatRole::System, content.into())
     }
+    /// A user message.
     pub fn user(content: impl Into<String>) -> Self {
         Self::plain(ChatRole::User, content.into())
     }
+    /// An assistant message without tool calls.
     pub fn assistant(content: impl Into<String>) -> Self {
         Self::plain(ChatRole::Assistant, content.into())
     }
+    /// A `tool` message: the result of the call `tool_call_id`.
     pub fn tool_result(tool_call_id: &str, content: impl Into<String>) -> Self {
         Self {
             role: ChatRole::Tool,
@@ -70,8 +81,11 @@ impl ChatMessage {
 /// back); `arguments` is the raw JSON text, which may be malformed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolCallRequest {
+    /// The call's id, which the `tool` message with its result names.
     pub id: String,
+    /// The dotted tool id.
     pub name: String,
+    /// The arguments, as raw JSON text.
     pub arguments: String,
 }
 
@@ -105,20 +119,27 @@ pub fn wire_tool_name(id: &str) -> String {
 pub struct ToolSpec {
     /// The dotted tool id.
     pub name: String,
+    /// What the tool does, as the model reads it.
     pub description: String,
     /// Shared with the tool: a request per model call would otherwise copy every schema.
     pub parameters: std::sync::Arc<Value>,
 }
 
+/// One request to a model: the messages, and the tools it may call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelRequest {
+    /// The class of model to answer; the provider resolves it to a name.
     pub model: ModelKind,
+    /// The conversation, in order.
     pub messages: Vec<ChatMessage>,
+    /// The tools the model may call; none when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<ToolSpec>,
+    /// The most tokens the answer may have; `None` leaves it to the provider's config.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
+    /// Texts that end the answer where they appear; the answer stops before them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stop: Vec<String>,
     /// Sample at least this warm, whatever temperature the provider is set to. A caller sets
@@ -136,6 +157,7 @@ pub struct ModelRequest {
 }
 
 impl ModelRequest {
+    /// A request without tools, token limit, stop texts, temperature floor or grammar.
     pub fn new(model: ModelKind, messages: Vec<ChatMessage>) -> Self {
         Self {
             model,
@@ -158,25 +180,37 @@ impl ModelRequest {
 /// One item of a model's streamed answer.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ModelEvent {
+    /// The next piece of the answer's text.
     TextDelta(String),
     /// A complete tool call; providers stitch streamed fragments together first.
     ToolCall(ToolCallRequest),
+    /// Tokens spent; a stream may report several, which are added up.
     Usage(PromptUsage),
     /// Why the model stopped (`stop`, `length`, `tool_calls`, …), as the server said it.
     Finished(String),
 }
 
+/// A provider's answer as it streams in.
 pub type ModelStream = Pin<Box<dyn Stream<Item = Result<ModelEvent, ProviderError>> + Send>>;
 
+/// Why a model call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ProviderError {
     /// The server answered with an error status (after any retries).
     #[error("model provider answered {status}: {message}")]
-    Status { status: u16, message: String },
+    Status {
+        /// The HTTP status.
+        status: u16,
+        /// What the server said.
+        message: String,
+    },
+    /// The server could not be reached.
     #[error("could not reach the model provider: {0}")]
     Connection(String),
+    /// The answer failed while it streamed (a broken or stalled stream, an unreadable chunk).
     #[error("model stream failed: {0}")]
     Stream(String),
+    /// The provider cannot answer as configured, or no provider is configured.
     #[error("model provider is misconfigured: {0}")]
     Config(String),
     /// Any other failure, in the provider's own words (a scripted provider out of turns).
@@ -184,12 +218,15 @@ pub enum ProviderError {
     Other(String),
 }
 
+/// A source of model answers. Concrete providers live in plugin crates, which offer them
+/// through a [`ProviderFactory`].
 #[async_trait]
 pub trait ModelProvider: Send + Sync {
     /// A short name for logs and capabilities, e.g. `openai`.
     fn id(&self) -> &str;
     /// The concrete model name `kind` resolves to.
     fn model_name(&self, kind: ModelKind) -> String;
+    /// Sends one request; the answer comes back as a stream of [`ModelEvent`]s.
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ProviderError>;
 }
 
@@ -201,7 +238,9 @@ pub type CreateProvider =
 /// such as `script:turns.yaml`, and the shared config.
 #[derive(Clone)]
 pub struct ProviderFactory {
+    /// The provider's id: the part before `:` in a provider spec.
     pub id: &'static str,
+    /// Builds the provider (see [`CreateProvider`]).
     pub create: CreateProvider,
     /// Whether the environment or config asks for this provider when none is named.
     pub configured: fn(config: &Config) -> bool,
@@ -220,8 +259,11 @@ impl std::fmt::Debug for ProviderFactory {
 /// A model's whole answer to one request.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ModelResponse {
+    /// The whole text, its deltas joined.
     pub text: String,
+    /// Every tool call, in the order they came.
     pub tool_calls: Vec<ToolCallRequest>,
+    /// What the call spent, with the model's name, and its cost when the model has a price.
     pub usage: PromptUsage,
     /// Why the model stopped, when the provider said.
     pub finish_reason: Option<String>,
@@ -247,6 +289,7 @@ impl std::fmt::Debug for CompletionService {
 }
 
 impl CompletionService {
+    /// A service that sends every request to `provider`, with no prices.
     pub fn new(provider: Arc<dyn ModelProvider>) -> Self {
         Self {
             provider: Some(provider),
@@ -270,6 +313,7 @@ impl CompletionService {
         }
     }
 
+    /// The provider in use; `None` when no model is configured.
     pub fn provider(&self) -> Option<&Arc<dyn ModelProvider>> {
         self.provider.as_ref()
     }

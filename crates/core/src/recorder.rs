@@ -31,6 +31,8 @@ impl std::fmt::Debug for PromptRecorder {
 }
 
 impl PromptRecorder {
+    /// Records `prompt`, publishing through `events` and saving each change through
+    /// `checkpoint` (without one, nothing is saved).
     pub fn new(
         prompt: Prompt,
         events: EventService,
@@ -43,6 +45,7 @@ impl PromptRecorder {
         }
     }
 
+    /// The prompt as recorded so far.
     pub fn prompt(&self) -> &Prompt {
         &self.prompt
     }
@@ -94,6 +97,8 @@ impl PromptRecorder {
         Ok(())
     }
 
+    /// Adds a finished text output whose deltas were already streamed: only `prompt.output`
+    /// is published (see [`Self::push_unstreamed_text`]).
     pub async fn push_text(&mut self, content: &str) -> Result<(), ExecutorError> {
         let now = Utc::now();
         self.push(PromptOutput::Text(TextOutput {
@@ -184,6 +189,7 @@ impl PromptRecorder {
         Ok(())
     }
 
+    /// Adds a file output.
     pub async fn push_file(&mut self, file: FileOutput) -> Result<(), ExecutorError> {
         self.push(PromptOutput::File(file)).await
     }
@@ -246,10 +252,12 @@ impl PromptRecorder {
         Ok(())
     }
 
+    /// Adds a model call's usage to the prompt's; it is saved with the next change.
     pub fn add_usage(&mut self, usage: &PromptUsage) {
         self.prompt.usage.add(usage);
     }
 
+    /// Ends the prompt as `completed` and publishes `prompt.completed`.
     pub async fn complete(&mut self) -> Result<(), ExecutorError> {
         self.prompt.state = PromptState::Completed;
         self.save(PromptChange::Prompt).await?;

@@ -11,20 +11,24 @@ pub struct State {
 }
 
 impl State {
+    /// A state holding `values`.
     pub fn from_map(values: Map<String, Value>) -> Self {
         Self {
             values: Arc::new(Mutex::new(values)),
         }
     }
 
+    /// A copy of the value at `key`.
     pub fn get(&self, key: &str) -> Option<Value> {
         self.lock().get(key).cloned()
     }
 
+    /// Sets `key` to `value`; every clone sees it.
     pub fn set(&self, key: &str, value: Value) {
         self.lock().insert(key.to_owned(), value);
     }
 
+    /// Removes `key`, returning its value.
     pub fn remove(&self, key: &str) -> Option<Value> {
         self.lock().remove(key)
     }

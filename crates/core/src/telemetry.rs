@@ -80,6 +80,7 @@ pub fn set_record_payloads(on: bool) {
     RECORD_PAYLOADS.store(on, Ordering::Relaxed);
 }
 
+/// Whether spans carry payloads (see [`set_record_payloads`]).
 pub fn record_payloads() -> bool {
     RECORD_PAYLOADS.load(Ordering::Relaxed)
 }

@@ -32,7 +32,9 @@ pub use set::ToolSet;
 pub trait Tool: Send + Sync {
     /// Dotted id, e.g. `time.now`; the part before the first dot names the plugin.
     fn id(&self) -> &str;
+    /// What the tool does, as the model reads it.
     fn description(&self) -> &str;
+    /// JSON Schema of the tool's input.
     fn input_schema(&self) -> &Value;
     /// [`Tool::input_schema`] as offered to a model ([`offered_schema`]), shared, for
     /// requests that offer the tool. The default makes it afresh; [`define_tool`]'s tools share
@@ -40,6 +42,7 @@ pub trait Tool: Send + Sync {
     fn shared_input_schema(&self) -> Arc<Value> {
         Arc::new(offered_schema(self.input_schema()))
     }
+    /// JSON Schema of the tool's output, when it has one.
     fn output_schema(&self) -> Option<&Value> {
         None
     }
@@ -75,22 +78,43 @@ pub trait Tool: Send + Sync {
     async fn invoke(&self, context: ToolContext, input: Value) -> Result<Value, ToolError>;
 }
 
+/// Whether a tool call needs a person's approval before it runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Approval {
+    /// It runs without asking.
     NotRequired,
-    Required { reason: String },
+    /// It waits for a person's decision.
+    Required {
+        /// Why, as the person is shown it.
+        reason: String,
+    },
 }
 
+/// Why a tool call failed; its words are what the model reads.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ToolError {
+    /// No tool of the set has this id.
     #[error("unknown tool \"{0}\"")]
     UnknownTool(String),
+    /// The input does not fit the tool's schema or input type.
     #[error("invalid input for {tool}: {message}")]
-    InvalidInput { tool: String, message: String },
+    InvalidInput {
+        /// The tool's id.
+        tool: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The tool ran and failed.
     #[error("{0}")]
     Failed(String),
+    /// The tool panicked; the panic was caught.
     #[error("tool \"{tool}\" panicked: {message}")]
-    Panicked { tool: String, message: String },
+    Panicked {
+        /// The tool's id.
+        tool: String,
+        /// The panic's message.
+        message: String,
+    },
 }
 
 impl ToolError {
@@ -109,9 +133,13 @@ impl From<anyhow::Error> for ToolError {
 /// What a tool gets besides its input.
 #[derive(Clone)]
 pub struct ToolContext {
+    /// The user on whose behalf the tool runs.
     pub user_id: String,
+    /// The prompt that made the call, or a stand-in id for a call made outside one.
     pub prompt_id: String,
+    /// The state the tool may read and write.
     pub state: State,
+    /// The runtime's services.
     pub services: Arc<Services>,
     /// The call being run, when it came from a prompt's timeline.
     pub tool_call_id: Option<String>,
@@ -152,6 +180,8 @@ impl std::fmt::Debug for ToolContext {
 }
 
 impl ToolContext {
+    /// A context without a call id or an approver (see [`ToolContext::for_call`] and
+    /// [`ToolContext::with_approver`]).
     pub fn new(user_id: &str, prompt_id: &str, state: State, services: Arc<Services>) -> Self {
         Self {
             user_id: user_id.to_owned(),
@@ -321,7 +351,9 @@ pub fn plain_input_advice(id: &str, input: &Value, schema: &Value) -> String {
 /// A field whose value is a database-style query operator (`amount: {"$gt": 30000}`).
 #[derive(Debug, Clone, Copy)]
 pub struct QueryOperator<'a> {
+    /// The field's name.
     pub field: &'a str,
+    /// Its value, the operator object (`{"$gt": 30000}`).
     pub value: &'a Value,
     /// The comparison it stands for in code (`>`) and its operand, for the usual six.
     pub comparison: Option<(&'static str, &'a Value)>,
@@ -357,6 +389,8 @@ pub fn query_operator(input: &Value) -> Option<QueryOperator<'_>> {
 pub struct InputValidator(Result<Arc<jsonschema::Validator>, String>);
 
 impl InputValidator {
+    /// Compiles `schema`. A schema that does not compile is kept as such, and every input
+    /// checked against it is refused, saying why.
     pub fn compile(schema: &Value) -> Self {
         Self(
             jsonschema::validator_for(schema)
@@ -531,6 +565,7 @@ impl FnTool {
         self
     }
 
+    /// The tool as an `Arc<dyn Tool>`, as [`crate::PrepareContext::add_tool`] takes it.
     pub fn into_arc(self) -> Arc<dyn Tool> {
         Arc::new(self)
     }

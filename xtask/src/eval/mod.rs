@@ -20,8 +20,8 @@ mod checks;
 mod fixtures;
 mod report;
 
-use checks::check_state;
 pub(crate) use checks::check_answer;
+use checks::check_state;
 use fixtures::{FileServer, fixture_port};
 pub(crate) use report::summary;
 

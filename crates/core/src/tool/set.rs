@@ -98,14 +98,17 @@ impl ToolSet {
         self.tools.values().map(|prepared| &prepared.tool)
     }
 
+    /// The tool with this id.
     pub fn get(&self, id: &str) -> Option<&Arc<dyn Tool>> {
         self.tools.get(id).map(|prepared| &prepared.tool)
     }
 
+    /// How many tools the set holds.
     pub fn len(&self) -> usize {
         self.tools.len()
     }
 
+    /// True when the set holds no tools.
     pub fn is_empty(&self) -> bool {
         self.tools.is_empty()
     }

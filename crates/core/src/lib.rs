@@ -6,29 +6,20 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
-pub mod classic;
-pub mod config;
-pub mod event;
-pub mod history;
-mod legacy;
-pub mod mode;
-pub mod plugin;
-pub mod prompt;
-pub mod provider;
-pub mod recorder;
+mod contract;
 pub mod runtime;
-pub mod state;
 pub mod telemetry;
-pub mod text_calls;
-pub mod tokens;
-pub mod tool;
 pub mod typescript;
+
+pub use contract::{config, event, mode, plugin, prompt, provider, services, state, tokens, tool};
+pub use runtime::executor::ExecutorBase;
+pub use runtime::{classic, history, recorder, text_calls};
 
 pub use config::Config;
 pub use event::{Event, EventPayload, EventService, EventSubscription, Received, StreamProgress};
 pub use mode::{
     ExecutionModeFactory, ExecutionModeService, ExecutorCreateOptions, ExecutorError, PromptChange,
-    PromptCheckpoint, PromptExecutor, Verdict,
+    PromptCheckpoint, PromptExecutor, PromptOptions, Verdict,
 };
 pub use plugin::{
     ContextItem, Extensions, Plugin, PluginRegistration, PrepareContext, Prepared, ProviderPlugin,
@@ -44,10 +35,10 @@ pub use provider::{
 };
 pub use recorder::PromptRecorder;
 pub use runtime::{
-    CANCELLED_TOOL_ERROR, Capabilities, ExecutorHandle, INTERRUPTED_TOOL_ERROR, LEFT_OUT_PLUGINS,
-    ModeInfo, ModelNames, PromptOptions, PromptService, PromptServiceError, Runtime,
-    RuntimeBuilder, Services, TAKEN_OVER_TOOL_ERROR, close_cancelled,
+    CANCELLED_TOOL_ERROR, ExecutorHandle, INTERRUPTED_TOOL_ERROR, PromptService,
+    PromptServiceError, Runtime, RuntimeBuilder, TAKEN_OVER_TOOL_ERROR, close_cancelled,
 };
+pub use services::{Capabilities, LEFT_OUT_PLUGINS, ModeInfo, ModelNames, Services};
 pub use state::State;
 pub use tool::{
     Approval, Approver, FnTool, InputValidator, ScriptNames, Tool, ToolContext, ToolError, ToolSet,

@@ -3,42 +3,6 @@
 
 use super::*;
 
-/// What a caller gives to start a prompt.
-#[derive(Clone, Default)]
-pub struct PromptOptions {
-    /// The user the prompt belongs to.
-    pub user_id: String,
-    /// What the user asked, if anything.
-    pub input: Option<String>,
-    /// The class of model to answer.
-    pub model: ModelKind,
-    /// `classic` when absent.
-    pub mode: Option<String>,
-    /// Earlier prompts the model sees before this one, oldest first.
-    pub history: Vec<Prompt>,
-    /// The state the prompt's tools read and write, e.g. its conversation's.
-    pub state: State,
-    /// The most model rounds the prompt may take; `None` leaves it to the mode (classic:
-    /// the config's `maxRounds`).
-    pub max_rounds: Option<u32>,
-    /// A stored prompt to go on with instead of a new one; its timeline is kept.
-    pub resume_prompt: Option<Prompt>,
-    /// Where each change to the prompt is saved; `None` keeps it in memory only.
-    pub checkpoint: Option<Arc<dyn PromptCheckpoint>>,
-    /// The conversation the prompt belongs to, if any; named in `prompt.created` and in the
-    /// prompt's spans.
-    pub conversation_id: Option<String>,
-}
-
-impl std::fmt::Debug for PromptOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PromptOptions")
-            .field("user_id", &self.user_id)
-            .field("mode", &self.mode)
-            .finish_non_exhaustive()
-    }
-}
-
 /// What [`PromptService`] asks of an executor.
 enum Step<'a> {
     Run,

@@ -58,7 +58,8 @@ impl CodeExecutor {
                 }
                 _ => Decision::Allowed,
             };
-            self.recorder
+            self.base
+                .recorder
                 .start_tool(&id, &call.tool, call.input.clone(), "running")
                 .await?;
             batch.calls.push(BatchCall {
@@ -77,12 +78,12 @@ impl CodeExecutor {
         batch: &Batch,
         prepared: &Prepared,
     ) -> Result<HostReply, ExecutorError> {
-        let prompt = self.recorder.prompt();
+        let prompt = self.base.recorder.prompt();
         let context = ToolContext::new(
             &prompt.user_id,
             &prompt.id,
-            self.options.prompt.state.clone(),
-            self.options.services.clone(),
+            self.base.options.prompt.state.clone(),
+            self.base.options.services.clone(),
         );
         let runs = batch.calls.iter().map(|call| {
             let context = context.for_call(&call.id);
@@ -107,18 +108,18 @@ impl CodeExecutor {
                 Err(error) => ToolResult::failed(error.clone()),
             };
             if !matches!(call.decision, Decision::Rejected(_) | Decision::Recorded(_)) {
-                self.recorder.finish_tool(&call.id, result).await?;
+                self.base.recorder.finish_tool(&call.id, result).await?;
             }
         }
         for file in context.take_files() {
-            self.recorder.push_file(file).await?;
+            self.base.recorder.push_file(file).await?;
         }
         Ok(calls_reply(batch.parallel, results))
     }
 
     /// The id of the call waiting for a decision, if the prompt is waiting.
     pub(super) fn waiting_call(&mut self) -> Option<&mut BatchCall> {
-        if self.recorder.prompt().state != PromptState::WaitingForApproval {
+        if self.base.recorder.prompt().state != PromptState::WaitingForApproval {
             return None;
         }
         self.active

@@ -18,10 +18,11 @@ impl CodeExecutor {
         let (prepared, bindings) = match self.prepared().await {
             Ok(prepared) => prepared,
             Err(error) => {
-                self.recorder
+                self.base
+                    .recorder
                     .fail(&format!("preparing the prompt failed: {error:#}"))
                     .await?;
-                return Ok(self.recorder.prompt().clone());
+                return Ok(self.base.recorder.prompt().clone());
             }
         };
         if self.active.is_none() {
@@ -31,10 +32,10 @@ impl CodeExecutor {
             if let Some(active) = self.active.take() {
                 let Some((active, outcome)) = self.run_active(active, &prepared, &bindings).await?
                 else {
-                    return Ok(self.recorder.prompt().clone());
+                    return Ok(self.base.recorder.prompt().clone());
                 };
                 if self.finish_iteration(active, outcome).await? {
-                    return Ok(self.recorder.prompt().clone());
+                    return Ok(self.base.recorder.prompt().clone());
                 }
             }
             if self.iterations >= self.max_iterations {
@@ -48,17 +49,17 @@ impl CodeExecutor {
                     "Stopped: reached the maximum of {} code iterations without finishing.",
                     self.max_iterations
                 );
-                self.recorder.push_unstreamed_text(&message).await?;
-                self.recorder.complete().await?;
-                return Ok(self.recorder.prompt().clone());
+                self.base.recorder.push_unstreamed_text(&message).await?;
+                self.base.recorder.complete().await?;
+                return Ok(self.base.recorder.prompt().clone());
             }
             self.iterations += 1;
             let request = self.request(&prepared, &bindings);
             let reply = match self.ask(request).await {
                 Ok(reply) => reply,
                 Err(error) => {
-                    self.recorder.fail(&error.to_string()).await?;
-                    return Ok(self.recorder.prompt().clone());
+                    self.base.recorder.fail(&error.to_string()).await?;
+                    return Ok(self.base.recorder.prompt().clone());
                 }
             };
             let last_error = self.timeline().last_execution_error();
@@ -76,7 +77,8 @@ impl CodeExecutor {
                     Notice::NotAProgram.result(hint)
                 };
                 let id = new_call_id();
-                self.recorder
+                self.base
+                    .recorder
                     .push_finished_tool(
                         &id,
                         CODE_EXECUTE,
@@ -91,12 +93,13 @@ impl CodeExecutor {
                     .answer_without_code("you kept replying without code")
                     .await?;
                 if !answered {
-                    self.recorder
+                    self.base
+                        .recorder
                         .push_unstreamed_text("Stopped: the model did not reply with code.")
                         .await?;
                 }
-                self.recorder.complete().await?;
-                return Ok(self.recorder.prompt().clone());
+                self.base.recorder.complete().await?;
+                return Ok(self.base.recorder.prompt().clone());
             }
             let (code, path) = extract_code(&reply.text);
             let earlier = self.timeline().earlier_iteration_with(&code);
@@ -109,7 +112,8 @@ impl CodeExecutor {
             });
             let earlier = if rerun { None } else { earlier };
             let code_output_id = new_call_id();
-            self.recorder
+            self.base
+                .recorder
                 .start_tool(
                     &code_output_id,
                     CODE_EXECUTE,
@@ -129,7 +133,8 @@ impl CodeExecutor {
                     LastRun::Failed(error) => crate::rules::repeated::after_failure(number, &error),
                     LastRun::Noted(note) => crate::rules::repeated::after_note(number, &note),
                 };
-                self.recorder
+                self.base
+                    .recorder
                     .finish_tool(&code_output_id, Notice::Repeated.result(error))
                     .await?;
                 continue;
@@ -140,7 +145,8 @@ impl CodeExecutor {
                 // Stuck on a program that failed, with nothing fetched yet to answer from: a
                 // plain answer could only guess. The model is asked once more in a request
                 // without its earlier programs, which a small model otherwise copies back.
-                self.recorder
+                self.base
+                    .recorder
                     .finish_tool(
                         &code_output_id,
                         Notice::Afresh.result(format!(
@@ -155,7 +161,8 @@ impl CodeExecutor {
                 // A model that sends the same code again is stuck (greedy decoding of a small
                 // model copies its last turn): running it would give the same result, and
                 // asking again would give the same code, so it is asked for a plain answer.
-                self.recorder
+                self.base
+                    .recorder
                     .finish_tool(
                         &code_output_id,
                         Notice::Stuck.result(format!(
@@ -170,14 +177,15 @@ impl CodeExecutor {
                     ))
                     .await?;
                 if !answered {
-                    self.recorder
+                    self.base
+                        .recorder
                         .push_unstreamed_text(
                             "Stopped: the model repeated its code without finishing.",
                         )
                         .await?;
                 }
-                self.recorder.complete().await?;
-                return Ok(self.recorder.prompt().clone());
+                self.base.recorder.complete().await?;
+                return Ok(self.base.recorder.prompt().clone());
             }
             // What the script reads besides its code and its tools' answers is journaled
             // first, so that another process can replay it.
@@ -214,7 +222,7 @@ impl CodeExecutor {
         // A fresh request: the user's message and what the tools returned, without the
         // programs and their errors. Shown the whole turn, small models paraphrased the last
         // error instead of answering from the data they had fetched.
-        let prompt = self.recorder.prompt();
+        let prompt = self.base.recorder.prompt();
         let digest = crate::prompt::results_digest(&prompt.output);
         // The last error a program ran into, not a notice about a reply that was not run.
         let last_error = self
@@ -237,7 +245,7 @@ impl CodeExecutor {
         let mut messages = vec![ChatMessage::system(
             crate::prompt::ANSWER_FROM_RESULTS.to_owned(),
         )];
-        messages.extend(history_messages(&self.options.prompt.history));
+        messages.extend(history_messages(&self.base.options.prompt.history));
         messages.push(ChatMessage::user(message));
         let request = ModelRequest::new(prompt.model, messages);
         let reply = match self.ask(request).await {
@@ -251,7 +259,7 @@ impl CodeExecutor {
         if answer.is_empty() {
             return Ok(false);
         }
-        self.recorder.push_unstreamed_text(answer).await?;
+        self.base.recorder.push_unstreamed_text(answer).await?;
         Ok(true)
     }
 }

@@ -53,7 +53,7 @@ impl CodeExecutor {
             .shared
             .sandbox
             .start_with_wall_time(
-                Some(&self.options.prompt.user_id),
+                Some(&self.base.options.prompt.user_id),
                 ExecuteRequest {
                     code,
                     tools: bindings.to_vec(),
@@ -121,14 +121,16 @@ impl CodeExecutor {
                     let (id, reason) = (call.id.clone(), reason.clone());
                     active.execution.pause_clock();
                     // A restored script reaches the call it waited at: already asked.
-                    let asked = self.recorder.prompt().state == PromptState::WaitingForApproval
+                    let asked = self.base.recorder.prompt().state
+                        == PromptState::WaitingForApproval
                         && self
+                            .base
                             .recorder
                             .prompt()
                             .tool_output(&id)
                             .is_some_and(|tool| tool.result.is_awaiting_approval());
                     if !asked {
-                        self.recorder.request_approval(&id, &reason).await?;
+                        self.base.recorder.request_approval(&id, &reason).await?;
                     }
                     return Ok(Progress::Paused);
                 }
@@ -187,7 +189,7 @@ impl CodeExecutor {
                         }
                         continue;
                     }
-                    self.recorder.push_unstreamed_text(&text).await?;
+                    self.base.recorder.push_unstreamed_text(&text).await?;
                 }
                 SandboxEvent::Log(text) => active.logs.push(text),
                 SandboxEvent::Finished(outcome) => return Ok(Progress::Finished(outcome)),
@@ -214,6 +216,7 @@ impl CodeExecutor {
         let prose = active.path == CodePath::Plain
             && matches!(&outcome.result, Err(error) if error.kind == ScriptErrorKind::Syntax)
             && self
+                .base
                 .recorder
                 .prompt()
                 .tool_output(&active.code_output_id)
@@ -242,6 +245,7 @@ impl CodeExecutor {
         }
         if path == CodePath::Prose {
             let mut answer = self
+                .base
                 .recorder
                 .prompt()
                 .tool_output(&active.code_output_id)
@@ -265,7 +269,8 @@ impl CodeExecutor {
                 }
                 answer = format!("{}\n\n{}", answer.trim_end(), cap_text(&found, 4_000));
             }
-            self.recorder
+            self.base
+                .recorder
                 .finish_tool(
                     &active.code_output_id,
                     ToolResult::Success {
@@ -273,21 +278,23 @@ impl CodeExecutor {
                     },
                 )
                 .await?;
-            self.recorder.push_unstreamed_text(&answer).await?;
-            self.recorder.complete().await?;
+            self.base.recorder.push_unstreamed_text(&answer).await?;
+            self.base.recorder.complete().await?;
             return Ok(true);
         }
         if let Err(error) = &outcome.result
             && error.kind == ScriptErrorKind::Unavailable
         {
             // The model cannot fix a missing sandbox; asking it again only spends tokens.
-            self.recorder
+            self.base
+                .recorder
                 .finish_tool(
                     &active.code_output_id,
                     ToolResult::failed(error.message.clone()),
                 )
                 .await?;
-            self.recorder
+            self.base
+                .recorder
                 .fail(&format!("code mode is unavailable: {}", error.message))
                 .await?;
             return Ok(true);
@@ -321,6 +328,7 @@ impl CodeExecutor {
             && !self.timeline().showed_text(&active.code_output_id)
         {
             let code = self
+                .base
                 .recorder
                 .prompt()
                 .tool_output(&active.code_output_id)
@@ -350,7 +358,8 @@ impl CodeExecutor {
                 if let Some(complete) = &outcome.complete {
                     output["complete"] = complete.clone();
                 }
-                self.recorder
+                self.base
+                    .recorder
                     .finish_tool(&active.code_output_id, ToolResult::Success { output })
                     .await?;
             }
@@ -376,6 +385,7 @@ impl CodeExecutor {
                     text.push('\n');
                     text.push_str(&note);
                 } else if let Some(note) = self
+                    .base
                     .recorder
                     .prompt()
                     .tool_output(&active.code_output_id)
@@ -388,21 +398,23 @@ impl CodeExecutor {
                     text.push('\n');
                     text.push_str(&note);
                 }
-                self.recorder
+                self.base
+                    .recorder
                     .finish_tool(&active.code_output_id, ToolResult::failed(text))
                     .await?;
             }
         }
         if let Some(response) = response {
-            self.recorder.push_unstreamed_text(&response).await?;
+            self.base.recorder.push_unstreamed_text(&response).await?;
         }
         if outcome.done {
             if self.timeline().shown_text() {
-                self.recorder.complete().await?;
+                self.base.recorder.complete().await?;
             } else {
                 // `done()` alone again after `nothing_shown` told the model to answer: a turn
                 // that "completed" with no answer would be a silent failure.
-                self.recorder
+                self.base
+                    .recorder
                     .fail(crate::rules::nothing_shown::NO_ANSWER)
                     .await?;
             }
@@ -419,7 +431,8 @@ impl CodeExecutor {
         notice: Notice,
         error: String,
     ) -> Result<bool, ExecutorError> {
-        self.recorder
+        self.base
+            .recorder
             .finish_tool(
                 &active.code_output_id,
                 notice.result(with_logs(error, &active.logs)),

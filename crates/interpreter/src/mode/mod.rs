@@ -12,8 +12,8 @@
 use std::sync::Arc;
 
 use agentic_core::{
-    ExecutionModeFactory, ExecutorCreateOptions, ExecutorError, Prepared, Prompt, PromptExecutor,
-    PromptRecorder, PromptState, State, ToolResult, Verdict,
+    ExecutionModeFactory, ExecutorBase, ExecutorCreateOptions, ExecutorError, Prepared, Prompt,
+    PromptExecutor, State, Verdict,
 };
 use async_trait::async_trait;
 use serde_json::{Map, Value};
@@ -59,10 +59,10 @@ impl ExecutionModeFactory for CodeModeFactory {
 
 /// The code-mode executor.
 pub(crate) struct CodeExecutor {
-    options: ExecutorCreateOptions,
+    base: ExecutorBase,
     shared: Arc<Shared>,
-    recorder: PromptRecorder,
-    prepared: Option<(Prepared, Vec<ToolBinding>)>,
+    /// The names the prepared tools are bound to in the sandbox, from the first prepare.
+    bindings: Option<Vec<ToolBinding>>,
     /// The system prompt, built from `prepared` on the first request and the same for every
     /// request of the prompt after it.
     system: std::sync::OnceLock<String>,
@@ -73,15 +73,12 @@ pub(crate) struct CodeExecutor {
     /// `store()`/`recall()` values, carried from one iteration to the next.
     store: Map<String, Value>,
     active: Option<ActiveExecution>,
-    /// The stored state of a prompt this executor resumes (running when its process
-    /// stopped, or waiting for a person), until its script is restored.
-    resumed_from: Option<PromptState>,
 }
 
 impl std::fmt::Debug for CodeExecutor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CodeExecutor")
-            .field("prompt", &self.recorder.prompt().id)
+            .field("prompt", &self.base.recorder.prompt().id)
             .finish_non_exhaustive()
     }
 }
@@ -109,88 +106,66 @@ enum Progress {
 
 impl CodeExecutor {
     pub(crate) fn new(options: ExecutorCreateOptions, shared: Arc<Shared>) -> Self {
-        let prompt = options.prompt.resume_prompt.clone().unwrap_or_else(|| {
-            Prompt::new(
-                &options.prompt.user_id,
-                &options.mode,
-                options.prompt.model,
-                options.prompt.input.clone(),
-            )
-        });
-        let recorder = PromptRecorder::new(
-            prompt,
-            options.services.events.clone(),
-            options.prompt.checkpoint.clone(),
-        );
         let max_iterations = options
             .prompt
             .max_rounds
             .unwrap_or(shared.config.max_iterations);
-        let resumed_from = options
-            .prompt
-            .resume_prompt
-            .as_ref()
-            .map(|prompt| prompt.state);
         Self {
-            options,
+            base: ExecutorBase::new(options),
             shared,
-            recorder,
-            prepared: None,
+            bindings: None,
             system: std::sync::OnceLock::new(),
             grammar: std::sync::OnceLock::new(),
             iterations: 0,
             max_iterations,
             store: Map::new(),
             active: None,
-            resumed_from,
         }
     }
 
     /// This turn as recorded so far.
     fn timeline(&self) -> Timeline<'_> {
-        Timeline::of(self.recorder.prompt())
+        Timeline::of(self.base.recorder.prompt())
     }
 
     /// Appends to the prompt's journal, durably, before the script goes on.
     async fn journal(&self, entry: Entry) -> Result<(), ExecutorError> {
-        let Some(checkpoint) = &self.options.prompt.checkpoint else {
+        let Some(checkpoint) = &self.base.options.prompt.checkpoint else {
             return Ok(());
         };
         let entry = serde_json::to_value(&entry)
             .map_err(|error| ExecutorError::Internal(error.to_string()))?;
         checkpoint
-            .append_journal(&self.recorder.prompt().id, entry)
+            .append_journal(&self.base.recorder.prompt().id, entry)
             .await
             .map_err(|error| {
                 ExecutorError::Internal(format!("could not journal the script: {error:#}"))
             })
     }
 
+    /// The prompt's tools, with code mode's advice for refused inputs, and their names in
+    /// the sandbox.
     async fn prepared(&mut self) -> anyhow::Result<(Prepared, Vec<ToolBinding>)> {
-        if let Some(prepared) = &self.prepared {
-            return Ok(prepared.clone());
-        }
-        let prompt = self.recorder.prompt();
-        let mut prepared = self
-            .options
-            .services
-            .prepare(
-                &prompt.user_id,
-                &prompt.id,
-                &prompt.mode,
-                &self.options.prompt.state,
-            )
+        let prepared = self
+            .base
+            .prepared(|mut prepared| {
+                prepared.tools = prepared
+                    .tools
+                    .with_input_advice(crate::rules::input_advice::advice);
+                prepared
+            })
             .await?;
-        prepared.tools = prepared
-            .tools
-            .with_input_advice(crate::rules::input_advice::advice);
-        let bindings = crate::names::bindings(
-            prepared
-                .tools
-                .iter()
-                .map(|tool| crate::names::ToolNames::of(tool.as_ref())),
-        );
-        self.prepared = Some((prepared.clone(), bindings.clone()));
+        let bindings = self
+            .bindings
+            .get_or_insert_with(|| {
+                crate::names::bindings(
+                    prepared
+                        .tools
+                        .iter()
+                        .map(|tool| crate::names::ToolNames::of(tool.as_ref())),
+                )
+            })
+            .clone();
         Ok((prepared, bindings))
     }
 }
@@ -202,18 +177,16 @@ fn new_call_id() -> String {
 #[async_trait]
 impl PromptExecutor for CodeExecutor {
     fn prompt(&self) -> &Prompt {
-        self.recorder.prompt()
+        self.base.recorder.prompt()
     }
 
     fn state(&self) -> &State {
-        &self.options.prompt.state
+        self.base.state()
     }
 
     async fn run(&mut self) -> Result<Prompt, ExecutorError> {
-        match self.recorder.prompt().state {
-            PromptState::Running => self.drive().await,
-            other => Err(ExecutorError::NotRunnable(other.as_str())),
-        }
+        self.base.runnable()?;
+        self.drive().await
     }
 
     async fn decide(
@@ -227,21 +200,11 @@ impl PromptExecutor for CodeExecutor {
         let Some(call) = self.waiting_call().filter(|call| call.id == tool_call_id) else {
             return Err(ExecutorError::NotWaiting(tool_call_id.to_owned()));
         };
-        let rejection = verdict.rejection();
-        call.decision = match &rejection {
+        call.decision = match verdict.rejection() {
             None => Decision::Approved,
-            Some(error) => Decision::Rejected(error.clone()),
+            Some(error) => Decision::Rejected(error),
         };
-        self.recorder.resume().await?;
-        match rejection {
-            // A call's time is its run, as in classic mode, not the time a person took to
-            // decide.
-            None => self.recorder.mark_tool_started(tool_call_id),
-            Some(error) => {
-                let rejected = ToolResult::error(agentic_core::ErrorKind::Rejected, error);
-                self.recorder.finish_tool(tool_call_id, rejected).await?;
-            }
-        }
+        self.base.record_verdict(tool_call_id, verdict).await?;
         if let Some(active) = self.active.as_mut() {
             active.execution.resume_clock().await;
         }

@@ -20,7 +20,7 @@ impl CodeExecutor {
             ));
         }
         messages.push(ChatMessage::user(prompt));
-        let request = ModelRequest::new(self.recorder.prompt().model, messages);
+        let request = ModelRequest::new(self.base.recorder.prompt().model, messages);
         match self.ask(request).await {
             Ok(reply) => {
                 if !json {
@@ -45,7 +45,7 @@ impl CodeExecutor {
     }
 
     pub(super) fn request(&self, prepared: &Prepared, bindings: &[ToolBinding]) -> ModelRequest {
-        let limit = self.options.services.limits().tool_result_limit;
+        let limit = self.base.options.services.limits().tool_result_limit;
         let system = self.system.get_or_init(|| {
             let plugin_of = |id: &str| {
                 let plugin = prepared
@@ -58,7 +58,13 @@ impl CodeExecutor {
             let config = &self.shared.config;
             let budget_tokens =
                 (config.context_window as f64 * config.declarations_share.clamp(0.0, 1.0)) as u64;
-            let message = self.recorder.prompt().input.clone().unwrap_or_default();
+            let message = self
+                .base
+                .recorder
+                .prompt()
+                .input
+                .clone()
+                .unwrap_or_default();
             system_prompt(
                 bindings,
                 &prepared.tools,
@@ -69,7 +75,7 @@ impl CodeExecutor {
             )
         });
         let mut messages = self.conversation(system.clone());
-        let prompt = self.recorder.prompt();
+        let prompt = self.base.recorder.prompt();
         // The rule that did not run the last reply, if one did not.
         let not_run_by = self
             .timeline()
@@ -118,8 +124,8 @@ impl CodeExecutor {
     /// `system`, then the conversation's history and this prompt's user message.
     pub(super) fn conversation(&self, system: String) -> Vec<ChatMessage> {
         let mut messages = vec![ChatMessage::system(system)];
-        messages.extend(history_messages(&self.options.prompt.history));
-        if let Some(input) = &self.recorder.prompt().input {
+        messages.extend(history_messages(&self.base.options.prompt.history));
+        if let Some(input) = &self.base.recorder.prompt().input {
             messages.push(ChatMessage::user(input.clone()));
         }
         messages
@@ -131,12 +137,13 @@ impl CodeExecutor {
         request: ModelRequest,
     ) -> Result<ModelResponse, ProviderError> {
         let reply = self
+            .base
             .options
             .services
             .completion
             .complete_text(request)
             .await?;
-        self.recorder.add_usage(&reply.usage);
+        self.base.recorder.add_usage(&reply.usage);
         Ok(reply)
     }
 }

@@ -2,6 +2,7 @@
 //! was running or waiting runs again in a fresh worker, answered from its journal and the
 //! timeline until it catches up, and goes live from there.
 
+use agentic_core::runtime::takeover::{self, Adopted, taken_over};
 use agentic_core::{
     Approval, ErrorKind, ExecutorError, Prepared, Prompt, PromptOutput, PromptState, ToolResult,
 };
@@ -21,12 +22,12 @@ impl CodeExecutor {
     /// `store()` values come back, and the script that was running or waiting for a person
     /// runs again in a fresh worker, answered from its journal until it catches up.
     pub(super) async fn restore(&mut self, bindings: &[ToolBinding]) -> Result<(), ExecutorError> {
-        let Some(resumed_from) = self.resumed_from.take() else {
+        let Some(resumed_from) = self.base.take_resumed() else {
             return Ok(());
         };
-        let entries: Vec<Entry> = match &self.options.prompt.checkpoint {
+        let entries: Vec<Entry> = match &self.base.options.prompt.checkpoint {
             Some(checkpoint) => checkpoint
-                .journal(&self.recorder.prompt().id)
+                .journal(&self.base.recorder.prompt().id)
                 .await
                 .map_err(|error| {
                     ExecutorError::Internal(format!("could not read the journal: {error:#}"))
@@ -46,7 +47,7 @@ impl CodeExecutor {
         if let Some(store) = crate::journal::last_store(&entries) {
             self.store = store;
         }
-        let output = &self.recorder.prompt().output;
+        let output = &self.base.recorder.prompt().output;
         let Some((index, execution)) =
             output
                 .iter()
@@ -77,13 +78,14 @@ impl CodeExecutor {
         let record = crate::journal::record_of(&entries, &code_output_id);
         let calls = self.timeline().calls_of(&code_output_id).cloned().collect();
         if interrupted {
-            self.recorder
+            self.base
+                .recorder
                 .reopen_tool(&code_output_id, "running")
                 .await?;
         }
         let store = record.store.clone().unwrap_or_else(|| self.store.clone());
         let path = record.path.unwrap_or(CodePath::Plain);
-        tracing::info!(prompt = %self.recorder.prompt().id, execution = %code_output_id, "resuming a script from its journal");
+        tracing::info!(prompt = %self.base.recorder.prompt().id, execution = %code_output_id, "resuming a script from its journal");
         let replay = Replay {
             calls,
             matched: 0,
@@ -177,30 +179,8 @@ impl CodeExecutor {
                         }
                         _ => Decision::Allowed,
                     };
-                    let decision = match recorded.result {
-                        ToolResult::Success { output } => Decision::Recorded(Ok(output)),
-                        ToolResult::Error {
-                            kind: ErrorKind::Interrupted,
-                            ..
-                        } => {
-                            // Closed when its process stopped; the prompt was continued.
-                            if prepared.tools.idempotent(&call.tool) {
-                                self.recorder
-                                    .reopen_tool(&recorded.id, "running")
-                                    .await
-                                    .map_err(ReplayError::Executor)?;
-                                approval
-                            } else {
-                                self.recorder
-                                    .finish_tool(&recorded.id, taken_over())
-                                    .await
-                                    .map_err(ReplayError::Executor)?;
-                                Decision::Recorded(Err(
-                                    agentic_core::TAKEN_OVER_TOOL_ERROR.to_owned()
-                                ))
-                            }
-                        }
-                        ToolResult::Error { error, .. } => Decision::Recorded(Err(error)),
+                    let decision = match &recorded.result {
+                        ToolResult::Success { output } => Decision::Recorded(Ok(output.clone())),
                         // The prompt waited for a person: nothing of this request had run.
                         // The call put to them is put again (asking is durable, an answer
                         // that did not finish is not); the others are decided as new.
@@ -208,25 +188,36 @@ impl CodeExecutor {
                             reason,
                             awaiting_approval,
                         } if replay.was_waiting => {
-                            if awaiting_approval {
-                                Decision::Ask(reason)
+                            if *awaiting_approval {
+                                Decision::Ask(reason.clone())
                             } else {
                                 approval
                             }
                         }
-                        // It may have been running (approved, if it asked): safe to repeat
-                        // only if the tool says so.
-                        ToolResult::Pending { .. } if prepared.tools.idempotent(&call.tool) => {
-                            approval
+                        // It may have been running (approved, if it asked), or was closed
+                        // when its process stopped: the one takeover policy decides.
+                        ToolResult::Pending { .. }
+                        | ToolResult::Error {
+                            kind: ErrorKind::Interrupted,
+                            ..
+                        } => {
+                            let adopted = takeover::adopt(
+                                &mut self.base.recorder,
+                                &prepared.tools,
+                                &recorded,
+                                true,
+                                "running",
+                            )
+                            .await
+                            .map_err(ReplayError::Executor)?;
+                            match adopted {
+                                Adopted::Runs => approval,
+                                Adopted::TakenOver => Decision::Recorded(Err(
+                                    agentic_core::TAKEN_OVER_TOOL_ERROR.to_owned(),
+                                )),
+                            }
                         }
-                        ToolResult::Pending { .. } => {
-                            let error = agentic_core::TAKEN_OVER_TOOL_ERROR.to_owned();
-                            self.recorder
-                                .finish_tool(&recorded.id, taken_over())
-                                .await
-                                .map_err(ReplayError::Executor)?;
-                            Decision::Recorded(Err(error))
-                        }
+                        ToolResult::Error { error, .. } => Decision::Recorded(Err(error.clone())),
                     };
                     batch.calls.push(BatchCall {
                         id: recorded.id,
@@ -265,7 +256,7 @@ impl CodeExecutor {
         active: &mut ActiveExecution,
         message: String,
     ) -> Result<Progress, ExecutorError> {
-        tracing::warn!(prompt = %self.recorder.prompt().id, %message, "a resumed script diverged");
+        tracing::warn!(prompt = %self.base.recorder.prompt().id, %message, "a resumed script diverged");
         active.replay = None;
         // The execution's calls left unfinished: those the replay did not reach, and any of
         // the request it stopped at.
@@ -276,7 +267,7 @@ impl CodeExecutor {
             .map(|call| call.id.clone())
             .collect();
         for id in unreached {
-            self.recorder.finish_tool(&id, taken_over()).await?;
+            self.base.recorder.finish_tool(&id, taken_over()).await?;
         }
         // A batch it built before diverging is dropped, and so is its worker.
         active.batch = None;
@@ -303,10 +294,11 @@ impl CodeExecutor {
         &mut self,
         tool_call_id: &str,
     ) -> Result<Option<Prompt>, ExecutorError> {
-        if self.active.is_some() || self.resumed_from.is_none() {
+        if self.active.is_some() || self.base.resumed_from().is_none() {
             return Ok(None);
         }
         if self
+            .base
             .recorder
             .prompt()
             .tool_output(tool_call_id)
@@ -325,15 +317,10 @@ impl CodeExecutor {
             return Ok(None);
         };
         // The waiting call was not reached: the prompt runs on without the decision.
-        self.recorder.resume().await?;
+        self.base.recorder.resume().await?;
         if self.finish_iteration(active, outcome).await? {
-            return Ok(Some(self.recorder.prompt().clone()));
+            return Ok(Some(self.base.recorder.prompt().clone()));
         }
         Ok(Some(self.drive().await?))
     }
-}
-
-/// The result of a call whose process stopped before recording it, not run again here.
-fn taken_over() -> ToolResult {
-    ToolResult::error(ErrorKind::TakenOver, agentic_core::TAKEN_OVER_TOOL_ERROR)
 }

@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::prompt::FileOutput;
-use crate::runtime::Services;
+use crate::services::Services;
 use crate::state::State;
 
 mod input;

@@ -13,10 +13,10 @@ use crate::mode::{
     ExecutionModeFactory, ExecutorCreateOptions, ExecutorError, PromptExecutor, Verdict,
 };
 use crate::plugin::Prepared;
-use crate::prompt::{ErrorKind, Prompt, PromptOutput, PromptState, ToolResult};
+use crate::prompt::{ErrorKind, Prompt, PromptOutput, PromptState, ToolOutput, ToolResult};
 use crate::provider::{ChatMessage, ModelRequest, ToolSpec};
-use crate::recorder::PromptRecorder;
-use crate::runtime::TAKEN_OVER_TOOL_ERROR;
+use crate::runtime::executor::ExecutorBase;
+use crate::runtime::takeover;
 use crate::state::State;
 use crate::tool::{Approval, ToolContext};
 
@@ -49,20 +49,16 @@ impl ExecutionModeFactory for ClassicModeFactory {
 
 /// The classic executor.
 pub struct ClassicExecutor {
-    options: ExecutorCreateOptions,
-    recorder: PromptRecorder,
-    prepared: Option<Prepared>,
+    base: ExecutorBase,
     rounds: u32,
     max_rounds: u32,
     approved: HashSet<String>,
-    /// Resumed after its process died: its unfinished calls are sorted out before it runs on.
-    adopting: bool,
 }
 
 impl std::fmt::Debug for ClassicExecutor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClassicExecutor")
-            .field("prompt", &self.recorder.prompt().id)
+            .field("prompt", &self.base.prompt().id)
             .finish_non_exhaustive()
     }
 }
@@ -75,36 +71,15 @@ enum Progress {
 impl ClassicExecutor {
     /// An executor for the prompt `options` asks for, or for the one it resumes.
     pub fn new(options: ExecutorCreateOptions) -> Self {
-        let prompt = options.prompt.resume_prompt.clone().unwrap_or_else(|| {
-            Prompt::new(
-                &options.prompt.user_id,
-                &options.mode,
-                options.prompt.model,
-                options.prompt.input.clone(),
-            )
-        });
         let max_rounds = options
             .prompt
             .max_rounds
             .unwrap_or_else(|| options.services.limits().max_rounds);
-        let recorder = PromptRecorder::new(
-            prompt,
-            options.services.events.clone(),
-            options.prompt.checkpoint.clone(),
-        );
-        let adopting = options
-            .prompt
-            .resume_prompt
-            .as_ref()
-            .is_some_and(|prompt| prompt.state == PromptState::Running);
         Self {
-            options,
-            recorder,
-            prepared: None,
+            base: ExecutorBase::new(options),
             rounds: 0,
             max_rounds,
             approved: HashSet::new(),
-            adopting,
         }
     }
 
@@ -114,40 +89,31 @@ impl ClassicExecutor {
     /// otherwise keeps an error saying it was interrupted. The calls after it never started
     /// and run now.
     async fn adopt_unfinished_calls(&mut self, prepared: &Prepared) -> Result<(), ExecutorError> {
-        let unfinished: Vec<(String, String, bool)> = self
+        let unfinished: Vec<ToolOutput> = self
+            .base
             .recorder
             .prompt()
             .output
             .iter()
             .filter_map(|output| match output {
-                PromptOutput::Tool(tool) => match &tool.result {
-                    ToolResult::Pending { .. } => {
-                        Some((tool.id.clone(), tool.function.clone(), true))
-                    }
-                    ToolResult::Error {
-                        kind: ErrorKind::Interrupted,
-                        ..
-                    } => Some((tool.id.clone(), tool.function.clone(), false)),
-                    _ => None,
-                },
+                PromptOutput::Tool(tool)
+                    if tool.result.is_pending()
+                        || tool.result.error_kind() == Some(ErrorKind::Interrupted) =>
+                {
+                    Some(tool.clone())
+                }
                 _ => None,
             })
             .collect();
-        for (index, (id, function, pending)) in unfinished.into_iter().enumerate() {
-            let again = index > 0 || prepared.tools.idempotent(&function);
-            match (again, pending) {
-                (true, false) => self.recorder.reopen_tool(&id, QUEUED_REASON).await?,
-                (true, true) => {}
-                // Its final word, so that a later takeover does not count it as unfinished.
-                (false, _) => {
-                    self.recorder
-                        .finish_tool(
-                            &id,
-                            ToolResult::error(ErrorKind::TakenOver, TAKEN_OVER_TOOL_ERROR),
-                        )
-                        .await?;
-                }
-            }
+        for (index, call) in unfinished.iter().enumerate() {
+            takeover::adopt(
+                &mut self.base.recorder,
+                &prepared.tools,
+                call,
+                index == 0,
+                QUEUED_REASON,
+            )
+            .await?;
         }
         Ok(())
     }
@@ -156,30 +122,33 @@ impl ClassicExecutor {
         let prepared = match self.prepared().await {
             Ok(prepared) => prepared,
             Err(error) => {
-                self.recorder
+                self.base
+                    .recorder
                     .fail(&format!("preparing the prompt failed: {error:#}"))
                     .await?;
-                return Ok(self.recorder.prompt().clone());
+                return Ok(self.base.recorder.prompt().clone());
             }
         };
-        if std::mem::take(&mut self.adopting) {
+        if self.base.take_resumed() == Some(PromptState::Running) {
             self.adopt_unfinished_calls(&prepared).await?;
         }
         loop {
             if let Progress::Paused = self.run_pending_tools(&prepared).await? {
-                return Ok(self.recorder.prompt().clone());
+                return Ok(self.base.recorder.prompt().clone());
             }
             if self.rounds >= self.max_rounds {
-                self.recorder
+                self.base
+                    .recorder
                     .push_unstreamed_text(MAX_ROUNDS_MESSAGE)
                     .await?;
-                self.recorder.complete().await?;
-                return Ok(self.recorder.prompt().clone());
+                self.base.recorder.complete().await?;
+                return Ok(self.base.recorder.prompt().clone());
             }
             self.rounds += 1;
             let request = self.request(&prepared);
-            let mut on_delta = self.recorder.stream_sink();
+            let mut on_delta = self.base.recorder.stream_sink();
             let response = match self
+                .base
                 .options
                 .services
                 .completion
@@ -188,11 +157,11 @@ impl ClassicExecutor {
             {
                 Ok(response) => response,
                 Err(error) => {
-                    self.recorder.fail(&error.to_string()).await?;
-                    return Ok(self.recorder.prompt().clone());
+                    self.base.recorder.fail(&error.to_string()).await?;
+                    return Ok(self.base.recorder.prompt().clone());
                 }
             };
-            self.recorder.add_usage(&response.usage);
+            self.base.recorder.add_usage(&response.usage);
             let mut response = response;
             if response.tool_calls.is_empty() {
                 // Calls the server passed through as text are calls, not the answer.
@@ -204,11 +173,11 @@ impl ClassicExecutor {
                 }
             }
             if !response.text.is_empty() {
-                self.recorder.push_text(&response.text).await?;
+                self.base.recorder.push_text(&response.text).await?;
             }
             if response.tool_calls.is_empty() {
-                self.recorder.complete().await?;
-                return Ok(self.recorder.prompt().clone());
+                self.base.recorder.complete().await?;
+                return Ok(self.base.recorder.prompt().clone());
             }
             for call in response.tool_calls {
                 match serde_json::from_str::<Value>(non_empty_arguments(&call.arguments)) {
@@ -216,7 +185,7 @@ impl ClassicExecutor {
                         // The same call again after it succeeded: a small model in a loop
                         // (seen: fs.write twelve times over, to the round limit). Not run; told
                         // once, and a second time ends the turn.
-                        let told = self.recorder.prompt().output.iter().any(|output| {
+                        let told = self.base.recorder.prompt().output.iter().any(|output| {
                             matches!(output, PromptOutput::Tool(tool)
                                 if tool.result.notice() == Some(SAME_CALL_NOTICE))
                         });
@@ -229,30 +198,34 @@ impl ClassicExecutor {
                         );
                         let result = ToolResult::error(ErrorKind::NotRun, error)
                             .with_notice(SAME_CALL_NOTICE);
-                        self.recorder
+                        self.base
+                            .recorder
                             .push_finished_tool(&call.id, &call.name, input, result)
                             .await?;
                         if told {
-                            self.recorder
+                            self.base
+                                .recorder
                                 .push_unstreamed_text(&format!(
                                     "Stopped: the model kept repeating {}, a call that had \
                                      already succeeded, instead of answering.",
                                     call.name
                                 ))
                                 .await?;
-                            self.recorder.complete().await?;
-                            return Ok(self.recorder.prompt().clone());
+                            self.base.recorder.complete().await?;
+                            return Ok(self.base.recorder.prompt().clone());
                         }
                     }
                     Ok(input) => {
-                        self.recorder
+                        self.base
+                            .recorder
                             .start_tool(&call.id, &call.name, input, QUEUED_REASON)
                             .await?;
                     }
                     Err(error) => {
                         let result =
                             ToolResult::failed(format!("invalid JSON in tool arguments: {error}"));
-                        self.recorder
+                        self.base
+                            .recorder
                             .push_finished_tool(
                                 &call.id,
                                 &call.name,
@@ -268,7 +241,7 @@ impl ClassicExecutor {
 
     /// Whether this turn already ran `name` with `input`, and it succeeded.
     fn succeeded_before(&self, name: &str, input: &Value) -> bool {
-        self.recorder.prompt().output.iter().any(|output| {
+        self.base.recorder.prompt().output.iter().any(|output| {
             matches!(output, PromptOutput::Tool(tool)
                 if tool.function == name
                     && &tool.input == input
@@ -278,7 +251,7 @@ impl ClassicExecutor {
 
     /// Runs every queued call in order; stops at the first that needs an approval not yet given.
     async fn run_pending_tools(&mut self, prepared: &Prepared) -> Result<Progress, ExecutorError> {
-        while let Some(pending) = self.recorder.first_pending_tool() {
+        while let Some(pending) = self.base.recorder.first_pending_tool() {
             let (id, function, input) = (
                 pending.id.clone(),
                 pending.function.clone(),
@@ -287,15 +260,15 @@ impl ClassicExecutor {
             if !self.approved.contains(&id)
                 && let Approval::Required { reason } = prepared.tools.approval(&function, &input)
             {
-                self.recorder.request_approval(&id, &reason).await?;
+                self.base.recorder.request_approval(&id, &reason).await?;
                 return Ok(Progress::Paused);
             }
-            self.recorder.mark_tool_started(&id);
+            self.base.recorder.mark_tool_started(&id);
             let context = ToolContext::new(
-                &self.recorder.prompt().user_id,
-                &self.recorder.prompt().id,
-                self.options.prompt.state.clone(),
-                self.options.services.clone(),
+                &self.base.recorder.prompt().user_id,
+                &self.base.recorder.prompt().id,
+                self.base.options.prompt.state.clone(),
+                self.base.options.services.clone(),
             )
             .for_call(&id);
             let result = match prepared
@@ -306,21 +279,21 @@ impl ClassicExecutor {
                 Ok(output) => ToolResult::Success { output },
                 Err(error) => ToolResult::failed(error.to_string()),
             };
-            self.recorder.finish_tool(&id, result).await?;
+            self.base.recorder.finish_tool(&id, result).await?;
             for file in context.take_files() {
-                self.recorder.push_file(file).await?;
+                self.base.recorder.push_file(file).await?;
             }
         }
         Ok(Progress::Continue)
     }
 
     fn request(&self, prepared: &Prepared) -> ModelRequest {
-        let limit = self.options.services.limits().tool_result_limit;
+        let limit = self.base.options.services.limits().tool_result_limit;
         let mut messages = vec![ChatMessage::system(self.system_prompt(prepared))];
-        for earlier in &self.options.prompt.history {
+        for earlier in &self.base.options.prompt.history {
             messages.extend(history_messages(earlier, CLASSIC_MODE, limit));
         }
-        let prompt = self.recorder.prompt();
+        let prompt = self.base.recorder.prompt();
         if let Some(input) = &prompt.input {
             messages.push(ChatMessage::user(input.clone()));
         }
@@ -339,7 +312,7 @@ impl ClassicExecutor {
     }
 
     fn system_prompt(&self, prepared: &Prepared) -> String {
-        let services = &self.options.services;
+        let services = &self.base.options.services;
         let mut text = services
             .config
             .get("systemPrompt")
@@ -353,28 +326,14 @@ impl ClassicExecutor {
     }
 
     async fn prepared(&mut self) -> anyhow::Result<Prepared> {
-        if let Some(prepared) = &self.prepared {
-            return Ok(prepared.clone());
-        }
-        let prompt = self.recorder.prompt();
-        let prepared = self
-            .options
-            .services
-            .prepare(
-                &prompt.user_id,
-                &prompt.id,
-                &prompt.mode,
-                &self.options.prompt.state,
-            )
-            .await?;
-        self.prepared = Some(prepared.clone());
-        Ok(prepared)
+        self.base.prepared(|prepared| prepared).await
     }
 
     fn waiting_tool_id(&self) -> Option<String> {
-        (self.recorder.prompt().state == PromptState::WaitingForApproval)
+        (self.base.recorder.prompt().state == PromptState::WaitingForApproval)
             .then(|| {
-                self.recorder
+                self.base
+                    .recorder
                     .first_pending_tool()
                     .map(|tool| tool.id.clone())
             })
@@ -394,18 +353,16 @@ fn non_empty_arguments(arguments: &str) -> &str {
 #[async_trait]
 impl PromptExecutor for ClassicExecutor {
     fn prompt(&self) -> &Prompt {
-        self.recorder.prompt()
+        self.base.prompt()
     }
 
     fn state(&self) -> &State {
-        &self.options.prompt.state
+        self.base.state()
     }
 
     async fn run(&mut self) -> Result<Prompt, ExecutorError> {
-        match self.recorder.prompt().state {
-            PromptState::Running => self.drive().await,
-            other => Err(ExecutorError::NotRunnable(other.as_str())),
-        }
+        self.base.runnable()?;
+        self.drive().await
     }
 
     async fn decide(
@@ -416,16 +373,10 @@ impl PromptExecutor for ClassicExecutor {
         if self.waiting_tool_id().as_deref() != Some(tool_call_id) {
             return Err(ExecutorError::NotWaiting(tool_call_id.to_owned()));
         }
-        self.recorder.resume().await?;
-        match verdict.rejection() {
-            None => {
-                self.approved.insert(tool_call_id.to_owned());
-            }
-            Some(error) => {
-                let rejected = ToolResult::error(ErrorKind::Rejected, error);
-                self.recorder.finish_tool(tool_call_id, rejected).await?;
-            }
+        if verdict.rejection().is_none() {
+            self.approved.insert(tool_call_id.to_owned());
         }
+        self.base.record_verdict(tool_call_id, verdict).await?;
         self.drive().await
     }
 }

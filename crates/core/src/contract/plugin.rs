@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::config::Config;
 use crate::mode::ExecutionModeService;
 use crate::provider::ProviderFactory;
-use crate::runtime::Services;
+use crate::services::Services;
 use crate::state::State;
 use crate::tool::Tool;
 

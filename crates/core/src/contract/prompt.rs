@@ -298,7 +298,7 @@ pub enum ErrorKind {
 #[serde(
     tag = "type",
     rename_all = "camelCase",
-    from = "crate::legacy::StoredToolResult"
+    from = "crate::contract::legacy::StoredToolResult"
 )]
 pub enum ToolResult {
     /// The call ran and returned.

@@ -1,0 +1,131 @@
+//! What every executor starts from, whatever its mode: the prompt it creates or resumes, its
+//! recorder, its plugins prepared once, and the steps of running and deciding that do not
+//! depend on how the mode asks the model. Classic mode and code mode both build on it.
+
+use crate::mode::{ExecutorCreateOptions, ExecutorError, Verdict};
+use crate::plugin::Prepared;
+use crate::prompt::{ErrorKind, Prompt, PromptState, ToolResult};
+use crate::recorder::PromptRecorder;
+use crate::state::State;
+
+/// The shared part of an executor (see the module's docs).
+pub struct ExecutorBase {
+    /// What the executor was created from.
+    pub options: ExecutorCreateOptions,
+    /// The prompt, and the only way to change it.
+    pub recorder: PromptRecorder,
+    prepared: Option<Prepared>,
+    resumed_from: Option<PromptState>,
+}
+
+impl std::fmt::Debug for ExecutorBase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecutorBase")
+            .field("prompt", &self.recorder.prompt().id)
+            .field("resumed_from", &self.resumed_from)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ExecutorBase {
+    /// The prompt `options` asks for, or the stored one it resumes, with its recorder.
+    pub fn new(options: ExecutorCreateOptions) -> Self {
+        let resumed_from = options
+            .prompt
+            .resume_prompt
+            .as_ref()
+            .map(|prompt| prompt.state);
+        let prompt = options.prompt.resume_prompt.clone().unwrap_or_else(|| {
+            Prompt::new(
+                &options.prompt.user_id,
+                &options.mode,
+                options.prompt.model,
+                options.prompt.input.clone(),
+            )
+        });
+        let recorder = PromptRecorder::new(
+            prompt,
+            options.services.events.clone(),
+            options.prompt.checkpoint.clone(),
+        );
+        Self {
+            options,
+            recorder,
+            prepared: None,
+            resumed_from,
+        }
+    }
+
+    /// The prompt as it stands.
+    pub fn prompt(&self) -> &Prompt {
+        self.recorder.prompt()
+    }
+
+    /// The state the prompt's tools read and write.
+    pub fn state(&self) -> &State {
+        &self.options.prompt.state
+    }
+
+    /// The stored state of the prompt this executor resumes, until [`Self::take_resumed`].
+    pub fn resumed_from(&self) -> Option<PromptState> {
+        self.resumed_from
+    }
+
+    /// The stored state of the prompt this executor resumes, once: the executor sorts out
+    /// what its process left unfinished, then runs on as any other.
+    pub fn take_resumed(&mut self) -> Option<PromptState> {
+        self.resumed_from.take()
+    }
+
+    /// Whether the prompt may run: only a running one does.
+    pub fn runnable(&self) -> Result<(), ExecutorError> {
+        match self.recorder.prompt().state {
+            PromptState::Running => Ok(()),
+            other => Err(ExecutorError::NotRunnable(other.as_str())),
+        }
+    }
+
+    /// The prompt's plugins prepared (their tools and context), once per executor: `shape`
+    /// adapts them the first time, and later calls return the same.
+    pub async fn prepared(
+        &mut self,
+        shape: impl FnOnce(Prepared) -> Prepared + Send,
+    ) -> anyhow::Result<Prepared> {
+        if let Some(prepared) = &self.prepared {
+            return Ok(prepared.clone());
+        }
+        let prompt = self.recorder.prompt();
+        let prepared = self
+            .options
+            .services
+            .prepare(
+                &prompt.user_id,
+                &prompt.id,
+                &prompt.mode,
+                &self.options.prompt.state,
+            )
+            .await?;
+        let prepared = shape(prepared);
+        self.prepared = Some(prepared.clone());
+        Ok(prepared)
+    }
+
+    /// Records a person's verdict on the call the prompt waits at, once the mode has checked
+    /// that it waits there: the prompt runs again, and the call either starts now (its time
+    /// is its run, not the time a person took) or fails as rejected.
+    pub async fn record_verdict(
+        &mut self,
+        tool_call_id: &str,
+        verdict: &Verdict,
+    ) -> Result<(), ExecutorError> {
+        self.recorder.resume().await?;
+        match verdict.rejection() {
+            None => self.recorder.mark_tool_started(tool_call_id),
+            Some(error) => {
+                let rejected = ToolResult::error(ErrorKind::Rejected, error);
+                self.recorder.finish_tool(tool_call_id, rejected).await?;
+            }
+        }
+        Ok(())
+    }
+}

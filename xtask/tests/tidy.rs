@@ -205,6 +205,43 @@ fn one_takeover_policy() {
     );
 }
 
+/// Invariant 42: the JavaScript engine knows nothing of models. Explanations for a model
+/// reach it through its one hook (`Explain`); its own code, before its tests, names none of
+/// code mode's modules for models.
+#[test]
+fn the_engine_knows_nothing_of_models() {
+    let model_side = [
+        "crate::mode",
+        "crate::prompt",
+        "crate::rules",
+        "crate::prose",
+        "crate::explain",
+        "crate::history",
+        "crate::got",
+        "crate::grammar",
+    ];
+    let mut found = Vec::new();
+    for file in files(&workspace().join("crates/interpreter/src/engine"), ".rs") {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for (number, line) in code.lines().enumerate() {
+            if model_side.iter().any(|module| line.contains(module)) {
+                found.push(format!(
+                    "{}:{}: {}",
+                    relative(&file),
+                    number + 1,
+                    line.trim()
+                ));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "the engine names code mode's model side:\n{}",
+        found.join("\n")
+    );
+}
+
 /// Invariant 10: only the writer (and the migration runner) opens database transactions.
 #[test]
 fn only_the_writer_opens_transactions() {

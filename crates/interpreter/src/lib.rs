@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 mod engine;
+mod explain;
 mod got;
 pub mod grammar;
 mod history;

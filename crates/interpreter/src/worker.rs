@@ -57,6 +57,7 @@ pub fn worker_process_main() -> i32 {
                 transport,
                 EngineOptions {
                     loop_iteration_limit: None,
+                    explain: &crate::explain::ForModels,
                 },
                 EXECUTIONS_PER_WORKER,
             );

@@ -404,4 +404,4 @@ pub(super) fn require(
 }
 
 /// How the error of `require` for a module that does not exist starts.
-pub(super) const NO_MODULE: &str = "there is no module ";
+pub(crate) const NO_MODULE: &str = "there is no module ";

@@ -19,13 +19,13 @@ use crate::protocol::{
     ScriptErrorKind, ScriptLimits, Shape, ToHost, ToolBinding,
 };
 pub(crate) use absent::NO_VALUE;
-pub(crate) use explain::HOST_GLOBALS;
+pub(crate) use functions::NO_MODULE;
+pub(crate) use source::word_column;
 
 mod absent;
 pub(crate) mod carried;
 mod determinism;
 mod errors;
-mod explain;
 mod functions;
 mod source;
 mod typed;
@@ -33,7 +33,6 @@ mod values;
 
 use determinism::*;
 use errors::*;
-use explain::*;
 use functions::*;
 use source::*;
 use typed::typed_result;
@@ -77,6 +76,20 @@ pub(crate) const RESERVED_NAMES: &[&str] = &[
 pub(crate) struct EngineOptions {
     /// Stops runaway loops where nothing can kill the worker (the in-process backend).
     pub loop_iteration_limit: Option<u64>,
+    /// Who explains a failed script to whoever wrote it.
+    pub explain: &'static dyn Explain,
+}
+
+/// The engine's one hook for explanations. The engine says what JavaScript says; whoever
+/// runs it may add what to do instead (code mode plugs in its explanations for models). It
+/// runs inside the worker, with the script's own context.
+pub(crate) trait Explain: Sync + std::fmt::Debug {
+    /// Adjusts a fresh context's globals before any script runs, e.g. a built-in whose own
+    /// error says too little.
+    fn install(&self, context: &mut Context) -> JsResult<()>;
+    /// Adds to the error of a script that failed. Its context is the script's, with the
+    /// script over and no tool reachable.
+    fn explain(&self, error: &mut ScriptError, context: &mut Context, tools: &[ToolBinding]);
 }
 
 /// A context with the sandbox functions registered, waiting for its script. It may already
@@ -85,6 +98,7 @@ pub(crate) struct EngineOptions {
 pub(crate) struct PreparedContext {
     context: Context,
     bound_tools: Option<Vec<ToolBinding>>,
+    explain: &'static dyn Explain,
 }
 
 impl std::fmt::Debug for PreparedContext {
@@ -141,7 +155,7 @@ pub(crate) fn prepare_context(
         console.set(JsString::from(name), function, false, &mut context)?;
     }
     context.register_global_property(js_string!("console"), console, Attribute::all())?;
-    explain_json_parse_errors(&mut context)?;
+    options.explain.install(&mut context)?;
     let bound_tools = match tools {
         Some(tools) => {
             bind_tools(&mut context, tools)?;
@@ -152,6 +166,7 @@ pub(crate) fn prepare_context(
     Ok(PreparedContext {
         context,
         bound_tools,
+        explain: options.explain,
     })
 }
 
@@ -166,6 +181,7 @@ pub(crate) fn execute(
     let PreparedContext {
         mut context,
         bound_tools,
+        explain,
     } = prepared;
     let tools_bound = bound_tools.as_deref() == Some(request.tools.as_slice());
     context
@@ -199,10 +215,7 @@ pub(crate) fn execute(
     let code = normalize_newlines(&request.code);
     let (path, result) = match bind_and_run(&mut context, &request, &code, tools_bound) {
         Ok(value) => (CodePath::Plain, Ok(value)),
-        Err(mut error) => {
-            explain_missing_modules(&mut error, &request.tools);
-            (CodePath::Plain, Err(error))
-        }
+        Err(error) => (CodePath::Plain, Err(error)),
     };
     let state = ENGINE.with(|engine| engine.borrow_mut().take());
     // With the engine state gone, reading the program's variables can reach no tool.
@@ -212,7 +225,7 @@ pub(crate) fn execute(
     });
     // With the engine state gone, nothing evaluated here can reach a tool.
     let result = result.map_err(|mut error| {
-        explain_missing_field(&mut error, &mut context);
+        explain.explain(&mut error, &mut context, &request.tools);
         error
     });
     let (done, complete, store) = state
@@ -489,6 +502,7 @@ pub(crate) mod testing {
         ExecuteRequest, ExecutionOutcome, HostReply, HostRequest, ScriptLimits, ToHost, ToolBinding,
     };
     use crate::shape::Shape;
+    use boa_engine::Context;
     use serde_json::{Value, json};
 
     /// Answers every tool call with the same result.
@@ -501,6 +515,15 @@ pub(crate) mod testing {
             }
         }
         fn notify(&mut self, _message: ToHost) {}
+    }
+
+    /// A fresh context with the sandbox functions and code mode's explanations, no tools.
+    pub(crate) fn context() -> Context {
+        let options = EngineOptions {
+            loop_iteration_limit: None,
+            explain: &crate::explain::ForModels,
+        };
+        prepare_context(options, Some(&[])).unwrap().context
     }
 
     /// Runs `code` with two tools, `fs.list` and `todo.list` with the shapes of their
@@ -539,6 +562,7 @@ pub(crate) mod testing {
         ];
         let options = EngineOptions {
             loop_iteration_limit: None,
+            explain: &crate::explain::ForModels,
         };
         let prepared = prepare_context(options, None).unwrap();
         let request = ExecuteRequest {
@@ -561,28 +585,29 @@ pub(crate) mod testing {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use boa_engine::Source;
+    use boa_engine::{Script, Source};
+    use std::path::Path;
 
     #[test]
-    fn an_unknown_function_is_named_as_the_tool_spells_it_or_among_the_likeliest() {
-        let methods: Vec<String> = ["customers", "deals", "invoices"]
-            .iter()
-            .flat_map(|kind| {
-                ["list", "get", "create", "update", "delete"]
-                    .map(|operation| format!("shop.{kind}_{operation}"))
-            })
-            .collect();
-        let methods: Vec<&str> = methods.iter().map(String::as_str).collect();
-        let hint = unknown_member_hint("shop", "customersList", &methods);
-        assert!(hint.contains("it is spelled shop.customers_list"), "{hint}");
-        let hint = unknown_member_hint("shop", "dealList", &methods);
-        assert!(hint.contains("and 3 more (searchTools"), "{hint}");
-        let named = hint.split("; its functions are ").nth(1).unwrap();
-        assert!(named.starts_with("shop.deals_list"), "{hint}");
-        let few = unknown_member_hint("shop", "nothing", &methods[..2]);
-        assert!(
-            few.contains("its functions are shop.customers_list, shop.customers_get."),
-            "{few}"
+    fn an_undefined_name_is_placed_on_a_line_that_uses_it() {
+        let code = "const report = read().length;\nlet total = 0;\nfor (const line of lines) {\n  total += 1;\n}\ntotal";
+        let mut context = super::testing::context();
+        context
+            .eval(Source::from_bytes("function read() { return 'x'; }"))
+            .unwrap();
+        let script = Script::parse(
+            Source::from_bytes(code.as_bytes()).with_path(Path::new("script")),
+            None,
+            &mut context,
+        );
+        let error = script.unwrap().evaluate(&mut context).unwrap_err();
+        // Boa names line 1, column 23 (after `read()`); the fix names the loop's head.
+        let error = runtime_error(&error, &mut context, code, 0, false);
+        assert_eq!(error.message, "ReferenceError: lines is not defined");
+        assert_eq!((error.line, error.column), (Some(3), Some(20)));
+        assert_eq!(
+            error.source_line.as_deref(),
+            Some("for (const line of lines) {")
         );
     }
 

@@ -196,3 +196,15 @@ pub(super) fn with_last_expression_returned(code: &str) -> String {
 pub(super) fn normalize_newlines(code: &str) -> String {
     code.replace("\r\n", "\n").replace('\r', "\n")
 }
+
+/// The 1-based character column where `name` stands as a whole word in `text`.
+pub(crate) fn word_column(text: &str, name: &str) -> Option<u32> {
+    text.match_indices(name)
+        .find(|(at, _)| {
+            let before = text[..*at].chars().next_back();
+            let after = text[at + name.len()..].chars().next();
+            !before.is_some_and(crate::names::is_identifier_char)
+                && !after.is_some_and(crate::names::is_identifier_char)
+        })
+        .map(|(at, _)| text[..at].chars().count() as u32 + 1)
+}

@@ -24,7 +24,7 @@ use crate::shape::Shape;
 /// The part of the grammar that is the same for every prompt.
 const PROGRAM: &str = include_str!("program.lark");
 
-/// Of the Node.js and browser globals the engine explains (`engine::explain::HOST_GLOBALS`),
+/// Of the Node.js and browser globals the engine explains (`explain::HOST_GLOBALS`),
 /// those that are still names a program may give its own variables (`path`), or that a tool
 /// may be bound as (`fetch`, the `fs` namespace): the grammar leaves them to the bindings.
 const HOST_NAMES_KEPT: &[&str] = &["fs", "path", "fetch"];
@@ -54,7 +54,7 @@ pub fn program_grammar<'a>(
 ) -> String {
     let mut grammar = String::from(PROGRAM);
     let mut callees: Vec<String> = Vec::new();
-    let mut excluded: Vec<String> = crate::engine::HOST_GLOBALS
+    let mut excluded: Vec<String> = crate::explain::HOST_GLOBALS
         .iter()
         .chain(&["globalThis"])
         .filter(|name| !HOST_NAMES_KEPT.contains(name))

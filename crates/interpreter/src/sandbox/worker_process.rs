@@ -102,6 +102,7 @@ impl Connection {
                 // Nothing can kill a thread, so runaway loops are cut off by count instead.
                 let options = EngineOptions {
                     loop_iteration_limit: Some(100_000_000),
+                    explain: &crate::explain::ForModels,
                 };
                 worker::serve(transport, options, u32::MAX);
             })

@@ -1,6 +1,7 @@
 //! Errors said so that a model can fix its program: what `JSON.parse` was given, the module
 //! that does not exist, the namespace a variable hides, the field that is missing, the
-//! function a namespace does not have.
+//! function a namespace does not have. The engine knows nothing of models: this plugs into
+//! it through its one hook, [`crate::engine::Explain`], as [`ForModels`].
 
 use boa_engine::object::FunctionObjectBuilder;
 use boa_engine::property::PropertyKey;
@@ -11,16 +12,31 @@ use serde_json::Value;
 
 use crate::protocol::{ScriptError, ScriptErrorKind, ToolBinding};
 
-use super::*;
+use crate::engine::{Explain, NO_MODULE};
+
+/// The explanations code mode's models read, plugged into the engine.
+#[derive(Debug)]
+pub(crate) struct ForModels;
+
+impl Explain for ForModels {
+    fn install(&self, context: &mut Context) -> JsResult<()> {
+        explain_json_parse_errors(context)
+    }
+
+    fn explain(&self, error: &mut ScriptError, context: &mut Context, tools: &[ToolBinding]) {
+        explain_missing_modules(error, tools);
+        explain_missing_field(error, context);
+    }
+}
 
 /// Characters of a text `JSON.parse` refused that its error quotes.
-pub(super) const JSON_PARSE_QUOTED_CHARS: usize = 60;
+pub(crate) const JSON_PARSE_QUOTED_CHARS: usize = 60;
 
 /// `JSON.parse` as the engine has it, except that its SyntaxError says what it was given, as
 /// V8's does (`Unexpected token 't', "temporari"... is not valid JSON`): the start of the
 /// text, or that the value was an object and so already data. Boa's own message (`expected
 /// value`) sends a model to rewrite the line instead of reading the data.
-pub(super) fn explain_json_parse_errors(context: &mut Context) -> JsResult<()> {
+pub(crate) fn explain_json_parse_errors(context: &mut Context) -> JsResult<()> {
     let json = context
         .global_object()
         .get(js_string!("JSON"), context)?
@@ -98,7 +114,7 @@ pub(crate) const HOST_GLOBALS: &[&str] = &[
 
 /// Adds what to do instead when a script used `require`, `import` or a Node.js or browser
 /// global: the sandbox has no modules, and tools are functions.
-pub(super) fn explain_missing_modules(error: &mut ScriptError, tools: &[ToolBinding]) {
+pub(crate) fn explain_missing_modules(error: &mut ScriptError, tools: &[ToolBinding]) {
     let missing_global = error
         .message
         .strip_prefix("ReferenceError: ")
@@ -144,11 +160,11 @@ pub(super) fn explain_missing_modules(error: &mut ScriptError, tools: &[ToolBind
 }
 
 /// Member chains tried when explaining a TypeError, and the characters of a string quoted.
-pub(super) const MAX_CHAINS_EXPLAINED: usize = 8;
+pub(crate) const MAX_CHAINS_EXPLAINED: usize = 8;
 
-pub(super) const QUOTED_STRING_CHARS: usize = 80;
+pub(crate) const QUOTED_STRING_CHARS: usize = 80;
 
-pub(super) const FIELDS_NAMED: usize = 12;
+pub(crate) const FIELDS_NAMED: usize = 12;
 
 /// `config.database.port` failing with "cannot convert 'null' or 'undefined' to object": Boa
 /// does not say which link was missing or why. The failing line's member chains are looked
@@ -157,7 +173,7 @@ pub(super) const FIELDS_NAMED: usize = 12;
 /// string (and how it starts), an array, or an object with other fields. Only identifiers and
 /// property reads are evaluated, after the script ended; a wrapped (async) script's locals
 /// are out of reach and explained by nothing.
-pub(super) fn explain_missing_field(error: &mut ScriptError, context: &mut Context) {
+pub(crate) fn explain_missing_field(error: &mut ScriptError, context: &mut Context) {
     if error.hint.is_some()
         || !error.message.starts_with("TypeError")
         || !(error.message.contains("undefined") || error.message.contains("null"))
@@ -192,7 +208,7 @@ pub(super) fn explain_missing_field(error: &mut ScriptError, context: &mut Conte
 
 /// `a.b.c` chains of plain identifiers in a line of code, longest first; calls and computed
 /// members end a chain.
-pub(super) fn member_chains(line: &str) -> Vec<String> {
+pub(crate) fn member_chains(line: &str) -> Vec<String> {
     let mut chains = Vec::new();
     let mut current = String::new();
     // Inside a member that follows a call or a bracket (`x().y`): not the start of a chain.
@@ -225,26 +241,14 @@ pub(super) fn member_chains(line: &str) -> Vec<String> {
 }
 
 /// The first `chars` characters of `text` as a JSON string, then `…` when there is more.
-pub(super) fn quoted_start(text: &str, chars: usize) -> String {
+pub(crate) fn quoted_start(text: &str, chars: usize) -> String {
     let start: String = text.chars().take(chars).collect();
     let more = if start.len() < text.len() { "…" } else { "" };
     format!("{}{more}", Value::String(start))
 }
 
-/// The 1-based character column where `name` stands as a whole word in `text`.
-pub(super) fn word_column(text: &str, name: &str) -> Option<u32> {
-    text.match_indices(name)
-        .find(|(at, _)| {
-            let before = text[..*at].chars().next_back();
-            let after = text[at + name.len()..].chars().next();
-            !before.is_some_and(crate::names::is_identifier_char)
-                && !after.is_some_and(crate::names::is_identifier_char)
-        })
-        .map(|(at, _)| text[..at].chars().count() as u32 + 1)
-}
-
 /// What `name` holds, said so that reading `field` of it was a mistake the model can fix.
-pub(super) fn describe_value(
+pub(crate) fn describe_value(
     name: &str,
     field: &str,
     value: &JsValue,
@@ -307,7 +311,7 @@ pub(super) fn describe_value(
 
 /// `fs.readFileSync(…)` where `fs` is a plugin's namespace: the error names the functions the
 /// namespace has.
-pub(super) fn explain_unknown_member(error: &mut ScriptError, tools: &[ToolBinding]) {
+pub(crate) fn explain_unknown_member(error: &mut ScriptError, tools: &[ToolBinding]) {
     if !error.message.starts_with("TypeError") {
         return;
     }
@@ -325,12 +329,12 @@ pub(super) fn explain_unknown_member(error: &mut ScriptError, tools: &[ToolBindi
 }
 
 /// Functions named in the hint for an unknown one, at most.
-pub(super) const MEMBERS_NAMED: usize = 12;
+pub(crate) const MEMBERS_NAMED: usize = 12;
 
 /// The hint for `namespace.method(` that is not a function: the function spelled otherwise
 /// (`customersList` for `customers_list`), else the namespace's functions, the likeliest first
 /// when there are many.
-pub(super) fn unknown_member_hint(namespace: &str, method: &str, methods: &[&str]) -> String {
+pub(crate) fn unknown_member_hint(namespace: &str, method: &str, methods: &[&str]) -> String {
     let plain = |name: &str| -> String {
         name.rsplit('.')
             .next()
@@ -381,7 +385,7 @@ pub(super) fn unknown_member_hint(namespace: &str, method: &str, methods: &[&str
 }
 
 /// `a.b(` pairs in a line of code.
-pub(super) fn member_calls(line: &str) -> Vec<(String, String)> {
+pub(crate) fn member_calls(line: &str) -> Vec<(String, String)> {
     let is_word = crate::names::is_identifier_char;
     let chars: Vec<char> = line.chars().collect();
     let mut calls = Vec::new();
@@ -413,20 +417,13 @@ pub(super) fn member_calls(line: &str) -> Vec<(String, String)> {
 }
 
 #[cfg(test)]
-mod explained_errors {
+mod tests {
     use super::*;
+    use crate::engine::testing::context;
     use boa_engine::{Script, Source};
-    use std::path::Path;
 
     fn error_of(code: &str) -> String {
-        let prepared = prepare_context(
-            EngineOptions {
-                loop_iteration_limit: None,
-            },
-            Some(&[]),
-        )
-        .unwrap();
-        let mut context = prepared.context;
+        let mut context = context();
         let script = Script::parse(Source::from_bytes(code.as_bytes()), None, &mut context);
         let error = script.unwrap().evaluate(&mut context).unwrap_err();
         error.try_native(&mut context).unwrap().message().to_owned()
@@ -448,13 +445,7 @@ mod explained_errors {
         assert!(error_of("JSON.parse({ a: 1 })").contains("given an object, which is data"));
         assert!(error_of("JSON.parse(undefined)").ends_with("given undefined, not text"));
         // What parses still parses, reviver included.
-        let prepared = prepare_context(
-            EngineOptions {
-                loop_iteration_limit: None,
-            },
-            Some(&[]),
-        );
-        let mut context = prepared.unwrap().context;
+        let mut context = context();
         let value = context
             .eval(Source::from_bytes(
                 "JSON.parse('{\"a\":[1,2]}', (k, v) => k === 'a' ? v.length : v).a",
@@ -464,40 +455,34 @@ mod explained_errors {
     }
 
     #[test]
-    fn an_undefined_name_is_placed_on_a_line_that_uses_it() {
-        let code = "const report = read().length;\nlet total = 0;\nfor (const line of lines) {\n  total += 1;\n}\ntotal";
-        let prepared = prepare_context(
-            EngineOptions {
-                loop_iteration_limit: None,
-            },
-            Some(&[]),
-        );
-        let mut context = prepared.unwrap().context;
-        context
-            .eval(Source::from_bytes("function read() { return 'x'; }"))
-            .unwrap();
-        let script = Script::parse(
-            Source::from_bytes(code.as_bytes()).with_path(Path::new("script")),
-            None,
-            &mut context,
-        );
-        let error = script.unwrap().evaluate(&mut context).unwrap_err();
-        // Boa names line 1, column 23 (after `read()`); the fix names the loop's head.
-        let error = runtime_error(&error, &mut context, code, 0, false);
-        assert_eq!(error.message, "ReferenceError: lines is not defined");
-        assert_eq!((error.line, error.column), (Some(3), Some(20)));
-        assert_eq!(
-            error.source_line.as_deref(),
-            Some("for (const line of lines) {")
-        );
-    }
-
-    #[test]
     fn member_chains_are_plain_identifier_paths() {
         assert_eq!(
             member_chains("const port = config.database.port + fs.read({ path }).content;"),
             ["config.database.port", "fs.read"]
         );
         assert_eq!(member_chains("x().y.z; a[0].b; 1.5"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn an_unknown_function_is_named_as_the_tool_spells_it_or_among_the_likeliest() {
+        let methods: Vec<String> = ["customers", "deals", "invoices"]
+            .iter()
+            .flat_map(|kind| {
+                ["list", "get", "create", "update", "delete"]
+                    .map(|operation| format!("shop.{kind}_{operation}"))
+            })
+            .collect();
+        let methods: Vec<&str> = methods.iter().map(String::as_str).collect();
+        let hint = unknown_member_hint("shop", "customersList", &methods);
+        assert!(hint.contains("it is spelled shop.customers_list"), "{hint}");
+        let hint = unknown_member_hint("shop", "dealList", &methods);
+        assert!(hint.contains("and 3 more (searchTools"), "{hint}");
+        let named = hint.split("; its functions are ").nth(1).unwrap();
+        assert!(named.starts_with("shop.deals_list"), "{hint}");
+        let few = unknown_member_hint("shop", "nothing", &methods[..2]);
+        assert!(
+            few.contains("its functions are shop.customers_list, shop.customers_get."),
+            "{few}"
+        );
     }
 }

@@ -27,6 +27,6 @@ mod sandbox_metrics;
 pub mod shape;
 mod worker;
 
-pub use plugin::{InterpreterConfig, InterpreterPlugin};
+pub use plugin::{InterpreterConfig, InterpreterPlugin, create_plugin};
 pub use sandbox::{Backend, Execution, Sandbox, SandboxConfig, SandboxError, SandboxEvent};
 pub use worker::{run_worker_if_requested, worker_process_main};

@@ -571,6 +571,12 @@ impl FnTool {
     }
 }
 
+impl From<FnTool> for Arc<dyn Tool> {
+    fn from(tool: FnTool) -> Self {
+        Arc::new(tool)
+    }
+}
+
 #[async_trait]
 impl Tool for FnTool {
     fn id(&self) -> &str {

@@ -131,7 +131,8 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Includes every plugin linked into the binary through `inventory`.
+    /// Includes every plugin linked into the binary through `inventory`, but those whose id
+    /// a plugin given by value ([`Self::plugin`]) already has.
     pub fn registered_plugins(mut self) -> Self {
         self.registered = true;
         self
@@ -173,11 +174,20 @@ impl RuntimeBuilder {
     pub async fn build(self) -> anyhow::Result<Runtime> {
         let mut plugins = self.plugins;
         if self.registered {
-            plugins.extend(registered_plugins().into_iter().map(|registration| {
-                let plugin = (registration.create)();
-                debug_assert_eq!(plugin.id(), registration.id);
-                plugin
-            }));
+            let given: HashSet<String> = plugins
+                .iter()
+                .map(|plugin| plugin.id().to_owned())
+                .collect();
+            plugins.extend(
+                registered_plugins()
+                    .into_iter()
+                    .filter(|registration| !given.contains(registration.id))
+                    .map(|registration| {
+                        let plugin = (registration.create)();
+                        debug_assert_eq!(plugin.id(), registration.id);
+                        plugin
+                    }),
+            );
         }
         plugins.sort_by(|a, b| a.id().cmp(b.id()));
         for pair in plugins.windows(2) {

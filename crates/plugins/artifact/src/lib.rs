@@ -31,7 +31,8 @@ agentic_core::inventory::submit! {
     PluginRegistration { id: "artifact", create: create_plugin }
 }
 
-fn create_plugin() -> Arc<dyn Plugin> {
+/// The plugin, as the runtime creates it; the `agentic` crate links it by feature.
+pub fn create_plugin() -> Arc<dyn Plugin> {
     Arc::new(ArtifactPlugin::default())
 }
 

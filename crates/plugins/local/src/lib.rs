@@ -32,7 +32,7 @@ agentic_core::inventory::submit! {
 }
 
 /// Provider `local`.
-fn create_plugin() -> Arc<dyn Plugin> {
+pub fn create_plugin() -> Arc<dyn Plugin> {
     let factory = ProviderFactory {
         id: "local",
         create: create_provider,

@@ -25,7 +25,7 @@ agentic_core::inventory::submit! {
 }
 
 /// Provider `openai`.
-fn create_plugin() -> Arc<dyn Plugin> {
+pub fn create_plugin() -> Arc<dyn Plugin> {
     let factory = ProviderFactory {
         id: "openai",
         create: create_provider,

@@ -17,7 +17,7 @@ agentic_core::inventory::submit! {
 }
 
 /// Provider `script`.
-fn create_plugin() -> Arc<dyn Plugin> {
+pub fn create_plugin() -> Arc<dyn Plugin> {
     Arc::new(ProviderPlugin::new(ProviderFactory {
         id: "script",
         create: create_provider,

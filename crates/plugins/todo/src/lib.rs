@@ -23,7 +23,8 @@ agentic_core::inventory::submit! {
     PluginRegistration { id: "todo", create: create_plugin }
 }
 
-fn create_plugin() -> Arc<dyn Plugin> {
+/// The plugin, as the runtime creates it; the `agentic` crate links it by feature.
+pub fn create_plugin() -> Arc<dyn Plugin> {
     Arc::new(TodoPlugin)
 }
 

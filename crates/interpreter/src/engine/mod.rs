@@ -611,6 +611,24 @@ mod tests {
         );
     }
 
+    /// Top-level variables carry over to the next program when they fit; one too big to
+    /// carry is left behind without being converted, and a small one beside it still goes.
+    #[test]
+    fn a_variable_too_big_to_carry_is_left_and_the_rest_carried() {
+        let outcome = super::testing::run(
+            "const big = []; for (let i = 0; i < 100000; i++) { big.push({ id: i }); }\n\
+             const small = { a: 1, skipped: undefined };\n\
+             let words = ['x'.repeat(100)];\n\
+             done(big.length);",
+            serde_json::json!({}),
+        );
+        assert!(outcome.result.is_ok(), "{:?}", outcome.result);
+        let carried = &outcome.store[carried::CARRIED_KEY];
+        assert!(carried.get("big").is_none(), "{carried}");
+        assert_eq!(carried["small"], serde_json::json!({ "a": 1 }));
+        assert_eq!(carried["words"][0].as_str().map(str::len), Some(100));
+    }
+
     /// Only Boa's own position is cut from a message: a host error that quotes serde's
     /// `at line 1 column 1` and the text after it (`llmJson()`'s) keeps them.
     #[test]

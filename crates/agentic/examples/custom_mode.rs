@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use agentic::async_trait::async_trait;
 use agentic::{
-    Agent, ExecutionModeFactory, ExecutorBase, ExecutorCreateOptions, ExecutorError, Plugin,
-    Prompt, PromptExecutor, SetupContext, State, Verdict,
+    Agent, Driven, ExecutionModeFactory, ExecutorBase, ExecutorCreateOptions, ExecutorError,
+    ModeDriver, Plugin, Prompt, PromptExecutor, SetupContext,
 };
 
 /// Registers mode `shout`.
@@ -37,30 +37,27 @@ impl ExecutionModeFactory for ShoutMode {
         "Shout (reads the message back)"
     }
     fn create_executor(&self, options: ExecutorCreateOptions) -> Box<dyn PromptExecutor> {
-        Box::new(ShoutExecutor {
+        Box::new(Driven(ShoutExecutor {
             base: ExecutorBase::new(options),
-        })
+        }))
     }
 }
 
 /// The shared skeleton (`ExecutorBase`) holds the prompt and its recorder, the only way to
 /// change a prompt, so this mode's timeline and events are the same shapes as every mode's.
+/// `Driven` runs it: it checks the prompt may run before `advance`, and answers for the
+/// prompt and its state.
 struct ShoutExecutor {
     base: ExecutorBase,
 }
 
 #[async_trait]
-impl PromptExecutor for ShoutExecutor {
-    fn prompt(&self) -> &Prompt {
-        self.base.prompt()
+impl ModeDriver for ShoutExecutor {
+    fn base(&self) -> &ExecutorBase {
+        &self.base
     }
 
-    fn state(&self) -> &State {
-        self.base.state()
-    }
-
-    async fn run(&mut self) -> Result<Prompt, ExecutorError> {
-        self.base.runnable()?;
+    async fn advance(&mut self) -> Result<Prompt, ExecutorError> {
         let input = self.base.prompt().input.clone().unwrap_or_default();
         self.base
             .recorder
@@ -68,10 +65,6 @@ impl PromptExecutor for ShoutExecutor {
             .await?;
         self.base.recorder.complete().await?;
         Ok(self.base.prompt().clone())
-    }
-
-    async fn decide(&mut self, id: &str, _verdict: &Verdict) -> Result<Prompt, ExecutorError> {
-        Err(ExecutorError::NotWaiting(id.to_owned()))
     }
 }
 

@@ -51,12 +51,12 @@ pub use agentic_conversation as conversation;
 pub use agentic_core as core;
 
 pub use agentic_core::{
-    Approval, Config, ContextItem, Event, EventPayload, EventSubscription, ExecutionModeFactory,
-    ExecutorBase, ExecutorCreateOptions, ExecutorError, FileOutput, FnTool, ModelEvent, ModelKind,
-    ModelProvider, ModelRequest, ModelResponse, Plugin, PluginRegistration, PrepareContext, Prompt,
-    PromptExecutor, PromptOptions, PromptOutput, PromptState, ProviderError, Received,
-    SetupContext, State, TextOutput, Tool, ToolContext, ToolError, ToolOutput, ToolResult, Verdict,
-    define_tool, inventory,
+    Approval, Config, ContextItem, Driven, Event, EventPayload, EventSubscription,
+    ExecutionModeFactory, ExecutorBase, ExecutorCreateOptions, ExecutorError, FileOutput, FnTool,
+    ModeDriver, ModelEvent, ModelKind, ModelProvider, ModelRequest, ModelResponse, Plugin,
+    PluginRegistration, PrepareContext, Prompt, PromptExecutor, PromptOptions, PromptOutput,
+    PromptState, ProviderError, Received, SetupContext, State, TextOutput, Tool, ToolContext,
+    ToolError, ToolOutput, ToolResult, Verdict, define_tool, inventory,
 };
 
 /// Code mode's sandbox, for programs that tune it or run it directly.

@@ -15,9 +15,8 @@ use crate::mode::{
 use crate::plugin::Prepared;
 use crate::prompt::{ErrorKind, Prompt, PromptOutput, PromptState, ToolOutput, ToolResult};
 use crate::provider::{ChatMessage, ModelRequest, ToolSpec};
-use crate::runtime::executor::ExecutorBase;
+use crate::runtime::executor::{Driven, ExecutorBase, ModeDriver};
 use crate::runtime::takeover;
-use crate::state::State;
 use crate::tool::{Approval, ToolContext};
 
 /// The id of classic mode.
@@ -43,7 +42,7 @@ impl ExecutionModeFactory for ClassicModeFactory {
         "Classic (text + tools)"
     }
     fn create_executor(&self, options: ExecutorCreateOptions) -> Box<dyn PromptExecutor> {
-        Box::new(ClassicExecutor::new(options))
+        Box::new(Driven(ClassicExecutor::new(options)))
     }
 }
 
@@ -351,21 +350,16 @@ fn non_empty_arguments(arguments: &str) -> &str {
 }
 
 #[async_trait]
-impl PromptExecutor for ClassicExecutor {
-    fn prompt(&self) -> &Prompt {
-        self.base.prompt()
+impl ModeDriver for ClassicExecutor {
+    fn base(&self) -> &ExecutorBase {
+        &self.base
     }
 
-    fn state(&self) -> &State {
-        self.base.state()
-    }
-
-    async fn run(&mut self) -> Result<Prompt, ExecutorError> {
-        self.base.runnable()?;
+    async fn advance(&mut self) -> Result<Prompt, ExecutorError> {
         self.drive().await
     }
 
-    async fn decide(
+    async fn apply_verdict(
         &mut self,
         tool_call_id: &str,
         verdict: &Verdict,

@@ -1,8 +1,11 @@
 //! What every executor starts from, whatever its mode: the prompt it creates or resumes, its
 //! recorder, its plugins prepared once, and the steps of running and deciding that do not
-//! depend on how the mode asks the model. Classic mode and code mode both build on it.
+//! depend on how the mode asks the model. Classic mode and code mode both build on it: each
+//! is a [`ModeDriver`] over an [`ExecutorBase`], run as a [`PromptExecutor`] by [`Driven`].
 
-use crate::mode::{ExecutorCreateOptions, ExecutorError, Verdict};
+use async_trait::async_trait;
+
+use crate::mode::{ExecutorCreateOptions, ExecutorError, PromptExecutor, Verdict};
 use crate::plugin::Prepared;
 use crate::prompt::{ErrorKind, Prompt, PromptState, ToolResult};
 use crate::recorder::PromptRecorder;
@@ -127,5 +130,53 @@ impl ExecutorBase {
             }
         }
         Ok(())
+    }
+}
+
+/// A mode's own part of an executor: how it runs a prompt on, and how it applies a verdict.
+/// [`Driven`] makes it a [`PromptExecutor`].
+#[async_trait]
+pub trait ModeDriver: Send + Sync {
+    /// The shared part: the prompt, its recorder, its options.
+    fn base(&self) -> &ExecutorBase;
+    /// Runs the prompt, which may run, until it completes, fails or waits for a person.
+    async fn advance(&mut self) -> Result<Prompt, ExecutorError>;
+    /// Applies a person's verdict on the call `tool_call_id` and runs on; a mode whose calls
+    /// never wait keeps the default, which says the call does not wait.
+    async fn apply_verdict(
+        &mut self,
+        tool_call_id: &str,
+        _verdict: &Verdict,
+    ) -> Result<Prompt, ExecutorError> {
+        Err(ExecutorError::NotWaiting(tool_call_id.to_owned()))
+    }
+}
+
+/// A [`ModeDriver`] as the runtime runs it: `Box::new(Driven(driver))` from a mode's
+/// `create_executor`.
+#[derive(Debug)]
+pub struct Driven<D>(pub D);
+
+#[async_trait]
+impl<D: ModeDriver> PromptExecutor for Driven<D> {
+    fn prompt(&self) -> &Prompt {
+        self.0.base().prompt()
+    }
+
+    fn state(&self) -> &State {
+        self.0.base().state()
+    }
+
+    async fn run(&mut self) -> Result<Prompt, ExecutorError> {
+        self.0.base().runnable()?;
+        self.0.advance().await
+    }
+
+    async fn decide(
+        &mut self,
+        tool_call_id: &str,
+        verdict: &Verdict,
+    ) -> Result<Prompt, ExecutorError> {
+        self.0.apply_verdict(tool_call_id, verdict).await
     }
 }

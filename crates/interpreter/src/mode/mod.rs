@@ -12,8 +12,8 @@
 use std::sync::Arc;
 
 use agentic_core::{
-    ExecutionModeFactory, ExecutorBase, ExecutorCreateOptions, ExecutorError, Prepared, Prompt,
-    PromptExecutor, State, Verdict,
+    Driven, ExecutionModeFactory, ExecutorBase, ExecutorCreateOptions, ExecutorError, ModeDriver,
+    Prepared, Prompt, PromptExecutor, Verdict,
 };
 use async_trait::async_trait;
 use serde_json::{Map, Value};
@@ -48,7 +48,7 @@ impl ExecutionModeFactory for CodeModeFactory {
         "Code (JavaScript sandbox)"
     }
     fn create_executor(&self, options: ExecutorCreateOptions) -> Box<dyn PromptExecutor> {
-        Box::new(CodeExecutor::new(options, self.shared.clone()))
+        Box::new(Driven(CodeExecutor::new(options, self.shared.clone())))
     }
     /// A script paused at an approval, or running when its process stopped, is replayed
     /// from its journal in a fresh worker (see `journal.rs`).
@@ -175,21 +175,16 @@ fn new_call_id() -> String {
 }
 
 #[async_trait]
-impl PromptExecutor for CodeExecutor {
-    fn prompt(&self) -> &Prompt {
-        self.base.recorder.prompt()
+impl ModeDriver for CodeExecutor {
+    fn base(&self) -> &ExecutorBase {
+        &self.base
     }
 
-    fn state(&self) -> &State {
-        self.base.state()
-    }
-
-    async fn run(&mut self) -> Result<Prompt, ExecutorError> {
-        self.base.runnable()?;
+    async fn advance(&mut self) -> Result<Prompt, ExecutorError> {
         self.drive().await
     }
 
-    async fn decide(
+    async fn apply_verdict(
         &mut self,
         tool_call_id: &str,
         verdict: &Verdict,

@@ -15,27 +15,18 @@ struct Refund {
 
 #[agentic::main]
 async fn main() -> agentic::Result<()> {
-    let refund = define_tool(
-        "shop.refund",
-        "Refunds an order",
-        |_context, refund: Refund| async move {
-            Ok::<_, ToolError>(format!(
-                "refunded {} cents on {}",
-                refund.cents, refund.order
-            ))
-        },
-    )
-    .require_approval("it sends money back to a customer");
+    let refund =
+        define_tool("shop.refund", "Refunds an order", |_context, refund: Refund| async move {
+            Ok::<_, ToolError>(format!("refunded {} cents on {}", refund.cents, refund.order))
+        })
+        .require_approval("it sends money back to a customer");
     let agent = Agent::builder()
         .tool(refund)
         .without(&["shell", "web"])
         // Refunds up to 50.00 go through; larger ones wait for a manager.
         .on_approval(|request| {
             let cents = request.call.input["cents"].as_u64().unwrap_or(u64::MAX);
-            println!(
-                "asked: {} ({}), {cents} cents",
-                request.call.function, request.reason
-            );
+            println!("asked: {} ({}), {cents} cents", request.call.function, request.reason);
             (cents <= 5_000).then_some(Verdict::Approve)
         })
         .build()

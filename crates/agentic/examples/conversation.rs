@@ -7,9 +7,7 @@ use agentic::Agent;
 
 #[agentic::main]
 async fn main() -> agentic::Result<()> {
-    let file = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "agent.db".to_owned());
+    let file = std::env::args().nth(1).unwrap_or_else(|| "agent.db".to_owned());
     let agent = Agent::builder()
         .store(&format!("sqlite://{file}?mode=rwc"))
         .without(&["shell", "web"])
@@ -17,9 +15,7 @@ async fn main() -> agentic::Result<()> {
         .await?;
     let first = agent.run("My name is Ada. Please remember it.").await?;
     println!("{}", first.answer());
-    let second = agent
-        .continue_with(&first.conversation_id, "What is my name?")
-        .await?;
+    let second = agent.continue_with(&first.conversation_id, "What is my name?").await?;
     println!("{}", second.answer());
     println!("conversation {}", second.conversation_id);
     Ok(())

@@ -37,9 +37,7 @@ impl ExecutionModeFactory for ShoutMode {
         "Shout (reads the message back)"
     }
     fn create_executor(&self, options: ExecutorCreateOptions) -> Box<dyn PromptExecutor> {
-        Box::new(Driven(ShoutExecutor {
-            base: ExecutorBase::new(options),
-        }))
+        Box::new(Driven(ShoutExecutor { base: ExecutorBase::new(options) }))
     }
 }
 
@@ -59,10 +57,7 @@ impl ModeDriver for ShoutExecutor {
 
     async fn advance(&mut self) -> Result<Prompt, ExecutorError> {
         let input = self.base.prompt().input.clone().unwrap_or_default();
-        self.base
-            .recorder
-            .push_unstreamed_text(&input.to_uppercase())
-            .await?;
+        self.base.recorder.push_unstreamed_text(&input.to_uppercase()).await?;
         self.base.recorder.complete().await?;
         Ok(self.base.prompt().clone())
     }
@@ -70,11 +65,7 @@ impl ModeDriver for ShoutExecutor {
 
 #[agentic::main]
 async fn main() -> agentic::Result<()> {
-    let agent = Agent::builder()
-        .plugin(ShoutPlugin)
-        .mode("shout")
-        .build()
-        .await?;
+    let agent = Agent::builder().plugin(ShoutPlugin).mode("shout").build().await?;
     println!("{}", agent.run("hello, modes").await?.answer());
     Ok(())
 }

@@ -11,10 +11,7 @@ async fn main() -> agentic::Result<()> {
     let agent = Agent::builder()
         .mode(agentic::mode::CODE)
         // Each program may run for 1 s of wall time and make 20 tool calls at most.
-        .section(
-            "interpreter",
-            json!({ "sandbox": { "wallTimeMs": 1000, "maxToolCalls": 20 } }),
-        )
+        .section("interpreter", json!({ "sandbox": { "wallTimeMs": 1000, "maxToolCalls": 20 } }))
         .without(&["shell", "web"])
         .build()
         .await?;

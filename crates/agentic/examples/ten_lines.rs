@@ -11,17 +11,7 @@ async fn weather(city: String) -> String {
 
 #[agentic::main]
 async fn main() -> agentic::Result<()> {
-    let agent = agentic::Agent::builder()
-        .mode("code")
-        .tool(weather())
-        .build()
-        .await?;
-    println!(
-        "{}",
-        agent
-            .run("What is the weather in Lyon today?")
-            .await?
-            .answer()
-    );
+    let agent = agentic::Agent::builder().mode("code").tool(weather()).build().await?;
+    println!("{}", agent.run("What is the weather in Lyon today?").await?.answer());
     Ok(())
 }

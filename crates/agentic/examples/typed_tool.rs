@@ -43,17 +43,10 @@ async fn main() -> agentic::Result<()> {
                     )));
                 }
             };
-            Ok(Quote {
-                total_cents: unit_cents * u64::from(order.quantity),
-                sku: order.sku,
-            })
+            Ok(Quote { total_cents: unit_cents * u64::from(order.quantity), sku: order.sku })
         },
     );
-    let agent = Agent::builder()
-        .tool(quote)
-        .without(&["shell", "web"])
-        .build()
-        .await?;
+    let agent = Agent::builder().tool(quote).without(&["shell", "web"]).build().await?;
     let reply = agent.run("How much are three KB-101 keyboards?").await?;
     for output in reply.timeline() {
         if let agentic::PromptOutput::Tool(call) = output {

@@ -350,6 +350,9 @@ function ConversationView({ session, conversationId, bus, capabilities, onChange
 
   const load = useCallback(async () => {
     if (!conversationId) return;
+    // Events that come while the timeline is read wait and apply on top of it: a prompt just
+    // sent in a new conversation publishes its first outputs before the read can see them.
+    loaded.current = false;
     try {
       const detail = await request(session, "GET", `/api/conversations/${encodeURIComponent(conversationId)}`);
       const list = detail.prompts.filter((stored) => stored.visible !== false).map(fromStored);

@@ -213,18 +213,24 @@ export function callLine(code, toolId, nth) {
 }
 
 /// How a call stands or ended, for people: a rejection or a cancellation is a decision, not a
-/// failure, and an interruption is the server's, not the tool's. agentic-core fixes these
-/// texts (`rejection_error`, `CANCELLED_TOOL_ERROR`, `INTERRUPTED_TOOL_ERROR`).
-/// FIXME(#34): a typed reason in `ToolResult::Error` would spare reading them.
+/// failure, and an interruption is the server's, not the tool's. Read from the error's kind,
+/// never its words (which a release may reword).
+const ERROR_STATES = {
+  rejected: "rejected",
+  cancelled: "cancelled",
+  interrupted: "interrupted",
+  interruptedWaiting: "interrupted",
+  takenOver: "interrupted",
+};
+
 export function callState(output) {
   const result = output.result || {};
-  if (result.type === "pending") return result.reason === "running" ? "running" : "waiting";
+  if (result.type === "pending") {
+    if (result.awaitingApproval) return "waiting";
+    return result.reason === "running" ? "running" : "waiting";
+  }
   if (result.type !== "error") return "ok";
-  const error = result.error || "";
-  if (error.startsWith("Rejected by user:")) return "rejected";
-  if (error.startsWith("Cancelled:")) return "cancelled";
-  if (error.startsWith("Interrupted:")) return "interrupted";
-  return "error";
+  return ERROR_STATES[result.kind] || "error";
 }
 
 export function duration(output) {

@@ -120,13 +120,7 @@ impl ClassicExecutor {
     async fn drive(&mut self) -> Result<Prompt, ExecutorError> {
         let prepared = match self.prepared().await {
             Ok(prepared) => prepared,
-            Err(error) => {
-                self.base
-                    .recorder
-                    .fail(&format!("preparing the prompt failed: {error:#}"))
-                    .await?;
-                return Ok(self.base.recorder.prompt().clone());
-            }
+            Err(error) => return self.base.fail_preparing(&error).await,
         };
         if self.base.take_resumed() == Some(PromptState::Running) {
             self.adopt_unfinished_calls(&prepared).await?;

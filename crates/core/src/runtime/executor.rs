@@ -113,6 +113,14 @@ impl ExecutorBase {
         Ok(prepared)
     }
 
+    /// Ends the prompt as failed because its plugins could not prepare, and returns it.
+    pub async fn fail_preparing(&mut self, error: &anyhow::Error) -> Result<Prompt, ExecutorError> {
+        self.recorder
+            .fail(&format!("preparing the prompt failed: {error:#}"))
+            .await?;
+        Ok(self.recorder.prompt().clone())
+    }
+
     /// Records a person's verdict on the call the prompt waits at, once the mode has checked
     /// that it waits there: the prompt runs again, and the call either starts now (its time
     /// is its run, not the time a person took) or fails as rejected.

@@ -17,13 +17,7 @@ impl CodeExecutor {
     pub(super) async fn drive(&mut self) -> Result<Prompt, ExecutorError> {
         let (prepared, bindings) = match self.prepared().await {
             Ok(prepared) => prepared,
-            Err(error) => {
-                self.base
-                    .recorder
-                    .fail(&format!("preparing the prompt failed: {error:#}"))
-                    .await?;
-                return Ok(self.base.recorder.prompt().clone());
-            }
+            Err(error) => return self.base.fail_preparing(&error).await,
         };
         if self.active.is_none() {
             self.restore(&bindings).await?;

@@ -6,6 +6,7 @@ mod bfcl;
 mod conformance;
 mod eval;
 mod new_plugin;
+mod standalone;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -23,6 +24,7 @@ fn main() -> anyhow::Result<()> {
         Some("ci") => ci(&root),
         Some("deps") => check_core_dependencies(&root),
         Some("new-plugin") => match arguments.get(1) {
+            Some(flag) if flag == "--standalone" => standalone::command(&root, &arguments[2..]),
             Some(name) => {
                 // AGENTIC_WORKSPACE points at another checkout (the test uses a scratch copy).
                 let target = std::env::var_os("AGENTIC_WORKSPACE")
@@ -30,10 +32,13 @@ fn main() -> anyhow::Result<()> {
                 new_plugin::new_plugin(&target, name)
             }
             None => {
-                eprintln!("usage: cargo xtask new-plugin <name>");
+                eprintln!(
+                    "usage: cargo xtask new-plugin <name>\n       cargo xtask new-plugin --standalone <dir> [--name <name>] [--agentic <path>]"
+                );
                 std::process::exit(2);
             }
         },
+        Some("standalone-check") => standalone::check(&root),
         Some("eval") => eval(&root, &arguments[1..]),
         Some("web") => web(
             &root,
@@ -75,6 +80,8 @@ fn main() -> anyhow::Result<()> {
                  deps   check that agentic-core depends on no HTTP, database or JS engine crate\n  \
                  web [--check]   build the playground into crates/api/web/dist (or check it is current)\n  \
                  new-plugin <name>   a new tool plugin crate, wired into the workspace and the binary\n  \
+                 new-plugin --standalone <dir>   a plugin crate of its own outside this workspace, on `agentic` alone\n  \
+                 standalone-check   make one in a temporary directory, run its tests and its example\n  \
                  bench sandbox   sandbox overhead, ours beside the seed's QuickJS (needs node, npm)\n  \
                  bench tokens    model calls and prompt tokens, classic against code mode (also over 120 MCP tools)\n  \
                  bench fairness  one user's scripts beside another user's endless loops\n  \
@@ -129,6 +136,8 @@ fn ci(root: &Path) -> anyhow::Result<()> {
         &["test", "--workspace", "--locked"],
         &[("INSTA_UPDATE", "no"), ("CI", "true")],
     )?;
+    // A plugin crate outside this workspace, from the template, against this checkout.
+    standalone::check(root)?;
     // The MCP conformance suite, against the binary the tests built.
     let suite_installed = root
         .join("crates/plugins/mcp/tests/conformance/node_modules/.bin/conformance")
@@ -289,7 +298,12 @@ fn normal_dependencies_among<'a>(
         .collect())
 }
 
-fn run(root: &Path, program: &str, arguments: &[&str], env: &[(&str, &str)]) -> anyhow::Result<()> {
+pub(crate) fn run(
+    root: &Path,
+    program: &str,
+    arguments: &[&str],
+    env: &[(&str, &str)],
+) -> anyhow::Result<()> {
     println!("$ {program} {}", arguments.join(" "));
     let status = Command::new(program)
         .current_dir(root)

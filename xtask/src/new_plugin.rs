@@ -7,27 +7,14 @@ use anyhow::{Context as _, bail, ensure};
 
 /// Creates `crates/plugins/<name>` under `root` and wires it in.
 pub(crate) fn new_plugin(root: &Path, name: &str) -> anyhow::Result<()> {
-    ensure!(
-        name.len() <= 32
-            && name.starts_with(|c: char| c.is_ascii_lowercase())
-            && name
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()),
-        "a plugin name is 1 to 32 lowercase letters and digits, starting with a letter \
-         (it becomes the tool prefix, e.g. `{name}.hello`)"
-    );
+    check_name(name)?;
     let directory = root.join("crates/plugins").join(name);
     if directory.exists() {
         bail!("{} already exists", directory.display());
     }
     let crate_name = format!("agentic_plugin_{name}");
     let package = format!("agentic-plugin-{name}");
-    let title = {
-        let mut chars = name.chars();
-        chars.next().map_or_else(String::new, |first| {
-            first.to_ascii_uppercase().to_string() + chars.as_str()
-        })
-    };
+    let title = title(name);
 
     std::fs::create_dir_all(directory.join("src"))?;
     std::fs::create_dir_all(directory.join("tests"))?;
@@ -236,4 +223,27 @@ fn edit_manifest(
     edit(&mut manifest)?;
     std::fs::write(path, manifest.to_string())
         .with_context(|| format!("could not write {}", path.display()))
+}
+
+/// A plugin's name becomes its tools' prefix and its crate's name: lowercase letters and
+/// digits.
+pub(crate) fn check_name(name: &str) -> anyhow::Result<()> {
+    ensure!(
+        name.len() <= 32
+            && name.starts_with(|c: char| c.is_ascii_lowercase())
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()),
+        "a plugin name is 1 to 32 lowercase letters and digits, starting with a letter \
+         (it becomes the tool prefix, e.g. `{name}.hello`)"
+    );
+    Ok(())
+}
+
+/// The name with its first letter in capitals: `weather` is `WeatherPlugin`.
+pub(crate) fn title(name: &str) -> String {
+    let mut chars = name.chars();
+    chars.next().map_or_else(String::new, |first| {
+        first.to_ascii_uppercase().to_string() + chars.as_str()
+    })
 }

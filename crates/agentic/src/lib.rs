@@ -76,8 +76,11 @@ pub mod __private {
     pub use tokio;
 }
 
-/// `#[async_trait]`, for implementing [`Plugin`], [`Tool`] or a mode.
-pub use async_trait;
+/// The async-trait crate, whose attribute is re-exported beside it.
+pub use ::async_trait;
+/// `#[async_trait]`, for implementing [`Plugin`], [`Tool`], [`ModelProvider`] or a mode:
+/// `use agentic::async_trait;` brings in the attribute.
+pub use ::async_trait::async_trait;
 /// schemars, for a tool's own input and output types (`#[schemars(crate = "agentic::schemars")]`).
 pub use schemars;
 /// serde, for a tool's own input and output types: derive with

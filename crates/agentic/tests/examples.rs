@@ -15,6 +15,11 @@ struct Case {
     /// Whether the example asks a model (then `examples/turns/<example>.yaml` plays it).
     #[serde(default = "yes")]
     script: bool,
+    /// An example that is a test (`test = true` in Cargo.toml): `cargo test` runs it as one,
+    /// and builds no program of it to run here.
+    #[serde(default)]
+    test: bool,
+    #[serde(default)]
     expect: Vec<String>,
 }
 
@@ -46,7 +51,7 @@ fn every_example_runs_and_says_what_it_should() {
             );
         }
     }
-    for case in cases {
+    for case in cases.into_iter().filter(|case| !case.test) {
         let binary = examples_dir().join(&case.example);
         assert!(
             binary.exists(),

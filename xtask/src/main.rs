@@ -6,6 +6,7 @@ mod bfcl;
 mod conformance;
 mod eval;
 mod new_plugin;
+mod setup;
 mod standalone;
 
 use std::path::{Path, PathBuf};
@@ -21,7 +22,11 @@ fn main() -> anyhow::Result<()> {
     let arguments: Vec<String> = std::env::args().skip(1).collect();
     let root = workspace_root();
     match arguments.first().map(String::as_str) {
-        Some("ci") => ci(&root),
+        Some("ci") => match arguments.get(1).map(String::as_str) {
+            Some("--no-setup") => ci(&root),
+            None => setup::then_ci(&root),
+            Some(other) => bail!("cargo xtask ci takes --no-setup only, not {other}"),
+        },
         Some("deps") => check_core_dependencies(&root),
         Some("new-plugin") => match arguments.get(1) {
             Some(flag) if flag == "--standalone" => standalone::command(&root, &arguments[2..]),
@@ -75,7 +80,7 @@ fn main() -> anyhow::Result<()> {
                 "usage: cargo xtask <task>\n\n\
                  tasks:\n  \
                  eval   the real-model eval of eval/README.md (both modes, every task)\n  \
-                 ci     format check, clippy -D warnings, dependency invariants, every test\n  \
+                 ci [--no-setup]   set up what the tests need (.ci/setup), then the format check,\n                  clippy -D warnings, docs, invariants, packaging, every test\n  \
                  conformance   the MCP conformance suite against agentic's MCP server and client\n  \
                  deps   check that agentic-core depends on no HTTP, database or JS engine crate\n  \
                  web [--check]   build the playground into crates/api/web/dist (or check it is current)\n  \
@@ -138,6 +143,23 @@ fn ci(root: &Path) -> anyhow::Result<()> {
     )?;
     // A plugin crate outside this workspace, from the template, against this checkout.
     standalone::check(root)?;
+    // Every crate but xtask packages, in dependency order, against the others' packages. Not
+    // built again from the packages (that is 15 minutes on 2 cores): what a package could lack,
+    // a file its sources include from outside the crate, is a tidy check (invariant 45).
+    run(
+        root,
+        "cargo",
+        &[
+            "package",
+            "--workspace",
+            "--exclude",
+            "xtask",
+            "--locked",
+            "--allow-dirty",
+            "--no-verify",
+        ],
+        &[],
+    )?;
     // The MCP conformance suite, against the binary the tests built.
     let suite_installed = root
         .join("crates/plugins/mcp/tests/conformance/node_modules/.bin/conformance")

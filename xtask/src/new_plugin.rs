@@ -19,6 +19,12 @@ pub(crate) fn new_plugin(root: &Path, name: &str) -> anyhow::Result<()> {
     std::fs::create_dir_all(directory.join("src"))?;
     std::fs::create_dir_all(directory.join("tests"))?;
     std::fs::write(
+        directory.join("README.md"),
+        format!(
+            "# {package}\n\nThe `{name}` plugin for agentic: its tools, offered to every prompt.\n"
+        ),
+    )?;
+    std::fs::write(
         directory.join("Cargo.toml"),
         format!(
             r#"[package]
@@ -28,7 +34,8 @@ version.workspace = true
 edition.workspace = true
 rust-version.workspace = true
 license.workspace = true
-publish.workspace = true
+keywords = ["agent", "llm", "tools"]
+readme = "README.md"
 
 [dependencies]
 agentic-core.workspace = true
@@ -38,7 +45,8 @@ schemars.workspace = true
 serde.workspace = true
 
 [dev-dependencies]
-agentic-testing.workspace = true
+# By path alone: cargo leaves it out of the published manifest.
+agentic-testing = {{ path = "../../testing" }}
 serde_json.workspace = true
 tokio.workspace = true
 
@@ -161,10 +169,16 @@ fn case() -> TimelineCase {{
     // The workspace: `crates/plugins/*` makes it a member; it gets a dependency entry.
     let manifest_path = root.join("Cargo.toml");
     edit_manifest(&manifest_path, |manifest| {
+        // Workspace crates are released together: each names the others' exact version.
+        let version = manifest["workspace"]["package"]["version"]
+            .as_str()
+            .context("the workspace manifest has no [workspace.package] version")?
+            .to_owned();
         let dependencies = manifest["workspace"]["dependencies"]
             .as_table_mut()
             .context("the workspace manifest has no [workspace.dependencies]")?;
         let mut entry = toml_edit::InlineTable::new();
+        entry.insert("version", format!("={version}").into());
         entry.insert("path", format!("crates/plugins/{name}").into());
         dependencies.insert(&package, toml_edit::value(entry));
         Ok(())

@@ -61,9 +61,9 @@ fn new_plugin_creates_a_wired_crate_that_compiles() {
     );
     let read = |path: &str| std::fs::read_to_string(scratch.path().join(path)).unwrap();
     assert!(read("Cargo.toml").contains("\"crates/plugins/demo\""));
-    assert!(
-        read("Cargo.toml").contains("agentic-plugin-demo = { path = \"crates/plugins/demo\" }")
-    );
+    assert!(read("Cargo.toml").contains(
+        "agentic-plugin-demo = { version = \"=0.1.0\", path = \"crates/plugins/demo\" }"
+    ));
     assert!(read("crates/cli/Cargo.toml").contains("agentic-plugin-demo.workspace = true"));
     assert!(read("crates/cli/src/main.rs").contains("use agentic_plugin_demo as _;"));
     assert!(read("crates/plugins/demo/src/lib.rs").contains("\"demo.hello\""));

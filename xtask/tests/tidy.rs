@@ -409,3 +409,117 @@ fn no_source_file_is_over_800_lines() {
         over.join("\n")
     );
 }
+
+/// Invariant 45: every crate but `xtask` can be published. It says what it is (description,
+/// licence, keywords, a README), names the workspace crates it depends on with the exact
+/// version they are released at, and names them in dev-dependencies by path alone, which cargo
+/// drops from the published manifest (the test-only cycles stay home). `cargo package` in
+/// `cargo xtask ci` checks the rest.
+#[test]
+fn every_crate_can_be_published() {
+    let workspace_manifest: toml::Table = std::fs::read_to_string(workspace().join("Cargo.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut problems = Vec::new();
+    let shared = &workspace_manifest["workspace"]["dependencies"];
+    for (name, entry) in shared.as_table().unwrap() {
+        if name == "agentic" || name.starts_with("agentic-") {
+            let version = entry.get("version").and_then(|v| v.as_str()).unwrap_or("");
+            if !version.starts_with('=') {
+                problems.push(format!(
+                    "[workspace.dependencies] {name}: version = \"={version}\""
+                ));
+            }
+        }
+    }
+    for dir in crates() {
+        if dir.ends_with("xtask") {
+            continue;
+        }
+        let manifest: toml::Table = std::fs::read_to_string(dir.join("Cargo.toml"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        let package = manifest["package"].as_table().unwrap();
+        let name = package["name"].as_str().unwrap().to_owned();
+        for field in ["description", "license", "keywords", "readme"] {
+            if !package.contains_key(field) {
+                problems.push(format!("{name}: no {field}"));
+            }
+        }
+        if package
+            .get("publish")
+            .is_some_and(|publish| publish.as_bool() == Some(false))
+        {
+            problems.push(format!("{name}: publish = false"));
+        }
+        if !dir.join("README.md").exists() {
+            problems.push(format!("{name}: no README.md"));
+        }
+        if let Some(dev) = manifest.get("dev-dependencies").and_then(|d| d.as_table()) {
+            for (dependency, entry) in dev {
+                let ours = dependency == "agentic" || dependency.starts_with("agentic-");
+                let versioned = entry.get("version").is_some()
+                    || entry
+                        .get("workspace")
+                        .is_some_and(|w| w.as_bool() == Some(true));
+                if ours && versioned {
+                    problems.push(format!(
+                        "{name}: dev-dependency {dependency} by path alone, without a version"
+                    ));
+                }
+            }
+        }
+    }
+    // A package holds its crate's folder only: a file its library or binary includes from
+    // outside it would be missing when the package is built on its own. (Its tests may read
+    // the repository: they are not run from a package.)
+    for dir in crates() {
+        for file in files(&dir.join("src"), ".rs") {
+            let text = std::fs::read_to_string(&file).unwrap();
+            for (at, _) in text.match_indices("include_") {
+                let rest = &text[at..];
+                let Some(open) = rest.find("!(\"") else {
+                    continue;
+                };
+                if open > "include_bytes".len() {
+                    continue;
+                }
+                let path = &rest[open + 3..];
+                let Some(close) = path.find('"') else {
+                    continue;
+                };
+                let included = file.parent().unwrap().join(&path[..close]);
+                let included = normalise(&included);
+                if !included.starts_with(&dir) {
+                    problems.push(format!(
+                        "{} includes {}, outside its crate",
+                        relative(&file),
+                        &path[..close]
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "not publishable:\n{}",
+        problems.join("\n")
+    );
+}
+
+/// `path` with its `..` and `.` resolved, without reading the file system.
+fn normalise(path: &Path) -> PathBuf {
+    let mut parts = PathBuf::new();
+    for component in path.components() {
+        match component {
+            std::path::Component::ParentDir => {
+                parts.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => parts.push(other),
+        }
+    }
+    parts
+}

@@ -17,8 +17,10 @@ impl Bar {
     pub(crate) fn new() -> Self {
         let bar = ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
         bar.set_style(
-            ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            ProgressStyle::with_template(
+                "{bar:40} {bytes}/{total_bytes} {bytes_per_sec}, {eta} left",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         Self { bar }
     }

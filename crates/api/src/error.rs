@@ -172,6 +172,8 @@ impl From<PromptServiceError> for ApiError {
             PromptServiceError::Executor(ExecutorError::Internal(message)) => {
                 Self::internal(&anyhow::anyhow!(message))
             }
+            // A kind of executor error this server does not know yet.
+            PromptServiceError::Executor(other) => Self::internal(&anyhow::anyhow!(other)),
         }
     }
 }

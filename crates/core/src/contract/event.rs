@@ -39,6 +39,7 @@ pub struct StreamProgress {
 /// What an event says: its JSON `type` is [`EventPayload::name`], its fields are under `data`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", content = "data")]
+#[non_exhaustive]
 pub enum EventPayload {
     /// A prompt was created.
     #[serde(rename = "prompt.created", rename_all = "camelCase")]

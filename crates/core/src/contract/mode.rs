@@ -98,6 +98,7 @@ pub fn rejection_error(reason: Option<&str>) -> String {
 
 /// Why an executor could not run a prompt or apply a decision.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ExecutorError {
     /// The named tool call is not waiting for approval.
     #[error("no tool call \"{0}\" is waiting for approval")]
@@ -112,6 +113,7 @@ pub enum ExecutorError {
 
 /// What changed in a prompt since its last checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PromptChange {
     /// The output at this index was added or updated (and perhaps the prompt's state).
     Output(usize),
@@ -197,6 +199,7 @@ impl std::fmt::Debug for ExecutionModeService {
 
 /// Why the mode registry refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ModeError {
     /// Two modes were registered under this id.
     #[error("execution mode \"{0}\" is registered twice")]

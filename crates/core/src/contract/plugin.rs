@@ -137,6 +137,7 @@ pub struct ContextItem {
 }
 
 /// Per-prompt input of `prepare()`, and where it pushes tools and context.
+#[non_exhaustive]
 pub struct PrepareContext {
     /// The user the prompt belongs to.
     pub user_id: String,
@@ -148,11 +149,11 @@ pub struct PrepareContext {
     pub state: State,
     /// The runtime's services.
     pub services: Arc<Services>,
-    /// Tools offered so far. Offer them with [`PrepareContext::add_tool`], which records the
-    /// plugin that offered each.
-    pub tools: Vec<Arc<dyn Tool>>,
+    /// Tools offered so far, through [`PrepareContext::add_tool`] only, which records the
+    /// plugin that offered each; [`PrepareContext::tools`] reads them.
+    pub(crate) tools: Vec<Arc<dyn Tool>>,
     /// Context items added so far (see [`PrepareContext::add_context`]).
-    pub context: Vec<ContextItem>,
+    pub(crate) context: Vec<ContextItem>,
     /// The plugin whose `prepare()` is running; tools it pushes are grouped under it.
     pub(crate) current_plugin: String,
     pub(crate) tool_owners: Vec<(String, String)>,
@@ -168,6 +169,16 @@ impl std::fmt::Debug for PrepareContext {
 }
 
 impl PrepareContext {
+    /// The tools offered so far, by the plugins that prepared before this one.
+    pub fn tools(&self) -> &[Arc<dyn Tool>] {
+        &self.tools
+    }
+
+    /// The context items added so far.
+    pub fn context_items(&self) -> &[ContextItem] {
+        &self.context
+    }
+
     /// Offers `tool` to this prompt, as a tool of the plugin that is preparing.
     pub fn add_tool(&mut self, tool: Arc<dyn Tool>) {
         self.tool_owners

@@ -170,6 +170,7 @@ impl std::str::FromStr for ModelKind {
 /// Where a prompt is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum PromptState {
     /// The mode is working on it.
     Running,
@@ -210,6 +211,7 @@ impl PromptState {
 /// One entry of a prompt's timeline.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "camelCase")]
+#[non_exhaustive]
 pub enum PromptOutput {
     /// A text: the model's reply, or a message of the mode.
     Text(TextOutput),
@@ -269,6 +271,7 @@ pub struct ToolOutput {
 /// rewording an error cannot change how an earlier release's prompts resume.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub enum ErrorKind {
     /// The tool ran and failed, or its input was refused.
     #[default]
@@ -418,9 +421,12 @@ pub struct FileOutput {
     pub end: Option<DateTime<Utc>>,
 }
 
-/// Tokens spent on a prompt, summed over every model call it made.
+/// Tokens spent on a prompt, summed over every model call it made. It will gain fields (cache
+/// reads and writes, for one): a provider starts from [`PromptUsage::tokens`] and sets what
+/// else it knows.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct PromptUsage {
     /// Tokens the model read.
     pub input_tokens: u64,
@@ -448,6 +454,17 @@ pub struct PromptUsage {
 }
 
 impl PromptUsage {
+    /// `input` tokens read and `output` tokens written, their sum the total, nothing else
+    /// known yet.
+    pub fn tokens(input: u64, output: u64) -> Self {
+        Self {
+            input_tokens: input,
+            output_tokens: output,
+            total_tokens: input + output,
+            ..Self::default()
+        }
+    }
+
     /// Adds `other` to this usage: counts and cost sum, `estimated` spreads, and `other`'s
     /// model name, when it has one, replaces this one's.
     pub fn add(&mut self, other: &PromptUsage) {

@@ -179,6 +179,7 @@ impl ModelRequest {
 
 /// One item of a model's streamed answer.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum ModelEvent {
     /// The next piece of the answer's text.
     TextDelta(String),
@@ -195,6 +196,7 @@ pub type ModelStream = Pin<Box<dyn Stream<Item = Result<ModelEvent, ProviderErro
 
 /// Why a model call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ProviderError {
     /// The server answered with an error status (after any retries).
     #[error("model provider answered {status}: {message}")]
@@ -258,6 +260,7 @@ impl std::fmt::Debug for ProviderFactory {
 
 /// A model's whole answer to one request.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ModelResponse {
     /// The whole text, its deltas joined.
     pub text: String,

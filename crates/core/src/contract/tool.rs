@@ -80,6 +80,7 @@ pub trait Tool: Send + Sync {
 
 /// Whether a tool call needs a person's approval before it runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Approval {
     /// It runs without asking.
     NotRequired,

@@ -568,13 +568,9 @@ impl ModelProvider for LocalProvider {
                 Ok(generated) => {
                     let input = generated.prompt_tokens as u64;
                     let output = generated.tokens.len() as u64;
-                    let _ = sender.blocking_send(Ok(ModelEvent::Usage(PromptUsage {
-                        input_tokens: input,
-                        output_tokens: output,
-                        total_tokens: input + output,
-                        model: Some(model_name),
-                        ..PromptUsage::default()
-                    })));
+                    let mut usage = PromptUsage::tokens(input, output);
+                    usage.model = Some(model_name);
+                    let _ = sender.blocking_send(Ok(ModelEvent::Usage(usage)));
                     let reason = if generated.stopped { "stop" } else { "length" };
                     let _ = sender.blocking_send(Ok(ModelEvent::Finished(reason.to_owned())));
                 }

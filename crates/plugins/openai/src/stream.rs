@@ -127,13 +127,9 @@ impl ChunkReader {
             (None, output) => {
                 let input = estimate_request_tokens(request);
                 let output = output.unwrap_or(0);
-                PromptUsage {
-                    input_tokens: input,
-                    output_tokens: output,
-                    total_tokens: input + output,
-                    estimated: true,
-                    ..PromptUsage::default()
-                }
+                let mut usage = PromptUsage::tokens(input, output);
+                usage.estimated = true;
+                usage
             }
         };
         usage.model = Some(self.model.unwrap_or_else(|| fallback_model.to_owned()));
@@ -205,17 +201,14 @@ fn read_usage(usage: &Value) -> PromptUsage {
         .get("total_tokens")
         .and_then(Value::as_u64)
         .unwrap_or(input + output);
-    PromptUsage {
-        input_tokens: input,
-        output_tokens: output,
-        total_tokens: total,
-        reasoning_tokens: number(
-            usage
-                .get("completion_tokens_details")
-                .and_then(|details| details.get("reasoning_tokens")),
-        ),
-        ..PromptUsage::default()
-    }
+    let mut read = PromptUsage::tokens(input, output);
+    read.total_tokens = total;
+    read.reasoning_tokens = number(
+        usage
+            .get("completion_tokens_details")
+            .and_then(|details| details.get("reasoning_tokens")),
+    );
+    read
 }
 
 fn generated_call_id() -> String {
@@ -257,6 +250,8 @@ mod tests {
         assert!(reader.finished());
         assert_eq!(text, "Hi");
         let events = reader.finish(&names(), "fallback", &request());
+        let mut usage = PromptUsage::tokens(5, 7);
+        usage.model = Some("m-1".into());
         assert_eq!(
             events,
             vec![
@@ -266,16 +261,7 @@ mod tests {
                     arguments: "{\"timezone\":\"UTC\"}".into(),
                 }),
                 ModelEvent::Finished("tool_calls".into()),
-                ModelEvent::Usage(PromptUsage {
-                    input_tokens: 5,
-                    output_tokens: 7,
-                    total_tokens: 12,
-                    reasoning_tokens: 0,
-                    model: Some("m-1".into()),
-                    estimated: false,
-                    model_calls: 0,
-                    cost: None,
-                }),
+                ModelEvent::Usage(usage),
             ]
         );
     }
@@ -338,19 +324,11 @@ mod tests {
         };
         // "What time is it in Oslo?" is 24 characters; "Let me look." 12, "time.now" 8 and
         // the arguments 27.
-        assert_eq!(
-            usage,
-            &PromptUsage {
-                input_tokens: 6,
-                output_tokens: 3 + 2 + 7,
-                total_tokens: 18,
-                reasoning_tokens: 0,
-                model: Some("local-qwen".into()),
-                estimated: true,
-                model_calls: 0,
-                cost: None,
-            }
-        );
+        let mut expected = PromptUsage::tokens(6, 3 + 2 + 7);
+        expected.model = Some("local-qwen".into());
+        expected.estimated = true;
+        assert_eq!(usage, &expected);
+        assert_eq!(usage.total_tokens, 18);
     }
 
     #[test]

@@ -192,26 +192,17 @@ impl ModelProvider for ScriptedProvider {
                 arguments,
             })));
         }
-        let usage = match turn.usage {
-            Some(usage) => PromptUsage {
-                input_tokens: usage.input,
-                output_tokens: usage.output,
-                total_tokens: usage.input + usage.output,
-                reasoning_tokens: usage.reasoning,
-                model: Some(model),
-                ..PromptUsage::default()
-            },
-            None => PromptUsage {
-                input_tokens: request_tokens,
-                output_tokens: answer_tokens,
-                total_tokens: request_tokens + answer_tokens,
-                reasoning_tokens: 0,
-                model: Some(model),
-                // A scripted model has no tokenizer: these counts are its own by definition,
-                // so that timelines stay deterministic.
-                ..PromptUsage::default()
-            },
+        let mut usage = match turn.usage {
+            Some(usage) => {
+                let mut given = PromptUsage::tokens(usage.input, usage.output);
+                given.reasoning_tokens = usage.reasoning;
+                given
+            }
+            // A scripted model has no tokenizer: these counts are its own by definition, so
+            // that timelines stay deterministic.
+            None => PromptUsage::tokens(request_tokens, answer_tokens),
         };
+        usage.model = Some(model);
         events.push(Ok(ModelEvent::Usage(usage)));
         Ok(Box::pin(futures::stream::iter(events)))
     }

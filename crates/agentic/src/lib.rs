@@ -25,9 +25,9 @@
 //! # Features
 //! One cargo feature per plugin and provider, so that what you enable is linked and
 //! registered, with nothing else to write. The default set is `code`, `everyday` (`fs`,
-//! `shell`, `web`, `time`, `todo`, `memory`, `artifact`), `local` (the embedded model) and
-//! `openai` (any OpenAI-compatible server). Also: `mcp`, `trigger`, `script` (scripted turns)
-//! and `testing` (the test kit).
+//! `shell`, `web`, `time`, `todo`, `memory`, `artifact`), `local` (the embedded model),
+//! `openai` (any OpenAI-compatible server) and `anthropic` (Anthropic's Messages API). Also:
+//! `mcp`, `trigger`, `script` (scripted turns) and `testing` (the test kit).
 //!
 //! # What is public
 //! [`Agent`] and what it returns are the front door. The re-exported contract

@@ -42,6 +42,7 @@ use serde_json::{Value, json};
 
 // Plugins register themselves at link time; naming each crate keeps the linker from dropping it.
 use agentic_interpreter as _;
+use agentic_plugin_anthropic as _;
 use agentic_plugin_artifact as _;
 use agentic_plugin_fs as _;
 use agentic_plugin_local as _;

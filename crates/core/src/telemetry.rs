@@ -50,7 +50,10 @@ pub fn describe_metrics() {
         "Model call latency, by model"
     );
     metrics::describe_counter!(MODEL_CALL_ERRORS, "Model calls that failed, by model");
-    metrics::describe_counter!(MODEL_TOKENS, "Tokens by model and type (input, output)");
+    metrics::describe_counter!(
+        MODEL_TOKENS,
+        "Tokens by model and type (input, output; cache_read and cache_write, parts of input)"
+    );
     metrics::describe_gauge!(
         MODEL_COST,
         "Cost of model calls since start, by model and type (input, output), in the price \
@@ -237,8 +240,17 @@ pub(crate) fn model_called(
                 .increment(usage.input_tokens);
             metrics::counter!(MODEL_TOKENS, "model" => model.to_owned(), "type" => "output")
                 .increment(usage.output_tokens);
+            // Parts of the input above, for what the provider's prompt cache saved.
+            if usage.cache_read_tokens > 0 {
+                metrics::counter!(MODEL_TOKENS, "model" => model.to_owned(), "type" => "cache_read")
+                    .increment(usage.cache_read_tokens);
+            }
+            if usage.cache_write_tokens > 0 {
+                metrics::counter!(MODEL_TOKENS, "model" => model.to_owned(), "type" => "cache_write")
+                    .increment(usage.cache_write_tokens);
+            }
             if let Some(price) = price {
-                let (input, output) = price.costs(usage.input_tokens, usage.output_tokens);
+                let (input, output) = price.costs(usage);
                 metrics::gauge!(MODEL_COST, "model" => model.to_owned(), "type" => "input")
                     .increment(input);
                 metrics::gauge!(MODEL_COST, "model" => model.to_owned(), "type" => "output")

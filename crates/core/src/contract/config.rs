@@ -3,6 +3,8 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
+
+use crate::prompt::PromptUsage;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
@@ -16,32 +18,43 @@ pub struct Config {
 
 /// What a model's tokens cost, per million, in the price table's currency.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ModelPrice {
     /// The price of a million input tokens.
     pub input: f64,
     /// The price of a million output tokens.
     pub output: f64,
+    /// The price of a million input tokens read from the provider's prompt cache; the input
+    /// price when not given.
+    #[serde(default)]
+    pub cache_read: Option<f64>,
+    /// The price of a million input tokens written to the provider's prompt cache; the input
+    /// price when not given.
+    #[serde(default)]
+    pub cache_write: Option<f64>,
 }
 
 impl ModelPrice {
-    /// What `input_tokens` and `output_tokens` cost at this price together.
+    /// What `input_tokens` and `output_tokens` cost at this price together, none of them
+    /// cached.
     pub fn cost(&self, input_tokens: u64, output_tokens: u64) -> f64 {
-        // Token counts stay far below 2^53, where f64 stops being exact.
-        #[allow(clippy::cast_precision_loss)]
-        let cost =
-            (input_tokens as f64 * self.input + output_tokens as f64 * self.output) / 1_000_000.0;
-        cost
+        let (input, output) = self.costs(&PromptUsage::tokens(input_tokens, output_tokens));
+        input + output
     }
 
-    /// What `input_tokens` and `output_tokens` cost at this price, apart.
-    pub fn costs(&self, input_tokens: u64, output_tokens: u64) -> (f64, f64) {
+    /// What `usage` costs at this price, its input (cache reads and writes at their own
+    /// prices) and its output apart.
+    pub fn costs(&self, usage: &PromptUsage) -> (f64, f64) {
+        let cached = usage.cache_read_tokens + usage.cache_write_tokens;
+        let uncached = usage.input_tokens.saturating_sub(cached);
         // Token counts stay far below 2^53, where f64 stops being exact.
         #[allow(clippy::cast_precision_loss)]
-        (
-            input_tokens as f64 * self.input / 1_000_000.0,
-            output_tokens as f64 * self.output / 1_000_000.0,
-        )
+        let input = uncached as f64 * self.input
+            + usage.cache_read_tokens as f64 * self.cache_read.unwrap_or(self.input)
+            + usage.cache_write_tokens as f64 * self.cache_write.unwrap_or(self.input);
+        #[allow(clippy::cast_precision_loss)]
+        let output = usage.output_tokens as f64 * self.output;
+        (input / 1_000_000.0, output / 1_000_000.0)
     }
 }
 
@@ -219,7 +232,16 @@ impl Config {
         let models: BTreeMap<String, ModelPrice> = serde_json::from_value(table.clone())
             .map_err(|error| anyhow::anyhow!("the price table (`prices`) is invalid: {error}"))?;
         for (model, price) in &models {
-            for (what, value) in [("input", price.input), ("output", price.output)] {
+            let prices = [
+                ("input", Some(price.input)),
+                ("output", Some(price.output)),
+                ("cacheRead", price.cache_read),
+                ("cacheWrite", price.cache_write),
+            ];
+            for (what, value) in prices
+                .into_iter()
+                .filter_map(|(what, value)| value.map(|value| (what, value)))
+            {
                 if !value.is_finite() || value < 0.0 {
                     anyhow::bail!(
                         "the price table gives {model} an {what} price of {value}; prices are \
@@ -278,6 +300,26 @@ mod tests {
     }
 
     #[test]
+    fn cached_input_costs_its_own_price_and_the_input_price_without_one() {
+        let prices = prices(json!({
+            "claude": { "input": 3.0, "output": 15.0, "cacheRead": 0.3, "cacheWrite": 3.75 },
+            "plain": { "input": 2.0, "output": 8.0 },
+        }))
+        .unwrap();
+        // 10,000 tokens read: 1,000 fresh, 8,000 from the cache, 1,000 written to it.
+        let mut usage = crate::PromptUsage::tokens(10_000, 1_000);
+        usage.cache_read_tokens = 8_000;
+        usage.cache_write_tokens = 1_000;
+        let (input, output) = prices.of("claude").unwrap().costs(&usage);
+        let expected = (1_000.0 * 3.0 + 8_000.0 * 0.3 + 1_000.0 * 3.75) / 1e6;
+        assert!((input - expected).abs() < 1e-12, "{input} vs {expected}");
+        assert!((output - 0.015).abs() < 1e-12, "{output}");
+        // Without cache prices, cached tokens cost what any input token does.
+        let (input, _) = prices.of("plain").unwrap().costs(&usage);
+        assert!((input - 0.02).abs() < 1e-12, "{input}");
+    }
+
+    #[test]
     fn a_bad_price_table_is_refused_with_what_is_wrong() {
         for (table, says) in [
             (json!({ "m": { "input": -1, "output": 1 } }), "at least 0"),
@@ -291,6 +333,10 @@ mod tests {
                 "invalid type",
             ),
             (json!(["m"]), "invalid type"),
+            (
+                json!({ "m": { "input": 1, "output": 1, "cacheRead": -0.5 } }),
+                "cacheRead price of -0.5",
+            ),
         ] {
             let error = prices(table.clone()).unwrap_err().to_string();
             assert!(error.contains(says), "{table}: {error}");

@@ -437,6 +437,14 @@ pub struct PromptUsage {
     /// Of the output tokens, those spent reasoning; 0 when the provider does not say.
     #[serde(default)]
     pub reasoning_tokens: u64,
+    /// Of the input tokens, those read from the provider's prompt cache (billed for less); 0
+    /// when the provider does not say.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_read_tokens: u64,
+    /// Of the input tokens, those written to the provider's prompt cache (billed for more by
+    /// some); 0 when the provider does not say.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
     /// The concrete model name the provider resolved `normal`/`high` to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
@@ -451,6 +459,13 @@ pub struct PromptUsage {
     /// absent when no call's model has a price there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<f64>,
+}
+
+/// Zero counts are left out of stored usage, so that usage from before cache counts existed,
+/// and from providers without a cache, reads as it did.
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde hands a reference
+fn is_zero(count: &u64) -> bool {
+    *count == 0
 }
 
 impl PromptUsage {
@@ -474,6 +489,8 @@ impl PromptUsage {
         self.output_tokens += other.output_tokens;
         self.total_tokens += other.total_tokens;
         self.reasoning_tokens += other.reasoning_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
         if let Some(cost) = other.cost {
             self.cost = Some(self.cost.unwrap_or(0.0) + cost);
         }

@@ -43,6 +43,10 @@ pub struct ChatMessage {
     /// The call a `tool` message answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// Whether a `tool` message reports that the call failed (the wire formats that can say
+    /// so, Anthropic's `is_error`, are told).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_error: bool,
 }
 
 impl ChatMessage {
@@ -65,6 +69,14 @@ impl ChatMessage {
             content: content.into(),
             tool_calls: Vec::new(),
             tool_call_id: Some(tool_call_id.to_owned()),
+            is_error: false,
+        }
+    }
+    /// A `tool` message saying that the call `tool_call_id` failed, and why.
+    pub fn tool_error(tool_call_id: &str, content: impl Into<String>) -> Self {
+        Self {
+            is_error: true,
+            ..Self::tool_result(tool_call_id, content)
         }
     }
     fn plain(role: ChatRole, content: String) -> Self {
@@ -73,6 +85,7 @@ impl ChatMessage {
             content,
             tool_calls: Vec::new(),
             tool_call_id: None,
+            is_error: false,
         }
     }
 }
@@ -402,8 +415,8 @@ impl CompletionService {
         }
         response.usage.model_calls = 1;
         if let Some(price) = self.price(&response.usage, model_name) {
-            response.usage.cost =
-                Some(price.cost(response.usage.input_tokens, response.usage.output_tokens));
+            let (input, output) = price.costs(&response.usage);
+            response.usage.cost = Some(input + output);
         }
         Ok(response)
     }

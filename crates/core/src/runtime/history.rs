@@ -164,10 +164,11 @@ pub fn output_messages(outputs: &[PromptOutput], tool_result_limit: usize) -> Ve
                         other => other.to_string(),
                     },
                 });
-                results.push(ChatMessage::tool_result(
-                    &tool.id,
-                    tool_result_text(&tool.result, tool_result_limit),
-                ));
+                let text = tool_result_text(&tool.result, tool_result_limit);
+                results.push(match tool.result {
+                    ToolResult::Error { .. } => ChatMessage::tool_error(&tool.id, text),
+                    _ => ChatMessage::tool_result(&tool.id, text),
+                });
             }
             PromptOutput::File(file) => {
                 let note = format!(

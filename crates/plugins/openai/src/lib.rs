@@ -5,7 +5,6 @@
 #![forbid(unsafe_code)]
 
 mod config;
-mod names;
 mod provider;
 mod stream;
 mod wire;
@@ -16,8 +15,8 @@ use agentic_core::{
     Config, ModelProvider, Plugin, PluginRegistration, ProviderFactory, ProviderPlugin,
 };
 
+pub use agentic_wire::ToolNameMap;
 pub use config::{ModelNames, OpenAiConfig};
-pub use names::ToolNameMap;
 pub use provider::OpenAiProvider;
 
 agentic_core::inventory::submit! {

@@ -8,7 +8,7 @@ use agentic_core::tokens::{estimate_call_tokens, estimate_request_tokens, estima
 use agentic_core::{ModelEvent, ModelRequest, PromptUsage, ProviderError, ToolCallRequest};
 use serde_json::Value;
 
-use crate::names::ToolNameMap;
+use agentic_wire::ToolNameMap;
 
 /// Collects one streamed answer.
 #[derive(Debug, Default)]
@@ -208,6 +208,13 @@ fn read_usage(usage: &Value) -> PromptUsage {
             .get("completion_tokens_details")
             .and_then(|details| details.get("reasoning_tokens")),
     );
+    // Part of prompt_tokens, which counts them too (OpenAI's prompt caching is automatic).
+    read.cache_read_tokens = number(
+        usage
+            .get("prompt_tokens_details")
+            .and_then(|details| details.get("cached_tokens")),
+    )
+    .min(input);
     read
 }
 

@@ -12,7 +12,7 @@ use async_openai::types::chat::{
 };
 
 use crate::config::OpenAiConfig;
-use crate::names::ToolNameMap;
+use agentic_wire::ToolNameMap;
 
 /// The wire names of every tool a request mentions: offered tools and calls in its history.
 pub(crate) fn name_map(request: &ModelRequest) -> ToolNameMap {

@@ -133,6 +133,37 @@ async fn the_usage_chunk_is_read() {
 }
 
 #[tokio::test]
+async fn cached_prompt_tokens_are_counted_and_priced_as_cache_reads() {
+    let mut usage: serde_json::Value = serde_json::from_str(&usage_chunk(2_000, 100, 0)).unwrap();
+    usage["usage"]["prompt_tokens_details"] = serde_json::json!({ "cached_tokens": 1_500 });
+    let server = FakeOpenAi::start(vec![Reply::Sse(vec![
+        text_chunk("Hi"),
+        finish_chunk("stop"),
+        usage.to_string(),
+    ])])
+    .await;
+    let prices = agentic_core::Config::from_value(serde_json::json!({ "prices": {
+        "fake-model": { "input": 1.0, "output": 4.0, "cacheRead": 0.1 }
+    }}))
+    .prices()
+    .unwrap();
+    let response = completion(&server, |_| {})
+        .with_prices(prices)
+        .complete_messages(request(), &mut |_| {})
+        .await
+        .unwrap();
+    assert_eq!(response.usage.input_tokens, 2_000);
+    assert_eq!(response.usage.cache_read_tokens, 1_500);
+    assert_eq!(response.usage.cache_write_tokens, 0);
+    // 500 fresh at 1.0, 1,500 cached at 0.1, 100 out at 4.0, per million.
+    let cost = response.usage.cost.unwrap();
+    assert!(
+        (cost - (500.0 + 150.0 + 400.0) / 1e6).abs() < 1e-12,
+        "{cost}"
+    );
+}
+
+#[tokio::test]
 async fn a_429_with_retry_after_is_retried_then_succeeds() {
     let server = FakeOpenAi::start(vec![
         Reply::Status {

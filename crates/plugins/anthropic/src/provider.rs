@@ -1,0 +1,194 @@
+//! The provider: one POST per request, retried as Anthropic's SDKs retry (429 and 529 with
+//! `retry-after` among them), then the event stream read with an idle timeout.
+
+use std::time::Duration;
+
+use agentic_core::{
+    ModelEvent, ModelKind, ModelProvider, ModelRequest, ModelStream, ProviderError,
+};
+use agentic_wire::{Retry, SseReader, ToolNameMap, shorten};
+use anyhow::Context as _;
+use async_trait::async_trait;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::config::{API_VERSION, AnthropicConfig};
+use crate::stream::EventReader;
+use crate::wire::{name_map, request_body};
+
+/// A client of Anthropic's Messages API.
+#[derive(Debug, Clone)]
+pub struct AnthropicProvider {
+    config: AnthropicConfig,
+    client: reqwest::Client,
+}
+
+impl AnthropicProvider {
+    /// A provider with these settings.
+    pub fn new(config: AnthropicConfig) -> anyhow::Result<Self> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
+            .build()
+            .context("could not build the HTTP client")?;
+        Ok(Self { config, client })
+    }
+
+    /// Its settings.
+    pub fn config(&self) -> &AnthropicConfig {
+        &self.config
+    }
+}
+
+#[async_trait]
+impl ModelProvider for AnthropicProvider {
+    fn id(&self) -> &str {
+        "anthropic"
+    }
+
+    fn model_name(&self, kind: ModelKind) -> String {
+        match kind {
+            ModelKind::Normal => self.config.models.normal.clone(),
+            ModelKind::High => self.config.models.high.clone(),
+        }
+    }
+
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ProviderError> {
+        let Some(key) = self.config.api_key.clone() else {
+            return Err(ProviderError::Config(
+                "no Anthropic API key: set ANTHROPIC_API_KEY or `apiKey` in [anthropic]".to_owned(),
+            ));
+        };
+        let model = self.model_name(request.model);
+        let names = name_map(&request);
+        let body = serde_json::to_vec(&request_body(&request, &model, &names, &self.config))
+            .map_err(|error| ProviderError::Config(format!("unserialisable request: {error}")))?;
+        let body = bytes::Bytes::from(body);
+        let url = self.config.messages_url();
+        let retry = Retry {
+            max_retries: self.config.max_retries,
+            base_delay: Duration::from_millis(self.config.retry_base_delay_ms),
+            max_delay: Duration::from_millis(self.config.retry_max_delay_ms),
+            idle: Duration::from_millis(self.config.idle_timeout_ms),
+        };
+        let build = || {
+            self.client
+                .post(&url)
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .header("x-api-key", &key)
+                .header("anthropic-version", API_VERSION)
+                .body(body.clone())
+        };
+        let response = agentic_wire::send(&url, build, &retry, error_message).await?;
+        let (sender, receiver) = mpsc::channel(64);
+        let is_event_stream = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|value| value.starts_with("text/event-stream"));
+        if !is_event_stream {
+            let body = response.text().await.unwrap_or_default();
+            return Err(ProviderError::Stream(format!(
+                "expected an event stream, got: {}",
+                shorten(body.trim())
+            )));
+        }
+        tokio::spawn(read_events(
+            SseReader::new(response, retry.idle),
+            names,
+            model,
+            sender,
+        ));
+        Ok(Box::pin(futures::stream::unfold(
+            receiver,
+            |mut receiver| async move { receiver.recv().await.map(|item| (item, receiver)) },
+        )))
+    }
+}
+
+type Sender = mpsc::Sender<Result<ModelEvent, ProviderError>>;
+
+/// Forwards each event as it is read; stops when the caller drops the stream.
+async fn read_events(mut events: SseReader, names: ToolNameMap, model: String, sender: Sender) {
+    let mut reader = EventReader::default();
+    loop {
+        let event = match events.next().await {
+            Ok(Some(event)) => event,
+            Ok(None) => break,
+            Err(error) => {
+                let _ = sender.send(Err(error)).await;
+                return;
+            }
+        };
+        let data = event.data.trim();
+        if data.is_empty() {
+            continue;
+        }
+        let parsed: Value = match serde_json::from_str(data) {
+            Ok(parsed) => parsed,
+            Err(error) => {
+                let message = format!("unreadable event ({error}): {}", shorten(data));
+                let _ = sender.send(Err(ProviderError::Stream(message))).await;
+                return;
+            }
+        };
+        match reader.read(&parsed, &names) {
+            Ok(read) => {
+                for item in read {
+                    if sender.send(Ok(item)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            Err(error) => {
+                let _ = sender.send(Err(error)).await;
+                return;
+            }
+        }
+        if reader.stopped() {
+            break;
+        }
+    }
+    if !reader.stopped() {
+        let error = ProviderError::Stream(
+            "the stream ended before the model finished (no message_stop)".to_owned(),
+        );
+        let _ = sender.send(Err(error)).await;
+        return;
+    }
+    for item in reader.finish(&model) {
+        if sender.send(Ok(item)).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// `type: message` of an Anthropic error body (`{"type": "error", "error": {…}}`), or the body.
+fn error_message(body: &str) -> String {
+    serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|value| {
+            let error = value.get("error")?;
+            let message = error.get("message")?.as_str()?;
+            Some(match error.get("type").and_then(Value::as_str) {
+                Some(kind) => format!("{kind}: {message}"),
+                None => message.to_owned(),
+            })
+        })
+        .unwrap_or_else(|| shorten(body.trim()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_bodies_say_their_type_and_message() {
+        assert_eq!(
+            error_message(
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#
+            ),
+            "overloaded_error: Overloaded"
+        );
+        assert_eq!(error_message("Bad Gateway"), "Bad Gateway");
+    }
+}

@@ -10,4 +10,4 @@ mod sse;
 
 pub use names::ToolNameMap;
 pub use retry::{Retry, error_chain, retry_after, send, shorten, should_retry};
-pub use sse::{SseEvent, SseReader};
+pub use sse::{SseEvent, SseReader, is_event_stream, receiver_stream};

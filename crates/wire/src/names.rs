@@ -34,6 +34,17 @@ impl ToolNameMap {
         map
     }
 
+    /// The map for every tool a request mentions: those offered and those called in its
+    /// history.
+    pub fn for_request(request: &agentic_core::ModelRequest) -> Self {
+        let offered = request.tools.iter().map(|tool| tool.name.as_str());
+        let called = request
+            .messages
+            .iter()
+            .flat_map(|message| message.tool_calls.iter().map(|call| call.name.as_str()));
+        Self::new(offered.chain(called))
+    }
+
     /// The wire name of an id (ids outside the map are converted on the fly).
     pub fn wire_name(&self, id: &str) -> String {
         self.to_wire

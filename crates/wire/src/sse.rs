@@ -92,3 +92,24 @@ impl SseReader {
         }
     }
 }
+
+/// Whether `response` is an event stream (a server that ignored `stream: true`, or an error
+/// page, is not).
+pub fn is_event_stream(response: &reqwest::Response) -> bool {
+    response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("text/event-stream"))
+}
+
+/// The items a reader task sends, as the stream a provider returns; dropping the stream
+/// closes the channel, which tells the task to stop.
+pub fn receiver_stream<T: Send + 'static>(
+    receiver: tokio::sync::mpsc::Receiver<T>,
+) -> Pin<Box<dyn Stream<Item = T> + Send>> {
+    Box::pin(futures::stream::unfold(
+        receiver,
+        |mut receiver| async move { receiver.recv().await.map(|item| (item, receiver)) },
+    ))
+}

@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 
 use crate::config::{API_VERSION, AnthropicConfig};
 use crate::stream::EventReader;
-use crate::wire::{name_map, request_body};
+use crate::wire::request_body;
 
 /// A client of Anthropic's Messages API.
 #[derive(Debug, Clone)]
@@ -59,7 +59,7 @@ impl ModelProvider for AnthropicProvider {
             ));
         };
         let model = self.model_name(request.model);
-        let names = name_map(&request);
+        let names = ToolNameMap::for_request(&request);
         let body = serde_json::to_vec(&request_body(&request, &model, &names, &self.config))
             .map_err(|error| ProviderError::Config(format!("unserialisable request: {error}")))?;
         let body = bytes::Bytes::from(body);
@@ -80,12 +80,7 @@ impl ModelProvider for AnthropicProvider {
         };
         let response = agentic_wire::send(&url, build, &retry, error_message).await?;
         let (sender, receiver) = mpsc::channel(64);
-        let is_event_stream = response
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|value| value.to_str().ok())
-            .is_some_and(|value| value.starts_with("text/event-stream"));
-        if !is_event_stream {
+        if !agentic_wire::is_event_stream(&response) {
             let body = response.text().await.unwrap_or_default();
             return Err(ProviderError::Stream(format!(
                 "expected an event stream, got: {}",
@@ -98,10 +93,7 @@ impl ModelProvider for AnthropicProvider {
             model,
             sender,
         ));
-        Ok(Box::pin(futures::stream::unfold(
-            receiver,
-            |mut receiver| async move { receiver.recv().await.map(|item| (item, receiver)) },
-        )))
+        Ok(agentic_wire::receiver_stream(receiver))
     }
 }
 

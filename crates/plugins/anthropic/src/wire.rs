@@ -8,16 +8,6 @@ use serde_json::Value;
 
 use crate::config::AnthropicConfig;
 
-/// The wire names of every tool a request mentions: offered tools and calls in its history.
-pub(crate) fn name_map(request: &ModelRequest) -> ToolNameMap {
-    let offered = request.tools.iter().map(|tool| tool.name.as_str());
-    let called = request
-        .messages
-        .iter()
-        .flat_map(|message| message.tool_calls.iter().map(|call| call.name.as_str()));
-    ToolNameMap::new(offered.chain(called))
-}
-
 /// The streamed request body. Tool schemas are borrowed from the request, not copied.
 #[derive(Debug, Serialize)]
 pub(crate) struct RequestBody<'a> {

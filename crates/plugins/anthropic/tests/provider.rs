@@ -161,6 +161,11 @@ fn service(settings: AnthropicConfig) -> CompletionService {
     CompletionService::new(Arc::new(AnthropicProvider::new(settings).unwrap()))
 }
 
+/// A first request: one question, no tools.
+fn hi() -> ModelRequest {
+    ModelRequest::new(ModelKind::Normal, vec![ChatMessage::user("Hi")])
+}
+
 fn tool(name: &str) -> ToolSpec {
     ToolSpec {
         name: name.to_owned(),
@@ -204,10 +209,7 @@ async fn streamed_text_arrives_in_pieces_with_usage_and_stop_reason() {
     let server = FakeAnthropic::start(vec![Reply::Stream("text.sse")]).await;
     let mut pieces = Vec::new();
     let response = service(settings(&server))
-        .complete_messages(
-            ModelRequest::new(ModelKind::Normal, vec![ChatMessage::user("Hi")]),
-            &mut |delta| pieces.push(delta.to_owned()),
-        )
+        .complete_messages(hi(), &mut |delta| pieces.push(delta.to_owned()))
         .await
         .unwrap();
     assert_eq!(response.text, "Hello there");
@@ -361,10 +363,7 @@ async fn a_429_and_a_529_are_retried_as_the_server_asks() {
     ])
     .await;
     let response = service(settings(&server))
-        .complete_messages(
-            ModelRequest::new(ModelKind::Normal, vec![ChatMessage::user("Hi")]),
-            &mut |_| {},
-        )
+        .complete_messages(hi(), &mut |_| {})
         .await
         .unwrap();
     assert_eq!(response.text, "Hello there");
@@ -381,10 +380,7 @@ async fn an_error_status_after_the_retries_says_what_the_server_said() {
     let server =
         FakeAnthropic::start(vec![overloaded.clone(), overloaded.clone(), overloaded]).await;
     let error = service(settings(&server))
-        .complete_messages(
-            ModelRequest::new(ModelKind::Normal, vec![ChatMessage::user("Hi")]),
-            &mut |_| {},
-        )
+        .complete_messages(hi(), &mut |_| {})
         .await
         .unwrap_err();
     assert_eq!(
@@ -407,10 +403,7 @@ async fn an_error_status_after_the_retries_says_what_the_server_said() {
     }])
     .await;
     let error = service(settings(&server))
-        .complete_messages(
-            ModelRequest::new(ModelKind::Normal, vec![ChatMessage::user("Hi")]),
-            &mut |_| {},
-        )
+        .complete_messages(hi(), &mut |_| {})
         .await
         .unwrap_err();
     assert!(
@@ -441,10 +434,7 @@ async fn broken_streams_are_errors_that_say_what_broke() {
         settings.idle_timeout_ms = 400;
         let mut text = String::new();
         let error = service(settings)
-            .complete_messages(
-                ModelRequest::new(ModelKind::Normal, vec![ChatMessage::user("Hi")]),
-                &mut |delta| text.push_str(delta),
-            )
+            .complete_messages(hi(), &mut |delta| text.push_str(delta))
             .await
             .unwrap_err();
         assert!(
@@ -465,10 +455,7 @@ async fn without_a_key_the_request_is_not_sent_and_the_error_says_what_to_set() 
     let mut settings = settings(&server);
     settings.api_key = None;
     let error = service(settings)
-        .complete_messages(
-            ModelRequest::new(ModelKind::Normal, vec![ChatMessage::user("Hi")]),
-            &mut |_| {},
-        )
+        .complete_messages(hi(), &mut |_| {})
         .await
         .unwrap_err();
     assert!(error.to_string().contains("ANTHROPIC_API_KEY"), "{error}");

@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 
 use crate::config::OpenAiConfig;
 use crate::stream::ChunkReader;
-use crate::wire::{name_map, request_body};
+use crate::wire::request_body;
 
 /// An OpenAI-compatible Chat Completions client.
 #[derive(Debug, Clone)]
@@ -78,18 +78,14 @@ impl ModelProvider for OpenAiProvider {
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ProviderError> {
         let model = self.model_name(request.model);
-        let names = name_map(&request);
+        let names = ToolNameMap::for_request(&request);
         // Straight to bytes: a JSON value in between was a third copy of every tool schema.
         let body = serde_json::to_vec(&request_body(&request, &model, &names, &self.config))
             .map_err(|error| ProviderError::Config(format!("unserialisable request: {error}")))?;
         let response = self.send_with_retries(body.into()).await?;
         let idle = Duration::from_millis(self.config.idle_timeout_ms);
         let (sender, receiver) = mpsc::channel(64);
-        let is_event_stream = response
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|value| value.to_str().ok())
-            .is_some_and(|value| value.starts_with("text/event-stream"));
+        let is_event_stream = agentic_wire::is_event_stream(&response);
         let answer = Answer {
             names,
             model,
@@ -102,10 +98,7 @@ impl ModelProvider for OpenAiProvider {
             // A server that ignored `stream: true` answers with one JSON body.
             tokio::spawn(read_json_answer(response, answer, sender));
         }
-        Ok(Box::pin(futures::stream::unfold(
-            receiver,
-            |mut receiver| async move { receiver.recv().await.map(|item| (item, receiver)) },
-        )))
+        Ok(agentic_wire::receiver_stream(receiver))
     }
 }
 

@@ -14,16 +14,6 @@ use async_openai::types::chat::{
 use crate::config::OpenAiConfig;
 use agentic_wire::ToolNameMap;
 
-/// The wire names of every tool a request mentions: offered tools and calls in its history.
-pub(crate) fn name_map(request: &ModelRequest) -> ToolNameMap {
-    let offered = request.tools.iter().map(|tool| tool.name.as_str());
-    let called = request
-        .messages
-        .iter()
-        .flat_map(|message| message.tool_calls.iter().map(|call| call.name.as_str()));
-    ToolNameMap::new(offered.chain(called))
-}
-
 /// The streamed request body: async-openai's request with the tools serialised beside it by
 /// reference (copying every tool's schema into the request for each model call was a large
 /// part of a prompt's CPU time).
@@ -151,7 +141,7 @@ mod tests {
         request.min_temperature = floor;
         let mut config = OpenAiConfig::default();
         config.temperature = configured;
-        request_body(&request, "m", &name_map(&request), &config)
+        request_body(&request, "m", &ToolNameMap::for_request(&request), &config)
             .request
             .temperature
     }

@@ -26,7 +26,8 @@
 //! One cargo feature per plugin and provider, so that what you enable is linked and
 //! registered, with nothing else to write. The default set is `code`, `everyday` (`fs`,
 //! `shell`, `web`, `time`, `todo`, `memory`, `artifact`), `local` (the embedded model),
-//! `openai` (any OpenAI-compatible server) and `anthropic` (Anthropic's Messages API). Also:
+//! `openai` (any OpenAI-compatible server), `anthropic` (Anthropic's Messages API) and
+//! `gemini` (the Gemini API). Also:
 //! `mcp`, `trigger`, `script` (scripted turns) and `testing` (the test kit).
 //!
 //! # What is public

@@ -35,6 +35,8 @@ pub(crate) fn plugins() -> Vec<Arc<dyn Plugin>> {
         agentic_plugin_openai::create_plugin,
         #[cfg(feature = "anthropic")]
         agentic_plugin_anthropic::create_plugin,
+        #[cfg(feature = "gemini")]
+        agentic_plugin_gemini::create_plugin,
         #[cfg(feature = "script")]
         agentic_plugin_script::create_plugin,
     ];

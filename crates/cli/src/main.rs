@@ -45,6 +45,7 @@ use agentic_interpreter as _;
 use agentic_plugin_anthropic as _;
 use agentic_plugin_artifact as _;
 use agentic_plugin_fs as _;
+use agentic_plugin_gemini as _;
 use agentic_plugin_local as _;
 use agentic_plugin_mcp as _;
 use agentic_plugin_memory as _;

@@ -190,6 +190,24 @@ fn print_event(payload: &EventPayload, show_tools: bool, at_line_start: &mut boo
                 ToolResult::Error { error, .. } => eprintln!("✗ {}: {error}", tool.function),
             }
         }
+        // The model's reasoning goes to stderr, each line marked, where tool calls are shown:
+        // stdout keeps only the reply.
+        EventPayload::PromptOutput {
+            output: PromptOutput::Reasoning(reasoning),
+            ..
+        } => {
+            let text = reasoning.reasoning.text.trim();
+            if !show_tools || text.is_empty() {
+                return;
+            }
+            if !*at_line_start {
+                outln!();
+                *at_line_start = true;
+            }
+            for line in text.lines() {
+                eprintln!("[thinking] {line}");
+            }
+        }
         _ => {}
     }
 }

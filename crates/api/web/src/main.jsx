@@ -656,9 +656,11 @@ const PromptView = memo(function PromptView({ number, prompt, session, onContinu
             <ToolCard key={group.output.id} output={group.output} live={prompt.liveTool[group.output.id]} />
           ) : group.kind === "file" ? (
             <FileCard key={group.output.id} output={group.output} session={session} />
-          ) : (
+          ) : group.kind === "reasoning" ? (
+            <Thinking key={group.output.id} output={group.output} />
+          ) : group.kind === "text" ? (
             <Markdown key={group.output.id} text={group.output.content} />
-          ),
+          ) : null,
         )}
         {prompt.live && <Markdown text={prompt.live} streaming />}
         {waiting && (
@@ -700,6 +702,17 @@ const PromptView = memo(function PromptView({ number, prompt, session, onContinu
 });
 
 /// Copies the prompt's answer (its text, as the model wrote it in markdown).
+/// The model's reasoning, folded: it is how the answer was found, not the answer.
+function Thinking({ output }) {
+  const text = (output.text || "").trim();
+  return (
+    <details class="thinking">
+      <summary class="small muted">{text ? "Thinking" : "Thinking (not shown by the provider)"}</summary>
+      {text && <div class="thinking-text">{text}</div>}
+    </details>
+  );
+}
+
 function CopyAnswer({ prompt }) {
   const [done, setDone] = useState(null);
   const answer = prompt.output

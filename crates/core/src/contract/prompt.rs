@@ -219,6 +219,9 @@ pub enum PromptOutput {
     Tool(ToolOutput),
     /// A file a tool made for the user.
     File(FileOutput),
+    /// The model's reasoning before what it said or did next: shown and stored, sent back to
+    /// the provider that wrote it, never the answer.
+    Reasoning(ReasoningOutput),
 }
 
 impl PromptOutput {
@@ -228,6 +231,7 @@ impl PromptOutput {
             Self::Text(text) => &text.id,
             Self::Tool(tool) => &tool.id,
             Self::File(file) => &file.id,
+            Self::Reasoning(reasoning) => &reasoning.id,
         }
     }
 }
@@ -241,6 +245,80 @@ pub struct TextOutput {
     /// The text.
     pub content: String,
     /// When it began.
+    pub start: DateTime<Utc>,
+    /// When it was finished, if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<DateTime<Utc>>,
+}
+
+/// A model's reasoning, as its provider gave it. Providers that reason in the open send the
+/// text (or a summary of it); each also sends what it needs to accept the reasoning back in
+/// the next request of a tool loop, which only it can read: a signature, or the reasoning
+/// encrypted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct Reasoning {
+    /// The provider that wrote it (`anthropic`, `gemini`, `openai`); it is sent back to that
+    /// provider only.
+    pub provider: String,
+    /// The readable reasoning or its summary; empty when the provider sent none.
+    #[serde(default)]
+    pub text: String,
+    /// The provider's signature over it (Anthropic's thinking, Gemini's thought signature).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+    /// The reasoning in a form only the provider reads (OpenAI's encrypted reasoning,
+    /// Anthropic's redacted thinking).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encrypted: Option<String>,
+    /// The provider's own id for it (OpenAI's reasoning item id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item_id: Option<String>,
+}
+
+impl Reasoning {
+    /// Reasoning `text` from `provider`, with nothing else yet.
+    pub fn new(provider: impl Into<String>, text: impl Into<String>) -> Self {
+        Self {
+            provider: provider.into(),
+            text: text.into(),
+            ..Self::default()
+        }
+    }
+
+    /// The same, with the provider's signature.
+    #[must_use]
+    pub fn with_signature(mut self, signature: impl Into<String>) -> Self {
+        self.signature = Some(signature.into());
+        self
+    }
+
+    /// The same, with its encrypted form.
+    #[must_use]
+    pub fn with_encrypted(mut self, encrypted: impl Into<String>) -> Self {
+        self.encrypted = Some(encrypted.into());
+        self
+    }
+
+    /// The same, with the provider's id for it.
+    #[must_use]
+    pub fn with_item_id(mut self, item_id: impl Into<String>) -> Self {
+        self.item_id = Some(item_id.into());
+        self
+    }
+}
+
+/// Reasoning of the timeline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReasoningOutput {
+    /// Unique id (a UUID).
+    pub id: String,
+    /// The reasoning.
+    #[serde(flatten)]
+    pub reasoning: Reasoning,
+    /// When it was recorded.
     pub start: DateTime<Utc>,
     /// When it was finished, if known.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -12,7 +12,7 @@ use serde_json::Value;
 use tracing::Instrument as _;
 
 use crate::config::{Config, ModelPrice, Prices};
-use crate::prompt::{ModelKind, PromptUsage};
+use crate::prompt::{ModelKind, PromptUsage, Reasoning};
 use crate::telemetry;
 
 /// Who a [`ChatMessage`] is from.
@@ -47,6 +47,10 @@ pub struct ChatMessage {
     /// so, Anthropic's `is_error`, are told).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub is_error: bool,
+    /// The reasoning an assistant message began with. A provider sends back only its own
+    /// (see [`Reasoning::provider`]), as its API requires within a tool loop.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasoning: Vec<Reasoning>,
 }
 
 impl ChatMessage {
@@ -70,6 +74,7 @@ impl ChatMessage {
             tool_calls: Vec::new(),
             tool_call_id: Some(tool_call_id.to_owned()),
             is_error: false,
+            reasoning: Vec::new(),
         }
     }
     /// A `tool` message saying that the call `tool_call_id` failed, and why.
@@ -86,7 +91,15 @@ impl ChatMessage {
             tool_calls: Vec::new(),
             tool_call_id: None,
             is_error: false,
+            reasoning: Vec::new(),
         }
+    }
+
+    /// The reasoning of this message that `provider` wrote, which is what it may be sent.
+    pub fn reasoning_of<'a>(&'a self, provider: &'a str) -> impl Iterator<Item = &'a Reasoning> {
+        self.reasoning
+            .iter()
+            .filter(move |reasoning| reasoning.provider == provider)
     }
 }
 
@@ -198,6 +211,8 @@ pub enum ModelEvent {
     TextDelta(String),
     /// A complete tool call; providers stitch streamed fragments together first.
     ToolCall(ToolCallRequest),
+    /// A complete block of reasoning, in its place among the answer's text and calls.
+    Reasoning(Reasoning),
     /// Tokens spent; a stream may report several, which are added up.
     Usage(PromptUsage),
     /// Why the model stopped (`stop`, `length`, `tool_calls`, …), as the server said it.
@@ -279,6 +294,8 @@ pub struct ModelResponse {
     pub text: String,
     /// Every tool call, in the order they came.
     pub tool_calls: Vec<ToolCallRequest>,
+    /// The reasoning the model showed before it answered, in order.
+    pub reasoning: Vec<Reasoning>,
     /// What the call spent, with the model's name, and its cost when the model has a price.
     pub usage: PromptUsage,
     /// Why the model stopped, when the provider said.
@@ -406,6 +423,7 @@ impl CompletionService {
                     response.text.push_str(&delta);
                 }
                 ModelEvent::ToolCall(call) => response.tool_calls.push(call),
+                ModelEvent::Reasoning(reasoning) => response.reasoning.push(reasoning),
                 ModelEvent::Usage(usage) => response.usage.add(&usage),
                 ModelEvent::Finished(reason) => response.finish_reason = Some(reason),
             }

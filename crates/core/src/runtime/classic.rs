@@ -165,6 +165,10 @@ impl ClassicExecutor {
                     response.text = rest;
                 }
             }
+            self.base
+                .recorder
+                .push_reasoning(&response.reasoning)
+                .await?;
             if !response.text.is_empty() {
                 self.base.recorder.push_text(&response.text).await?;
             }

@@ -107,6 +107,9 @@ pub fn compact_prompt_messages(prompt: &Prompt, result_chars: usize) -> Vec<Chat
             PromptOutput::File(file) => {
                 texts.push(format!("[file: {} ({})]", file.path, file.mime_type))
             }
+            // How the model thought is not what it found; only the tool loop it was part of
+            // sends it back.
+            PromptOutput::Reasoning(_) => {}
         }
     }
     let mut summary = String::new();
@@ -141,6 +144,17 @@ pub fn output_messages(outputs: &[PromptOutput], tool_result_limit: usize) -> Ve
     let mut results: Vec<ChatMessage> = Vec::new();
     for output in outputs {
         match output {
+            // Reasoning opens a model reply: it starts a new assistant message unless the
+            // current one has nothing but reasoning yet.
+            PromptOutput::Reasoning(reasoning) => {
+                if assistant.as_ref().is_some_and(|message| {
+                    !message.tool_calls.is_empty() || !message.content.is_empty()
+                }) {
+                    flush(&mut messages, &mut assistant, &mut results);
+                }
+                let message = assistant.get_or_insert_with(|| ChatMessage::assistant(""));
+                message.reasoning.push(reasoning.reasoning.clone());
+            }
             PromptOutput::Text(text) => {
                 if assistant
                     .as_ref()

@@ -9,7 +9,8 @@ use serde_json::Value;
 use crate::event::{EventPayload, EventService};
 use crate::mode::{ExecutorError, PromptChange, PromptCheckpoint};
 use crate::prompt::{
-    FileOutput, Prompt, PromptOutput, PromptState, PromptUsage, TextOutput, ToolOutput, ToolResult,
+    FileOutput, Prompt, PromptOutput, PromptState, PromptUsage, Reasoning, ReasoningOutput,
+    TextOutput, ToolOutput, ToolResult,
 };
 
 /// Owns a prompt while it runs. Each change is checkpointed and then published before the
@@ -108,6 +109,21 @@ impl PromptRecorder {
             end: Some(now),
         }))
         .await
+    }
+
+    /// Adds the model's reasoning, each block an output, before what it said or did next.
+    pub async fn push_reasoning(&mut self, reasoning: &[Reasoning]) -> Result<(), ExecutorError> {
+        for block in reasoning {
+            let now = Utc::now();
+            self.push(PromptOutput::Reasoning(ReasoningOutput {
+                id: uuid::Uuid::new_v4().to_string(),
+                reasoning: block.clone(),
+                start: now,
+                end: Some(now),
+            }))
+            .await?;
+        }
+        Ok(())
     }
 
     /// Adds a tool output whose result is still `pending`.

@@ -56,6 +56,8 @@ impl CodeExecutor {
                     return Ok(self.base.recorder.prompt().clone());
                 }
             };
+            // Shown and kept; code mode makes no native tool calls, so no provider needs it back.
+            self.base.recorder.push_reasoning(&reply.reasoning).await?;
             let last_error = self.timeline().last_execution_error();
             if let Some(hint) =
                 crate::rules::not_a_program::refusal(&reply.text, last_error.as_deref(), &bindings)
@@ -253,6 +255,7 @@ impl CodeExecutor {
         if answer.is_empty() {
             return Ok(false);
         }
+        self.base.recorder.push_reasoning(&reply.reasoning).await?;
         self.base.recorder.push_unstreamed_text(answer).await?;
         Ok(true)
     }

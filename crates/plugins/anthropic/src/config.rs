@@ -18,8 +18,13 @@ pub struct AnthropicConfig {
     /// The most tokens an answer may have when a request does not say (the API requires a
     /// limit).
     pub max_tokens: u32,
-    /// Sampling temperature; the API's default when not set.
+    /// Sampling temperature; the API's default when not set. Not sent with `thinking`, which
+    /// the API allows only at its default.
     pub temperature: Option<f32>,
+    /// Extended thinking with this many tokens to think in (at least 1,024); off when not
+    /// set. The thinking is recorded in the timeline and sent back within a tool loop, with
+    /// its signature, as the API requires (`ANTHROPIC_THINKING`).
+    pub thinking: Option<u32>,
     /// Mark the system prompt, the tool declarations and the conversation so far as cacheable
     /// (`cache_control`), so that the next call of a prompt reads them from the cache.
     pub cache: bool,
@@ -47,6 +52,8 @@ pub struct ModelNames {
 
 /// The API's address.
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+/// The fewest thinking tokens the API accepts.
+pub const MIN_THINKING_BUDGET: u32 = 1_024;
 /// The API version every request names.
 pub const API_VERSION: &str = "2023-06-01";
 
@@ -67,6 +74,7 @@ impl Default for AnthropicConfig {
             models: ModelNames::default(),
             max_tokens: 8_192,
             temperature: None,
+            thinking: None,
             cache: true,
             max_retries: 2,
             retry_base_delay_ms: 500,
@@ -100,6 +108,18 @@ impl AnthropicConfig {
         }
         if let Some(model) = env("ANTHROPIC_MODEL_HIGH") {
             settings.models.high = model;
+        }
+        if let Some(budget) = env("ANTHROPIC_THINKING") {
+            settings.thinking = Some(budget.trim().parse().with_context(|| {
+                format!("ANTHROPIC_THINKING must be a number of tokens, not {budget:?}")
+            })?);
+        }
+        if let Some(budget) = settings.thinking
+            && budget < MIN_THINKING_BUDGET
+        {
+            anyhow::bail!(
+                "anthropic thinking needs at least {MIN_THINKING_BUDGET} tokens to think in, not {budget}"
+            );
         }
         Ok(settings)
     }

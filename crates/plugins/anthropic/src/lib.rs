@@ -15,17 +15,20 @@ use agentic_core::{
     Config, ModelProvider, Plugin, PluginRegistration, ProviderFactory, ProviderPlugin,
 };
 
-pub use config::{API_VERSION, AnthropicConfig, DEFAULT_BASE_URL, ModelNames};
+pub use config::{API_VERSION, AnthropicConfig, DEFAULT_BASE_URL, MIN_THINKING_BUDGET, ModelNames};
 pub use provider::AnthropicProvider;
 
+/// The provider's id, which its reasoning is marked with.
+pub const PROVIDER_ID: &str = "anthropic";
+
 agentic_core::inventory::submit! {
-    PluginRegistration { id: "anthropic", create: create_plugin }
+    PluginRegistration { id: PROVIDER_ID, create: create_plugin }
 }
 
 /// Provider `anthropic`.
 pub fn create_plugin() -> Arc<dyn Plugin> {
     let factory = ProviderFactory {
-        id: "anthropic",
+        id: PROVIDER_ID,
         create: create_provider,
         configured: |config| AnthropicConfig::resolve(config).is_ok_and(|c| c.is_configured()),
         fallback: false,

@@ -42,7 +42,7 @@ impl AnthropicProvider {
 #[async_trait]
 impl ModelProvider for AnthropicProvider {
     fn id(&self) -> &str {
-        "anthropic"
+        crate::PROVIDER_ID
     }
 
     fn model_name(&self, kind: ModelKind) -> String {

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use agentic_core::{ModelEvent, PromptUsage, ProviderError, ToolCallRequest};
+use agentic_core::{ModelEvent, PromptUsage, ProviderError, Reasoning, ToolCallRequest};
 use agentic_wire::{ToolNameMap, shorten};
 use serde_json::Value;
 
@@ -17,7 +17,16 @@ enum Block {
         name: String,
         input: String,
     },
-    /// Thinking and any block this reader does not use.
+    /// Extended thinking: its text and the signature that lets it be sent back.
+    Thinking {
+        text: String,
+        signature: String,
+    },
+    /// Thinking the API sent encrypted.
+    RedactedThinking {
+        data: String,
+    },
+    /// Any block this reader does not use.
     Other,
 }
 
@@ -84,6 +93,11 @@ impl EventReader {
                             input,
                         }
                     }
+                    Some("thinking") => Block::Thinking {
+                        text: text("thinking"),
+                        signature: text("signature"),
+                    },
+                    Some("redacted_thinking") => Block::RedactedThinking { data: text("data") },
                     _ => Block::Other,
                 };
                 self.blocks.insert(index, started);
@@ -106,12 +120,18 @@ impl EventReader {
                             "tool input for block {index}, which is not a tool call"
                         )));
                     }
-                    // Thinking, signatures, citations: not used yet.
+                    (Some("thinking_delta"), Some(Block::Thinking { text, .. })) => {
+                        text.push_str(piece("thinking"));
+                    }
+                    (Some("signature_delta"), Some(Block::Thinking { signature, .. })) => {
+                        signature.push_str(piece("signature"));
+                    }
+                    // Citations, and deltas added after this reader was written.
                     _ => {}
                 }
             }
-            "content_block_stop" => {
-                if let Some(Block::ToolUse { id, name, input }) = self.blocks.remove(&index) {
+            "content_block_stop" => match self.blocks.remove(&index) {
+                Some(Block::ToolUse { id, name, input }) => {
                     let arguments = if input.trim().is_empty() {
                         "{}".to_owned()
                     } else {
@@ -123,7 +143,20 @@ impl EventReader {
                         arguments,
                     }));
                 }
-            }
+                Some(Block::Thinking { text, signature }) => {
+                    let mut reasoning = Reasoning::new(crate::PROVIDER_ID, text);
+                    if !signature.is_empty() {
+                        reasoning = reasoning.with_signature(signature);
+                    }
+                    events.push(ModelEvent::Reasoning(reasoning));
+                }
+                Some(Block::RedactedThinking { data }) => {
+                    events.push(ModelEvent::Reasoning(
+                        Reasoning::new(crate::PROVIDER_ID, "").with_encrypted(data),
+                    ));
+                }
+                Some(Block::Text | Block::Other) | None => {}
+            },
             "message_delta" => {
                 if let Some(reason) = data
                     .get("delta")

@@ -22,7 +22,16 @@ pub(crate) struct RequestBody<'a> {
     stop_sequences: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<Thinking>,
     stream: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct Thinking {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    budget_tokens: u32,
 }
 
 #[derive(Debug, Serialize)]
@@ -35,6 +44,13 @@ struct Message<'a> {
 #[derive(Debug, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Block<'a> {
+    Thinking {
+        thinking: &'a str,
+        signature: &'a str,
+    },
+    RedactedThinking {
+        data: &'a str,
+    },
     Text {
         text: &'a str,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -58,11 +74,13 @@ enum Block<'a> {
 }
 
 impl Block<'_> {
+    /// Marks the block as a cache breakpoint; thinking blocks cannot be one.
     fn mark_cached(&mut self) {
         let mark = match self {
             Block::Text { cache_control, .. }
             | Block::ToolUse { cache_control, .. }
             | Block::ToolResult { cache_control, .. } => cache_control,
+            Block::Thinking { .. } | Block::RedactedThinking { .. } => return,
         };
         *mark = Some(CacheControl::EPHEMERAL);
     }
@@ -157,19 +175,31 @@ pub(crate) fn request_body<'a>(
         }
     }
     let temperature = match (config.temperature, request.min_temperature) {
+        // Thinking is allowed only at the API's default temperature.
+        _ if config.thinking.is_some() => None,
         (Some(configured), _) => Some(request.temperature(f64::from(configured))),
         (None, Some(floor)) => Some(f64::from(floor)),
         (None, None) => None,
     };
+    let mut max_tokens = request.max_tokens.unwrap_or(config.max_tokens);
+    let thinking = config.thinking.map(|budget| {
+        // The budget is part of the answer's tokens: leave room to answer after thinking.
+        max_tokens = max_tokens.max(budget.saturating_add(config.max_tokens.min(4_096)));
+        Thinking {
+            kind: "enabled",
+            budget_tokens: budget,
+        }
+    });
     RequestBody {
         model,
-        max_tokens: request.max_tokens.unwrap_or(config.max_tokens),
+        max_tokens,
         system,
         messages,
         tools,
         stop_sequences: &request.stop,
         // The API takes 0 to 1.
         temperature: temperature.map(|value| value.clamp(0.0, 1.0)),
+        thinking,
         stream: true,
     }
 }
@@ -182,10 +212,24 @@ fn text(content: &str) -> Option<Block<'_>> {
     })
 }
 
-/// An assistant turn: its words, then its calls, each with its input as the JSON object the
-/// API wants (arguments that were not an object, which the runtime refused, go as `{}`).
+/// An assistant turn: the thinking it began with (this provider's, signed or redacted: the
+/// API refuses any other), its words, then its calls, each with its input as the JSON object
+/// the API wants (arguments that were not an object, which the runtime refused, go as `{}`).
 fn assistant_blocks<'a>(message: &'a ChatMessage, names: &ToolNameMap) -> Vec<Option<Block<'a>>> {
-    let mut blocks = vec![text(&message.content)];
+    let mut blocks: Vec<Option<Block<'a>>> = message
+        .reasoning_of(crate::PROVIDER_ID)
+        .map(
+            |reasoning| match (&reasoning.encrypted, &reasoning.signature) {
+                (Some(data), _) => Some(Block::RedactedThinking { data }),
+                (None, Some(signature)) => Some(Block::Thinking {
+                    thinking: &reasoning.text,
+                    signature,
+                }),
+                (None, None) => None,
+            },
+        )
+        .collect();
+    blocks.push(text(&message.content));
     for call in &message.tool_calls {
         let input = serde_json::from_str::<Value>(&call.arguments)
             .ok()

@@ -1,0 +1,195 @@
+//! The provider: one POST per request, retried as Google's SDKs retry (429 and 5xx), then the
+//! event stream read with an idle timeout. The stream has no closing event: it ends when the
+//! last chunk, which carries the finish reason, has come.
+
+use std::time::Duration;
+
+use agentic_core::{
+    ModelEvent, ModelKind, ModelProvider, ModelRequest, ModelStream, ProviderError,
+};
+use agentic_wire::{Retry, SseReader, ToolNameMap, shorten};
+use anyhow::Context as _;
+use async_trait::async_trait;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::config::GeminiConfig;
+use crate::stream::ChunkReader;
+use crate::wire::request_body;
+
+/// A client of the Gemini API.
+#[derive(Debug, Clone)]
+pub struct GeminiProvider {
+    config: GeminiConfig,
+    client: reqwest::Client,
+}
+
+impl GeminiProvider {
+    /// A provider with these settings.
+    pub fn new(config: GeminiConfig) -> anyhow::Result<Self> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
+            .build()
+            .context("could not build the HTTP client")?;
+        Ok(Self { config, client })
+    }
+
+    /// Its settings.
+    pub fn config(&self) -> &GeminiConfig {
+        &self.config
+    }
+}
+
+#[async_trait]
+impl ModelProvider for GeminiProvider {
+    fn id(&self) -> &str {
+        crate::PROVIDER_ID
+    }
+
+    fn model_name(&self, kind: ModelKind) -> String {
+        match kind {
+            ModelKind::Normal => self.config.models.normal.clone(),
+            ModelKind::High => self.config.models.high.clone(),
+        }
+    }
+
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ProviderError> {
+        let Some(key) = self.config.api_key.clone() else {
+            return Err(ProviderError::Config(
+                "no Gemini API key: set GEMINI_API_KEY (or GOOGLE_API_KEY) or `apiKey` in [gemini]"
+                    .to_owned(),
+            ));
+        };
+        let model = self.model_name(request.model);
+        let names = ToolNameMap::for_request(&request);
+        let body = serde_json::to_vec(&request_body(&request, &names, &self.config))
+            .map_err(|error| ProviderError::Config(format!("unserialisable request: {error}")))?;
+        let body = bytes::Bytes::from(body);
+        let url = self.config.stream_url(&model);
+        let retry = Retry {
+            max_retries: self.config.max_retries,
+            base_delay: Duration::from_millis(self.config.retry_base_delay_ms),
+            max_delay: Duration::from_millis(self.config.retry_max_delay_ms),
+            idle: Duration::from_millis(self.config.idle_timeout_ms),
+        };
+        let build = || {
+            self.client
+                .post(&url)
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .header("x-goog-api-key", &key)
+                .body(body.clone())
+        };
+        let response = agentic_wire::send(&url, build, &retry, error_message).await?;
+        if !agentic_wire::is_event_stream(&response) {
+            let body = response.text().await.unwrap_or_default();
+            return Err(ProviderError::Stream(format!(
+                "expected an event stream, got: {}",
+                shorten(body.trim())
+            )));
+        }
+        let (sender, receiver) = mpsc::channel(64);
+        tokio::spawn(read_chunks(
+            SseReader::new(response, retry.idle),
+            names,
+            model,
+            sender,
+        ));
+        Ok(agentic_wire::receiver_stream(receiver))
+    }
+}
+
+type Sender = mpsc::Sender<Result<ModelEvent, ProviderError>>;
+
+/// Forwards each event as it is read; stops when the caller drops the stream.
+async fn read_chunks(mut chunks: SseReader, names: ToolNameMap, model: String, sender: Sender) {
+    let mut reader = ChunkReader::default();
+    loop {
+        let chunk = match chunks.next().await {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) => break,
+            Err(error) => {
+                let _ = sender.send(Err(error)).await;
+                return;
+            }
+        };
+        let data = chunk.data.trim();
+        if data.is_empty() {
+            continue;
+        }
+        let parsed: Value = match serde_json::from_str(data) {
+            Ok(parsed) => parsed,
+            Err(error) => {
+                let message = format!("unreadable chunk ({error}): {}", shorten(data));
+                let _ = sender.send(Err(ProviderError::Stream(message))).await;
+                return;
+            }
+        };
+        match reader.read(&parsed, &names) {
+            Ok(read) => {
+                for item in read {
+                    if sender.send(Ok(item)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            Err(error) => {
+                let _ = sender.send(Err(error)).await;
+                return;
+            }
+        }
+    }
+    match reader.finish(&model) {
+        Ok(events) => {
+            for item in events {
+                if sender.send(Ok(item)).await.is_err() {
+                    return;
+                }
+            }
+        }
+        Err(error) => {
+            let _ = sender.send(Err(error)).await;
+        }
+    }
+}
+
+/// `STATUS: message` of a Google error body (`{"error": {…}}`, or a list of them), or the
+/// body.
+fn error_message(body: &str) -> String {
+    let parsed = serde_json::from_str::<Value>(body).ok();
+    let error = match &parsed {
+        Some(Value::Array(items)) => items.first().and_then(|item| item.get("error")),
+        Some(value) => value.get("error"),
+        None => None,
+    };
+    error
+        .and_then(|error| {
+            let message = error.get("message")?.as_str()?;
+            Some(match error.get("status").and_then(Value::as_str) {
+                Some(status) => format!("{status}: {message}"),
+                None => message.to_owned(),
+            })
+        })
+        .unwrap_or_else(|| shorten(body.trim()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_bodies_say_their_status_and_message() {
+        assert_eq!(
+            error_message(
+                r#"{"error":{"code":429,"message":"Resource has been exhausted","status":"RESOURCE_EXHAUSTED"}}"#
+            ),
+            "RESOURCE_EXHAUSTED: Resource has been exhausted"
+        );
+        assert_eq!(
+            error_message(
+                r#"[{"error":{"code":400,"message":"bad","status":"INVALID_ARGUMENT"}}]"#
+            ),
+            "INVALID_ARGUMENT: bad"
+        );
+        assert_eq!(error_message("Bad Gateway"), "Bad Gateway");
+    }
+}

@@ -73,6 +73,40 @@ fn wires() -> Vec<Wire> {
             path: "/v1/chat/completions",
         },
         Wire {
+            name: "openai-responses",
+            provider: |base_url| {
+                let mut config =
+                    agentic_plugin_openai::OpenAiConfig::for_base_url(&format!("{base_url}/v1"));
+                config.api_key = Some("test-key".to_owned());
+                config.api = agentic_plugin_openai::Api::Responses;
+                config.retry_base_delay_ms = 5;
+                config.idle_timeout_ms = IDLE_MS;
+                Arc::new(agentic_plugin_openai::OpenAiProvider::new(config).unwrap())
+            },
+            thinking: true,
+            flags_errors: false,
+            cache_write: false,
+            tool_results: |body| {
+                messages(body, "input")
+                    .filter(|item| item["type"] == "function_call_output")
+                    .map(|item| {
+                        (
+                            item["call_id"].as_str().map(str::to_owned),
+                            item["output"].as_str().unwrap_or_default().to_owned(),
+                            false,
+                        )
+                    })
+                    .collect()
+            },
+            signatures: |body| {
+                messages(body, "input")
+                    .filter(|item| item["type"] == "reasoning")
+                    .filter_map(|item| item["encrypted_content"].as_str().map(str::to_owned))
+                    .collect()
+            },
+            path: "/v1/responses",
+        },
+        Wire {
             name: "anthropic",
             provider: |base_url| {
                 let mut config =
@@ -341,14 +375,14 @@ async fn reasoning_is_read_and_sent_back_with_its_signature() {
             first.reasoning
         );
         let reasoning = &first.reasoning[0];
-        assert_eq!(reasoning.provider, wire.name);
+        assert_eq!(reasoning.provider, wire.name.trim_end_matches("-responses"));
         assert_eq!(reasoning.text, "The user wants the time.", "{}", wire.name);
-        assert_eq!(
-            reasoning.signature.as_deref(),
-            Some("sig-abc"),
-            "{}",
-            wire.name
-        );
+        // What lets the provider read it back: a signature, or the reasoning encrypted.
+        let token = reasoning
+            .signature
+            .as_deref()
+            .or(reasoning.encrypted.as_deref());
+        assert_eq!(token, Some("sig-abc"), "{}", wire.name);
         assert!(
             first.text.is_empty(),
             "{}: reasoning is never the answer",
@@ -584,7 +618,7 @@ async fn every_provider_sends_its_key_where_its_api_reads_it() {
         complete(&service, request(question())).await;
         let sent = only_request(&server);
         let key = match wire.name {
-            "openai-chat" => sent.headers.get("authorization").cloned(),
+            "openai-chat" | "openai-responses" => sent.headers.get("authorization").cloned(),
             "anthropic" => sent.headers.get("x-api-key").cloned(),
             "gemini" => sent.headers.get("x-goog-api-key").cloned(),
             other => panic!("no key check for {other}"),
@@ -676,4 +710,43 @@ fn messages_roles(body: &Value) -> Vec<&str> {
     messages(body, "contents")
         .map(|content| content["role"].as_str().unwrap_or_default())
         .collect()
+}
+
+#[tokio::test]
+async fn responses_requests_are_stateless_and_ask_for_encrypted_reasoning() {
+    let wire = wires()
+        .into_iter()
+        .find(|wire| wire.name == "openai-responses")
+        .unwrap();
+    let (server, service) = wire.serve(vec![wire.stream("text.sse")]).await;
+    let mut conversation = question();
+    let mut asked = ChatMessage::assistant("Let me look.");
+    asked.tool_calls = vec![call(
+        "call_01",
+        "time.now",
+        json!({ "timezone": "Asia/Tokyo" }),
+    )];
+    conversation.push(asked);
+    conversation.push(ChatMessage::tool_result("call_01", "09:00"));
+    complete(&service, request(conversation)).await;
+    let body = only_request(&server).body;
+    assert_eq!(body["store"], false);
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["include"], json!(["reasoning.encrypted_content"]));
+    assert_eq!(body["instructions"], "You are a careful assistant.");
+    let kinds: Vec<String> = messages(&body, "input")
+        .map(|item| {
+            item["type"]
+                .as_str()
+                .or(item["role"].as_str())
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        ["user", "assistant", "function_call", "function_call_output"]
+    );
+    assert_eq!(body["tools"][0]["type"], "function");
+    assert_eq!(body["tools"][0]["name"], "time_now");
 }

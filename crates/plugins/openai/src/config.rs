@@ -27,9 +27,30 @@ pub struct OpenAiConfig {
     pub stream_usage: bool,
     pub max_tokens: Option<u32>,
     pub temperature: Option<f32>,
+    /// Which of OpenAI's APIs to speak: `chat` (Chat Completions, which every compatible
+    /// server speaks) or `responses` (the Responses API, which sends reasoning back between
+    /// the calls of a tool loop) (`OPENAI_API`). `AGENTIC_PROVIDER=openai-responses:<model>`
+    /// picks the Responses API for one model whatever this says.
+    pub api: Api,
+    /// `reasoning.effort` for reasoning models on the Responses API (`low`, `medium`,
+    /// `high`), with their reasoning summaries asked for; not sent when not set.
+    pub reasoning_effort: Option<String>,
     /// Whether the base URL was set explicitly (config or environment).
     #[serde(skip)]
     base_url_set: bool,
+}
+
+/// One of OpenAI's APIs.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Api {
+    /// Chat Completions (`/chat/completions`).
+    #[default]
+    Chat,
+    /// The Responses API (`/responses`), used without storing anything at OpenAI.
+    Responses,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -64,6 +85,8 @@ impl Default for OpenAiConfig {
             stream_usage: true,
             max_tokens: None,
             temperature: None,
+            api: Api::Chat,
+            reasoning_effort: None,
             base_url_set: false,
         }
     }
@@ -96,6 +119,13 @@ impl OpenAiConfig {
         if let Some(model) = env("OPENAI_MODEL_HIGH") {
             settings.models.high = model;
         }
+        if let Some(api) = env("OPENAI_API") {
+            settings.api = match api.trim().to_ascii_lowercase().as_str() {
+                "chat" => Api::Chat,
+                "responses" => Api::Responses,
+                other => anyhow::bail!("OPENAI_API must be `chat` or `responses`, not {other:?}"),
+            };
+        }
         Ok(settings)
     }
 
@@ -115,5 +145,10 @@ impl OpenAiConfig {
 
     pub fn chat_completions_url(&self) -> String {
         format!("{}/chat/completions", self.base_url.trim_end_matches('/'))
+    }
+
+    /// Where Responses API requests go.
+    pub fn responses_url(&self) -> String {
+        format!("{}/responses", self.base_url.trim_end_matches('/'))
     }
 }

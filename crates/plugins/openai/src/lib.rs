@@ -6,6 +6,7 @@
 
 mod config;
 mod provider;
+mod responses;
 mod stream;
 mod wire;
 
@@ -16,11 +17,15 @@ use agentic_core::{
 };
 
 pub use agentic_wire::ToolNameMap;
-pub use config::{ModelNames, OpenAiConfig};
+pub use config::{Api, ModelNames, OpenAiConfig};
 pub use provider::OpenAiProvider;
 
 agentic_core::inventory::submit! {
     PluginRegistration { id: "openai", create: create_plugin }
+}
+
+agentic_core::inventory::submit! {
+    PluginRegistration { id: "openai-responses", create: create_responses_plugin }
 }
 
 /// Provider `openai`.
@@ -36,15 +41,36 @@ pub fn create_plugin() -> Arc<dyn Plugin> {
     )
 }
 
+/// Provider `openai-responses`: the `openai` settings with the Responses API, for naming one
+/// model (`AGENTIC_PROVIDER=openai-responses:<model>`). It is never chosen unnamed: `openai`
+/// is, with `api` saying which API.
+pub fn create_responses_plugin() -> Arc<dyn Plugin> {
+    let factory = ProviderFactory {
+        id: "openai-responses",
+        create: |argument, config| {
+            let mut settings = settings(argument, config)?;
+            settings.api = Api::Responses;
+            Ok(Arc::new(OpenAiProvider::new(settings)?))
+        },
+        configured: |_| false,
+        fallback: false,
+    };
+    Arc::new(ProviderPlugin::new(factory))
+}
+
 fn create_provider(
     argument: Option<&str>,
     config: &Config,
 ) -> anyhow::Result<Arc<dyn ModelProvider>> {
+    Ok(Arc::new(OpenAiProvider::new(settings(argument, config)?)?))
+}
+
+fn settings(argument: Option<&str>, config: &Config) -> anyhow::Result<OpenAiConfig> {
     let mut settings = OpenAiConfig::resolve(config)?;
     // `openai:<model>` picks the model for both classes.
     if let Some(model) = argument.filter(|model| !model.is_empty()) {
         settings.models.normal = model.to_owned();
         settings.models.high = model.to_owned();
     }
-    Ok(Arc::new(OpenAiProvider::new(settings)?))
+    Ok(settings)
 }

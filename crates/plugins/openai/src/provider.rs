@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::config::OpenAiConfig;
+use crate::config::{Api, OpenAiConfig};
 use crate::stream::ChunkReader;
 use crate::wire::request_body;
 
@@ -39,9 +39,9 @@ impl OpenAiProvider {
     /// Posts the serialised body (shared between attempts: neither re-serialised nor copied).
     async fn send_with_retries(
         &self,
+        url: String,
         body: bytes::Bytes,
     ) -> Result<reqwest::Response, ProviderError> {
-        let url = self.config.chat_completions_url();
         let retry = Retry {
             max_retries: self.config.max_retries,
             base_delay: Duration::from_millis(self.config.retry_base_delay_ms),
@@ -79,12 +79,37 @@ impl ModelProvider for OpenAiProvider {
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ProviderError> {
         let model = self.model_name(request.model);
         let names = ToolNameMap::for_request(&request);
+        let idle = Duration::from_millis(self.config.idle_timeout_ms);
+        let (sender, receiver) = mpsc::channel(64);
+        if self.config.api == Api::Responses {
+            let body = crate::responses::request_body(&request, &model, &names, &self.config);
+            let body = serde_json::to_vec(&body).map_err(|error| {
+                ProviderError::Config(format!("unserialisable request: {error}"))
+            })?;
+            let response = self
+                .send_with_retries(self.config.responses_url(), body.into())
+                .await?;
+            if !agentic_wire::is_event_stream(&response) {
+                let body = response.text().await.unwrap_or_default();
+                return Err(ProviderError::Stream(format!(
+                    "expected an event stream, got: {}",
+                    shorten(body.trim())
+                )));
+            }
+            tokio::spawn(read_responses(
+                SseReader::new(response, idle),
+                names,
+                model,
+                sender,
+            ));
+            return Ok(agentic_wire::receiver_stream(receiver));
+        }
         // Straight to bytes: a JSON value in between was a third copy of every tool schema.
         let body = serde_json::to_vec(&request_body(&request, &model, &names, &self.config))
             .map_err(|error| ProviderError::Config(format!("unserialisable request: {error}")))?;
-        let response = self.send_with_retries(body.into()).await?;
-        let idle = Duration::from_millis(self.config.idle_timeout_ms);
-        let (sender, receiver) = mpsc::channel(64);
+        let response = self
+            .send_with_retries(self.config.chat_completions_url(), body.into())
+            .await?;
         let is_event_stream = agentic_wire::is_event_stream(&response);
         let answer = Answer {
             names,
@@ -166,6 +191,62 @@ async fn read_event_stream(response: reqwest::Response, answer: Answer, sender: 
     }
     for event in reader.finish(&answer.names, &answer.model, &answer.request) {
         if sender.send(Ok(event)).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Forwards the Responses API's events as they are read; stops when the caller drops the
+/// stream.
+async fn read_responses(mut events: SseReader, names: ToolNameMap, model: String, sender: Sender) {
+    let mut reader = crate::responses::EventReader::default();
+    loop {
+        let event = match events.next().await {
+            Ok(Some(event)) => event,
+            Ok(None) => break,
+            Err(error) => {
+                let _ = sender.send(Err(error)).await;
+                return;
+            }
+        };
+        let data = event.data.trim();
+        if data.is_empty() || data == "[DONE]" {
+            continue;
+        }
+        let parsed: Value = match serde_json::from_str(data) {
+            Ok(parsed) => parsed,
+            Err(error) => {
+                let message = format!("unreadable event ({error}): {}", shorten(data));
+                let _ = sender.send(Err(ProviderError::Stream(message))).await;
+                return;
+            }
+        };
+        match reader.read(&parsed, &names) {
+            Ok(read) => {
+                for item in read {
+                    if sender.send(Ok(item)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            Err(error) => {
+                let _ = sender.send(Err(error)).await;
+                return;
+            }
+        }
+        if reader.finished() {
+            break;
+        }
+    }
+    if !reader.finished() {
+        let error = ProviderError::Stream(
+            "the stream ended before the model finished (no response.completed)".to_owned(),
+        );
+        let _ = sender.send(Err(error)).await;
+        return;
+    }
+    for item in reader.finish(&model) {
+        if sender.send(Ok(item)).await.is_err() {
             return;
         }
     }

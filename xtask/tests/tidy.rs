@@ -523,3 +523,45 @@ fn normalise(path: &Path) -> PathBuf {
     }
     parts
 }
+
+/// Invariant 46: every provider crate that speaks HTTP has a row in the conformance table.
+#[test]
+fn every_http_provider_runs_the_conformance_table() {
+    let root = workspace();
+    let table = std::fs::read_to_string(root.join("crates/conformance/tests/providers.rs"))
+        .expect("the conformance table");
+    let manifest = std::fs::read_to_string(root.join("crates/conformance/Cargo.toml"))
+        .expect("the conformance manifest");
+    let mut http_providers = Vec::new();
+    for dir in crates() {
+        let Ok(text) = std::fs::read_to_string(dir.join("Cargo.toml")) else {
+            continue;
+        };
+        let Ok(parsed) = text.parse::<toml::Table>() else {
+            continue;
+        };
+        let name = parsed["package"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let speaks_http = parsed
+            .get("dependencies")
+            .and_then(toml::Value::as_table)
+            .is_some_and(|deps| deps.contains_key("agentic-wire"));
+        if speaks_http && name.starts_with("agentic-plugin-") {
+            http_providers.push(name);
+        }
+    }
+    assert!(!http_providers.is_empty(), "no HTTP provider found");
+    let missing: Vec<&String> = http_providers
+        .iter()
+        .filter(|name| {
+            let path = name.replace('-', "_");
+            !table.contains(&format!("{path}::")) || !manifest.contains(name.as_str())
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "these providers speak HTTP but have no row in crates/conformance/tests/providers.rs: {missing:?}"
+    );
+}

@@ -307,6 +307,8 @@ pub struct ModelResponse {
 pub struct CompletionService {
     provider: Option<Arc<dyn ModelProvider>>,
     missing_reason: String,
+    /// Why this provider answers (or why none does), as `agentic capabilities` says it.
+    reason: String,
     prices: Arc<Prices>,
 }
 
@@ -327,6 +329,7 @@ impl CompletionService {
         Self {
             provider: Some(provider),
             missing_reason: String::new(),
+            reason: "given to the runtime".to_owned(),
             prices: Arc::default(),
         }
     }
@@ -342,8 +345,21 @@ impl CompletionService {
         Self {
             provider: None,
             missing_reason: reason.to_owned(),
+            reason: reason.to_owned(),
             prices: Arc::default(),
         }
+    }
+
+    /// The same service, with why its provider was chosen.
+    #[must_use]
+    pub fn with_reason(mut self, reason: impl Into<String>) -> Self {
+        self.reason = reason.into();
+        self
+    }
+
+    /// Why its provider answers, or why none does.
+    pub fn reason(&self) -> &str {
+        &self.reason
     }
 
     /// The provider in use; `None` when no model is configured.

@@ -83,6 +83,7 @@ impl Services {
                 high: provider.map(|provider| provider.model_name(ModelKind::High)),
             },
             provider: provider.map(|provider| provider.id().to_owned()),
+            provider_reason: self.completion.reason().to_owned(),
             plugins: self.plugin_ids(),
         }
     }
@@ -142,6 +143,10 @@ pub struct Capabilities {
     pub models: ModelNames,
     /// The model provider in use; absent when none is configured.
     pub provider: Option<String>,
+    /// Why that provider answers (named, or the first whose settings are present), or why
+    /// none does.
+    #[serde(default)]
+    pub provider_reason: String,
     /// The ids of the runtime's plugins, sorted.
     pub plugins: Vec<String>,
 }

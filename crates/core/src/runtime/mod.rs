@@ -227,7 +227,12 @@ impl RuntimeBuilder {
                     select_provider(self.provider_spec.as_deref(), &self.config, &providers)?;
                 match self.unconfigured {
                     Some(provider) if selected.provider().is_none() => {
-                        CompletionService::new(provider)
+                        let reason = format!(
+                            "no provider is named and none has a key or address set, so the \
+                             default answers ({})",
+                            provider.id()
+                        );
+                        CompletionService::new(provider).with_reason(reason)
                     }
                     _ => selected,
                 }
@@ -275,12 +280,19 @@ fn select_provider(
     let from_env = std::env::var("AGENTIC_PROVIDER")
         .ok()
         .filter(|s| !s.is_empty());
-    let spec = spec.map(str::to_owned).or(from_env).or_else(|| {
-        config
+    let named = match (spec, from_env) {
+        (Some(spec), _) => Some((spec.to_owned(), format!("named: {spec}"))),
+        (None, Some(spec)) => Some((spec.clone(), format!("named by AGENTIC_PROVIDER={spec}"))),
+        (None, None) => config
             .get("provider")
             .and_then(serde_json::Value::as_str)
-            .map(str::to_owned)
-    });
+            .map(|spec| {
+                (
+                    spec.to_owned(),
+                    format!("named by the config's provider = {spec:?}"),
+                )
+            }),
+    };
     let available = || {
         providers
             .iter()
@@ -288,7 +300,7 @@ fn select_provider(
             .collect::<Vec<_>>()
             .join(", ")
     };
-    if let Some(spec) = spec {
+    if let Some((spec, reason)) = named {
         let (id, argument) = match spec.split_once(':') {
             Some((id, argument)) => (id, Some(argument)),
             None => (spec.as_str(), None),
@@ -304,21 +316,46 @@ fn select_provider(
             })?;
         let provider = (factory.create)(argument, config)
             .with_context(|| format!("could not create model provider \"{spec}\""))?;
-        return Ok(CompletionService::new(provider));
+        return Ok(CompletionService::new(provider).with_reason(reason));
     }
-    // Providers whose settings are present win over fallbacks, whatever the link order.
+    // Providers whose settings are present win over fallbacks, whatever the link order; among
+    // them, the order is the ids'.
     let mut ordered: Vec<&ProviderFactory> = providers.iter().collect();
     ordered.sort_by_key(|factory| factory.fallback);
-    for factory in ordered {
-        if (factory.configured)(config) {
-            let provider = (factory.create)(None, config)
-                .with_context(|| format!("could not create model provider \"{}\"", factory.id))?;
-            return Ok(CompletionService::new(provider));
+    let configured: Vec<&ProviderFactory> = ordered
+        .into_iter()
+        .filter(|factory| (factory.configured)(config))
+        .collect();
+    if let Some(factory) = configured.first() {
+        let provider = (factory.create)(None, config)
+            .with_context(|| format!("could not create model provider \"{}\"", factory.id))?;
+        let others: Vec<&str> = configured[1..]
+            .iter()
+            .filter(|other| !other.fallback)
+            .map(|other| other.id)
+            .collect();
+        let mut reason = if factory.fallback {
+            format!(
+                "no provider's key or address is set, so the fallback answers ({})",
+                factory.id
+            )
+        } else {
+            format!(
+                "the first provider, by id, whose key or address is set ({})",
+                factory.id
+            )
+        };
+        if !others.is_empty() {
+            reason.push_str(&format!(
+                "; also set: {}; name one with AGENTIC_PROVIDER=<id>:<model>",
+                others.join(", ")
+            ));
         }
+        return Ok(CompletionService::new(provider).with_reason(reason));
     }
     Ok(CompletionService::unavailable(&format!(
-        "no model provider is configured (registered: {}); set OPENAI_API_KEY or \
-         OPENAI_BASE_URL, or AGENTIC_PROVIDER=script:<turns.yaml>",
+        "no model provider is configured (registered: {}); set an API key (OPENAI_API_KEY, \
+         ANTHROPIC_API_KEY, GEMINI_API_KEY) or OPENAI_BASE_URL, or AGENTIC_PROVIDER=<id>:<model>",
         available()
     )))
 }

@@ -68,9 +68,10 @@ fn main() -> anyhow::Result<()> {
             Some("playground") => bench_playground(&root),
             Some("takeover") => bench_takeover(&root),
             Some("replay") => cargo_bench(&root, "agentic-conversation", "replay"),
+            Some("providers") => cargo_bench(&root, "agentic-conformance", "providers"),
             _ => {
                 eprintln!(
-                    "usage: cargo xtask bench <sandbox|tokens|fairness|store|relay|api|local|mcp|playground|takeover|replay>"
+                    "usage: cargo xtask bench <sandbox|tokens|fairness|store|relay|api|local|mcp|playground|takeover|replay|providers>"
                 );
                 std::process::exit(2);
             }
@@ -97,7 +98,8 @@ fn main() -> anyhow::Result<()> {
                  bench mcp       an MCP tool call through agentic against the SDK's own call, stdio and HTTP\n  \
                  bench playground   the playground in headless Chromium: assets, redraws of a 1,000-output\n                  timeline, first paint of 100 prompts (needs chromium, chromium-driver)\n  \
                  bench takeover  21 kills of a server in mixed modes: time to take its prompts over by lease\n  \
-                 bench replay    a code-mode script's 1,000 calls replayed from its journal, beside running them"
+                 bench replay    a code-mode script's 1,000 calls replayed from its journal, beside running them\n  \
+                 bench providers   each HTTP provider's cost per streamed event, beside a bare read of the same bytes"
             );
             std::process::exit(2);
         }

@@ -28,8 +28,10 @@ pub const PIECE_BYTES: usize = 40;
 /// One scripted answer.
 #[derive(Debug, Clone)]
 pub enum Reply {
-    /// A whole event stream (`text/event-stream`).
+    /// A whole event stream (`text/event-stream`), in pieces of [`PIECE_BYTES`].
     Stream(String),
+    /// A whole event stream in one write, for measuring a client rather than its resilience.
+    Whole(String),
     /// An event stream with a pause before each event: a client may drop it part-way.
     Slow(String, Duration),
     /// The stream's first `events` events, then silence with the connection open.
@@ -211,6 +213,7 @@ async fn answer(
     let reply = lock(&shared.replies).pop_front();
     match reply {
         Some(Reply::Stream(text)) => stream(pieces(&text), None, false, &shared),
+        Some(Reply::Whole(text)) => stream(vec![text], None, false, &shared),
         Some(Reply::Slow(text, pause)) => stream(events(&text), Some(pause), false, &shared),
         Some(Reply::StallAfter(text, count)) => {
             let first = events(&text).into_iter().take(count).collect::<String>();

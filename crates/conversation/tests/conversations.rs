@@ -311,6 +311,75 @@ async fn a_prompt_waiting_for_approval_survives_a_restart_and_completes_when_app
     }
 }
 
+/// A cancel stored for a running prompt whose process then died (sent to another server,
+/// which stored it and could not reach the owner) is not dropped: the sweep that finds the
+/// prompt ends it cancelled, as asked, instead of interrupted to be continued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_stored_before_the_owner_died_is_applied_by_the_sweep() {
+    use sea_orm::ConnectionTrait as _;
+    for db in databases().await {
+        let prompt_id = {
+            let store = agentic_conversation::Store::open(&db.url, &Default::default())
+                .await
+                .unwrap();
+            let conversation = store.create_conversation("alice", "t").await.unwrap();
+            let prompt = Prompt::new("alice", "classic", ModelKind::Normal, Some("go".into()));
+            store
+                .insert_prompt(&conversation.id, &prompt)
+                .await
+                .unwrap();
+            assert!(
+                store
+                    .claim(&conversation.id, &prompt.id)
+                    .await
+                    .unwrap()
+                    .is_ok()
+            );
+            let insert = sea_orm::Statement::from_sql_and_values(
+                store.connection().get_database_backend(),
+                match store.connection().get_database_backend() {
+                    sea_orm::DatabaseBackend::Postgres => {
+                        "INSERT INTO prompt_decisions (id, prompt_id, user_id, tool_call_id, verdict, created_at) VALUES ($1, $2, $3, $4, $5, $6)"
+                    }
+                    _ => {
+                        "INSERT INTO prompt_decisions (id, prompt_id, user_id, tool_call_id, verdict, created_at) VALUES (?, ?, ?, ?, ?, ?)"
+                    }
+                },
+                [
+                    "decision-1".into(),
+                    prompt.id.clone().into(),
+                    "alice".into(),
+                    "".into(),
+                    r#"{"type":"cancel"}"#.into(),
+                    chrono::Utc::now().into(),
+                ],
+            );
+            store.connection().execute_raw(insert).await.unwrap();
+            store.close().await.unwrap();
+            prompt.id
+        };
+        let (service, _) = support::service(&db, "- text: fine\n").await;
+        assert!(service.recovery().interrupted.is_empty(), "{}", db.name);
+        let cancelled: Vec<&str> = service
+            .recovery()
+            .cancelled
+            .iter()
+            .map(|(_, id, _)| id.as_str())
+            .collect();
+        assert_eq!(cancelled, [prompt_id.as_str()], "{}", db.name);
+        let stored = service.prompt("alice", &prompt_id).await.unwrap();
+        assert_eq!(stored.prompt.state, PromptState::Cancelled, "{}", db.name);
+        // The cancel was applied once: a second sweep finds nothing, and the conversation
+        // takes the next prompt.
+        let mut conversation = service.get("alice", &stored.conversation_id).await.unwrap();
+        let next = conversation
+            .prompt(request("next", "classic"))
+            .await
+            .unwrap();
+        assert_eq!(next.state, PromptState::Completed, "{}", db.name);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_prompt_found_at_startup_is_interrupted_and_the_conversation_goes_on() {
     for db in databases().await {

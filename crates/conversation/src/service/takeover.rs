@@ -93,12 +93,22 @@ pub(super) async fn keep_alive(inner: std::sync::Weak<Inner>) {
                 tracing::warn!(error = %format!("{error:#}"), "could not apply stored decisions");
             }
         }
-        if let Err(error) = inner.store.recover(&resumable(&inner.runtime)).await {
-            tracing::warn!(error = %format!("{error:#}"), "could not sweep prompts of stopped instances");
+        match inner.store.recover(&resumable(&inner.runtime)).await {
+            Ok(recovery) => publish_cancelled(&inner, recovery),
+            Err(error) => {
+                tracing::warn!(error = %format!("{error:#}"), "could not sweep prompts of stopped instances");
+            }
         }
         if let Err(error) = inner.store.prune_journals().await {
             tracing::warn!(error = %format!("{error:#}"), "could not prune the journals of ended prompts");
         }
+    }
+}
+
+/// Tells subscribers of the prompts a sweep ended as cancelled.
+pub(super) fn publish_cancelled(inner: &Inner, recovery: crate::store::Recovery) {
+    for (user_id, _, event) in recovery.cancelled {
+        inner.runtime.services().events.publish(&user_id, event);
     }
 }
 

@@ -109,13 +109,16 @@ pub struct StoredPrompt {
 }
 
 /// What startup recovery did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Recovery {
     /// Prompts that were running (or waiting in a mode that cannot resume) and are now
     /// `interrupted`.
     pub interrupted: Vec<String>,
     /// Prompts still waiting for approval, resumable.
     pub waiting: Vec<String>,
+    /// Prompts someone had asked to cancel before their process died, now `cancelled`: each
+    /// with its user and the event that says so, for the caller to publish.
+    pub cancelled: Vec<(String, String, agentic_core::EventPayload)>,
 }
 
 /// An instance on another host that has not renewed its lease for this long is gone (the

@@ -2,6 +2,7 @@
 //! restart.
 
 use super::*;
+use crate::entity::prompt_decision;
 
 impl Store {
     /// Makes this instance the owner of every `running` prompt whose instance is gone and that
@@ -195,6 +196,19 @@ impl Store {
                 recovery.waiting.push(prompt.id.clone());
                 continue;
             }
+            // Someone asked to cancel it before its process died: it ends cancelled, as asked,
+            // not interrupted to be continued.
+            let cancels = self.stored_cancels(&prompt.id).await?;
+            if !cancels.is_empty() {
+                let event = agentic_core::close_cancelled(&mut prompt);
+                self.save_prompt(&prompt, PromptChange::Prompt).await?;
+                self.release(&conversation_id, &prompt.id, None).await?;
+                self.forget_decisions(cancels).await?;
+                recovery
+                    .cancelled
+                    .push((prompt.user_id.clone(), prompt.id.clone(), event));
+                continue;
+            }
             let was_waiting = prompt.state == PromptState::WaitingForApproval;
             interrupt(&mut prompt, was_waiting);
             self.save_prompt(&prompt, PromptChange::Prompt).await?;
@@ -208,6 +222,39 @@ impl Store {
             );
         }
         Ok(recovery)
+    }
+}
+
+impl Store {
+    /// The ids of the cancels stored for a prompt and not yet applied.
+    async fn stored_cancels(&self, prompt_id: &str) -> anyhow::Result<Vec<String>> {
+        let rows = prompt_decision::Entity::find()
+            .filter(prompt_decision::Column::PromptId.eq(prompt_id))
+            .all(&self.db)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .filter(|row| {
+                serde_json::from_str::<serde_json::Value>(&row.verdict)
+                    .is_ok_and(|verdict| verdict["type"] == "cancel")
+            })
+            .map(|row| row.id)
+            .collect())
+    }
+
+    /// Removes applied decisions.
+    async fn forget_decisions(&self, ids: Vec<String>) -> anyhow::Result<()> {
+        self.write_with(move |transaction| {
+            let ids = ids.clone();
+            Box::pin(async move {
+                prompt_decision::Entity::delete_many()
+                    .filter(prompt_decision::Column::Id.is_in(ids))
+                    .exec(transaction)
+                    .await?;
+                Ok(())
+            })
+        })
+        .await
     }
 }
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use agentic_core::{Config, Plugin, PluginRegistration, ProviderFactory, ProviderPlugin};
 
-pub use provider::{ScriptToolCall, ScriptUsage, ScriptedProvider, Turn};
+pub use provider::{ScriptReasoning, ScriptToolCall, ScriptUsage, ScriptedProvider, Turn};
 
 agentic_core::inventory::submit! {
     PluginRegistration { id: "script", create: create_plugin }

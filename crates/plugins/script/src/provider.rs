@@ -8,7 +8,7 @@ use std::time::Duration;
 use agentic_core::tokens::estimate_tokens;
 use agentic_core::{
     ModelEvent, ModelKind, ModelProvider, ModelRequest, ModelStream, PromptUsage, ProviderError,
-    ToolCallRequest,
+    Reasoning, ToolCallRequest,
 };
 use anyhow::Context as _;
 use async_trait::async_trait;
@@ -27,6 +27,10 @@ pub struct Turn {
     pub code: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ScriptToolCall>,
+    /// Reasoning the model shows before it answers, marked as the script provider's, as a
+    /// thinking model's provider sends it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasoning: Vec<ScriptReasoning>,
     /// Makes this request fail with a provider error carrying this message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -36,6 +40,18 @@ pub struct Turn {
     /// Wait this long before answering.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay_ms: Option<u64>,
+}
+
+/// A block of scripted reasoning.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ScriptReasoning {
+    /// The readable reasoning.
+    #[serde(default)]
+    pub text: String,
+    /// The signature a provider would need to take it back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -174,10 +190,22 @@ impl ModelProvider for ScriptedProvider {
             (None, Some(code)) => code,
             (None, None) => String::new(),
         };
-        let mut events: Vec<Result<ModelEvent, ProviderError>> = word_deltas(&text)
+        let mut events: Vec<Result<ModelEvent, ProviderError>> = turn
+            .reasoning
             .into_iter()
-            .map(|delta| Ok(ModelEvent::TextDelta(delta)))
+            .map(|block| {
+                let mut reasoning = Reasoning::new("script", block.text);
+                if let Some(signature) = block.signature {
+                    reasoning = reasoning.with_signature(signature);
+                }
+                Ok(ModelEvent::Reasoning(reasoning))
+            })
             .collect();
+        events.extend(
+            word_deltas(&text)
+                .into_iter()
+                .map(|delta| Ok(ModelEvent::TextDelta(delta))),
+        );
         let mut answer_tokens = estimate_tokens(&text);
         for call in turn.tool_calls {
             let arguments = match (call.arguments, call.input) {

@@ -1,12 +1,14 @@
 //! Server-sent events read one at a time, with an idle timeout that any bytes reset.
+//!
+//! The parser keeps one buffer and a read position, so a network read that carries many
+//! events (a fast model, a proxy that batches) is parsed in one pass; a parser that copies
+//! the rest of its buffer after each line turns such a read quadratic.
 
 use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use agentic_core::ProviderError;
-use eventsource_stream::Eventsource as _;
+use bytes::Bytes;
 use futures::{Stream, StreamExt as _};
 
 /// One event: its `event:` name (empty when the server sent none) and its `data:`.
@@ -18,16 +20,16 @@ pub struct SseEvent {
     pub data: String,
 }
 
-type Events = Pin<Box<dyn Stream<Item = Result<SseEvent, String>> + Send>>;
+type Chunks = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
 
 /// Reads a response's event stream. A stream that sends nothing for `idle` is an error; any
 /// bytes count, SSE comments such as the `: ping` a server busy with a long prefill sends
-/// included, which the event parser otherwise drops.
+/// included.
 pub struct SseReader {
-    events: Events,
-    started: Instant,
-    last_bytes: Arc<AtomicU64>,
+    chunks: Chunks,
+    parser: SseParser,
     idle: Duration,
+    ended: bool,
 }
 
 impl std::fmt::Debug for SseReader {
@@ -41,55 +43,148 @@ impl std::fmt::Debug for SseReader {
 impl SseReader {
     /// Reads `response`'s body as server-sent events.
     pub fn new(response: reqwest::Response, idle: Duration) -> Self {
-        let started = Instant::now();
-        let last_bytes = Arc::new(AtomicU64::new(0));
-        let seen = last_bytes.clone();
-        let bytes = response.bytes_stream().inspect(move |_| {
-            let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-            seen.store(elapsed, Ordering::Relaxed);
-        });
-        let events = bytes.eventsource().map(|next| {
-            next.map(|event| SseEvent {
-                event: event.event,
-                data: event.data,
-            })
-            .map_err(|error| error.to_string())
-        });
         Self {
-            events: Box::pin(events),
-            started,
-            last_bytes,
+            chunks: Box::pin(response.bytes_stream()),
+            parser: SseParser::default(),
             idle,
+            ended: false,
         }
     }
 
     /// The next event, or `None` when the stream ended. A stall or a broken connection is a
     /// [`ProviderError::Stream`] that says which.
     pub async fn next(&mut self) -> Result<Option<SseEvent>, ProviderError> {
-        let mut wait = self.idle;
-        let next = loop {
-            match tokio::time::timeout(wait, self.events.next()).await {
-                Ok(next) => break next,
+        loop {
+            if let Some(event) = self.parser.next_event() {
+                return Ok(Some(event));
+            }
+            if self.ended {
+                return Ok(None);
+            }
+            match tokio::time::timeout(self.idle, self.chunks.next()).await {
                 Err(_) => {
-                    let last = Duration::from_millis(self.last_bytes.load(Ordering::Relaxed));
-                    let quiet = self.started.elapsed().saturating_sub(last);
-                    if quiet >= self.idle {
-                        return Err(ProviderError::Stream(format!(
-                            "the stream stalled: nothing arrived for {} ms",
-                            self.idle.as_millis()
-                        )));
-                    }
-                    wait = self.idle - quiet;
+                    return Err(ProviderError::Stream(format!(
+                        "the stream stalled: nothing arrived for {} ms",
+                        self.idle.as_millis()
+                    )));
+                }
+                Ok(None) => {
+                    self.ended = true;
+                    self.parser.end();
+                }
+                Ok(Some(Ok(bytes))) => self.parser.push(&bytes),
+                Ok(Some(Err(error))) => {
+                    return Err(ProviderError::Stream(format!(
+                        "the connection broke mid-stream: {}",
+                        crate::error_chain(&error)
+                    )));
                 }
             }
-        };
-        match next {
-            None => Ok(None),
-            Some(Ok(event)) => Ok(Some(event)),
-            Some(Err(error)) => Err(ProviderError::Stream(format!(
-                "the connection broke mid-stream: {error}"
-            ))),
         }
+    }
+}
+
+/// An incremental parser of the event stream format: lines end with LF, CRLF or CR; `data:`
+/// lines are joined with LF; a blank line ends an event; comments and `id:`/`retry:` are
+/// skipped; an event cut off by the end of the stream is dropped.
+#[derive(Debug, Default)]
+pub struct SseParser {
+    buffer: Vec<u8>,
+    /// Where unread bytes start.
+    position: usize,
+    event: String,
+    data: String,
+    has_data: bool,
+    ended: bool,
+}
+
+impl SseParser {
+    /// Adds bytes as they arrived.
+    pub fn push(&mut self, bytes: &[u8]) {
+        // Drop what was read before growing, so the buffer stays the size of a read.
+        if self.position > 0 && self.position * 2 >= self.buffer.len() {
+            self.buffer.drain(..self.position);
+            self.position = 0;
+        }
+        self.buffer.extend_from_slice(bytes);
+    }
+
+    /// Marks the end of the stream: a last line without its line ending is still read.
+    pub fn end(&mut self) {
+        self.ended = true;
+    }
+
+    /// The next complete event, if the bytes so far hold one.
+    pub fn next_event(&mut self) -> Option<SseEvent> {
+        while let Some(line) = self.next_line() {
+            if line.is_empty() {
+                if self.has_data {
+                    let mut data = std::mem::take(&mut self.data);
+                    if data.ends_with('\n') {
+                        data.pop();
+                    }
+                    self.has_data = false;
+                    return Some(SseEvent {
+                        event: std::mem::take(&mut self.event),
+                        data,
+                    });
+                }
+                self.event.clear();
+                continue;
+            }
+            self.field(&line);
+        }
+        None
+    }
+
+    fn field(&mut self, line: &str) {
+        if line.starts_with(':') {
+            return;
+        }
+        let (name, value) = match line.split_once(':') {
+            Some((name, value)) => (name, value.strip_prefix(' ').unwrap_or(value)),
+            None => (line, ""),
+        };
+        match name {
+            "event" => value.clone_into(&mut self.event),
+            "data" => {
+                self.data.push_str(value);
+                self.data.push('\n');
+                self.has_data = true;
+            }
+            // `id` and `retry` are for reconnecting, which a model answer never does.
+            _ => {}
+        }
+    }
+
+    /// The next whole line, without its ending.
+    fn next_line(&mut self) -> Option<String> {
+        let rest = &self.buffer[self.position..];
+        let Some(end) = rest
+            .iter()
+            .position(|byte| *byte == b'\n' || *byte == b'\r')
+        else {
+            if self.ended && !rest.is_empty() {
+                let line = String::from_utf8_lossy(rest).into_owned();
+                self.position = self.buffer.len();
+                return Some(line);
+            }
+            return None;
+        };
+        let skip = if rest[end] == b'\r' {
+            match rest.get(end + 1) {
+                Some(b'\n') => 2,
+                Some(_) => 1,
+                // A CR at the end of what came: an LF may follow in the next read.
+                None if !self.ended => return None,
+                None => 1,
+            }
+        } else {
+            1
+        };
+        let line = String::from_utf8_lossy(&rest[..end]).into_owned();
+        self.position += end + skip;
+        Some(line)
     }
 }
 
@@ -103,13 +198,57 @@ pub fn is_event_stream(response: &reqwest::Response) -> bool {
         .is_some_and(|value| value.starts_with("text/event-stream"))
 }
 
-/// The items a reader task sends, as the stream a provider returns; dropping the stream
-/// closes the channel, which tells the task to stop.
-pub fn receiver_stream<T: Send + 'static>(
-    receiver: tokio::sync::mpsc::Receiver<T>,
-) -> Pin<Box<dyn Stream<Item = T> + Send>> {
-    Box::pin(futures::stream::unfold(
-        receiver,
-        |mut receiver| async move { receiver.recv().await.map(|item| (item, receiver)) },
-    ))
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn events(pieces: &[&str]) -> Vec<(String, String)> {
+        let mut parser = SseParser::default();
+        let mut out = Vec::new();
+        for piece in pieces {
+            parser.push(piece.as_bytes());
+            while let Some(event) = parser.next_event() {
+                out.push((event.event, event.data));
+            }
+        }
+        parser.end();
+        while let Some(event) = parser.next_event() {
+            out.push((event.event, event.data));
+        }
+        out
+    }
+
+    #[test]
+    fn events_are_read_across_any_cut() {
+        let stream = "event: a\ndata: {\"x\": 1}\n\n: ping\n\ndata: two\r\ndata: lines\r\n\r\nevent: c\rdata:no space\r\r";
+        let whole = events(&[stream]);
+        assert_eq!(
+            whole,
+            [
+                ("a".to_owned(), "{\"x\": 1}".to_owned()),
+                (String::new(), "two\nlines".to_owned()),
+                ("c".to_owned(), "no space".to_owned()),
+            ]
+        );
+        for cut in 1..stream.len() {
+            let (first, second) = stream.split_at(cut);
+            assert_eq!(events(&[first, second]), whole, "cut at {cut}");
+        }
+        let bytes: Vec<String> = stream.chars().map(String::from).collect();
+        let pieces: Vec<&str> = bytes.iter().map(String::as_str).collect();
+        assert_eq!(events(&pieces), whole);
+    }
+
+    #[test]
+    fn an_event_cut_off_by_the_end_is_dropped_and_fields_are_reset() {
+        assert_eq!(
+            events(&["data: whole\n\ndata: cut"]),
+            [(String::new(), "whole".to_owned())]
+        );
+        // An event name without data is not an event, and does not leak into the next.
+        assert_eq!(
+            events(&["event: lonely\n\ndata: x\n\n"]),
+            [(String::new(), "x".to_owned())]
+        );
+    }
 }

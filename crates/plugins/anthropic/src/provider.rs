@@ -6,11 +6,10 @@ use std::time::Duration;
 use agentic_core::{
     ModelEvent, ModelKind, ModelProvider, ModelRequest, ModelStream, ProviderError,
 };
-use agentic_wire::{Retry, SseReader, ToolNameMap, shorten};
+use agentic_wire::{EventRead, Retry, SseReader, ToolNameMap, shorten};
 use anyhow::Context as _;
 use async_trait::async_trait;
 use serde_json::Value;
-use tokio::sync::mpsc;
 
 use crate::config::{API_VERSION, AnthropicConfig};
 use crate::stream::EventReader;
@@ -79,7 +78,6 @@ impl ModelProvider for AnthropicProvider {
                 .body(body.clone())
         };
         let response = agentic_wire::send(&url, build, &retry, error_message).await?;
-        let (sender, receiver) = mpsc::channel(64);
         if !agentic_wire::is_event_stream(&response) {
             let body = response.text().await.unwrap_or_default();
             return Err(ProviderError::Stream(format!(
@@ -87,70 +85,44 @@ impl ModelProvider for AnthropicProvider {
                 shorten(body.trim())
             )));
         }
-        tokio::spawn(read_events(
-            SseReader::new(response, retry.idle),
+        let answer = Answer {
+            reader: EventReader::default(),
             names,
             model,
-            sender,
-        ));
-        Ok(agentic_wire::receiver_stream(receiver))
+        };
+        Ok(agentic_wire::event_stream(
+            SseReader::new(response, retry.idle),
+            answer,
+        ))
     }
 }
 
-type Sender = mpsc::Sender<Result<ModelEvent, ProviderError>>;
+/// One answer being read.
+struct Answer {
+    reader: EventReader,
+    names: ToolNameMap,
+    model: String,
+}
 
-/// Forwards each event as it is read; stops when the caller drops the stream.
-async fn read_events(mut events: SseReader, names: ToolNameMap, model: String, sender: Sender) {
-    let mut reader = EventReader::default();
-    loop {
-        let event = match events.next().await {
-            Ok(Some(event)) => event,
-            Ok(None) => break,
-            Err(error) => {
-                let _ = sender.send(Err(error)).await;
-                return;
-            }
-        };
-        let data = event.data.trim();
-        if data.is_empty() {
-            continue;
-        }
-        let parsed: Value = match serde_json::from_str(data) {
-            Ok(parsed) => parsed,
-            Err(error) => {
-                let message = format!("unreadable event ({error}): {}", shorten(data));
-                let _ = sender.send(Err(ProviderError::Stream(message))).await;
-                return;
-            }
-        };
-        match reader.read(&parsed, &names) {
-            Ok(read) => {
-                for item in read {
-                    if sender.send(Ok(item)).await.is_err() {
-                        return;
-                    }
-                }
-            }
-            Err(error) => {
-                let _ = sender.send(Err(error)).await;
-                return;
-            }
-        }
-        if reader.stopped() {
-            break;
-        }
+impl EventRead for Answer {
+    fn read(&mut self, data: &str) -> Result<Vec<ModelEvent>, ProviderError> {
+        let parsed: Value = serde_json::from_str(data).map_err(|error| {
+            ProviderError::Stream(format!("unreadable event ({error}): {}", shorten(data)))
+        })?;
+        self.reader.read(&parsed, &self.names)
     }
-    if !reader.stopped() {
-        let error = ProviderError::Stream(
-            "the stream ended before the model finished (no message_stop)".to_owned(),
-        );
-        let _ = sender.send(Err(error)).await;
-        return;
+
+    fn finished(&self) -> bool {
+        self.reader.stopped()
     }
-    for item in reader.finish(&model) {
-        if sender.send(Ok(item)).await.is_err() {
-            return;
+
+    fn finish(self) -> Result<Vec<ModelEvent>, ProviderError> {
+        if !self.reader.stopped() {
+            return Err(ProviderError::Stream(
+                "the stream ended before the model finished (no message_stop)".to_owned(),
+            ));
         }
+        Ok(self.reader.finish(&self.model))
     }
 }
 

@@ -7,11 +7,10 @@ use std::time::Duration;
 use agentic_core::{
     ModelEvent, ModelKind, ModelProvider, ModelRequest, ModelStream, ProviderError,
 };
-use agentic_wire::{Retry, SseReader, ToolNameMap, shorten};
+use agentic_wire::{EventRead, Retry, SseReader, ToolNameMap, shorten};
 use anyhow::Context as _;
 use async_trait::async_trait;
 use serde_json::Value;
-use tokio::sync::mpsc;
 
 use crate::config::GeminiConfig;
 use crate::stream::ChunkReader;
@@ -87,68 +86,40 @@ impl ModelProvider for GeminiProvider {
                 shorten(body.trim())
             )));
         }
-        let (sender, receiver) = mpsc::channel(64);
-        tokio::spawn(read_chunks(
-            SseReader::new(response, retry.idle),
+        let answer = Answer {
+            reader: ChunkReader::default(),
             names,
             model,
-            sender,
-        ));
-        Ok(agentic_wire::receiver_stream(receiver))
+        };
+        Ok(agentic_wire::event_stream(
+            SseReader::new(response, retry.idle),
+            answer,
+        ))
     }
 }
 
-type Sender = mpsc::Sender<Result<ModelEvent, ProviderError>>;
+/// One answer being read. The stream has no closing event: it ends when the server closes
+/// it, after the chunk with the finish reason.
+struct Answer {
+    reader: ChunkReader,
+    names: ToolNameMap,
+    model: String,
+}
 
-/// Forwards each event as it is read; stops when the caller drops the stream.
-async fn read_chunks(mut chunks: SseReader, names: ToolNameMap, model: String, sender: Sender) {
-    let mut reader = ChunkReader::default();
-    loop {
-        let chunk = match chunks.next().await {
-            Ok(Some(chunk)) => chunk,
-            Ok(None) => break,
-            Err(error) => {
-                let _ = sender.send(Err(error)).await;
-                return;
-            }
-        };
-        let data = chunk.data.trim();
-        if data.is_empty() {
-            continue;
-        }
-        let parsed: Value = match serde_json::from_str(data) {
-            Ok(parsed) => parsed,
-            Err(error) => {
-                let message = format!("unreadable chunk ({error}): {}", shorten(data));
-                let _ = sender.send(Err(ProviderError::Stream(message))).await;
-                return;
-            }
-        };
-        match reader.read(&parsed, &names) {
-            Ok(read) => {
-                for item in read {
-                    if sender.send(Ok(item)).await.is_err() {
-                        return;
-                    }
-                }
-            }
-            Err(error) => {
-                let _ = sender.send(Err(error)).await;
-                return;
-            }
-        }
+impl EventRead for Answer {
+    fn read(&mut self, data: &str) -> Result<Vec<ModelEvent>, ProviderError> {
+        let parsed: Value = serde_json::from_str(data).map_err(|error| {
+            ProviderError::Stream(format!("unreadable chunk ({error}): {}", shorten(data)))
+        })?;
+        self.reader.read(&parsed, &self.names)
     }
-    match reader.finish(&model) {
-        Ok(events) => {
-            for item in events {
-                if sender.send(Ok(item)).await.is_err() {
-                    return;
-                }
-            }
-        }
-        Err(error) => {
-            let _ = sender.send(Err(error)).await;
-        }
+
+    fn finished(&self) -> bool {
+        false
+    }
+
+    fn finish(self) -> Result<Vec<ModelEvent>, ProviderError> {
+        self.reader.finish(&self.model)
     }
 }
 

@@ -6,11 +6,11 @@ use std::time::Duration;
 use agentic_core::{
     ModelEvent, ModelKind, ModelProvider, ModelRequest, ModelStream, ProviderError,
 };
-use agentic_wire::{Retry, SseReader, ToolNameMap, error_chain, shorten};
+use agentic_wire::{EventRead, Retry, SseReader, ToolNameMap, error_chain, shorten};
 use anyhow::Context as _;
 use async_trait::async_trait;
+use futures::StreamExt as _;
 use serde_json::Value;
-use tokio::sync::mpsc;
 
 use crate::config::{Api, OpenAiConfig};
 use crate::stream::ChunkReader;
@@ -80,7 +80,6 @@ impl ModelProvider for OpenAiProvider {
         let model = self.model_name(request.model);
         let names = ToolNameMap::for_request(&request);
         let idle = Duration::from_millis(self.config.idle_timeout_ms);
-        let (sender, receiver) = mpsc::channel(64);
         if self.config.api == Api::Responses {
             let body = crate::responses::request_body(&request, &model, &names, &self.config);
             let body = serde_json::to_vec(&body).map_err(|error| {
@@ -96,13 +95,15 @@ impl ModelProvider for OpenAiProvider {
                     shorten(body.trim())
                 )));
             }
-            tokio::spawn(read_responses(
-                SseReader::new(response, idle),
+            let answer = ResponsesAnswer {
+                reader: crate::responses::EventReader::default(),
                 names,
                 model,
-                sender,
+            };
+            return Ok(agentic_wire::event_stream(
+                SseReader::new(response, idle),
+                answer,
             ));
-            return Ok(agentic_wire::receiver_stream(receiver));
         }
         // Straight to bytes: a JSON value in between was a third copy of every tool schema.
         let body = serde_json::to_vec(&request_body(&request, &model, &names, &self.config))
@@ -110,181 +111,128 @@ impl ModelProvider for OpenAiProvider {
         let response = self
             .send_with_retries(self.config.chat_completions_url(), body.into())
             .await?;
-        let is_event_stream = agentic_wire::is_event_stream(&response);
-        let answer = Answer {
+        let answer = ChatAnswer {
+            reader: ChunkReader::default(),
+            done: false,
             names,
             model,
-            idle,
             request,
         };
-        if is_event_stream {
-            tokio::spawn(read_event_stream(response, answer, sender));
+        if agentic_wire::is_event_stream(&response) {
+            Ok(agentic_wire::event_stream(
+                SseReader::new(response, idle),
+                answer,
+            ))
         } else {
             // A server that ignored `stream: true` answers with one JSON body.
-            tokio::spawn(read_json_answer(response, answer, sender));
+            Ok(Box::pin(
+                futures::stream::once(read_json_answer(response, answer, idle))
+                    .flat_map(futures::stream::iter),
+            ))
         }
-        Ok(agentic_wire::receiver_stream(receiver))
     }
 }
 
-type Sender = mpsc::Sender<Result<ModelEvent, ProviderError>>;
-
-/// What reading an answer needs besides the response.
-struct Answer {
+/// One Chat Completions answer being read.
+struct ChatAnswer {
+    reader: ChunkReader,
+    /// Whether `[DONE]` came.
+    done: bool,
     names: ToolNameMap,
     model: String,
-    idle: Duration,
     /// Kept for a usage estimate when the server reports none.
     request: ModelRequest,
 }
 
-async fn read_event_stream(response: reqwest::Response, answer: Answer, sender: Sender) {
-    let mut events = SseReader::new(response, answer.idle);
-    let mut reader = ChunkReader::default();
-    let mut done = false;
-    loop {
-        let event = match events.next().await {
-            Ok(Some(event)) => event,
-            Ok(None) => break,
-            Err(error) => {
-                let _ = sender.send(Err(error)).await;
-                return;
-            }
-        };
-        let data = event.data.trim();
-        if data.is_empty() {
-            continue;
-        }
+impl EventRead for ChatAnswer {
+    fn read(&mut self, data: &str) -> Result<Vec<ModelEvent>, ProviderError> {
         if data == "[DONE]" {
-            done = true;
-            break;
+            self.done = true;
+            return Ok(Vec::new());
         }
-        let chunk: Value = match serde_json::from_str(data) {
-            Ok(chunk) => chunk,
-            Err(error) => {
-                let message = format!("unreadable chunk ({error}): {}", shorten(data));
-                let _ = sender.send(Err(ProviderError::Stream(message))).await;
-                return;
-            }
-        };
-        match reader.read(&chunk) {
-            Ok(deltas) => {
-                for delta in deltas {
-                    if sender.send(Ok(delta)).await.is_err() {
-                        return;
-                    }
-                }
-            }
-            Err(error) => {
-                let _ = sender.send(Err(error)).await;
-                return;
-            }
-        }
+        let chunk: Value = serde_json::from_str(data).map_err(|error| {
+            ProviderError::Stream(format!("unreadable chunk ({error}): {}", shorten(data)))
+        })?;
+        self.reader.read(&chunk)
     }
-    if !done && !reader.finished() {
-        let error = ProviderError::Stream(
-            "the stream ended before the model finished (no finish_reason and no [DONE])"
-                .to_owned(),
-        );
-        let _ = sender.send(Err(error)).await;
-        return;
+
+    fn finished(&self) -> bool {
+        self.done
     }
-    for event in reader.finish(&answer.names, &answer.model, &answer.request) {
-        if sender.send(Ok(event)).await.is_err() {
-            return;
+
+    fn finish(self) -> Result<Vec<ModelEvent>, ProviderError> {
+        if !self.done && !self.reader.finished() {
+            return Err(ProviderError::Stream(
+                "the stream ended before the model finished (no finish_reason and no [DONE])"
+                    .to_owned(),
+            ));
         }
+        Ok(self.reader.finish(&self.names, &self.model, &self.request))
     }
 }
 
-/// Forwards the Responses API's events as they are read; stops when the caller drops the
-/// stream.
-async fn read_responses(mut events: SseReader, names: ToolNameMap, model: String, sender: Sender) {
-    let mut reader = crate::responses::EventReader::default();
-    loop {
-        let event = match events.next().await {
-            Ok(Some(event)) => event,
-            Ok(None) => break,
-            Err(error) => {
-                let _ = sender.send(Err(error)).await;
-                return;
-            }
-        };
-        let data = event.data.trim();
-        if data.is_empty() || data == "[DONE]" {
-            continue;
+/// One Responses API answer being read.
+struct ResponsesAnswer {
+    reader: crate::responses::EventReader,
+    names: ToolNameMap,
+    model: String,
+}
+
+impl EventRead for ResponsesAnswer {
+    fn read(&mut self, data: &str) -> Result<Vec<ModelEvent>, ProviderError> {
+        if data == "[DONE]" {
+            return Ok(Vec::new());
         }
-        let parsed: Value = match serde_json::from_str(data) {
-            Ok(parsed) => parsed,
-            Err(error) => {
-                let message = format!("unreadable event ({error}): {}", shorten(data));
-                let _ = sender.send(Err(ProviderError::Stream(message))).await;
-                return;
-            }
-        };
-        match reader.read(&parsed, &names) {
-            Ok(read) => {
-                for item in read {
-                    if sender.send(Ok(item)).await.is_err() {
-                        return;
-                    }
-                }
-            }
-            Err(error) => {
-                let _ = sender.send(Err(error)).await;
-                return;
-            }
-        }
-        if reader.finished() {
-            break;
-        }
+        let parsed: Value = serde_json::from_str(data).map_err(|error| {
+            ProviderError::Stream(format!("unreadable event ({error}): {}", shorten(data)))
+        })?;
+        self.reader.read(&parsed, &self.names)
     }
-    if !reader.finished() {
-        let error = ProviderError::Stream(
-            "the stream ended before the model finished (no response.completed)".to_owned(),
-        );
-        let _ = sender.send(Err(error)).await;
-        return;
+
+    fn finished(&self) -> bool {
+        self.reader.finished()
     }
-    for item in reader.finish(&model) {
-        if sender.send(Ok(item)).await.is_err() {
-            return;
+
+    fn finish(self) -> Result<Vec<ModelEvent>, ProviderError> {
+        if !self.reader.finished() {
+            return Err(ProviderError::Stream(
+                "the stream ended before the model finished (no response.completed)".to_owned(),
+            ));
         }
+        Ok(self.reader.finish(&self.model))
     }
 }
 
-async fn read_json_answer(response: reqwest::Response, answer: Answer, sender: Sender) {
-    let idle = answer.idle;
+/// The events of a whole JSON answer, in one piece.
+async fn read_json_answer(
+    response: reqwest::Response,
+    mut answer: ChatAnswer,
+    idle: Duration,
+) -> Vec<Result<ModelEvent, ProviderError>> {
     let body = match tokio::time::timeout(idle, response.text()).await {
         Ok(Ok(body)) => body,
         Ok(Err(error)) => {
             let message = format!("the connection broke: {}", error_chain(&error));
-            let _ = sender.send(Err(ProviderError::Stream(message))).await;
-            return;
+            return vec![Err(ProviderError::Stream(message))];
         }
         Err(_) => {
             let message = format!("no answer within {} ms", idle.as_millis());
-            let _ = sender.send(Err(ProviderError::Stream(message))).await;
-            return;
+            return vec![Err(ProviderError::Stream(message))];
         }
     };
-    let mut reader = ChunkReader::default();
     let events = serde_json::from_str::<Value>(&body)
         .map_err(|error| {
             ProviderError::Stream(format!("unreadable answer ({error}): {}", shorten(&body)))
         })
-        .and_then(|answer| reader.read(&answer));
+        .and_then(|parsed| answer.reader.read(&parsed));
     match events {
         Ok(events) => {
-            let finished = reader.finish(&answer.names, &answer.model, &answer.request);
-            for event in events.into_iter().chain(finished) {
-                if sender.send(Ok(event)).await.is_err() {
-                    return;
-                }
-            }
+            let finished = answer
+                .reader
+                .finish(&answer.names, &answer.model, &answer.request);
+            events.into_iter().chain(finished).map(Ok).collect()
         }
-        Err(error) => {
-            let _ = sender.send(Err(error)).await;
-        }
+        Err(error) => vec![Err(error)],
     }
 }
 

@@ -106,7 +106,33 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
+/// A full build and test run writes about 8 GB under `target/`; a disk that fills up mid-way
+/// makes the linker die with a bus error that names no cause, so the space is said first.
+fn report_free_space(root: &Path) {
+    let output = Command::new("df").args(["-Pk"]).arg(root).output();
+    let free_kb = output.ok().and_then(|output| {
+        let text = String::from_utf8_lossy(&output.stdout).into_owned();
+        text.lines()
+            .nth(1)?
+            .split_whitespace()
+            .nth(3)?
+            .parse::<u64>()
+            .ok()
+    });
+    if let Some(free_kb) = free_kb {
+        let free_gb = free_kb / (1024 * 1024);
+        println!("xtask ci: {free_gb} GB free where target/ is");
+        if free_gb < 12 {
+            println!(
+                "xtask ci: warning: a full run writes about 8 GB under target/; with {free_gb} GB free \
+                 the build may run out of space (the linker then dies with a bus error)"
+            );
+        }
+    }
+}
+
 fn ci(root: &Path) -> anyhow::Result<()> {
+    report_free_space(root);
     run(root, "cargo", &["fmt", "--all", "--check"], &[])?;
     run(
         root,

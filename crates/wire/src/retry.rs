@@ -22,6 +22,21 @@ pub struct Retry {
 }
 
 impl Retry {
+    /// Settings given in milliseconds, as the providers' config sections give them.
+    pub fn from_millis(
+        max_retries: u32,
+        base_delay_ms: u64,
+        max_delay_ms: u64,
+        idle_ms: u64,
+    ) -> Self {
+        Self {
+            max_retries,
+            base_delay: Duration::from_millis(base_delay_ms),
+            max_delay: Duration::from_millis(max_delay_ms),
+            idle: Duration::from_millis(idle_ms),
+        }
+    }
+
     /// The wait before retry `attempt` (0 for the first): what the server asked for, else an
     /// exponential backoff with up to 25% jitter, so that clients that failed together do not
     /// retry together.
@@ -33,6 +48,17 @@ impl Retry {
             Duration::from_secs_f64(exponential * (1.0 - 0.25 * fastrand::f64()))
         })
     }
+}
+
+/// The HTTP client a provider sends with: connecting may take `connect_timeout_ms`; how
+/// long an answer may be silent is [`Retry::idle`]'s to say, per request.
+///
+/// # Errors
+/// When the TLS backend cannot be initialised.
+pub fn client(connect_timeout_ms: u64) -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_millis(connect_timeout_ms))
+        .build()
 }
 
 /// Sends the request `build` makes (once per attempt) until it succeeds, retrying what

@@ -454,7 +454,7 @@ impl ConversationService {
             .map(|(id, _)| id.clone())
             .collect();
         if !stale.is_empty() {
-            forget_all(store, &stale).await?;
+            store.forget_decisions(stale).await?;
         }
         let owners: HashMap<String, Option<String>> = rows
             .into_iter()
@@ -575,22 +575,6 @@ async fn pending(store: &Store, prompt_id: &str) -> anyhow::Result<Vec<Decision>
 }
 
 /// Removes the decisions `ids`, whose prompts ended.
-async fn forget_all(store: &Store, ids: &[String]) -> anyhow::Result<()> {
-    let ids = ids.to_vec();
-    store
-        .write_with(move |transaction| {
-            let ids = ids.clone();
-            Box::pin(async move {
-                prompt_decision::Entity::delete_many()
-                    .filter(prompt_decision::Column::Id.is_in(ids))
-                    .exec(transaction)
-                    .await?;
-                Ok(())
-            })
-        })
-        .await
-}
-
 /// Removes a decision that was applied, or that no longer applies.
 async fn forget(store: &Store, id: &str) -> anyhow::Result<()> {
     let id = id.to_owned();

@@ -243,7 +243,7 @@ impl Store {
     }
 
     /// Removes applied decisions.
-    async fn forget_decisions(&self, ids: Vec<String>) -> anyhow::Result<()> {
+    pub(crate) async fn forget_decisions(&self, ids: Vec<String>) -> anyhow::Result<()> {
         self.write_with(move |transaction| {
             let ids = ids.clone();
             Box::pin(async move {

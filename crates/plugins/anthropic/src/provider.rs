@@ -1,8 +1,6 @@
 //! The provider: one POST per request, retried as Anthropic's SDKs retry (429 and 529 with
 //! `retry-after` among them), then the event stream read with an idle timeout.
 
-use std::time::Duration;
-
 use agentic_core::{
     ModelEvent, ModelKind, ModelProvider, ModelRequest, ModelStream, ProviderError,
 };
@@ -25,9 +23,7 @@ pub struct AnthropicProvider {
 impl AnthropicProvider {
     /// A provider with these settings.
     pub fn new(config: AnthropicConfig) -> anyhow::Result<Self> {
-        let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
-            .build()
+        let client = agentic_wire::client(config.connect_timeout_ms)
             .context("could not build the HTTP client")?;
         Ok(Self { config, client })
     }
@@ -63,12 +59,12 @@ impl ModelProvider for AnthropicProvider {
             .map_err(|error| ProviderError::Config(format!("unserialisable request: {error}")))?;
         let body = bytes::Bytes::from(body);
         let url = self.config.messages_url();
-        let retry = Retry {
-            max_retries: self.config.max_retries,
-            base_delay: Duration::from_millis(self.config.retry_base_delay_ms),
-            max_delay: Duration::from_millis(self.config.retry_max_delay_ms),
-            idle: Duration::from_millis(self.config.idle_timeout_ms),
-        };
+        let retry = Retry::from_millis(
+            self.config.max_retries,
+            self.config.retry_base_delay_ms,
+            self.config.retry_max_delay_ms,
+            self.config.idle_timeout_ms,
+        );
         let build = || {
             self.client
                 .post(&url)

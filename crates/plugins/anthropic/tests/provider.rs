@@ -3,30 +3,22 @@
 //! Messages API documents), error statuses and stalls.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::VecDeque;
-use std::convert::Infallible;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
+use agentic_conformance::{FakeServer, Reply as Served};
 use agentic_core::{
     ChatMessage, CompletionService, Config, ModelKind, ModelRequest, ProviderError,
     ToolCallRequest, ToolSpec,
 };
 use agentic_plugin_anthropic::{AnthropicConfig, AnthropicProvider};
-use axum::Router;
-use axum::body::{Body, Bytes};
-use axum::extract::State;
-use axum::http::HeaderMap;
-use axum::response::Response;
-use axum::routing::post;
 use serde_json::{Value, json};
 
-/// One scripted answer.
+/// One scripted answer, by fixture name.
 #[derive(Debug, Clone)]
 enum Reply {
-    /// A recorded stream, sent in pieces of 40 bytes that cut lines mid-way.
+    /// A recorded stream, sent in pieces that cut lines mid-way.
     Stream(&'static str),
-    /// A recorded stream's first `n` bytes, then silence.
+    /// A recorded stream's first `n` events, then silence.
     StreamThenStall(&'static str, usize),
     Status {
         status: u16,
@@ -42,112 +34,58 @@ struct Recorded {
     version: Option<String>,
 }
 
-#[derive(Clone, Default)]
-struct Shared {
-    replies: Arc<Mutex<VecDeque<Reply>>>,
-    requests: Arc<Mutex<Vec<Recorded>>>,
-}
-
+/// The conformance kit's server, answering with this crate's fixtures.
 struct FakeAnthropic {
     base_url: String,
-    shared: Shared,
-    server: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for FakeAnthropic {
-    fn drop(&mut self) {
-        self.server.abort();
-    }
+    server: FakeServer,
 }
 
 impl FakeAnthropic {
     async fn start(replies: Vec<Reply>) -> Self {
-        let shared = Shared::default();
-        shared.replies.lock().unwrap().extend(replies);
-        let app = Router::new()
-            .route("/v1/messages", post(answer))
-            .with_state(shared.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap();
-        let server = tokio::spawn(async move {
-            axum::serve(listener, app).await.unwrap();
-        });
+        let replies = replies
+            .into_iter()
+            .map(|reply| match reply {
+                Reply::Stream(name) => Served::Stream(fixture(name)),
+                Reply::StreamThenStall(name, events) => Served::StallAfter(fixture(name), events),
+                Reply::Status {
+                    status,
+                    headers,
+                    body,
+                } => Served::Status {
+                    status,
+                    headers: headers
+                        .into_iter()
+                        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+                        .collect(),
+                    body: body.to_owned(),
+                },
+            })
+            .collect();
+        let server = FakeServer::start(replies).await.unwrap();
         Self {
-            base_url: format!("http://{address}"),
-            shared,
+            base_url: server.base_url().to_owned(),
             server,
         }
     }
 
     fn requests(&self) -> Vec<Recorded> {
-        self.shared.requests.lock().unwrap().clone()
+        self.server
+            .requests()
+            .into_iter()
+            .map(|request| Recorded {
+                api_key: request.headers.get("x-api-key").cloned(),
+                version: request.headers.get("anthropic-version").cloned(),
+                body: request.body,
+            })
+            .collect()
     }
 }
 
 fn fixture(name: &str) -> String {
-    let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read_to_string(&path).unwrap()
-}
-
-async fn answer(State(shared): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
-    let header = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|value| value.to_str().ok())
-            .map(str::to_owned)
-    };
-    shared.requests.lock().unwrap().push(Recorded {
-        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
-        api_key: header("x-api-key"),
-        version: header("anthropic-version"),
-    });
-    let reply = shared.replies.lock().unwrap().pop_front();
-    let stream = |text: String, stall: bool| {
-        let pieces: Vec<Result<String, Infallible>> = text
-            .as_bytes()
-            .chunks(40)
-            .map(|piece| Ok(String::from_utf8_lossy(piece).into_owned()))
-            .collect();
-        let body = futures::StreamExt::chain(
-            futures::stream::iter(pieces),
-            futures::stream::unfold(stall, |stall| async move {
-                if stall {
-                    tokio::time::sleep(Duration::from_secs(3600)).await;
-                }
-                None::<(Result<String, Infallible>, bool)>
-            }),
-        );
-        Response::builder()
-            .status(200)
-            .header("content-type", "text/event-stream")
-            .body(Body::from_stream(body))
-            .unwrap()
-    };
-    match reply {
-        Some(Reply::Stream(name)) => stream(fixture(name), false),
-        Some(Reply::StreamThenStall(name, bytes)) => {
-            stream(fixture(name)[..bytes].to_owned(), true)
-        }
-        Some(Reply::Status {
-            status,
-            headers,
-            body,
-        }) => {
-            let mut response = Response::builder()
-                .status(status)
-                .header("content-type", "application/json");
-            for (name, value) in headers {
-                response = response.header(name, value);
-            }
-            response.body(Body::from(body)).unwrap()
-        }
-        None => Response::builder()
-            .status(500)
-            .body(Body::from(
-                r#"{"type":"error","error":{"type":"api_error","message":"no reply left"}}"#,
-            ))
-            .unwrap(),
-    }
+    agentic_conformance::fixture(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures"),
+        name,
+    )
 }
 
 fn settings(server: &FakeAnthropic) -> AnthropicConfig {
@@ -424,10 +362,7 @@ async fn broken_streams_are_errors_that_say_what_broke() {
         ),
         (Reply::Stream("cut.sse"), "no message_stop"),
         (Reply::Stream("malformed.sse"), "unreadable event"),
-        (
-            Reply::StreamThenStall("text.sse", 300),
-            "the stream stalled",
-        ),
+        (Reply::StreamThenStall("text.sse", 3), "the stream stalled"),
     ] {
         let server = FakeAnthropic::start(vec![reply.clone()]).await;
         let mut settings = settings(&server);
@@ -510,4 +445,31 @@ async fn a_classic_prompt_runs_its_tool_calls_and_answers() {
         results[1]["is_error"], true,
         "fs.read is not offered here: {second}"
     );
+}
+
+#[tokio::test]
+async fn thinking_is_asked_for_with_room_to_answer_and_no_temperature() {
+    let server = FakeAnthropic::start(vec![Reply::Stream("text.sse")]).await;
+    let mut settings = settings(&server);
+    settings.thinking = Some(2_048);
+    settings.temperature = Some(0.2);
+    service(settings)
+        .complete_messages(hi(), &mut |_| {})
+        .await
+        .unwrap();
+    let body = &server.requests()[0].body;
+    assert_eq!(
+        body["thinking"],
+        json!({ "type": "enabled", "budget_tokens": 2048 })
+    );
+    // The API allows thinking only at its default temperature.
+    assert!(body.get("temperature").is_none(), "{body}");
+    assert!(body["max_tokens"].as_u64().unwrap() > 2_048, "{body}");
+}
+
+#[test]
+fn a_thinking_budget_below_the_apis_minimum_is_refused_when_read() {
+    let config = Config::from_value(json!({ "anthropic": { "apiKey": "k", "thinking": 100 } }));
+    let error = AnthropicConfig::resolve(&config).unwrap_err();
+    assert!(error.to_string().contains("at least 1024"), "{error}");
 }

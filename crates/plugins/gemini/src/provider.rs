@@ -2,8 +2,6 @@
 //! event stream read with an idle timeout. The stream has no closing event: it ends when the
 //! last chunk, which carries the finish reason, has come.
 
-use std::time::Duration;
-
 use agentic_core::{
     ModelEvent, ModelKind, ModelProvider, ModelRequest, ModelStream, ProviderError,
 };
@@ -26,9 +24,7 @@ pub struct GeminiProvider {
 impl GeminiProvider {
     /// A provider with these settings.
     pub fn new(config: GeminiConfig) -> anyhow::Result<Self> {
-        let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
-            .build()
+        let client = agentic_wire::client(config.connect_timeout_ms)
             .context("could not build the HTTP client")?;
         Ok(Self { config, client })
     }
@@ -65,12 +61,12 @@ impl ModelProvider for GeminiProvider {
             .map_err(|error| ProviderError::Config(format!("unserialisable request: {error}")))?;
         let body = bytes::Bytes::from(body);
         let url = self.config.stream_url(&model);
-        let retry = Retry {
-            max_retries: self.config.max_retries,
-            base_delay: Duration::from_millis(self.config.retry_base_delay_ms),
-            max_delay: Duration::from_millis(self.config.retry_max_delay_ms),
-            idle: Duration::from_millis(self.config.idle_timeout_ms),
-        };
+        let retry = Retry::from_millis(
+            self.config.max_retries,
+            self.config.retry_base_delay_ms,
+            self.config.retry_max_delay_ms,
+            self.config.idle_timeout_ms,
+        );
         let build = || {
             self.client
                 .post(&url)

@@ -25,9 +25,7 @@ pub struct OpenAiProvider {
 
 impl OpenAiProvider {
     pub fn new(config: OpenAiConfig) -> anyhow::Result<Self> {
-        let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_millis(config.connect_timeout_ms))
-            .build()
+        let client = agentic_wire::client(config.connect_timeout_ms)
             .context("could not build the HTTP client")?;
         Ok(Self { config, client })
     }
@@ -42,12 +40,12 @@ impl OpenAiProvider {
         url: String,
         body: bytes::Bytes,
     ) -> Result<reqwest::Response, ProviderError> {
-        let retry = Retry {
-            max_retries: self.config.max_retries,
-            base_delay: Duration::from_millis(self.config.retry_base_delay_ms),
-            max_delay: Duration::from_millis(self.config.retry_max_delay_ms),
-            idle: Duration::from_millis(self.config.idle_timeout_ms),
-        };
+        let retry = Retry::from_millis(
+            self.config.max_retries,
+            self.config.retry_base_delay_ms,
+            self.config.retry_max_delay_ms,
+            self.config.idle_timeout_ms,
+        );
         let build = || {
             let request = self
                 .client

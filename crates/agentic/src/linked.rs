@@ -33,8 +33,6 @@ pub(crate) fn plugins() -> Vec<Arc<dyn Plugin>> {
         agentic_plugin_local::create_plugin,
         #[cfg(feature = "openai")]
         agentic_plugin_openai::create_plugin,
-        #[cfg(feature = "openai")]
-        agentic_plugin_openai::create_responses_plugin,
         #[cfg(feature = "anthropic")]
         agentic_plugin_anthropic::create_plugin,
         #[cfg(feature = "gemini")]

@@ -66,6 +66,8 @@ inventory::collect!(PluginRegistration);
 #[derive(Debug, Clone)]
 pub struct ProviderPlugin {
     factory: ProviderFactory,
+    /// More providers of the same plugin, chosen by naming them (another API of the vendor).
+    also: Vec<ProviderFactory>,
     config_schema: fn() -> Value,
 }
 
@@ -74,8 +76,17 @@ impl ProviderPlugin {
     pub fn new(factory: ProviderFactory) -> Self {
         Self {
             factory,
+            also: Vec::new(),
             config_schema: || serde_json::json!({ "type": "object" }),
         }
+    }
+
+    /// The plugin offers `factory` too, under its own id (`openai-responses` beside
+    /// `openai`); the plugin's id stays the first factory's.
+    #[must_use]
+    pub fn also(mut self, factory: ProviderFactory) -> Self {
+        self.also.push(factory);
+        self
     }
 
     /// Its config section is described by `schema` (e.g. `agentic_core::schema_of::<C>`).
@@ -98,6 +109,7 @@ impl Plugin for ProviderPlugin {
 
     async fn setup(&self, context: &mut SetupContext<'_>) -> anyhow::Result<()> {
         context.providers.push(self.factory.clone());
+        context.providers.extend(self.also.iter().cloned());
         Ok(())
     }
 }

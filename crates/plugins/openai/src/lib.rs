@@ -24,11 +24,9 @@ agentic_core::inventory::submit! {
     PluginRegistration { id: "openai", create: create_plugin }
 }
 
-agentic_core::inventory::submit! {
-    PluginRegistration { id: "openai-responses", create: create_responses_plugin }
-}
-
-/// Provider `openai`.
+/// Provider `openai`, and `openai-responses`: the same settings with the Responses API, for
+/// naming one model (`AGENTIC_PROVIDER=openai-responses:<model>`). It is never chosen
+/// unnamed: `openai` is, with `api` saying which API.
 pub fn create_plugin() -> Arc<dyn Plugin> {
     let factory = ProviderFactory {
         id: "openai",
@@ -36,16 +34,7 @@ pub fn create_plugin() -> Arc<dyn Plugin> {
         configured: |config| OpenAiConfig::resolve(config).is_ok_and(|c| c.is_configured()),
         fallback: false,
     };
-    Arc::new(
-        ProviderPlugin::new(factory).with_config_schema(agentic_core::schema_of::<OpenAiConfig>),
-    )
-}
-
-/// Provider `openai-responses`: the `openai` settings with the Responses API, for naming one
-/// model (`AGENTIC_PROVIDER=openai-responses:<model>`). It is never chosen unnamed: `openai`
-/// is, with `api` saying which API.
-pub fn create_responses_plugin() -> Arc<dyn Plugin> {
-    let factory = ProviderFactory {
+    let responses = ProviderFactory {
         id: "openai-responses",
         create: |argument, config| {
             let mut settings = settings(argument, config)?;
@@ -55,7 +44,11 @@ pub fn create_responses_plugin() -> Arc<dyn Plugin> {
         configured: |_| false,
         fallback: false,
     };
-    Arc::new(ProviderPlugin::new(factory))
+    Arc::new(
+        ProviderPlugin::new(factory)
+            .also(responses)
+            .with_config_schema(agentic_core::schema_of::<OpenAiConfig>),
+    )
 }
 
 fn create_provider(

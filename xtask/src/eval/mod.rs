@@ -1,6 +1,7 @@
 //! `cargo xtask eval`: the real-model eval of `eval/README.md`. Every task of `eval/tasks`
 //! runs through the real `agentic` binary against whatever model it is configured for (the
-//! embedded one, or `OPENAI_BASE_URL`), in a fresh directory per run, and is judged by its
+//! embedded one, or the provider the environment names or turns on: `OPENAI_BASE_URL`,
+//! `ANTHROPIC_API_KEY`, `GEMINI_API_KEY`, `AGENTIC_PROVIDER`), in a fresh directory per run, and is judged by its
 //! checks on the answer, the files and the stored state.
 
 use std::collections::BTreeMap;
@@ -242,7 +243,7 @@ pub(crate) struct Options {
     pub modes: Vec<String>,
     pub runs: usize,
     pub timeout: Duration,
-    /// Sampling temperature for the model (`[openai]` and `[local]`); the provider's default
+    /// Sampling temperature for the model (every provider's section); the provider's default
     /// when `None` (llama.cpp's server samples at 0.8, OpenAI at 1).
     pub temperature: Option<f64>,
     /// Whether the embedded model decodes under the request's grammar (`[local] constrain`).
@@ -296,11 +297,12 @@ pub(crate) fn one_line(text: &str, max: usize) -> String {
 }
 
 /// Sets `key` of the `[section]` table of a run's config, making the table if need be.
-/// The model's settings for a run: the temperature, when one is given, for the OpenAI-compatible
-/// and the embedded provider, and whether the embedded model decodes under grammars.
+/// The model's settings for a run: the temperature, when one is given, for every provider
+/// (whichever the environment turns on answers), and whether the embedded model decodes under
+/// grammars.
 pub(crate) fn model_settings(config: &mut toml::Table, temperature: Option<f64>, constrain: bool) {
     if let Some(temperature) = temperature {
-        for section in ["openai", "local"] {
+        for section in ["openai", "anthropic", "gemini", "local"] {
             set(
                 config,
                 section,

@@ -158,16 +158,8 @@ pub(crate) struct RemoteError {
     pub message: String,
 }
 
-type EventStream = Pin<
-    Box<
-        dyn Stream<
-                Item = Result<
-                    eventsource_stream::Event,
-                    eventsource_stream::EventStreamError<reqwest::Error>,
-                >,
-            > + Send,
-    >,
->;
+type EventStream =
+    Pin<Box<dyn Stream<Item = Result<agentic_wire::SseEvent, reqwest::Error>> + Send>>;
 
 pub(crate) struct RemotePrompt {
     remote: Remote,
@@ -201,7 +193,8 @@ impl RemotePrompt {
         if !response.status().is_success() {
             bail!("the event stream answered {}", response.status());
         }
-        self.events = eventsource_stream::EventStream::new(response.bytes_stream()).boxed();
+        // One pass over each read: a reconnection replays many events at once.
+        self.events = agentic_wire::sse_events(response.bytes_stream());
         Ok(())
     }
 

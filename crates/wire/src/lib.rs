@@ -13,4 +13,4 @@ mod sse;
 pub use events::{EventRead, event_stream};
 pub use names::ToolNameMap;
 pub use retry::{Retry, client, error_chain, retry_after, send, shorten, should_retry};
-pub use sse::{SseEvent, SseParser, SseReader, is_event_stream};
+pub use sse::{SseEvent, SseParser, SseReader, is_event_stream, sse_events};

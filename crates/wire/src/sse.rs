@@ -188,6 +188,40 @@ impl SseParser {
     }
 }
 
+/// The events of a stream of bytes, with no limit on how long it may be silent: for a
+/// client that follows a long-lived stream (agentic's own API) rather than a model's answer.
+/// An error of the byte stream ends it.
+pub fn sse_events<E: Send + 'static>(
+    chunks: impl Stream<Item = Result<Bytes, E>> + Send + 'static,
+) -> Pin<Box<dyn Stream<Item = Result<SseEvent, E>> + Send>> {
+    let state = (Box::pin(chunks), SseParser::default(), false);
+    Box::pin(futures::stream::unfold(
+        state,
+        |(mut chunks, mut parser, mut ended)| async move {
+            loop {
+                if let Some(event) = parser.next_event() {
+                    return Some((Ok(event), (chunks, parser, ended)));
+                }
+                if ended {
+                    return None;
+                }
+                match chunks.next().await {
+                    Some(Ok(bytes)) => parser.push(&bytes),
+                    Some(Err(error)) => {
+                        ended = true;
+                        parser.end();
+                        return Some((Err(error), (chunks, parser, ended)));
+                    }
+                    None => {
+                        ended = true;
+                        parser.end();
+                    }
+                }
+            }
+        },
+    ))
+}
+
 /// Whether `response` is an event stream (a server that ignored `stream: true`, or an error
 /// page, is not).
 pub fn is_event_stream(response: &reqwest::Response) -> bool {
@@ -249,6 +283,24 @@ mod tests {
         assert_eq!(
             events(&["event: lonely\n\ndata: x\n\n"]),
             [(String::new(), "x".to_owned())]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_byte_stream_becomes_its_events_and_an_error_ends_it() {
+        let chunks = futures::stream::iter(vec![
+            Ok(Bytes::from_static(b"data: one\n\nda")),
+            Ok(Bytes::from_static(b"ta: two\n\n")),
+            Err("broken"),
+            Ok(Bytes::from_static(b"data: never\n\n")),
+        ]);
+        let read: Vec<Result<String, &str>> = sse_events(chunks)
+            .map(|event| event.map(|event| event.data))
+            .collect()
+            .await;
+        assert_eq!(
+            read,
+            [Ok("one".to_owned()), Ok("two".to_owned()), Err("broken")]
         );
     }
 }

@@ -380,6 +380,7 @@ impl ConversationService {
             resume_prompt: Some(stored.prompt.clone()),
             checkpoint: Some(self.checkpoint()),
             conversation_id: Some(conversation.id.clone()),
+            replay: None,
         })?)
     }
 

@@ -99,8 +99,6 @@ pub(crate) enum Write {
         prompt_id: String,
         entry: String,
     },
-    /// Drops the journals of prompts that can no longer go on.
-    PruneJournals,
     Archive {
         conversation_id: String,
         prompt_ids: Vec<String>,
@@ -172,7 +170,6 @@ impl std::fmt::Debug for Write {
                 .debug_struct("AppendJournal")
                 .field("prompt_id", prompt_id)
                 .finish(),
-            Self::PruneJournals => f.write_str("PruneJournals"),
             Self::Archive {
                 conversation_id, ..
             } => f
@@ -379,26 +376,6 @@ async fn apply(transaction: &DatabaseTransaction, write: Write) -> anyhow::Resul
             .await
             .context("could not append to the prompt's journal")?;
             Ok(Written::Done)
-        }
-        Write::PruneJournals => {
-            let ended = [
-                PromptState::Completed.as_str(),
-                PromptState::Failed.as_str(),
-                PromptState::Cancelled.as_str(),
-            ];
-            let deleted = prompt_journal::Entity::delete_many()
-                .filter(
-                    prompt_journal::Column::PromptId.in_subquery(
-                        sea_orm::sea_query::Query::select()
-                            .column(prompt::Column::Id)
-                            .from(prompt::Entity)
-                            .and_where(prompt::Column::State.is_in(ended))
-                            .to_owned(),
-                    ),
-                )
-                .exec(transaction)
-                .await?;
-            Ok(Written::Count(deleted.rows_affected))
         }
         Write::Archive {
             conversation_id,

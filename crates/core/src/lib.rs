@@ -11,7 +11,9 @@ pub mod runtime;
 pub mod telemetry;
 pub mod typescript;
 
-pub use contract::{config, event, mode, plugin, prompt, provider, services, state, tokens, tool};
+pub use contract::{
+    config, event, mode, plugin, prompt, provider, replay, services, state, tokens, tool,
+};
 pub use runtime::executor::{Driven, ExecutorBase, ModeDriver};
 pub use runtime::{classic, history, recorder, text_calls};
 

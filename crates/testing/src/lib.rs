@@ -28,7 +28,7 @@ mod timeline;
 pub use database::{TestDatabase, test_databases};
 pub use harness::ToolHarness;
 pub use require::Requirement;
-pub use timeline::{Expect, HistoryPrompt, Timeline, TimelineCase, TimelineRunner};
+pub use timeline::{Expect, HistoryPrompt, Recording, Timeline, TimelineCase, TimelineRunner};
 
 #[doc(hidden)]
 pub use insta as __insta;

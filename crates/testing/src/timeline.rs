@@ -6,155 +6,13 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use agentic_core::{
-    Config, EventPayload, ModelKind, Plugin, PromptOptions, PromptState, Received, Runtime, State,
-};
+use agentic_core::{Config, Plugin, Runtime};
 use anyhow::{Context as _, bail};
 use regex::Regex;
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde::Serialize;
+use serde_json::Value;
 
-use agentic_plugin_script::{ScriptedProvider, Turn};
-
-/// One scenario, usually read from a YAML file next to the test.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct TimelineCase {
-    /// What the case shows, for the reader; not used otherwise.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    /// Earlier prompts of the same conversation, run first; their timelines become history.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub history: Vec<HistoryPrompt>,
-    pub input: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mode: Option<String>,
-    #[serde(default)]
-    pub model: ModelKind,
-    /// Runtime config (top-level keys and plugin sections).
-    #[serde(default)]
-    pub config: Map<String, Value>,
-    /// Overrides the mode's round limit.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_rounds: Option<u32>,
-    /// Answers to approval requests, in the order they are asked.
-    #[serde(default, skip_serializing_if = "Vec::is_empty", with = "yaml_verdicts")]
-    pub decisions: Vec<agentic_core::Verdict>,
-    /// What the case says it shows, checked before the snapshot is compared.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expect: Option<Expect>,
-    /// The model's turns, for the history prompts first and then this one.
-    pub turns: Vec<Turn>,
-}
-
-/// How a case must end: checked by the runner, so a snapshot accepted by mistake cannot
-/// contradict the case's own description.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Expect {
-    /// The prompt's final state (`completed`, `failed`, `waiting_for_approval`, …).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<PromptState>,
-    /// The rules' notices of the turn's tool errors, in order (`repeated`, `afresh`, …).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub notices: Option<Vec<String>>,
-    /// Words the last text shown to the user contains.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub answer: Option<String>,
-}
-
-impl Expect {
-    /// What of this `prompt` differs from the expectation, if anything.
-    fn check(&self, prompt: &agentic_core::Prompt) -> anyhow::Result<()> {
-        if let Some(state) = self.state {
-            anyhow::ensure!(
-                prompt.state == state,
-                "the case expects the prompt {}, but it ended {} ({:?})",
-                state.as_str(),
-                prompt.state.as_str(),
-                prompt.error
-            );
-        }
-        if let Some(notices) = &self.notices {
-            let found: Vec<&str> = prompt
-                .output
-                .iter()
-                .filter_map(|output| match output {
-                    agentic_core::PromptOutput::Tool(tool) => tool.result.notice(),
-                    _ => None,
-                })
-                .collect();
-            anyhow::ensure!(
-                found == *notices,
-                "the case expects the notices {notices:?}, but the turn has {found:?}"
-            );
-        }
-        if let Some(answer) = &self.answer {
-            let last = prompt.output.iter().rev().find_map(|output| match output {
-                agentic_core::PromptOutput::Text(text) => Some(text.content.as_str()),
-                _ => None,
-            });
-            anyhow::ensure!(
-                last.is_some_and(|text| text.contains(answer.as_str())),
-                "the case expects the last text to say {answer:?}, but it is {last:?}"
-            );
-        }
-        Ok(())
-    }
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct HistoryPrompt {
-    pub input: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mode: Option<String>,
-}
-
-/// A case's decisions as YAML writes them: `approve`, `reject`, or `reject: <reason>`.
-mod yaml_verdicts {
-    use agentic_core::Verdict;
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    #[derive(Serialize, Deserialize)]
-    #[serde(untagged)]
-    enum Written {
-        Word(String),
-        Reject { reject: Option<String> },
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
-        deserializer: D,
-    ) -> Result<Vec<Verdict>, D::Error> {
-        Vec::<Written>::deserialize(deserializer)?
-            .into_iter()
-            .map(|written| match written {
-                Written::Word(word) if word == "approve" => Ok(Verdict::Approve),
-                Written::Word(word) if word == "reject" => Ok(Verdict::Reject { reason: None }),
-                Written::Word(word) => Err(serde::de::Error::custom(format!(
-                    "unknown decision \"{word}\", expected approve, reject or reject: <reason>"
-                ))),
-                Written::Reject { reject } => Ok(Verdict::Reject { reason: reject }),
-            })
-            .collect()
-    }
-
-    pub(super) fn serialize<S: Serializer>(
-        verdicts: &[Verdict],
-        serializer: S,
-    ) -> Result<S::Ok, S::Error> {
-        verdicts
-            .iter()
-            .map(|verdict| match verdict {
-                Verdict::Approve => Written::Word("approve".to_owned()),
-                Verdict::Reject { reason } => Written::Reject {
-                    reject: reason.clone(),
-                },
-            })
-            .collect::<Vec<_>>()
-            .serialize(serializer)
-    }
-}
+pub use agentic_plugin_script::{Expect, HistoryPrompt, Recording, TimelineCase};
 
 /// What a scenario produced, ids and timestamps redacted. Serialize it with insta.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -302,7 +160,7 @@ impl TimelineRunner {
     }
 
     pub async fn run(&self, case: &TimelineCase) -> anyhow::Result<Timeline> {
-        let provider = Arc::new(ScriptedProvider::new(case.turns.clone()));
+        let provider = agentic_plugin_script::provider_of(case);
         let mut builder = Runtime::builder()
             .config(Config::from_value(Value::Object(case.config.clone())))
             .provider(provider.clone());
@@ -321,74 +179,25 @@ impl TimelineRunner {
         if let Some(database) = &database {
             agentic_conversation::attach_database(runtime.services(), &database.url).await?;
         }
-        let prompts = runtime.prompts();
-        let mut subscription = runtime.services().events.subscribe(Some(&self.user_id));
-        let state = State::default();
-
-        let mut history = Vec::new();
-        for earlier in &case.history {
-            let prompt = prompts
-                .create_and_run(PromptOptions {
-                    user_id: self.user_id.clone(),
-                    input: Some(earlier.input.clone()),
-                    mode: earlier.mode.clone(),
-                    model: case.model,
-                    history: history.clone(),
-                    state: state.clone(),
-                    ..PromptOptions::default()
-                })
-                .await?;
-            history.push(prompt);
-        }
-        // Only the scenario's own prompt is snapshotted.
-        while subscription.try_next().is_some() {}
-        let requests_before = provider.requests().len();
-
-        let handle = prompts.create(PromptOptions {
-            user_id: self.user_id.clone(),
-            input: Some(case.input.clone()),
-            mode: case.mode.clone(),
-            model: case.model,
-            history,
-            state,
-            max_rounds: case.max_rounds,
-            ..PromptOptions::default()
-        })?;
-        let mut prompt = prompts.run(&handle).await?;
-        let mut decisions = case.decisions.iter();
-        let mut events = Vec::new();
-        loop {
-            let mut waiting = None;
-            while let Some(received) = subscription.try_next() {
-                match received {
-                    Received::Event(event) => {
-                        if let EventPayload::ApprovalRequested { tool_call_id, .. } = &event.payload
-                        {
-                            waiting = Some(tool_call_id.clone());
-                        }
-                        events.push(serde_json::to_value(&event.payload)?);
-                    }
-                    Received::Lagged(missed) => bail!("the timeline lost {missed} events"),
-                }
-            }
-            if prompt.state != PromptState::WaitingForApproval {
-                break;
-            }
-            let waiting =
-                waiting.context("prompt waits for approval but no approval was requested")?;
-            prompt = match decisions.next() {
-                Some(verdict) => prompts.decide(&prompt.id, &waiting, verdict).await?,
-                None => break,
-            };
-        }
-        if decisions.next().is_some() {
-            bail!("the case has more decisions than the prompt asked for");
+        let played = agentic_plugin_script::play(case, &runtime, &provider, &self.user_id).await?;
+        if !played.divergences.is_empty() {
+            let list: Vec<String> = played.divergences.iter().map(ToString::to_string).collect();
+            bail!(
+                "the run made calls its recording does not have (nothing was run for them):\n  {}",
+                list.join("\n  ")
+            );
         }
         if let Some(expect) = &case.expect {
-            expect.check(&prompt)?;
+            expect.check(&played.prompt)?;
         }
-
-        let requests = provider.requests()[requests_before..]
+        let prompt = played.prompt;
+        let events = played
+            .events
+            .iter()
+            .map(serde_json::to_value)
+            .collect::<Result<Vec<_>, _>>()?;
+        let requests = played
+            .requests
             .iter()
             .map(|request| {
                 let mut seen = serde_json::json!({

@@ -154,6 +154,7 @@ impl ConversationInstance {
             resume_prompt: None,
             checkpoint: Some(self.service.checkpoint()),
             conversation_id: Some(self.conversation.id.clone()),
+            replay: None,
         })?;
         let prompt = handle.lock().await.prompt().clone();
         // One transaction stores the prompt, hands it the conversation and sets the title.

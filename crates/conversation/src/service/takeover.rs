@@ -99,9 +99,6 @@ pub(super) async fn keep_alive(inner: std::sync::Weak<Inner>) {
                 tracing::warn!(error = %format!("{error:#}"), "could not sweep prompts of stopped instances");
             }
         }
-        if let Err(error) = inner.store.prune_journals().await {
-            tracing::warn!(error = %format!("{error:#}"), "could not prune the journals of ended prompts");
-        }
     }
 }
 

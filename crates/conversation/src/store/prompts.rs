@@ -107,15 +107,6 @@ impl Store {
             .collect()
     }
 
-    /// Drops the journals of prompts that completed, failed or were cancelled; returns how
-    /// many entries went.
-    pub async fn prune_journals(&self) -> anyhow::Result<u64> {
-        match self.write(Write::PruneJournals).await? {
-            Written::Count(count) => Ok(count),
-            other => bail!("unexpected answer to a journal prune: {other:?}"),
-        }
-    }
-
     /// Every prompt of a conversation, in order, archived ones included.
     pub async fn conversation_prompts(
         &self,

@@ -9,6 +9,7 @@ pub mod mode;
 pub mod plugin;
 pub mod prompt;
 pub mod provider;
+pub mod replay;
 pub mod services;
 pub mod state;
 pub mod tokens;

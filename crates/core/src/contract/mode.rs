@@ -96,6 +96,14 @@ pub fn rejection_error(reason: Option<&str>) -> String {
     format!("Rejected by user: {reason}")
 }
 
+/// The reason a person gave in a rejection error that [`rejection_error`] wrote; `None` when
+/// they gave none or the words are not such an error.
+pub fn rejection_reason(error: &str) -> Option<&str> {
+    error
+        .strip_prefix("Rejected by user: ")
+        .filter(|reason| *reason != "no reason given")
+}
+
 /// Why an executor could not run a prompt or apply a decision.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -269,6 +277,9 @@ pub struct PromptOptions {
     /// The conversation the prompt belongs to, if any; named in `prompt.created` and in the
     /// prompt's spans.
     pub conversation_id: Option<String>,
+    /// A recorded run to answer tool calls from instead of running the tools (see
+    /// [`crate::replay`]); `None` runs them.
+    pub replay: Option<Arc<crate::replay::Replay>>,
 }
 
 impl std::fmt::Debug for PromptOptions {

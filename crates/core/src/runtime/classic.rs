@@ -140,14 +140,15 @@ impl ClassicExecutor {
             self.rounds += 1;
             let request = self.request(&prepared);
             let mut on_delta = self.base.recorder.stream_sink();
-            let response = match self
+            let response = self
                 .base
                 .options
                 .services
                 .completion
                 .complete_messages(request, &mut on_delta)
-                .await
-            {
+                .await;
+            self.base.journal_reply(&response).await;
+            let response = match response {
                 Ok(response) => response,
                 Err(error) => {
                     self.base.recorder.fail(&error.to_string()).await?;

@@ -108,9 +108,31 @@ impl ExecutorBase {
                 &self.options.prompt.state,
             )
             .await?;
-        let prepared = shape(prepared);
+        let mut prepared = shape(prepared);
+        if let Some(replay) = &self.options.prompt.replay {
+            prepared.tools = prepared.tools.replaying(replay.clone());
+        }
         self.prepared = Some(prepared.clone());
         Ok(prepared)
+    }
+
+    /// Journals one model call's outcome (a reply, or the provider's error), so that the
+    /// prompt can later be exported as a test case that plays it again. Without persistence
+    /// nothing is kept; a journal that cannot be written costs the export, not the prompt.
+    pub async fn journal_reply(
+        &self,
+        outcome: &Result<crate::provider::ModelResponse, crate::provider::ProviderError>,
+    ) {
+        let Some(checkpoint) = &self.options.prompt.checkpoint else {
+            return;
+        };
+        let entry = crate::replay::RecordedReply::entry(outcome);
+        if let Err(error) = checkpoint
+            .append_journal(&self.recorder.prompt().id, entry)
+            .await
+        {
+            tracing::warn!(error = %format!("{error:#}"), "could not journal a model reply");
+        }
     }
 
     /// Ends the prompt as failed because its plugins could not prepare, and returns it.

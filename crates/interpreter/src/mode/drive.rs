@@ -185,7 +185,9 @@ impl CodeExecutor {
             }
             // What the script reads besides its code and its tools' answers is journaled
             // first, so that another process can replay it.
-            let seed = fastrand::u64(..);
+            // A replayed run reads the seed and clock its recording read.
+            let (seed, clock) = self.recorded_determinism();
+            let seed = seed.unwrap_or_else(|| fastrand::u64(..));
             self.journal(Entry::Start {
                 execution: code_output_id.clone(),
                 path,
@@ -195,7 +197,7 @@ impl CodeExecutor {
             .await?;
             let determinism = Determinism {
                 seed: Some(seed),
-                clock: Vec::new(),
+                clock,
             };
             let store = self.store.clone();
             self.launch(
@@ -209,6 +211,32 @@ impl CodeExecutor {
             )
             .await;
         }
+    }
+
+    /// The seed and clock readings of the recorded execution this one replays: the n-th
+    /// execution of a replayed run takes the n-th of its recording.
+    fn recorded_determinism(&self) -> (Option<u64>, Vec<i64>) {
+        let Some(replay) = &self.base.options.prompt.replay else {
+            return (None, Vec::new());
+        };
+        let entries: Vec<Entry> = replay
+            .journal()
+            .iter()
+            .filter_map(|entry| serde_json::from_value(entry.clone()).ok())
+            .collect();
+        let nth = replay.take_turn("code.execute");
+        let Some(execution) = entries
+            .iter()
+            .filter_map(|entry| match entry {
+                Entry::Start { execution, .. } => Some(execution.as_str()),
+                _ => None,
+            })
+            .nth(nth)
+        else {
+            return (None, Vec::new());
+        };
+        let record = crate::journal::record_of(&entries, execution);
+        (record.seed, record.clock)
     }
 
     /// Asks the model for a plain-text answer to the user's message, without code, and records

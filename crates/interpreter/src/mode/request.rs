@@ -142,7 +142,9 @@ impl CodeExecutor {
             .services
             .completion
             .complete_text(request)
-            .await?;
+            .await;
+        self.base.journal_reply(&reply).await;
+        let reply = reply?;
         self.base.recorder.add_usage(&reply.usage);
         Ok(reply)
     }

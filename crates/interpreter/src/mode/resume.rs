@@ -33,6 +33,11 @@ impl CodeExecutor {
                     ExecutorError::Internal(format!("could not read the journal: {error:#}"))
                 })?
                 .into_iter()
+                .filter(|entry| {
+                    // Model replies are journaled for export, not for resuming.
+                    entry.get("type").and_then(Value::as_str)
+                        != Some(agentic_core::replay::MODEL_REPLY_ENTRY)
+                })
                 .filter_map(|entry| match serde_json::from_value(entry) {
                     Ok(entry) => Some(entry),
                     Err(error) => {

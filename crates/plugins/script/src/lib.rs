@@ -4,12 +4,18 @@
 //! in the dev-only `agentic-testing` crate.
 #![forbid(unsafe_code)]
 
+mod case;
+mod play;
 mod provider;
+mod record;
 
 use std::sync::Arc;
 
 use agentic_core::{Config, Plugin, PluginRegistration, ProviderFactory, ProviderPlugin};
 
+pub use case::{Expect, HistoryPrompt, Recording, TimelineCase};
+pub use play::{Played, play, provider_of};
+pub use record::{ExportOptions, Run, case_of};
 pub use provider::{ScriptReasoning, ScriptToolCall, ScriptUsage, ScriptedProvider, Turn};
 
 agentic_core::inventory::submit! {

@@ -26,6 +26,8 @@ pub struct ToolSet {
     require_approval: Vec<String>,
     /// What a refused input's error adds for the model.
     advice: InputAdvice,
+    /// A recorded run that answers the calls of tools that are not live.
+    replay: Option<Arc<crate::replay::Replay>>,
 }
 
 impl Default for ToolSet {
@@ -66,6 +68,7 @@ impl ToolSet {
             tools,
             require_approval: Vec::new(),
             advice: plain_input_advice,
+            replay: None,
         }
     }
 
@@ -74,6 +77,14 @@ impl ToolSet {
     #[must_use]
     pub fn with_input_advice(mut self, advice: InputAdvice) -> Self {
         self.advice = advice;
+        self
+    }
+
+    /// The set answering calls from `replay` instead of running them, except calls of the
+    /// tools it names live. Inputs are still checked against the tools' schemas first.
+    #[must_use]
+    pub fn replaying(mut self, replay: Arc<crate::replay::Replay>) -> Self {
+        self.replay = Some(replay);
         self
     }
 
@@ -87,10 +98,7 @@ impl ToolSet {
     fn approval_required_by_config(&self, id: &str) -> bool {
         self.require_approval
             .iter()
-            .any(|pattern| match pattern.strip_suffix('*') {
-                Some(prefix) => id.starts_with(prefix),
-                None => pattern == id,
-            })
+            .any(|pattern| crate::replay::tool_matches(pattern, id))
     }
 
     /// Tools sorted by id.
@@ -326,8 +334,16 @@ impl ToolSet {
         id: &str,
         input: Value,
     ) -> Result<Value, ToolError> {
+        let recorded = self
+            .replay
+            .as_ref()
+            .filter(|replay| !replay.is_live(id))
+            .map(|replay| (replay.clone(), input.clone()));
         let input = self.shorthand_input(id, input);
         self.validate(id, &input)?;
+        if let Some((replay, as_made)) = recorded {
+            return replay.answer(id, &as_made);
+        }
         let tool = self
             .get(id)
             .ok_or_else(|| ToolError::UnknownTool(id.to_owned()))?

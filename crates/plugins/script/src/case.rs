@@ -1,0 +1,187 @@
+//! A timeline case: one prompt played with scripted model turns, as YAML writes it. Cases are
+//! written by hand or exported from a real run (`agentic export <prompt> --test <file>`), in
+//! which case they also hold what every tool call returned, so that a replay runs no tool.
+
+use agentic_core::replay::RecordedCall;
+use agentic_core::{ModelKind, PromptState};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::Turn;
+
+/// One scenario, usually read from a YAML file next to the test.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TimelineCase {
+    /// What the case shows, for the reader; not used otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Earlier prompts of the same conversation, run first; their timelines become history.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<HistoryPrompt>,
+    pub input: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    #[serde(default)]
+    pub model: ModelKind,
+    /// Runtime config (top-level keys and plugin sections).
+    #[serde(default)]
+    pub config: Map<String, Value>,
+    /// Overrides the mode's round limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rounds: Option<u32>,
+    /// Answers to approval requests, in the order they are asked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty", with = "yaml_verdicts")]
+    pub decisions: Vec<agentic_core::Verdict>,
+    /// What the case says it shows, checked before the snapshot is compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<Expect>,
+    /// The model's turns, for the history prompts first and then this one.
+    pub turns: Vec<Turn>,
+    /// What a recorded run's tools returned: a case that has it replays every tool call from
+    /// it instead of running the tool, and answers approval requests as the run did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded: Option<Recording>,
+    /// Tools that run for real in a replay (`fs.*`, `time.now`, `*`), to check a changed
+    /// plugin against the model's recorded behaviour.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub live: Vec<String>,
+}
+
+/// What a run did besides the model's turns.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Recording {
+    /// Where the case came from: the prompt's id, when and how it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// Every tool call that ran (or was rejected), in order, with what it returned.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<RecordedCall>,
+    /// What the mode journaled besides the model's replies (code mode: each script's seed
+    /// and the times `Date` read), so the replay reads the same.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub journal: Vec<Value>,
+}
+
+impl TimelineCase {
+    /// The replay of this case's recording, if it has one.
+    pub fn replay(&self) -> Option<agentic_core::replay::Replay> {
+        let recorded = self.recorded.as_ref()?;
+        Some(agentic_core::replay::Replay::new(
+            recorded.calls.clone(),
+            self.live.clone(),
+            recorded.journal.clone(),
+        ))
+    }
+}
+
+/// How a case must end: checked by the runner, so a snapshot accepted by mistake cannot
+/// contradict the case's own description.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Expect {
+    /// The prompt's final state (`completed`, `failed`, `waiting_for_approval`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<PromptState>,
+    /// The rules' notices of the turn's tool errors, in order (`repeated`, `afresh`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notices: Option<Vec<String>>,
+    /// Words the last text shown to the user contains.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
+}
+
+impl Expect {
+    /// What of this `prompt` differs from the expectation, if anything.
+    pub fn check(&self, prompt: &agentic_core::Prompt) -> anyhow::Result<()> {
+        if let Some(state) = self.state {
+            anyhow::ensure!(
+                prompt.state == state,
+                "the case expects the prompt {}, but it ended {} ({:?})",
+                state.as_str(),
+                prompt.state.as_str(),
+                prompt.error
+            );
+        }
+        if let Some(notices) = &self.notices {
+            let found: Vec<&str> = prompt
+                .output
+                .iter()
+                .filter_map(|output| match output {
+                    agentic_core::PromptOutput::Tool(tool) => tool.result.notice(),
+                    _ => None,
+                })
+                .collect();
+            anyhow::ensure!(
+                found == *notices,
+                "the case expects the notices {notices:?}, but the turn has {found:?}"
+            );
+        }
+        if let Some(answer) = &self.answer {
+            let last = prompt.output.iter().rev().find_map(|output| match output {
+                agentic_core::PromptOutput::Text(text) => Some(text.content.as_str()),
+                _ => None,
+            });
+            anyhow::ensure!(
+                last.is_some_and(|text| text.contains(answer.as_str())),
+                "the case expects the last text to say {answer:?}, but it is {last:?}"
+            );
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HistoryPrompt {
+    pub input: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+}
+
+/// A case's decisions as YAML writes them: `approve`, `reject`, or `reject: <reason>`.
+mod yaml_verdicts {
+    use agentic_core::Verdict;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(untagged)]
+    enum Written {
+        Word(String),
+        Reject { reject: Option<String> },
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Vec<Verdict>, D::Error> {
+        Vec::<Written>::deserialize(deserializer)?
+            .into_iter()
+            .map(|written| match written {
+                Written::Word(word) if word == "approve" => Ok(Verdict::Approve),
+                Written::Word(word) if word == "reject" => Ok(Verdict::Reject { reason: None }),
+                Written::Word(word) => Err(serde::de::Error::custom(format!(
+                    "unknown decision \"{word}\", expected approve, reject or reject: <reason>"
+                ))),
+                Written::Reject { reject } => Ok(Verdict::Reject { reason: reject }),
+            })
+            .collect()
+    }
+
+    pub(super) fn serialize<S: Serializer>(
+        verdicts: &[Verdict],
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        verdicts
+            .iter()
+            .map(|verdict| match verdict {
+                Verdict::Approve => Written::Word("approve".to_owned()),
+                Verdict::Reject { reason } => Written::Reject {
+                    reject: reason.clone(),
+                },
+            })
+            .collect::<Vec<_>>()
+            .serialize(serializer)
+    }
+}
+

@@ -1,0 +1,130 @@
+//! Playing a [`TimelineCase`]: its earlier prompts, then its own, on a runtime whose model is
+//! the case's scripted turns. A recorded case answers its tool calls from its recording and
+//! decides approvals as the person did; a hand-written one runs the tools and takes its
+//! `decisions`. The test kit snapshots what this returns; `agentic replay` prints it.
+
+use std::sync::Arc;
+
+use agentic_core::replay::Divergence;
+use agentic_core::{
+    EventPayload, ModelRequest, Prompt, PromptOptions, PromptState, Received, Runtime, State,
+};
+use anyhow::{Context as _, bail};
+
+use crate::{ScriptedProvider, TimelineCase};
+
+/// What a case's prompt came to.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Played {
+    /// The prompt as it ended (or waits).
+    pub prompt: Prompt,
+    /// Every event published while it ran, in order (the earlier prompts' left out).
+    pub events: Vec<EventPayload>,
+    /// Every request the model received for it.
+    pub requests: Vec<ModelRequest>,
+    /// Calls the run made that its recording does not have; each failed without running.
+    pub divergences: Vec<Divergence>,
+    /// Recorded calls the run did not make.
+    pub unused_calls: usize,
+}
+
+/// The scripted model that plays `case`'s turns; give it to the runtime that plays the case.
+pub fn provider_of(case: &TimelineCase) -> Arc<ScriptedProvider> {
+    Arc::new(ScriptedProvider::new(case.turns.clone()))
+}
+
+/// Plays `case` on `runtime`, whose model is `provider` ([`provider_of`]), as `user_id`.
+pub async fn play(
+    case: &TimelineCase,
+    runtime: &Runtime,
+    provider: &ScriptedProvider,
+    user_id: &str,
+) -> anyhow::Result<Played> {
+    let prompts = runtime.prompts();
+    let replay = case.replay().map(Arc::new);
+    let mut subscription = runtime.services().events.subscribe(Some(user_id));
+    let state = State::default();
+
+    let mut history = Vec::new();
+    for earlier in &case.history {
+        let prompt = prompts
+            .create_and_run(PromptOptions {
+                user_id: user_id.to_owned(),
+                input: Some(earlier.input.clone()),
+                mode: earlier.mode.clone(),
+                model: case.model,
+                history: history.clone(),
+                state: state.clone(),
+                replay: replay.clone(),
+                ..PromptOptions::default()
+            })
+            .await?;
+        history.push(prompt);
+    }
+    // Only the case's own prompt is reported.
+    while subscription.try_next().is_some() {}
+    let requests_before = provider.requests().len();
+
+    let handle = prompts.create(PromptOptions {
+        user_id: user_id.to_owned(),
+        input: Some(case.input.clone()),
+        mode: case.mode.clone(),
+        model: case.model,
+        history,
+        state,
+        max_rounds: case.max_rounds,
+        replay: replay.clone(),
+        ..PromptOptions::default()
+    })?;
+    let mut prompt = prompts.run(&handle).await?;
+    let mut decisions = case.decisions.iter();
+    let mut events = Vec::new();
+    loop {
+        let mut waiting = None;
+        while let Some(received) = subscription.try_next() {
+            match received {
+                Received::Event(event) => {
+                    if let EventPayload::ApprovalRequested { tool_call_id, .. } = &event.payload {
+                        waiting = Some(tool_call_id.clone());
+                    }
+                    events.push(event.payload.clone());
+                }
+                Received::Lagged(missed) => bail!("the timeline lost {missed} events"),
+            }
+        }
+        if prompt.state != PromptState::WaitingForApproval {
+            break;
+        }
+        let waiting = waiting.context("prompt waits for approval but no approval was requested")?;
+        let verdict = match (decisions.next(), &replay) {
+            (Some(verdict), _) => verdict.clone(),
+            // A recorded case decides as the person did then.
+            (None, Some(replay)) if case.decisions.is_empty() => {
+                let call = prompt
+                    .tool_output(&waiting)
+                    .context("the call waiting for approval is not in the timeline")?;
+                match replay.verdict(&call.function, &call.input) {
+                    Some(verdict) => verdict,
+                    None => break,
+                }
+            }
+            (None, _) => break,
+        };
+        prompt = prompts.decide(&prompt.id, &waiting, &verdict).await?;
+    }
+    if decisions.next().is_some() {
+        bail!("the case has more decisions than the prompt asked for");
+    }
+    let requests = provider.requests()[requests_before..].to_vec();
+    Ok(Played {
+        prompt,
+        events,
+        requests,
+        divergences: replay
+            .as_ref()
+            .map(|replay| replay.divergences())
+            .unwrap_or_default(),
+        unused_calls: replay.as_ref().map_or(0, |replay| replay.unused().len()),
+    })
+}

@@ -1,0 +1,264 @@
+//! Export: a prompt that ran, with its journal, becomes a [`TimelineCase`] that plays it
+//! again. The model's replies become turns (from the `modelReply` journal entries), every tool
+//! call that ran or was rejected becomes a recorded call, and the rest of the mode's journal
+//! (code mode's seeds and clock readings) is kept for the replay.
+
+use agentic_core::prompt::{ErrorKind, Prompt, PromptOutput, ToolResult};
+use agentic_core::replay::{RecordedCall, RecordedReply, RecordedResult};
+use anyhow::{Context as _, bail};
+use serde_json::{Map, Value};
+
+use crate::case::{HistoryPrompt, Recording, TimelineCase};
+use crate::{ScriptReasoning, ScriptToolCall, ScriptUsage, Turn};
+
+/// The output code mode records each program under: the mode's own record, not a tool call.
+const CODE_EXECUTE: &str = "code.execute";
+
+/// What an export keeps and masks besides the run itself.
+#[derive(Debug, Clone, Default)]
+pub struct ExportOptions {
+    /// The runtime config the case runs with (top-level keys and plugin sections); keys that
+    /// name a secret (`key`, `token`, `secret`, `password`) are masked.
+    pub config: Map<String, Value>,
+    /// Texts replaced wherever they appear, such as the values of `*_API_KEY` variables and
+    /// the API token: `(text, replacement)`.
+    pub secrets: Vec<(String, String)>,
+    /// Patterns replaced wherever they match (the `[export] mask` rules): `(regex,
+    /// replacement)`. Checked by [`case_of`], which refuses a pattern that does not compile.
+    pub masks: Vec<(String, String)>,
+    /// Where the case came from, for its `recorded.from`.
+    pub from: Option<String>,
+}
+
+impl ExportOptions {
+    /// Secrets from the environment: the value of every variable whose name ends in
+    /// `_API_KEY`, `_TOKEN` or `_SECRET`, replaced by `[NAME]`.
+    #[must_use]
+    pub fn with_environment_secrets(mut self) -> Self {
+        for (name, value) in std::env::vars() {
+            let secret = ["_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD"]
+                .iter()
+                .any(|suffix| name.ends_with(suffix));
+            // Short values (`1`, `true`) are settings, not secrets, and would mask everything.
+            if secret && value.len() >= 6 {
+                self.secrets.push((value, format!("[{name}]")));
+            }
+        }
+        self
+    }
+}
+
+/// One prompt to export, with its journal.
+#[derive(Debug, Clone, Copy)]
+pub struct Run<'a> {
+    /// The prompt as stored.
+    pub prompt: &'a Prompt,
+    /// Its journal, oldest entry first.
+    pub journal: &'a [Value],
+}
+
+/// The case that plays `run` again, after `history` (the earlier prompts of its conversation
+/// that the model saw, oldest first). Fails when a prompt was run before its model replies
+/// were journaled, or is still running.
+pub fn case_of(
+    run: Run<'_>,
+    history: &[Run<'_>],
+    options: &ExportOptions,
+) -> anyhow::Result<TimelineCase> {
+    if !run.prompt.state.is_finished() {
+        bail!(
+            "prompt {} is {}: export it once it has ended",
+            run.prompt.id,
+            run.prompt.state.as_str()
+        );
+    }
+    let mut turns = Vec::new();
+    let mut calls = Vec::new();
+    let mut journal = Vec::new();
+    for earlier in history.iter().chain(std::iter::once(&run)) {
+        let replies: Vec<RecordedReply> = earlier
+            .journal
+            .iter()
+            .filter_map(RecordedReply::of_entry)
+            .collect();
+        let asked_model = earlier
+            .prompt
+            .output
+            .iter()
+            .any(|output| !matches!(output, PromptOutput::File(_)));
+        if replies.is_empty() && asked_model {
+            bail!(
+                "prompt {} has no model replies in its journal: it ran before agentic kept them \
+                 (or without a store), so it cannot be played again",
+                earlier.prompt.id
+            );
+        }
+        let code = earlier.prompt.mode == "code";
+        turns.extend(replies.into_iter().map(|reply| turn_of(reply, code)));
+        calls.extend(recorded_calls(earlier.prompt));
+        journal.extend(
+            earlier
+                .journal
+                .iter()
+                .filter(|entry| RecordedReply::of_entry(entry).is_none())
+                .cloned(),
+        );
+    }
+    let prompt = run.prompt;
+    let mut case = TimelineCase {
+        description: Some(format!(
+            "Recorded from prompt {} ({} mode), which ended {}.",
+            prompt.id,
+            prompt.mode,
+            prompt.state.as_str()
+        )),
+        history: history
+            .iter()
+            .map(|earlier| HistoryPrompt {
+                input: earlier.prompt.input.clone().unwrap_or_default(),
+                mode: Some(earlier.prompt.mode.clone()),
+            })
+            .collect(),
+        input: prompt.input.clone().unwrap_or_default(),
+        mode: Some(prompt.mode.clone()),
+        model: prompt.model,
+        config: options.config.clone(),
+        turns,
+        recorded: Some(Recording {
+            from: options.from.clone(),
+            calls,
+            journal,
+        }),
+        ..TimelineCase::default()
+    };
+    mask_secret_keys(&mut case.config);
+    let masks = options
+        .masks
+        .iter()
+        .map(|(pattern, replacement)| {
+            regex::Regex::new(pattern)
+                .with_context(|| format!("the export mask {pattern:?} is not a valid pattern"))
+                .map(|regex| (regex, replacement.clone()))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut value = serde_json::to_value(&case)?;
+    mask_strings(&mut value, &options.secrets, &masks);
+    serde_json::from_value(value).context("the masked case no longer reads as a case")
+}
+
+/// A model reply as the turn that gives it again.
+fn turn_of(reply: RecordedReply, code: bool) -> Turn {
+    let text = Some(reply.text).filter(|text| !text.is_empty());
+    let (text, code) = match code {
+        true => (None, text),
+        false => (text, None),
+    };
+    Turn {
+        text,
+        code,
+        tool_calls: reply
+            .tool_calls
+            .into_iter()
+            .map(|call| {
+                let parsed = serde_json::from_str::<Value>(&call.arguments).ok();
+                ScriptToolCall {
+                    id: Some(call.id),
+                    name: call.name,
+                    arguments: parsed.is_none().then_some(call.arguments),
+                    input: parsed,
+                }
+            })
+            .collect(),
+        reasoning: reply
+            .reasoning
+            .into_iter()
+            .map(|reasoning| ScriptReasoning {
+                text: reasoning.text,
+                signature: reasoning.signature,
+            })
+            .collect(),
+        error: reply.error,
+        usage: Some(ScriptUsage {
+            input: reply.usage.input_tokens,
+            output: reply.usage.output_tokens,
+            reasoning: reply.usage.reasoning_tokens,
+        }),
+        delay_ms: None,
+    }
+}
+
+/// The calls of `prompt` that ran a tool or were rejected, with what they came to. Calls that
+/// never ran (cancelled, interrupted, taken over, not run) are left out: a replay does not
+/// reach them either.
+fn recorded_calls(prompt: &Prompt) -> Vec<RecordedCall> {
+    prompt
+        .output
+        .iter()
+        .filter_map(|output| match output {
+            PromptOutput::Tool(tool) if tool.function != CODE_EXECUTE => Some(tool),
+            _ => None,
+        })
+        .filter_map(|tool| {
+            let result = match &tool.result {
+                ToolResult::Success { output } => RecordedResult::Output(output.clone()),
+                ToolResult::Error {
+                    error,
+                    kind: ErrorKind::Failed,
+                    ..
+                } => RecordedResult::Error(error.clone()),
+                ToolResult::Error {
+                    error,
+                    kind: ErrorKind::Rejected,
+                    ..
+                } => RecordedResult::Rejected(
+                    agentic_core::mode::rejection_reason(error).map(str::to_owned),
+                ),
+                _ => return None,
+            };
+            Some(RecordedCall {
+                tool: tool.function.clone(),
+                input: tool.input.clone(),
+                result,
+            })
+        })
+        .collect()
+}
+
+/// Replaces the value of every key that names a secret with `[secret]`.
+fn mask_secret_keys(map: &mut Map<String, Value>) {
+    for (key, value) in map.iter_mut() {
+        let lower = key.to_ascii_lowercase();
+        let secret = ["key", "token", "secret", "password"]
+            .iter()
+            .any(|word| lower.contains(word));
+        match value {
+            Value::Object(inner) => mask_secret_keys(inner),
+            _ if secret => *value = Value::String("[secret]".to_owned()),
+            _ => {}
+        }
+    }
+}
+
+fn mask_strings(value: &mut Value, secrets: &[(String, String)], masks: &[(regex::Regex, String)]) {
+    match value {
+        Value::String(text) => {
+            for (secret, replacement) in secrets {
+                if text.contains(secret.as_str()) {
+                    *text = text.replace(secret.as_str(), replacement);
+                }
+            }
+            for (regex, replacement) in masks {
+                if regex.is_match(text) {
+                    *text = regex.replace_all(text, replacement.as_str()).into_owned();
+                }
+            }
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|item| mask_strings(item, secrets, masks)),
+        Value::Object(map) => map
+            .values_mut()
+            .for_each(|item| mask_strings(item, secrets, masks)),
+        _ => {}
+    }
+}

@@ -14,6 +14,7 @@
 pub mod auth;
 pub mod error;
 mod events;
+pub mod export;
 pub mod metrics;
 pub mod openapi;
 mod playground;

@@ -73,6 +73,7 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/api/prompts/{id}/reject", post(decide::<RejectBody>))
         .route("/api/prompts/{id}/cancel", post(cancel))
         .route("/api/prompts/{id}/continue", post(continue_prompt))
+        .route("/api/prompts/{id}/export", get(export_prompt))
         .route("/api/conversations", get(list_conversations))
         .route(
             "/api/conversations/{id}",
@@ -187,6 +188,55 @@ async fn get_prompt(
 ) -> Result<Json<StoredPrompt>, ApiError> {
     check_id("prompt", &id)?;
     Ok(Json(state.service().prompt(&user, &id).await?))
+}
+
+/// `?as=` of `GET /api/prompts/{id}/export`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExportQuery {
+    /// `test`: a timeline case in YAML (the only form so far).
+    #[serde(rename = "as")]
+    form: String,
+}
+
+/// `GET /api/prompts/{id}/export?as=test`: the prompt as a test case that replays it, in YAML.
+async fn export_prompt(
+    State(state): State<AppState>,
+    Extension(UserId(user)): Extension<UserId>,
+    Path(id): Path<String>,
+    query: Result<axum::extract::Query<ExportQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    check_id("prompt", &id)?;
+    let form = query
+        .map(|query| query.0.form)
+        .map_err(|_| ApiError::bad_request("invalid_query", "say what to export as: ?as=test"))?;
+    if form != "test" {
+        return Err(ApiError::bad_request(
+            "invalid_query",
+            format!("cannot export as \"{form}\"; the one form is ?as=test"),
+        ));
+    }
+    let case = crate::export::export_case(&state.service(), &user, &id)
+        .await
+        .map_err(|error| match error {
+            crate::export::ExportError::Conversation(error) => ApiError::from(error),
+            crate::export::ExportError::Refused(why) => {
+                ApiError::new(StatusCode::CONFLICT, "not_exportable", why)
+            }
+        })?;
+    let yaml = crate::export::case_yaml(&case)
+        .map_err(|error| ApiError::internal(&error))?;
+    Ok((
+        [
+            (axum::http::header::CONTENT_TYPE, "application/yaml; charset=utf-8"),
+            (
+                axum::http::header::CONTENT_DISPOSITION,
+                "attachment; filename=\"case.yaml\"",
+            ),
+        ],
+        yaml,
+    )
+        .into_response())
 }
 
 /// Stores a decision before answering 202 (refused at once when the call does not wait for

@@ -45,6 +45,8 @@ pub(crate) trait Backend: Send + Sync {
         message: String,
         settings: &PromptSettings,
     ) -> Result<Box<dyn PromptDriver>, StartError>;
+    /// One of the user's prompts as a test case, in YAML (`agentic export`).
+    async fn export(&self, prompt_id: &str) -> anyhow::Result<String>;
     /// Ends the backend's work before the process exits.
     async fn close(&self) -> anyhow::Result<()> {
         Ok(())
@@ -124,6 +126,11 @@ impl Backend for LocalBackend {
             ))),
             Err(error) => Err(StartError::Failed(error.into())),
         }
+    }
+
+    async fn export(&self, prompt_id: &str) -> anyhow::Result<String> {
+        let case = agentic_api::export::export_case(&self.service, USER, prompt_id).await?;
+        agentic_api::export::case_yaml(&case)
     }
 
     async fn close(&self) -> anyhow::Result<()> {

@@ -92,6 +92,10 @@ impl PromptDriver for LocalPrompt {
         &self.conversation_id
     }
 
+    fn prompt_id(&self) -> &str {
+        &self.prompt_id
+    }
+
     async fn next_event(&mut self) -> anyhow::Result<Option<Event>> {
         loop {
             // Whatever already arrived comes first.

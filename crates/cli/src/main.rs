@@ -25,6 +25,7 @@ mod local;
 mod mcp;
 mod models;
 mod remote;
+mod replay;
 mod settings;
 mod telemetry;
 mod ui;
@@ -130,6 +131,42 @@ enum Command {
         /// conversation keeps the choice; `--leave-out none` brings every plugin back)
         #[arg(long = "leave-out", value_name = "PLUGIN", value_delimiter = ',')]
         leave_out: Vec<String>,
+        /// Once the prompt ends, write it to this file as a test case that replays it
+        /// (as `agentic export <id> --test <file>` does)
+        #[arg(long, value_name = "FILE")]
+        record: Option<PathBuf>,
+    },
+    /// Write a prompt that ended as a test case: the model's replies as turns, what every
+    /// tool call returned, the approvals given; `agentic replay` and the test kit play it
+    /// again without running a tool
+    #[command(
+        after_help = "Examples:\n  agentic export <prompt id> --test tests/timelines/report.yaml\n  agentic export <prompt id>        (to stdout)\n\nPrompt ids are in `agentic prompt --json` events and GET /api/conversations/{id}."
+    )]
+    Export {
+        /// The prompt's id
+        prompt: String,
+        /// The file to write (stdout when absent)
+        #[arg(long = "test", value_name = "FILE")]
+        test: Option<PathBuf>,
+    },
+    /// Play a test case again in this process: its recorded model turns, every tool call
+    /// answered from its recording (nothing runs but tools the case marks `live`); prints the
+    /// timeline it made and fails on a call the recording does not have
+    #[command(
+        after_help = "Examples:\n  agentic replay tests/timelines/report.yaml\n  agentic replay report.yaml --code fixed.js           (the first program, edited)\n  agentic replay report.yaml --code fixed.js --turn 2"
+    )]
+    Replay {
+        /// The case (YAML), e.g. from `agentic export`
+        case: PathBuf,
+        /// Run this program instead of the case's first (or `--turn`-th) one
+        #[arg(long, value_name = "FILE")]
+        code: Option<PathBuf>,
+        /// Which program `--code` replaces, counted from 1
+        #[arg(long, value_name = "N", requires = "code")]
+        turn: Option<usize>,
+        /// Print the replayed prompt as JSON
+        #[arg(long)]
+        json: bool,
     },
     /// List your conversations, most recent first, with their tokens and cost (by the
     /// `[prices]` table of agentic.toml)
@@ -292,6 +329,20 @@ async fn run(cli: Cli, settings: Settings) -> anyhow::Result<ExitCode> {
             };
         }
         Some(Command::Mcp { action }) => return mcp::run(&settings, action).await,
+        Some(Command::Replay {
+            case,
+            code,
+            turn,
+            json,
+        }) => {
+            return replay::run(replay::ReplayRequest {
+                case,
+                code: code.as_deref(),
+                turn: *turn,
+                json: *json,
+            })
+            .await;
+        }
         _ => {}
     }
     let backend: Box<dyn Backend> = match settings.server(cli.server.as_deref()) {
@@ -340,6 +391,7 @@ async fn dispatch(backend: &dyn Backend, command: Option<Command>) -> anyhow::Re
             yes,
             conversation,
             leave_out,
+            record,
         } => {
             let message = if message == "-" {
                 let mut text = String::new();
@@ -364,10 +416,33 @@ async fn dispatch(backend: &dyn Backend, command: Option<Command>) -> anyhow::Re
                 yes,
                 leave_out,
             };
-            let (code, _) =
+            let (code, ids) =
                 prompt_once(backend, conversation.as_deref(), message, &settings).await?;
+            if let (Some(path), Some((_, prompt_id))) = (record, ids) {
+                let yaml = backend.export(&prompt_id).await?;
+                std::fs::write(&path, yaml)
+                    .with_context(|| format!("could not write {}", path.display()))?;
+                eprintln!("agentic: recorded as {}", path.display());
+            }
             Ok(code)
         }
+        Command::Export { prompt, test } => {
+            let yaml = backend.export(&prompt).await?;
+            match test {
+                Some(path) => {
+                    if let Some(parent) = path.parent().filter(|parent| !parent.as_os_str().is_empty()) {
+                        std::fs::create_dir_all(parent)
+                            .with_context(|| format!("could not create {}", parent.display()))?;
+                    }
+                    std::fs::write(&path, yaml)
+                        .with_context(|| format!("could not write {}", path.display()))?;
+                    eprintln!("agentic: wrote {}", path.display());
+                }
+                None => out!("{yaml}"),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Replay { .. } => unreachable!("replay runs before a backend is opened"),
         Command::Conversations => {
             // Id, last update, tokens, cost (`-` without a price for its models), title.
             for conversation in backend.conversations().await? {
@@ -435,7 +510,7 @@ async fn prompt_once(
     conversation: Option<&str>,
     message: String,
     settings: &PromptSettings,
-) -> anyhow::Result<(ExitCode, Option<String>)> {
+) -> anyhow::Result<(ExitCode, Option<(String, String)>)> {
     let mut driver = match backend.start(conversation, message, settings).await {
         Ok(driver) => driver,
         Err(StartError::Usage(message)) => {
@@ -448,7 +523,11 @@ async fn prompt_once(
         }
     };
     let code = ui::follow(driver.as_mut(), settings).await?;
-    Ok((code, Some(driver.conversation_id().to_owned())))
+    let ids = (
+        driver.conversation_id().to_owned(),
+        driver.prompt_id().to_owned(),
+    );
+    Ok((code, Some(ids)))
 }
 
 /// `agentic` with no command: a prompt per line, in one stored conversation until `/new`.
@@ -507,8 +586,8 @@ async fn repl(backend: &dyn Backend) -> anyhow::Result<ExitCode> {
                 let (_, used) =
                     prompt_once(backend, conversation.as_deref(), line.to_owned(), &settings)
                         .await?;
-                if used.is_some() {
-                    conversation = used;
+                if let Some((conversation_id, _)) = used {
+                    conversation = Some(conversation_id);
                 }
             }
         }

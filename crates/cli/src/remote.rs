@@ -218,6 +218,10 @@ impl PromptDriver for RemotePrompt {
         &self.conversation_id
     }
 
+    fn prompt_id(&self) -> &str {
+        &self.prompt_id
+    }
+
     async fn next_event(&mut self) -> anyhow::Result<Option<Event>> {
         loop {
             let item = match self.events.next().await {
@@ -291,6 +295,25 @@ impl PromptDriver for RemotePrompt {
 impl Backend for Remote {
     async fn conversations(&self) -> anyhow::Result<Vec<Conversation>> {
         self.get("/api/conversations").await
+    }
+
+    async fn export(&self, prompt_id: &str) -> anyhow::Result<String> {
+        let path = format!("/api/prompts/{prompt_id}/export?as=test");
+        let response = self
+            .request(reqwest::Method::GET, &path)
+            .send()
+            .await
+            .with_context(|| format!("could not reach the server at {}", self.base))?;
+        let status = response.status();
+        let text = response.text().await?;
+        if !status.is_success() {
+            let message = serde_json::from_str::<Value>(&text)
+                .ok()
+                .and_then(|body| body["error"]["message"].as_str().map(str::to_owned))
+                .unwrap_or(text);
+            bail!("the server could not export prompt {prompt_id} ({status}): {message}");
+        }
+        Ok(text)
     }
 
     async fn tools(&self) -> anyhow::Result<Vec<ToolSummary>> {

@@ -25,6 +25,7 @@ pub(crate) struct PromptSettings {
 #[async_trait]
 pub(crate) trait PromptDriver: Send {
     fn conversation_id(&self) -> &str;
+    fn prompt_id(&self) -> &str;
     /// The next event of this prompt; `None` once nothing more will come.
     async fn next_event(&mut self) -> anyhow::Result<Option<Event>>;
     /// Sends a verdict on the waiting call; the prompt runs on.

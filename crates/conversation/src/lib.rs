@@ -37,7 +37,7 @@ pub use migration::{
 };
 pub use service::{
     Action, CancelOutcome, ConversationError, ConversationInstance, ConversationService, Decision,
-    DecisionForwarder, PromptRequest, StartedPrompt, WaitingCall, title_from_input,
+    DecisionForwarder, PromptRequest, RecordedRun, StartedPrompt, WaitingCall, title_from_input,
 };
 pub use store::{
     Conversation, DATABASE_URL_ENV, Recovery, Store, StoredPrompt, database_url_from_env,

@@ -272,6 +272,34 @@ impl ConversationService {
             .ok_or_else(|| ConversationError::PromptNotFound(prompt_id.to_owned()))
     }
 
+    /// One of the user's prompts with its journal, and the earlier prompts of its conversation
+    /// that the model saw (with theirs): what `agentic export` makes a test case of. A
+    /// conversation's summary of archived prompts is not among them.
+    pub async fn recorded_run(
+        &self,
+        user_id: &str,
+        prompt_id: &str,
+    ) -> Result<RecordedRun, ConversationError> {
+        let stored = self.prompt(user_id, prompt_id).await?;
+        let store = &self.inner.store;
+        let mut history = Vec::new();
+        for earlier in store.conversation_prompts(&stored.conversation_id).await? {
+            if earlier.position < stored.position
+                && !earlier.archived
+                && earlier.prompt.state.is_finished()
+            {
+                let journal = store.journal_entries(&earlier.prompt.id).await?;
+                history.push((earlier.prompt, journal));
+            }
+        }
+        let journal = store.journal_entries(prompt_id).await?;
+        Ok(RecordedRun {
+            prompt: stored.prompt,
+            journal,
+            history,
+        })
+    }
+
     /// Continues one of the user's `interrupted` prompts where its process left it, in this
     /// process: the last prompt of its conversation, while nothing else holds it. A classic
     /// prompt redoes the round in flight; a code prompt replays its script from its journal.
@@ -430,6 +458,18 @@ impl PromptCheckpoint for StoreCheckpoint {
 
 /// The history a prompt at `position` sees: the summary (if any) in place of the archived
 /// prompts, then every later prompt that ended, in order.
+/// A prompt with its journal and the earlier prompts of its conversation (see
+/// [`ConversationService::recorded_run`]).
+#[derive(Debug, Clone)]
+pub struct RecordedRun {
+    /// The prompt as stored.
+    pub prompt: Prompt,
+    /// Its journal, oldest entry first.
+    pub journal: Vec<serde_json::Value>,
+    /// The finished, unarchived prompts before it, oldest first, each with its journal.
+    pub history: Vec<(Prompt, Vec<serde_json::Value>)>,
+}
+
 fn history_before(
     conversation: &Conversation,
     prompts: &[StoredPrompt],

@@ -187,7 +187,12 @@ impl Config {
         }
     }
 
-    /// A top-level key's value.
+    /// The top-level keys and section names, sorted.
+    pub fn keys(&self) -> impl Iterator<Item = &String> {
+        self.root.keys()
+    }
+
+    /// The value of a top-level key or section.
     pub fn get(&self, key: &str) -> Option<&Value> {
         self.root.get(key)
     }

@@ -65,6 +65,16 @@ pub struct Recording {
 }
 
 impl TimelineCase {
+    /// A case as its YAML file writes it.
+    pub fn from_yaml(text: &str) -> anyhow::Result<Self> {
+        Ok(serde_yaml_ng::from_str(text)?)
+    }
+
+    /// The case as a YAML file.
+    pub fn to_yaml(&self) -> anyhow::Result<String> {
+        Ok(serde_yaml_ng::to_string(self)?)
+    }
+
     /// The replay of this case's recording, if it has one.
     pub fn replay(&self) -> Option<agentic_core::replay::Replay> {
         let recorded = self.recorded.as_ref()?;

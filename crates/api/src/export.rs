@@ -52,9 +52,9 @@ pub async fn export_case(
 ) -> Result<TimelineCase, ExportError> {
     let run = service.recorded_run(user_id, prompt_id).await?;
     let config = &service.runtime().services().config;
-    let section: ExportSection = config
-        .plugin("export")
-        .map_err(|error| ExportError::Refused(format!("the [export] section is invalid: {error}")))?;
+    let section: ExportSection = config.plugin("export").map_err(|error| {
+        ExportError::Refused(format!("the [export] section is invalid: {error}"))
+    })?;
     let mut kept = Map::new();
     for key in config.keys() {
         if !NOT_EXPORTED.contains(&key.as_str())
@@ -101,4 +101,3 @@ pub enum ExportError {
     #[error("{0}")]
     Refused(String),
 }
-

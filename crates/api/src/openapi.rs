@@ -172,6 +172,25 @@ pub fn document() -> Value {
         },
         Operation {
             method: "get",
+            path: "/api/prompts/{id}/export",
+            summary: "The prompt as a test case (`?as=test`), in YAML: the model's replies as \
+                      scripted turns, what every tool call returned, the approvals given and \
+                      code mode's seeds, secrets masked; `agentic replay` and the test kit play \
+                      it again without running a tool",
+            public: false,
+            body: None,
+            ok: (200, None, "the case, as application/yaml"),
+            errors: &[
+                (400, "invalid id, or ?as= missing or not test"),
+                (404, "no such prompt for this user"),
+                (
+                    409,
+                    "the prompt has not ended, or ran before its model replies were kept",
+                ),
+            ],
+        },
+        Operation {
+            method: "get",
             path: "/api/conversations",
             summary: "The caller's conversations, most recently updated first",
             public: false,

@@ -216,7 +216,7 @@ async fn export_prompt(
             format!("cannot export as \"{form}\"; the one form is ?as=test"),
         ));
     }
-    let case = crate::export::export_case(&state.service(), &user, &id)
+    let case = crate::export::export_case(state.service(), &user, &id)
         .await
         .map_err(|error| match error {
             crate::export::ExportError::Conversation(error) => ApiError::from(error),
@@ -224,11 +224,13 @@ async fn export_prompt(
                 ApiError::new(StatusCode::CONFLICT, "not_exportable", why)
             }
         })?;
-    let yaml = crate::export::case_yaml(&case)
-        .map_err(|error| ApiError::internal(&error))?;
+    let yaml = crate::export::case_yaml(&case).map_err(|error| ApiError::internal(&error))?;
     Ok((
         [
-            (axum::http::header::CONTENT_TYPE, "application/yaml; charset=utf-8"),
+            (
+                axum::http::header::CONTENT_TYPE,
+                "application/yaml; charset=utf-8",
+            ),
             (
                 axum::http::header::CONTENT_DISPOSITION,
                 "attachment; filename=\"case.yaml\"",

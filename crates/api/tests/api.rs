@@ -59,6 +59,7 @@ async fn health_openapi_and_docs_need_no_identity_and_work_offline() {
         ("POST", "/api/prompts/{id}/reject"),
         ("POST", "/api/prompts/{id}/cancel"),
         ("POST", "/api/prompts/{id}/continue"),
+        ("GET", "/api/prompts/{id}/export"),
         ("GET", "/api/conversations"),
         ("GET", "/api/conversations/{id}"),
         ("DELETE", "/api/conversations/{id}"),
@@ -223,6 +224,46 @@ async fn a_prompt_runs_in_the_background_and_its_conversation_persists() {
     assert_eq!(same, conversation_id);
     let prompt = server.wait_for("alice", &second, &["completed"]).await;
     assert_eq!(prompt["mode"], "code");
+
+    // The code prompt as a test case, with the classic one before it as history.
+    let export = server
+        .get("alice", &format!("/api/prompts/{second}/export?as=test"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(export.status(), 200);
+    assert_eq!(
+        export.headers()["content-type"],
+        "application/yaml; charset=utf-8"
+    );
+    let case = agentic_testing::TimelineCase::from_yaml(&export.text().await.unwrap()).unwrap();
+    assert_eq!(case.input, "Add one");
+    assert_eq!(case.history.len(), 1);
+    assert_eq!(case.turns.len(), 3);
+    assert!(case.turns[2].code.as_deref().unwrap().contains("kitAdd"));
+    let recorded = case.recorded.unwrap();
+    let calls: Vec<(&str, &Value)> = recorded
+        .calls
+        .iter()
+        .map(|call| (call.tool.as_str(), &call.input))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("kit.add", &json!({ "a": 2, "b": 3 })),
+            ("kit.add", &json!({ "a": 5, "b": 1 }))
+        ]
+    );
+    assert_eq!(
+        error_for(server.get("alice", &format!("/api/prompts/{second}/export?as=json"))).await,
+        (400, "invalid_query".to_owned())
+    );
+    assert_eq!(
+        error_for(server.get("bob", &format!("/api/prompts/{second}/export?as=test")))
+            .await
+            .0,
+        404
+    );
 
     let list: Value = server.get_json("alice", "/api/conversations").await;
     assert_eq!(list.as_array().unwrap().len(), 1);

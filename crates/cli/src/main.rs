@@ -430,7 +430,10 @@ async fn dispatch(backend: &dyn Backend, command: Option<Command>) -> anyhow::Re
             let yaml = backend.export(&prompt).await?;
             match test {
                 Some(path) => {
-                    if let Some(parent) = path.parent().filter(|parent| !parent.as_os_str().is_empty()) {
+                    if let Some(parent) = path
+                        .parent()
+                        .filter(|parent| !parent.as_os_str().is_empty())
+                    {
                         std::fs::create_dir_all(parent)
                             .with_context(|| format!("could not create {}", parent.display()))?;
                     }

@@ -11,7 +11,6 @@ use agentic_plugin_script::TimelineCase;
 use anyhow::{Context as _, bail};
 use serde_json::Value;
 
-
 /// What `agentic replay` was asked.
 #[derive(Debug)]
 pub(crate) struct ReplayRequest<'a> {
@@ -60,7 +59,9 @@ pub(crate) async fn run(request: ReplayRequest<'_>) -> anyhow::Result<ExitCode> 
     if played.divergences.is_empty() {
         return Ok(ExitCode::SUCCESS);
     }
-    eprintln!("agentic: the run made calls its recording does not have (each failed, nothing ran):");
+    eprintln!(
+        "agentic: the run made calls its recording does not have (each failed, nothing ran):"
+    );
     for divergence in &played.divergences {
         eprintln!("  {divergence}");
     }

@@ -96,14 +96,6 @@ pub fn rejection_error(reason: Option<&str>) -> String {
     format!("Rejected by user: {reason}")
 }
 
-/// The reason a person gave in a rejection error that [`rejection_error`] wrote; `None` when
-/// they gave none or the words are not such an error.
-pub fn rejection_reason(error: &str) -> Option<&str> {
-    error
-        .strip_prefix("Rejected by user: ")
-        .filter(|reason| *reason != "no reason given")
-}
-
 /// Why an executor could not run a prompt or apply a decision.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

@@ -128,13 +128,9 @@ impl Replay {
     pub fn answer(&self, tool: &str, input: &Value) -> Result<Value, ToolError> {
         let mut state = self.lock();
         state.made += 1;
-        let found = self
-            .calls
-            .iter()
-            .enumerate()
-            .position(|(index, call)| {
-                !state.used[index] && call.tool == tool && call.input == *input
-            });
+        let found = self.calls.iter().enumerate().position(|(index, call)| {
+            !state.used[index] && call.tool == tool && call.input == *input
+        });
         if let Some(index) = found {
             state.used[index] = true;
             return match &self.calls[index].result {
@@ -156,9 +152,8 @@ impl Replay {
             made: describe(tool, input),
             recorded: next,
         };
-        let message = format!(
-            "not in the recording this run replays ({divergence}); nothing was run"
-        );
+        let message =
+            format!("not in the recording this run replays ({divergence}); nothing was run");
         state.divergences.push(divergence);
         Err(ToolError::Failed(message))
     }
@@ -168,11 +163,10 @@ impl Replay {
     /// recording has no such call (which is kept as a divergence).
     pub fn verdict(&self, tool: &str, input: &Value) -> Option<super::mode::Verdict> {
         let mut state = self.lock();
-        let found = self
-            .calls
-            .iter()
-            .enumerate()
-            .find(|(index, call)| !state.used[*index] && call.tool == tool && call.input == *input);
+        let found =
+            self.calls.iter().enumerate().find(|(index, call)| {
+                !state.used[*index] && call.tool == tool && call.input == *input
+            });
         match found {
             Some((index, call)) => match &call.result {
                 RecordedResult::Rejected(reason) => {
@@ -313,10 +307,21 @@ mod tests {
             Vec::new(),
         );
         assert!(replay.is_live("fs.read") && !replay.is_live("time.now"));
-        assert_eq!(replay.answer("time.now", &json!({})).unwrap(), json!("first"));
-        assert_eq!(replay.answer("time.now", &json!({})).unwrap(), json!("second"));
-        let error = replay.answer("todo.create", &json!({"title": "x"})).unwrap_err();
-        assert!(error.to_string().contains("not in the recording"), "{error}");
+        assert_eq!(
+            replay.answer("time.now", &json!({})).unwrap(),
+            json!("first")
+        );
+        assert_eq!(
+            replay.answer("time.now", &json!({})).unwrap(),
+            json!("second")
+        );
+        let error = replay
+            .answer("todo.create", &json!({"title": "x"}))
+            .unwrap_err();
+        assert!(
+            error.to_string().contains("not in the recording"),
+            "{error}"
+        );
         assert_eq!(
             replay.divergences(),
             vec![Divergence {

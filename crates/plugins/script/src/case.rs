@@ -194,4 +194,3 @@ mod yaml_verdicts {
             .serialize(serializer)
     }
 }
-

@@ -15,8 +15,8 @@ use agentic_core::{Config, Plugin, PluginRegistration, ProviderFactory, Provider
 
 pub use case::{Expect, HistoryPrompt, Recording, TimelineCase};
 pub use play::{Played, play, provider_of};
-pub use record::{ExportOptions, Run, case_of};
 pub use provider::{ScriptReasoning, ScriptToolCall, ScriptUsage, ScriptedProvider, Turn};
+pub use record::{ExportOptions, Run, case_of};
 
 agentic_core::inventory::submit! {
     PluginRegistration { id: "script", create: create_plugin }

@@ -206,13 +206,12 @@ fn recorded_calls(prompt: &Prompt) -> Vec<RecordedCall> {
                     kind: ErrorKind::Failed,
                     ..
                 } => RecordedResult::Error(error.clone()),
+                // The timeline keeps a rejection's words, not its reason apart, and words
+                // are never read back (invariant 36): replayed, it is rejected without one.
                 ToolResult::Error {
-                    error,
                     kind: ErrorKind::Rejected,
                     ..
-                } => RecordedResult::Rejected(
-                    agentic_core::mode::rejection_reason(error).map(str::to_owned),
-                ),
+                } => RecordedResult::Rejected(None),
                 _ => return None,
             };
             Some(RecordedCall {

@@ -50,6 +50,8 @@ pub fn document() -> Value {
     let stored_prompt = generator.subschema_for::<StoredPrompt>();
     let cancelled_prompt = stored_prompt.clone();
     let approve_body = generator.subschema_for::<ApproveBody>();
+    let replay_body = generator.subschema_for::<crate::types::ReplayBody>();
+    let replayed = generator.subschema_for::<crate::export::Replayed>();
     let reject_body = generator.subschema_for::<RejectBody>();
     let decision = generator.subschema_for::<DecisionAccepted>();
     let cancel_sent = generator.subschema_for::<CancelSent>();
@@ -187,6 +189,30 @@ pub fn document() -> Value {
                     409,
                     "the prompt has not ended, or ran before its model replies were kept",
                 ),
+            ],
+        },
+        Operation {
+            method: "post",
+            path: "/api/prompts/{id}/replay",
+            summary: "Play the prompt again from its recording, on a runtime of its own: its \
+                      model replies as they were, every tool call answered from what it \
+                      returned then (nothing runs, nothing is stored); `code` runs an edited \
+                      program in place of the `program`-th one",
+            public: false,
+            body: Some(replay_body),
+            ok: (
+                200,
+                Some(replayed),
+                "the replayed prompt, and the calls the recording lacks",
+            ),
+            errors: &[
+                (400, "invalid id or body"),
+                (404, "no such prompt for this user"),
+                (
+                    409,
+                    "the prompt has not ended, ran before its model replies were kept, or has no such program",
+                ),
+                (429, "too many prompts of this user are running"),
             ],
         },
         Operation {

@@ -74,6 +74,7 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/api/prompts/{id}/cancel", post(cancel))
         .route("/api/prompts/{id}/continue", post(continue_prompt))
         .route("/api/prompts/{id}/export", get(export_prompt))
+        .route("/api/prompts/{id}/replay", post(replay_prompt))
         .route("/api/conversations", get(list_conversations))
         .route(
             "/api/conversations/{id}",
@@ -218,12 +219,7 @@ async fn export_prompt(
     }
     let case = crate::export::export_case(state.service(), &user, &id)
         .await
-        .map_err(|error| match error {
-            crate::export::ExportError::Conversation(error) => ApiError::from(error),
-            crate::export::ExportError::Refused(why) => {
-                ApiError::new(StatusCode::CONFLICT, "not_exportable", why)
-            }
-        })?;
+        .map_err(export_error)?;
     let yaml = crate::export::case_yaml(&case).map_err(|error| ApiError::internal(&error))?;
     Ok((
         [
@@ -240,6 +236,63 @@ async fn export_prompt(
     )
         .into_response())
 }
+
+fn export_error(error: crate::export::ExportError) -> ApiError {
+    match error {
+        crate::export::ExportError::Conversation(error) => ApiError::from(error),
+        crate::export::ExportError::Refused(why) => {
+            ApiError::new(StatusCode::CONFLICT, "not_exportable", why)
+        }
+        crate::export::ExportError::Failed(why) => ApiError::internal(&anyhow::anyhow!(why)),
+    }
+}
+
+/// `POST /api/prompts/{id}/replay`: the prompt played again from its recording, perhaps with
+/// an edited program; nothing is stored and no tool runs.
+async fn replay_prompt(
+    State(state): State<AppState>,
+    Extension(UserId(user)): Extension<UserId>,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<crate::types::ReplayBody>,
+) -> Result<Json<crate::export::Replayed>, ApiError> {
+    check_id("prompt", &id)?;
+    if (body.program.is_some() || body.execution.is_some()) && body.code.is_none() {
+        return Err(ApiError::bad_request(
+            "invalid_body",
+            "program and execution say which program code replaces; give code too",
+        ));
+    }
+    if body.program.is_some() && body.execution.is_some() {
+        return Err(ApiError::bad_request(
+            "invalid_body",
+            "give program or execution, not both",
+        ));
+    }
+    if body
+        .code
+        .as_ref()
+        .is_some_and(|code| code.len() > MAX_REPLAY_CODE)
+    {
+        return Err(ApiError::bad_request(
+            "invalid_body",
+            format!("code is over {MAX_REPLAY_CODE} bytes"),
+        ));
+    }
+    // A replay runs a prompt: it takes one of the user's slots while it does.
+    let _slot = state.take_slot(&user).await?;
+    let edit = body.code.map(|code| crate::export::Edit {
+        code,
+        program: body.program,
+        execution: body.execution,
+    });
+    let replayed = crate::export::replay_prompt(state.service(), &user, &id, edit)
+        .await
+        .map_err(export_error)?;
+    Ok(Json(replayed))
+}
+
+/// The longest program a replay takes.
+const MAX_REPLAY_CODE: usize = 256 * 1024;
 
 /// Stores a decision before answering 202 (refused at once when the call does not wait for
 /// one, naming the calls that do), then applies it in the background, here or on the server

@@ -187,3 +187,19 @@ impl ToolDetail {
         })
     }
 }
+
+/// `POST /api/prompts/{id}/replay`: what a replay is asked.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReplayBody {
+    /// A program to run instead of one of the prompt's (code mode).
+    #[serde(default)]
+    pub code: Option<String>,
+    /// Which program `code` replaces: the id of one of the prompt's `code.execute` outputs.
+    #[serde(default)]
+    pub execution: Option<String>,
+    /// Which program `code` replaces, counted from 1 over the case's programs (the earlier
+    /// prompts' first); the default, without `execution` either, is the prompt's first.
+    #[serde(default)]
+    pub program: Option<usize>,
+}

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use agentic_api::ApiConfig;
 use serde_json::{Value, json};
-use support::{Server, read_events, server, server_with, server_with_files};
+use support::{Server, json_of, read_events, server, server_with, server_with_files};
 
 /// Sends the request and reads its error answer.
 async fn error_for(request: reqwest::RequestBuilder) -> (u16, String) {
@@ -60,6 +60,7 @@ async fn health_openapi_and_docs_need_no_identity_and_work_offline() {
         ("POST", "/api/prompts/{id}/cancel"),
         ("POST", "/api/prompts/{id}/continue"),
         ("GET", "/api/prompts/{id}/export"),
+        ("POST", "/api/prompts/{id}/replay"),
         ("GET", "/api/conversations"),
         ("GET", "/api/conversations/{id}"),
         ("DELETE", "/api/conversations/{id}"),
@@ -253,6 +254,41 @@ async fn a_prompt_runs_in_the_background_and_its_conversation_persists() {
             ("kit.add", &json!({ "a": 2, "b": 3 })),
             ("kit.add", &json!({ "a": 5, "b": 1 }))
         ]
+    );
+    // Played again from the recording, then with an edited program that asks something new.
+    let replay = format!("/api/prompts/{second}/replay");
+    let replayed: Value = json_of(server.post("alice", &replay, json!({}))).await;
+    assert_eq!(replayed["prompt"]["state"], "completed", "{replayed}");
+    assert_eq!(replayed["divergences"], json!([]));
+    assert_eq!(replayed["unusedCalls"], 0);
+    let execution = prompt["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|output| output["function"] == "code.execute")
+        .unwrap()["id"]
+        .clone();
+    let edited: Value = json_of(server.post(
+        "alice",
+        &replay,
+        json!({
+            "code": "const r = kitAdd({ a: 7, b: 1 });\noutput(`Now ${r}.`);\ndone();",
+            "execution": execution,
+        }),
+    ))
+    .await;
+    assert_eq!(
+        edited["divergences"],
+        json!([{
+            "call": 2,
+            "made": "kit.add({\"a\":7,\"b\":1})",
+            "recorded": "kit.add({\"a\":5,\"b\":1})"
+        }]),
+        "{edited}"
+    );
+    assert_eq!(
+        error_for(server.post("alice", &replay, json!({ "code": "done();", "program": 4 }))).await,
+        (409, "not_exportable".to_owned())
     );
     assert_eq!(
         error_for(server.get("alice", &format!("/api/prompts/{second}/export?as=json"))).await,

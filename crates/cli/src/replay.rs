@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use agentic_core::{Config, PromptOutput, Runtime, ToolResult};
 use agentic_plugin_script::TimelineCase;
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use serde_json::Value;
 
 /// What `agentic replay` was asked.
@@ -28,7 +28,7 @@ pub(crate) async fn run(request: ReplayRequest<'_>) -> anyhow::Result<ExitCode> 
     if let Some(path) = request.code {
         let code = std::fs::read_to_string(path)
             .with_context(|| format!("could not read {}", path.display()))?;
-        swap_program(&mut case, request.turn, code)?;
+        case.swap_program(request.turn.unwrap_or(1), code)?;
     }
     if case.recorded.is_none() {
         eprintln!(
@@ -43,6 +43,8 @@ pub(crate) async fn run(request: ReplayRequest<'_>) -> anyhow::Result<ExitCode> 
         .registered_plugins()
         .build()
         .await?;
+    // Plugins that keep tables get a scratch database: nothing of the replay is kept.
+    agentic_conversation::attach_scratch_database(runtime.services()).await?;
     let played = agentic_plugin_script::play(&case, &runtime, &provider, "cli").await?;
     if request.json {
         outln!("{}", serde_json::to_string_pretty(&played.prompt)?);
@@ -66,27 +68,6 @@ pub(crate) async fn run(request: ReplayRequest<'_>) -> anyhow::Result<ExitCode> 
         eprintln!("  {divergence}");
     }
     Ok(ExitCode::FAILURE)
-}
-
-/// Puts `code` in place of the case's `turn`-th program (counted from 1 over the turns that
-/// hold code; the first when not given).
-fn swap_program(case: &mut TimelineCase, turn: Option<usize>, code: String) -> anyhow::Result<()> {
-    let programs = case.turns.iter().filter(|turn| turn.code.is_some()).count();
-    if programs == 0 {
-        bail!("the case has no program to replace: --code is for code-mode cases");
-    }
-    let wanted = turn.unwrap_or(1);
-    if wanted == 0 || wanted > programs {
-        bail!("--turn {wanted}: the case has programs 1 to {programs}");
-    }
-    let slot = case
-        .turns
-        .iter_mut()
-        .filter(|turn| turn.code.is_some())
-        .nth(wanted - 1)
-        .context("no such program")?;
-    slot.code = Some(code);
-    Ok(())
 }
 
 fn print_output(output: &PromptOutput) {

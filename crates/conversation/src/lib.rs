@@ -32,8 +32,8 @@ pub use compress::{
     register_compression_hook,
 };
 pub use migration::{
-    CreateTables, DatabaseSlot, PluginMigrations, attach_database, database, register_migrations,
-    tool_database,
+    CreateTables, DatabaseSlot, PluginMigrations, attach_database, attach_scratch_database,
+    database, register_migrations, tool_database,
 };
 pub use service::{
     Action, CancelOutcome, ConversationError, ConversationInstance, ConversationService, Decision,

@@ -52,6 +52,15 @@ pub fn database(services: &agentic_core::Services) -> Option<crate::Store> {
         .and_then(|slot| slot.get().cloned())
 }
 
+/// Gives the plugins of `services` that keep tables a database in memory, dropped with the
+/// runtime, if any plugin keeps tables: for a replay, whose tools must change nothing.
+pub async fn attach_scratch_database(services: &agentic_core::Services) -> anyhow::Result<()> {
+    if services.extensions.get::<DatabaseSlot>().is_none() {
+        return Ok(());
+    }
+    attach_database(services, "sqlite::memory:").await.map(drop)
+}
+
 /// Opens (and migrates) the database at `url` and makes it the one `services`' plugins use,
 /// as [`crate::ConversationService::open`] does; for runtimes without a conversation service,
 /// such as a plugin's tests.

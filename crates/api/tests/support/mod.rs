@@ -113,7 +113,7 @@ impl agentic_core::Plugin for Slow {
 }
 
 /// Sends `request` and reads the answer as JSON, whatever its status.
-async fn json_of(request: reqwest::RequestBuilder) -> Value {
+pub(crate) async fn json_of(request: reqwest::RequestBuilder) -> Value {
     request.send().await.unwrap().json().await.unwrap()
 }
 

@@ -19,6 +19,10 @@ use super::tool::ToolError;
 /// The `type` of the journal entry that holds one model reply.
 pub const MODEL_REPLY_ENTRY: &str = "modelReply";
 
+/// The purpose of a reply that a mode runs as a program (code mode's next program): exported
+/// as a `code:` turn, the others as text.
+pub const PROGRAM_REPLY: &str = "program";
+
 /// One tool call of a recorded run and what it returned.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -81,10 +85,22 @@ pub struct Replay {
 #[derive(Debug, Default)]
 struct ReplayState {
     used: Vec<bool>,
+    /// Every recorded call before this one is used: the search for a call starts here, so a
+    /// run that makes its calls in the recorded order costs one comparison per call.
+    first_unused: usize,
     made: usize,
     divergences: Vec<Divergence>,
     /// How many records of each kind a mode has taken ([`Replay::take_turn`]).
     taken: std::collections::HashMap<String, usize>,
+}
+
+impl ReplayState {
+    fn mark_used(&mut self, index: usize) {
+        self.used[index] = true;
+        while self.used.get(self.first_unused) == Some(&true) {
+            self.first_unused += 1;
+        }
+    }
 }
 
 impl Replay {
@@ -128,11 +144,16 @@ impl Replay {
     pub fn answer(&self, tool: &str, input: &Value) -> Result<Value, ToolError> {
         let mut state = self.lock();
         state.made += 1;
-        let found = self.calls.iter().enumerate().position(|(index, call)| {
-            !state.used[index] && call.tool == tool && call.input == *input
-        });
+        let start = state.first_unused;
+        let found = self.calls[start..]
+            .iter()
+            .enumerate()
+            .find(|(offset, call)| {
+                !state.used[start + offset] && call.tool == tool && call.input == *input
+            })
+            .map(|(offset, _)| start + offset);
         if let Some(index) = found {
-            state.used[index] = true;
+            state.mark_used(index);
             return match &self.calls[index].result {
                 RecordedResult::Output(value) => Ok(value.clone()),
                 RecordedResult::Error(error) => Err(ToolError::Failed(error.clone())),
@@ -143,10 +164,8 @@ impl Replay {
         }
         let next = self
             .calls
-            .iter()
-            .enumerate()
-            .find(|(index, _)| !state.used[*index])
-            .map(|(_, call)| describe(&call.tool, &call.input));
+            .get(state.first_unused)
+            .map(|call| describe(&call.tool, &call.input));
         let divergence = Divergence {
             call: state.made,
             made: describe(tool, input),
@@ -171,7 +190,7 @@ impl Replay {
             Some((index, call)) => match &call.result {
                 RecordedResult::Rejected(reason) => {
                     // A rejected call never runs, so nothing else uses it up.
-                    state.used[index] = true;
+                    state.mark_used(index);
                     Some(super::mode::Verdict::Reject {
                         reason: reason.clone(),
                     })
@@ -252,24 +271,28 @@ pub struct RecordedReply {
     /// The provider's error, when the call failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What the mode asked for, when it asks for more than one thing ([`PROGRAM_REPLY`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub purpose: Option<String>,
 }
 
 impl RecordedReply {
     /// The journal entry of one model call's outcome.
-    pub fn entry(outcome: &Result<ModelResponse, ProviderError>) -> Value {
-        let reply = match outcome {
+    pub fn entry(outcome: &Result<ModelResponse, ProviderError>, purpose: Option<&str>) -> Value {
+        let mut reply = match outcome {
             Ok(response) => Self {
                 text: response.text.clone(),
                 tool_calls: response.tool_calls.clone(),
                 reasoning: response.reasoning.clone(),
                 usage: response.usage.clone(),
-                error: None,
+                ..Self::default()
             },
             Err(error) => Self {
                 error: Some(error.to_string()),
                 ..Self::default()
             },
         };
+        reply.purpose = purpose.map(str::to_owned);
         serde_json::json!({ "type": MODEL_REPLY_ENTRY, "reply": reply })
     }
 

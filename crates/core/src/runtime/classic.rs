@@ -147,7 +147,7 @@ impl ClassicExecutor {
                 .completion
                 .complete_messages(request, &mut on_delta)
                 .await;
-            self.base.journal_reply(&response).await;
+            self.base.journal_reply(&response, None).await;
             let response = match response {
                 Ok(response) => response,
                 Err(error) => {

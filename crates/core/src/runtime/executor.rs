@@ -119,14 +119,17 @@ impl ExecutorBase {
     /// Journals one model call's outcome (a reply, or the provider's error), so that the
     /// prompt can later be exported as a test case that plays it again. Without persistence
     /// nothing is kept; a journal that cannot be written costs the export, not the prompt.
+    /// `purpose` says what the mode asked for, when the mode asks for more than one thing
+    /// (code mode: [`crate::replay::PROGRAM_REPLY`] for a program).
     pub async fn journal_reply(
         &self,
         outcome: &Result<crate::provider::ModelResponse, crate::provider::ProviderError>,
+        purpose: Option<&str>,
     ) {
         let Some(checkpoint) = &self.options.prompt.checkpoint else {
             return;
         };
-        let entry = crate::replay::RecordedReply::entry(outcome);
+        let entry = crate::replay::RecordedReply::entry(outcome, purpose);
         if let Err(error) = checkpoint
             .append_journal(&self.recorder.prompt().id, entry)
             .await

@@ -5,6 +5,7 @@ use agentic_core::tool::cap_text;
 use agentic_core::{ChatMessage, ExecutorError, ModelRequest, Prompt};
 use serde_json::json;
 
+use super::request::Purpose;
 use super::timeline::LastRun;
 use super::{CodeExecutor, new_call_id};
 use crate::history::history_messages;
@@ -49,7 +50,7 @@ impl CodeExecutor {
             }
             self.iterations += 1;
             let request = self.request(&prepared, &bindings);
-            let reply = match self.ask(request).await {
+            let reply = match self.ask(request, Purpose::Program).await {
                 Ok(reply) => reply,
                 Err(error) => {
                     self.base.recorder.fail(&error.to_string()).await?;
@@ -272,7 +273,7 @@ impl CodeExecutor {
         messages.extend(history_messages(&self.base.options.prompt.history));
         messages.push(ChatMessage::user(message));
         let request = ModelRequest::new(prompt.model, messages);
-        let reply = match self.ask(request).await {
+        let reply = match self.ask(request, Purpose::Answer).await {
             Ok(reply) => reply,
             Err(error) => {
                 tracing::warn!(%error, "the plain-text answer after code mode gave up failed");

@@ -21,7 +21,7 @@ impl CodeExecutor {
         }
         messages.push(ChatMessage::user(prompt));
         let request = ModelRequest::new(self.base.recorder.prompt().model, messages);
-        match self.ask(request).await {
+        match self.ask(request, Purpose::Llm).await {
             Ok(reply) => {
                 if !json {
                     return HostReply::Value {
@@ -131,10 +131,11 @@ impl CodeExecutor {
         messages
     }
 
-    /// One model call, its usage counted in the prompt's.
+    /// One model call, its usage counted in the prompt's, journaled with what it was for.
     pub(super) async fn ask(
         &mut self,
         request: ModelRequest,
+        purpose: Purpose,
     ) -> Result<ModelResponse, ProviderError> {
         let reply = self
             .base
@@ -143,10 +144,34 @@ impl CodeExecutor {
             .completion
             .complete_text(request)
             .await;
-        self.base.journal_reply(&reply).await;
+        self.base
+            .journal_reply(&reply, Some(purpose.as_str()))
+            .await;
         let reply = reply?;
         self.base.recorder.add_usage(&reply.usage);
         Ok(reply)
+    }
+}
+
+/// What code mode asked the model for, kept with the reply in the journal: an export plays a
+/// program as a program (`code:`) and the rest as text.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Purpose {
+    /// The next program of the turn (each becomes one `code.execute` output).
+    Program,
+    /// A script's `llm()` or `llmJson()`.
+    Llm,
+    /// A plain-text answer after code mode gave up.
+    Answer,
+}
+
+impl Purpose {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Program => agentic_core::replay::PROGRAM_REPLY,
+            Self::Llm => "llm",
+            Self::Answer => "answer",
+        }
     }
 }
 

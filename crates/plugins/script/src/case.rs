@@ -75,6 +75,27 @@ impl TimelineCase {
         Ok(serde_yaml_ng::to_string(self)?)
     }
 
+    /// Puts `code` in place of the case's `program`-th program, counted from 1 over the turns
+    /// that hold code: how an edited program is tried against a recording.
+    pub fn swap_program(&mut self, program: usize, code: String) -> anyhow::Result<()> {
+        let programs = self.turns.iter().filter(|turn| turn.code.is_some()).count();
+        if programs == 0 {
+            anyhow::bail!("the case has no program to replace: only code-mode cases have them");
+        }
+        if program == 0 || program > programs {
+            anyhow::bail!("there is no program {program}: the case has programs 1 to {programs}");
+        }
+        if let Some(turn) = self
+            .turns
+            .iter_mut()
+            .filter(|turn| turn.code.is_some())
+            .nth(program - 1)
+        {
+            turn.code = Some(code);
+        }
+        Ok(())
+    }
+
     /// The replay of this case's recording, if it has one.
     pub fn replay(&self) -> Option<agentic_core::replay::Replay> {
         let recorded = self.recorded.as_ref()?;

@@ -146,8 +146,13 @@ pub fn case_of(
     serde_json::from_value(value).context("the masked case no longer reads as a case")
 }
 
-/// A model reply as the turn that gives it again.
-fn turn_of(reply: RecordedReply, code: bool) -> Turn {
+/// A model reply as the turn that gives it again: a reply the mode ran as a program is a
+/// `code:` turn (a code-mode prompt's replies without a purpose too).
+fn turn_of(reply: RecordedReply, code_mode: bool) -> Turn {
+    let code = match reply.purpose.as_deref() {
+        Some(purpose) => purpose == agentic_core::replay::PROGRAM_REPLY,
+        None => code_mode,
+    };
     let text = Some(reply.text).filter(|text| !text.is_empty());
     let (text, code) = match code {
         true => (None, text),

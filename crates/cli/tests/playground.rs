@@ -316,6 +316,119 @@ fn continue_on_a_fast_prompt_leaves_it_completed() {
     );
 }
 
+/// A code prompt that ended is saved as a test case, and one of its programs is edited and
+/// run again against its recording: the new timeline shows beside the old, and a call the
+/// recording lacks is named.
+#[test]
+fn a_prompt_is_saved_as_a_test_and_an_edited_program_reruns_against_its_recording() {
+    let Some(browser) = Browser::find() else {
+        return;
+    };
+    let _one = ONE_BROWSER
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = scratch().join("playground-record");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let database = format!("sqlite://{}", dir.join("agentic.db").display());
+    let turns = script(
+        "playground-record",
+        "- code: |\n    const t = timeNow({ timezone: \"UTC\" });\n    output(`Recorded on a ${t.weekday}.`);\n    done();\n",
+    );
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("playground");
+    std::fs::create_dir_all(&shots).unwrap();
+    let (mut server, base, _) = serve_with(&turns, &database, &[], &[]);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let outcome = runtime.block_on(async {
+        let proxy = Proxy::start(&base).await;
+        let page = Page::open(&browser, &proxy.url, &shots).await;
+        let result = async {
+            page.goto("/").await?;
+            page.fill("input[name=user]", &format!("alice{ENTER}"))
+                .await?;
+            page.select("select[name=mode]", "code").await?;
+            page.fill(".composer textarea", "What day is it?\n").await?;
+            page.wait_css(".prompt.state-completed").await?;
+            let prompt = page
+                .js("return document.querySelector('.prompt.state-completed').dataset.promptId")
+                .await?;
+            let prompt = prompt.as_str().ok_or("no completed prompt")?.to_owned();
+
+            // Save as test: the file the browser gets is the API's export.
+            page.click("button.save-test").await?;
+            page.wait_until(
+                "return !!window.agenticStats.exported",
+                vec![],
+                "the case to be saved",
+            )
+            .await?;
+            page.wait_text(".save-note", "Saved case-").await?;
+            let saved = page.js("return window.agenticStats.exported").await?;
+            let exported = reqwest::Client::new()
+                .get(format!("{base}/api/prompts/{prompt}/export?as=test"))
+                .header("x-user-id", "alice")
+                .send()
+                .await
+                .map_err(|e| e.to_string())?
+                .text()
+                .await
+                .map_err(|e| e.to_string())?;
+            if saved["bytes"] != json!(exported.len()) || !exported.contains("tool: time.now") {
+                return Err(format!("saved {saved}, the export is:\n{exported}"));
+            }
+            let weekday = exported
+                .lines()
+                .find_map(|line| line.trim().strip_prefix("weekday: "))
+                .ok_or("no weekday recorded")?
+                .to_owned();
+
+            // Edit and re-run: the same call, a new answer, from the recording.
+            page.click("button.edit-rerun").await?;
+            page.fill(
+                ".replay-code",
+                "const t = timeNow({ timezone: \"UTC\" });\noutput(\"Re-run: still \" + t.weekday);\ndone();",
+            )
+            .await?;
+            page.click("button.rerun").await?;
+            page.wait_text(".replay .after .markdown", &format!("Re-run: still {weekday}"))
+                .await?;
+            page.wait_text(".replay .before .markdown", "Recorded on a").await?;
+            page.axe("the re-run view").await?;
+
+            // A call the recording does not have fails without running and is named.
+            page.fill(
+                ".replay-code",
+                "output(JSON.stringify(timeNow({ timezone: \"Asia/Tokyo\" })));\ndone();",
+            )
+            .await?;
+            page.click("button.rerun").await?;
+            page.wait_text(".divergences", "time.now({\"timezone\":\"Asia/Tokyo\"})")
+                .await?;
+            page.wait_text(".divergences", "time.now({\"timezone\":\"UTC\"})")
+                .await?;
+            // Nothing of the re-runs was stored: the conversation still has one prompt.
+            page.client.refresh().await.map_err(|e| e.to_string())?;
+            page.wait_count(".prompt", 1).await?;
+            Ok(())
+        }
+        .await;
+        let errors = page.console_errors().await;
+        page.client.clone().close().await.ok();
+        result.map(|()| errors)
+    });
+    let _ = server.kill();
+    let _ = server.wait();
+    let errors = outcome.unwrap();
+    let unexpected = unexpected_errors(&errors, &[]);
+    assert!(
+        unexpected.is_empty(),
+        "errors in the browser console: {unexpected:?}"
+    );
+}
+
 async fn scenarios(page: &Page, proxy: &Proxy, base: &str) -> Outcome {
     // Sign-in: the token is asked for, and a missing one is explained.
     page.goto("/").await?;

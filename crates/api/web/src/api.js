@@ -84,6 +84,19 @@ export async function request(session, method, path, body, options) {
   return response.json();
 }
 
+/// A prompt as a test case (YAML text): GET /api/prompts/:id/export?as=test.
+export async function exportCase(session, promptId) {
+  const response = await fetch(`/api/prompts/${encodeURIComponent(promptId)}/export?as=test`, {
+    headers: headers(session),
+  });
+  if (!response.ok) {
+    const error = await failure(response);
+    if (response.status === 401 && unauthorized) unauthorized(error);
+    throw error;
+  }
+  return response.text();
+}
+
 /// A user's file, as an object URL (for previews and downloads).
 export async function fileUrl(session, path) {
   const response = await fetch(`/api/files?path=${encodeURIComponent(path)}`, {

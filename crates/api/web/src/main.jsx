@@ -4,7 +4,7 @@ import { render } from "preact";
 import { memo } from "preact/compat";
 import { useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
 
-import { ApiError, fileUrl, followEvents, loadSession, onUnauthorized, request, saveSession } from "./api.js";
+import { ApiError, exportCase, fileUrl, followEvents, loadSession, onUnauthorized, request, saveSession } from "./api.js";
 import { highlightLines, markdown, prettyJson } from "./render.js";
 import {
   applyEvent,
@@ -28,6 +28,7 @@ const stats = (window.agenticStats = {
   firstPaint: null,
   errors: [],
   streamed: { text: 0, tool: 0 },
+  exported: null,
 });
 
 // ----- routing: #/, #/c/<id>, #/tools, #/tools/<id> -----
@@ -628,11 +629,39 @@ function Timeline({ prompts, session, onContinue, onRetry }) {
   );
 }
 
+/// A prompt's outputs, grouped: code-mode scripts with their calls, tool cards, files,
+/// reasoning and texts.
+function OutputGroups({ prompt, groups, session, label, waiting, onEdit }) {
+  const scripts = groups.filter((group) => group.kind === "code");
+  return groups.map((group) =>
+    group.kind === "code" ? (
+      <CodeExecution
+        key={group.output.id}
+        label={scripts.length > 1 ? `script ${scripts.indexOf(group) + 1} of ${label}` : `script of ${label}`}
+        execution={group.output}
+        calls={group.calls}
+        liveTool={prompt.liveTool}
+        waiting={waiting}
+        onEdit={onEdit}
+      />
+    ) : group.kind === "tool" ? (
+      <ToolCard key={group.output.id} output={group.output} live={prompt.liveTool[group.output.id]} />
+    ) : group.kind === "file" ? (
+      <FileCard key={group.output.id} output={group.output} session={session} />
+    ) : group.kind === "reasoning" ? (
+      <Thinking key={group.output.id} output={group.output} />
+    ) : group.kind === "text" ? (
+      <Markdown key={group.output.id} text={group.output.content} />
+    ) : null,
+  );
+}
+
 const PromptView = memo(function PromptView({ number, prompt, session, onContinue, onRetry }) {
   const groups = useMemo(() => groupOutputs(prompt.output), [prompt.output]);
-  const scripts = groups.filter((group) => group.kind === "code");
   const waiting = waitingCall(prompt);
   const time = promptTime(prompt);
+  const [editing, setEditing] = useState(null);
+  const finished = isFinished(prompt.state);
   return (
     <li class={`prompt state-${prompt.state}`} data-prompt-id={prompt.id}>
       {prompt.input && (
@@ -642,26 +671,14 @@ const PromptView = memo(function PromptView({ number, prompt, session, onContinu
         </div>
       )}
       <div class="bubble agent">
-        {groups.map((group) =>
-          group.kind === "code" ? (
-            <CodeExecution
-              key={group.output.id}
-              label={scripts.length > 1 ? `script ${scripts.indexOf(group) + 1} of prompt ${number}` : `script of prompt ${number}`}
-              execution={group.output}
-              calls={group.calls}
-              liveTool={prompt.liveTool}
-              waiting={waiting}
-            />
-          ) : group.kind === "tool" ? (
-            <ToolCard key={group.output.id} output={group.output} live={prompt.liveTool[group.output.id]} />
-          ) : group.kind === "file" ? (
-            <FileCard key={group.output.id} output={group.output} session={session} />
-          ) : group.kind === "reasoning" ? (
-            <Thinking key={group.output.id} output={group.output} />
-          ) : group.kind === "text" ? (
-            <Markdown key={group.output.id} text={group.output.content} />
-          ) : null,
-        )}
+        <OutputGroups
+          prompt={prompt}
+          groups={groups}
+          session={session}
+          label={`prompt ${number}`}
+          waiting={waiting}
+          onEdit={finished ? (execution) => setEditing({ execution: execution.id, code: execution.input?.code ?? "" }) : null}
+        />
         {prompt.live && <Markdown text={prompt.live} streaming />}
         {waiting && (
           <Approval
@@ -690,16 +707,140 @@ const PromptView = memo(function PromptView({ number, prompt, session, onContinu
             </button>
           )}
           {isFinished(prompt.state) && <CopyAnswer prompt={prompt} />}
+          {finished && <SaveAsTest prompt={prompt} session={session} />}
           {onRetry && isFinished(prompt.state) && prompt.input && (
             <button type="button" class="link retry" onClick={() => onRetry(prompt)} aria-label={`Retry: ${prompt.input}`}>
               Retry
             </button>
           )}
         </footer>
+        {editing && (
+          <Rerun
+            key={editing.execution}
+            prompt={prompt}
+            session={session}
+            execution={editing.execution}
+            initialCode={editing.code}
+            onClose={() => setEditing(null)}
+          />
+        )}
       </div>
     </li>
   );
 });
+
+/// Downloads the prompt as a test case (YAML) that `agentic replay` and the test kit play
+/// again without running a tool.
+function SaveAsTest({ prompt, session }) {
+  const [note, setNote] = useState(null);
+  const save = () =>
+    exportCase(session, prompt.id)
+      .then((yaml) => {
+        const name = `case-${prompt.id.slice(0, 8)}.yaml`;
+        const url = URL.createObjectURL(new Blob([yaml], { type: "application/yaml" }));
+        const link = document.createElement("a");
+        link.href = url;
+        link.download = name;
+        document.body.appendChild(link);
+        link.click();
+        link.remove();
+        setTimeout(() => URL.revokeObjectURL(url), 1000);
+        stats.exported = { name, bytes: new TextEncoder().encode(yaml).length };
+        setNote(`Saved ${name}`);
+      })
+      .catch((failure) => setNote(`Not saved: ${failure.message}`));
+  return (
+    <>
+      <button type="button" class="link save-test" onClick={save}>
+        Save as test
+      </button>
+      {note && (
+        <span class="save-note" role="status">
+          {note}
+        </span>
+      )}
+    </>
+  );
+}
+
+/// Edit one program of a prompt that ended and run it again against the prompt's recording:
+/// the tools' recorded results answer its calls (nothing runs, nothing is stored), and the new
+/// timeline shows beside the old one, with any call the recording lacks.
+function Rerun({ prompt, session, execution, initialCode, onClose }) {
+  const [code, setCode] = useState(initialCode);
+  const [state, setState] = useState({ running: false, result: null, error: null });
+  const run = () => {
+    setState({ running: true, result: null, error: null });
+    request(session, "POST", `/api/prompts/${prompt.id}/replay`, { code, execution })
+      .then((result) => setState({ running: false, result, error: null }))
+      .catch((failure) => setState({ running: false, result: null, error: failure.message }));
+  };
+  const before = useMemo(() => groupOutputs(prompt.output), [prompt.output]);
+  const replayed = state.result ? fromStored(state.result.prompt) : null;
+  const after = useMemo(() => (replayed ? groupOutputs(replayed.output) : []), [state.result]);
+  return (
+    <section class="replay" aria-label="Edit and re-run against the recording">
+      <header>
+        <strong>Edit and re-run</strong>
+        <span class="small muted">the tools answer as they did then; nothing runs, nothing is stored</span>
+      </header>
+      <textarea
+        class="replay-code"
+        aria-label="program to re-run"
+        spellcheck={false}
+        value={code}
+        rows={Math.min(20, Math.max(4, code.split("\n").length + 1))}
+        onInput={(event) => setCode(event.currentTarget.value)}
+      />
+      <div class="replay-actions">
+        <button type="button" class="rerun" disabled={state.running} onClick={run}>
+          {state.running ? "Running…" : "Re-run against the recording"}
+        </button>
+        <button type="button" class="link" onClick={onClose}>
+          Close
+        </button>
+      </div>
+      {state.error && (
+        <p class="error" role="alert">
+          {state.error}
+        </p>
+      )}
+      {replayed && (
+        <>
+          {state.result.divergences.length > 0 && (
+            <div class="divergences" role="alert">
+              <strong>Calls the recording does not have</strong> (each failed without running):
+              <ul>
+                {state.result.divergences.map((divergence) => (
+                  <li key={divergence.call}>
+                    call {divergence.call}: the program made <code>{divergence.made}</code>
+                    {divergence.recorded ? (
+                      <>
+                        ; the recording has <code>{divergence.recorded}</code> next
+                      </>
+                    ) : (
+                      "; the recording has no call left"
+                    )}
+                  </li>
+                ))}
+              </ul>
+            </div>
+          )}
+          <div class="replay-compare">
+            <div class="before">
+              <div class="label small muted">before · {prompt.state}</div>
+              <OutputGroups prompt={prompt} groups={before} session={session} label="the recorded run" waiting={null} onEdit={null} />
+            </div>
+            <div class="after">
+              <div class="label small muted">after · {replayed.state}</div>
+              <OutputGroups prompt={replayed} groups={after} session={session} label="the re-run" waiting={null} onEdit={null} />
+            </div>
+          </div>
+        </>
+      )}
+    </section>
+  );
+}
 
 /// Copies the prompt's answer (its text, as the model wrote it in markdown).
 /// The model's reasoning, folded: it is how the answer was found, not the answer.
@@ -816,7 +957,7 @@ function executionMarks(execution, calls, waiting) {
   return { marks, errored, pausedLine };
 }
 
-const CodeExecution = memo(function CodeExecution({ label, execution, calls, liveTool, waiting }) {
+const CodeExecution = memo(function CodeExecution({ label, execution, calls, liveTool, waiting, onEdit }) {
   const code = execution.input?.code ?? "";
   const result = execution.result || {};
   const state = callState(execution);
@@ -830,6 +971,11 @@ const CodeExecution = memo(function CodeExecution({ label, execution, calls, liv
         <span class={`badge ${state}`}>{state}</span>
         {ms !== null && <span class="muted small call-time">{formatMs(ms)}</span>}
         {pausedLine && <span class="small paused-note">paused at line {pausedLine}</span>}
+        {onEdit && (
+          <button type="button" class="link edit-rerun" onClick={() => onEdit(execution)} aria-label={`Edit & re-run the ${label}`}>
+            Edit &amp; re-run
+          </button>
+        )}
       </header>
       <CodeBlock code={code} marks={marks} />
       {calls.length > 0 && (

@@ -69,9 +69,10 @@ fn main() -> anyhow::Result<()> {
             Some("takeover") => bench_takeover(&root),
             Some("replay") => cargo_bench(&root, "agentic-conversation", "replay"),
             Some("providers") => cargo_bench(&root, "agentic-conformance", "providers"),
+            Some("record") => cargo_bench(&root, "agentic-api", "record"),
             _ => {
                 eprintln!(
-                    "usage: cargo xtask bench <sandbox|tokens|fairness|store|relay|api|local|mcp|playground|takeover|replay|providers>"
+                    "usage: cargo xtask bench <sandbox|tokens|fairness|store|relay|api|local|mcp|playground|takeover|replay|providers|record>"
                 );
                 std::process::exit(2);
             }
@@ -99,7 +100,8 @@ fn main() -> anyhow::Result<()> {
                  bench playground   the playground in headless Chromium: assets, redraws of a 1,000-output\n                  timeline, first paint of 100 prompts (needs chromium, chromium-driver)\n  \
                  bench takeover  21 kills of a server in mixed modes: time to take its prompts over by lease\n  \
                  bench replay    a code-mode script's 1,000 calls replayed from its journal, beside running them\n  \
-                 bench providers   each HTTP provider's cost per streamed event, beside a bare read of the same bytes"
+                 bench providers   each HTTP provider's cost per streamed event, beside a bare read of the same bytes\n  \
+                 bench record    a 1,000-call prompt exported as a test case, and replayed beside running its calls"
             );
             std::process::exit(2);
         }

@@ -43,7 +43,8 @@ pub async fn play(
 ) -> anyhow::Result<Played> {
     let prompts = runtime.prompts();
     let replay = case.replay().map(Arc::new);
-    let mut subscription = runtime.services().events.subscribe(Some(user_id));
+    // Lossless: a long prompt publishes more events than a subscriber's buffer holds.
+    let mut subscription = runtime.services().events.subscribe_lossless(user_id);
     let state = State::default();
 
     let mut history = Vec::new();

@@ -58,8 +58,16 @@ pub(crate) async fn run(request: ReplayRequest<'_>) -> anyhow::Result<ExitCode> 
     if left > 0 {
         eprintln!("agentic: {left} recorded model turn(s) were not asked for");
     }
+    let failed = played.prompt.state == agentic_core::PromptState::Failed;
+    if failed && let Some(error) = &played.prompt.error {
+        eprintln!("agentic: the replayed prompt failed: {error}");
+    }
     if played.divergences.is_empty() {
-        return Ok(ExitCode::SUCCESS);
+        return Ok(if failed {
+            ExitCode::FAILURE
+        } else {
+            ExitCode::SUCCESS
+        });
     }
     eprintln!(
         "agentic: the run made calls its recording does not have (each failed, nothing ran):"

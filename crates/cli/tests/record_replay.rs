@@ -87,6 +87,8 @@ fn a_recorded_prompt_replays_elsewhere_without_running_a_tool() {
         .collect();
     assert_eq!(tools, ["fs.read", "fs.write", "time.now"]);
     assert_eq!(case.turns.len(), 1);
+    // `--yes` approved the write: the case answers its approval request the same way.
+    assert_eq!(case.decisions, vec![agentic_core::Verdict::Approve]);
     assert!(
         case.turns[0]
             .code

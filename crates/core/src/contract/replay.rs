@@ -251,6 +251,33 @@ pub fn describe(tool: &str, input: &Value) -> String {
     format!("{tool}({input})")
 }
 
+/// Whether a journal entry is the mode's own (code mode's seeds, clock readings, `llm()`
+/// answers), not one the runtime keeps for every mode (model replies, decisions).
+pub fn is_mode_entry(entry: &Value) -> bool {
+    !matches!(
+        entry.get("type").and_then(Value::as_str),
+        Some(MODEL_REPLY_ENTRY | DECISION_ENTRY)
+    )
+}
+
+/// The `type` of the journal entry that holds a person's verdict on a call.
+pub const DECISION_ENTRY: &str = "decision";
+
+/// The journal entry of a verdict on the call `tool_call_id`.
+pub fn decision_entry(tool_call_id: &str, verdict: &super::mode::Verdict) -> Value {
+    serde_json::json!({ "type": DECISION_ENTRY, "call": tool_call_id, "verdict": verdict })
+}
+
+/// The call and verdict a journal entry holds, if it is a decision.
+pub fn decision_of(entry: &Value) -> Option<(String, super::mode::Verdict)> {
+    if entry.get("type").and_then(Value::as_str) != Some(DECISION_ENTRY) {
+        return None;
+    }
+    let call = entry.get("call")?.as_str()?.to_owned();
+    let verdict = serde_json::from_value(entry.get("verdict")?.clone()).ok()?;
+    Some((call, verdict))
+}
+
 /// One model reply as the journal keeps it: what a scripted turn needs to give it again.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

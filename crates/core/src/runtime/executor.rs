@@ -155,6 +155,16 @@ impl ExecutorBase {
         verdict: &Verdict,
     ) -> Result<(), ExecutorError> {
         self.recorder.resume().await?;
+        // Journaled for export: a case answers its approval requests as they were answered.
+        if let Some(checkpoint) = &self.options.prompt.checkpoint {
+            let entry = crate::replay::decision_entry(tool_call_id, verdict);
+            if let Err(error) = checkpoint
+                .append_journal(&self.recorder.prompt().id, entry)
+                .await
+            {
+                tracing::warn!(error = %format!("{error:#}"), "could not journal a decision");
+            }
+        }
         match verdict.rejection() {
             None => self.recorder.mark_tool_started(tool_call_id),
             Some(error) => {

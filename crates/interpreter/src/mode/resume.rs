@@ -33,11 +33,8 @@ impl CodeExecutor {
                     ExecutorError::Internal(format!("could not read the journal: {error:#}"))
                 })?
                 .into_iter()
-                .filter(|entry| {
-                    // Model replies are journaled for export, not for resuming.
-                    entry.get("type").and_then(Value::as_str)
-                        != Some(agentic_core::replay::MODEL_REPLY_ENTRY)
-                })
+                // Model replies and decisions are journaled for export, not for resuming.
+                .filter(agentic_core::replay::is_mode_entry)
                 .filter_map(|entry| match serde_json::from_value(entry) {
                     Ok(entry) => Some(entry),
                     Err(error) => {

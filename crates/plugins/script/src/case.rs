@@ -76,7 +76,9 @@ impl TimelineCase {
     }
 
     /// Puts `code` in place of the case's `program`-th program, counted from 1 over the turns
-    /// that hold code: how an edited program is tried against a recording.
+    /// that hold code: how an edited program is tried against a recording. A recorded case
+    /// then answers approval requests from its recording, call by call, instead of its
+    /// `decisions` in order: the edited program may ask for other calls, or in another order.
     pub fn swap_program(&mut self, program: usize, code: String) -> anyhow::Result<()> {
         let programs = self.turns.iter().filter(|turn| turn.code.is_some()).count();
         if programs == 0 {
@@ -92,6 +94,9 @@ impl TimelineCase {
             .nth(program - 1)
         {
             turn.code = Some(code);
+        }
+        if self.recorded.is_some() {
+            self.decisions.clear();
         }
         Ok(())
     }

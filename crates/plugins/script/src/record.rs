@@ -1,10 +1,12 @@
 //! Export: a prompt that ran, with its journal, becomes a [`TimelineCase`] that plays it
-//! again. The model's replies become turns (from the `modelReply` journal entries), every tool
-//! call that ran or was rejected becomes a recorded call, and the rest of the mode's journal
-//! (code mode's seeds and clock readings) is kept for the replay.
+//! again. The model's replies become turns (from the `modelReply` journal entries), the
+//! verdicts people gave become its decisions (`decision` entries), every tool call that ran
+//! or was rejected becomes a recorded call, and the rest of the mode's journal (code mode's
+//! seeds and clock readings) is kept for the replay.
 
+use agentic_core::Verdict;
 use agentic_core::prompt::{ErrorKind, Prompt, PromptOutput, ToolResult};
-use agentic_core::replay::{RecordedCall, RecordedReply, RecordedResult};
+use agentic_core::replay::{RecordedCall, RecordedReply, RecordedResult, decision_of};
 use anyhow::{Context as _, bail};
 use serde_json::{Map, Value};
 
@@ -75,6 +77,7 @@ pub fn case_of(
     let mut turns = Vec::new();
     let mut calls = Vec::new();
     let mut journal = Vec::new();
+    let mut decisions = Vec::new();
     for earlier in history.iter().chain(std::iter::once(&run)) {
         let replies: Vec<RecordedReply> = earlier
             .journal
@@ -95,12 +98,15 @@ pub fn case_of(
         }
         let code = earlier.prompt.mode == "code";
         turns.extend(replies.into_iter().map(|reply| turn_of(reply, code)));
-        calls.extend(recorded_calls(earlier.prompt));
+        let verdicts: Vec<(String, Verdict)> =
+            earlier.journal.iter().filter_map(decision_of).collect();
+        calls.extend(recorded_calls(earlier.prompt, &verdicts));
+        decisions.extend(verdicts.into_iter().map(|(_, verdict)| verdict));
         journal.extend(
             earlier
                 .journal
                 .iter()
-                .filter(|entry| RecordedReply::of_entry(entry).is_none())
+                .filter(|entry| agentic_core::replay::is_mode_entry(entry))
                 .cloned(),
         );
     }
@@ -123,6 +129,7 @@ pub fn case_of(
         mode: Some(prompt.mode.clone()),
         model: prompt.model,
         config: options.config.clone(),
+        decisions,
         turns,
         recorded: Some(Recording {
             from: options.from.clone(),
@@ -195,7 +202,7 @@ fn turn_of(reply: RecordedReply, code_mode: bool) -> Turn {
 /// The calls of `prompt` that ran a tool or were rejected, with what they came to. Calls that
 /// never ran (cancelled, interrupted, taken over, not run) are left out: a replay does not
 /// reach them either.
-fn recorded_calls(prompt: &Prompt) -> Vec<RecordedCall> {
+fn recorded_calls(prompt: &Prompt, verdicts: &[(String, Verdict)]) -> Vec<RecordedCall> {
     prompt
         .output
         .iter()
@@ -211,12 +218,20 @@ fn recorded_calls(prompt: &Prompt) -> Vec<RecordedCall> {
                     kind: ErrorKind::Failed,
                     ..
                 } => RecordedResult::Error(error.clone()),
-                // The timeline keeps a rejection's words, not its reason apart, and words
-                // are never read back (invariant 36): replayed, it is rejected without one.
+                // The reason comes from the journaled verdict; the timeline's words are
+                // never read back (invariant 36).
                 ToolResult::Error {
                     kind: ErrorKind::Rejected,
                     ..
-                } => RecordedResult::Rejected(None),
+                } => RecordedResult::Rejected(
+                    verdicts
+                        .iter()
+                        .find(|(call, _)| *call == tool.id)
+                        .and_then(|(_, verdict)| match verdict {
+                            Verdict::Reject { reason } => reason.clone(),
+                            _ => None,
+                        }),
+                ),
                 _ => return None,
             };
             Some(RecordedCall {

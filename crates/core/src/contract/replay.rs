@@ -148,19 +148,20 @@ impl Replay {
         let found = self.calls[start..]
             .iter()
             .enumerate()
-            .find(|(offset, call)| {
+            .filter(|(offset, call)| {
                 !state.used[start + offset] && call.tool == tool && call.input == *input
             })
-            .map(|(offset, _)| start + offset);
-        if let Some(index) = found {
+            .find_map(|(offset, call)| match &call.result {
+                RecordedResult::Output(value) => Some((start + offset, Ok(value.clone()))),
+                RecordedResult::Error(error) => {
+                    Some((start + offset, Err(ToolError::Failed(error.clone()))))
+                }
+                // A rejected call never ran: it has no result to give.
+                RecordedResult::Rejected(_) => None,
+            });
+        if let Some((index, answer)) = found {
             state.mark_used(index);
-            return match &self.calls[index].result {
-                RecordedResult::Output(value) => Ok(value.clone()),
-                RecordedResult::Error(error) => Err(ToolError::Failed(error.clone())),
-                RecordedResult::Rejected(reason) => Err(ToolError::Failed(
-                    super::mode::rejection_error(reason.as_deref()),
-                )),
-            };
+            return answer;
         }
         let next = self
             .calls
@@ -206,6 +207,21 @@ impl Replay {
                 });
                 None
             }
+        }
+    }
+
+    /// Uses up the recorded rejection of this call, if there is one: a case whose own
+    /// `decisions` rejected it, as the person did then.
+    pub fn rejected(&self, tool: &str, input: &Value) {
+        let mut state = self.lock();
+        let found = self.calls.iter().enumerate().position(|(index, call)| {
+            !state.used[index]
+                && call.tool == tool
+                && call.input == *input
+                && matches!(call.result, RecordedResult::Rejected(_))
+        });
+        if let Some(index) = found {
+            state.mark_used(index);
         }
     }
 

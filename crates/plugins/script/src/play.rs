@@ -99,7 +99,14 @@ pub async fn play(
         }
         let waiting = waiting.context("prompt waits for approval but no approval was requested")?;
         let verdict = match (decisions.next(), &replay) {
-            (Some(verdict), _) => verdict.clone(),
+            (Some(verdict), replay) => {
+                if let (Some(replay), Some(_), Some(call)) =
+                    (replay, verdict.rejection(), prompt.tool_output(&waiting))
+                {
+                    replay.rejected(&call.function, &call.input);
+                }
+                verdict.clone()
+            }
             // A recorded case decides as the person did then.
             (None, Some(replay)) if case.decisions.is_empty() => {
                 let call = prompt

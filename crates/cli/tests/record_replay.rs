@@ -231,3 +231,40 @@ fn recorded_cases_replay_ten_times_the_same() {
         agentic_testing::assert_timeline_snapshot!(name, first);
     }
 }
+
+/// What a program reads that is not a tool (the clock, `Math.random()`) replays as recorded,
+/// also when it reads it after its last tool call.
+#[test]
+fn a_replay_reads_the_recorded_clock_and_random_numbers() {
+    let folder = tempfile::tempdir().unwrap();
+    let turns = folder.path().join("turns.yaml");
+    std::fs::write(
+        &turns,
+        "- code: |\n    const first = timeNow({ timezone: \"UTC\" });\n    \
+         output(`${new Date().toISOString()} ${Math.random()} ${Date.now()}`);\n    done();\n",
+    )
+    .unwrap();
+    let case = folder.path().join("case.yaml");
+    let output = agentic(
+        folder.path(),
+        &[
+            "prompt",
+            "Read the clock",
+            "-m",
+            "code",
+            "--record",
+            case.to_str().unwrap(),
+        ],
+        Some(&turns),
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let answer = text(&output.stdout).trim().to_owned();
+    assert!(answer.contains('T') && answer.contains('Z'), "{answer}");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    for _ in 0..2 {
+        let replayed = agentic(folder.path(), &["replay", case.to_str().unwrap()], None);
+        assert_eq!(replayed.status.code(), Some(0), "{}", text(&replayed.stderr));
+        let stdout = text(&replayed.stdout);
+        assert!(stdout.contains(&answer), "recorded {answer:?}, replayed:\n{stdout}");
+    }
+}

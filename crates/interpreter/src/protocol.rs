@@ -190,6 +190,10 @@ pub struct ExecutionOutcome {
     /// The argument of `complete()`, if it was called.
     pub complete: Option<Value>,
     pub store: Map<String, Value>,
+    /// The times `Date` read from the live clock after the script's last request: journaled
+    /// with the rest, so that a recorded run replays them too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clock: Vec<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

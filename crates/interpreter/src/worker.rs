@@ -160,6 +160,7 @@ fn engine_fault(
         done: false,
         complete: None,
         store,
+        clock: Vec::new(),
     }
 }
 

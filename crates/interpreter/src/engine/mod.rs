@@ -231,12 +231,14 @@ pub(crate) fn execute(
     let (done, complete, store) = state
         .map(|state| (state.done, state.complete, state.store))
         .unwrap_or((false, None, request.store));
+    let clock = RUN_INPUTS.with(|inputs| std::mem::take(&mut inputs.borrow_mut().live));
     ExecutionOutcome {
         path,
         result,
         done,
         complete,
         store,
+        clock,
     }
 }
 

@@ -203,6 +203,13 @@ impl CodeExecutor {
         active: ActiveExecution,
         outcome: ExecutionOutcome,
     ) -> Result<bool, ExecutorError> {
+        if !outcome.clock.is_empty() {
+            self.journal(Entry::Clock {
+                execution: active.code_output_id.clone(),
+                values: outcome.clock.clone(),
+            })
+            .await?;
+        }
         if outcome.store != active.start_store {
             self.journal(Entry::End {
                 execution: active.code_output_id.clone(),

@@ -286,6 +286,7 @@ impl CodeExecutor {
             done: false,
             complete: None,
             store: active.start_store.clone(),
+            clock: Vec::new(),
         })))
     }
 

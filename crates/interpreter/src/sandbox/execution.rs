@@ -47,6 +47,7 @@ impl Execution {
             done: false,
             complete: None,
             store: self.store.clone(),
+            clock: Vec::new(),
         }));
     }
 

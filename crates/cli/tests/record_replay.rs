@@ -263,8 +263,16 @@ fn a_replay_reads_the_recorded_clock_and_random_numbers() {
     std::thread::sleep(std::time::Duration::from_millis(20));
     for _ in 0..2 {
         let replayed = agentic(folder.path(), &["replay", case.to_str().unwrap()], None);
-        assert_eq!(replayed.status.code(), Some(0), "{}", text(&replayed.stderr));
+        assert_eq!(
+            replayed.status.code(),
+            Some(0),
+            "{}",
+            text(&replayed.stderr)
+        );
         let stdout = text(&replayed.stdout);
-        assert!(stdout.contains(&answer), "recorded {answer:?}, replayed:\n{stdout}");
+        assert!(
+            stdout.contains(&answer),
+            "recorded {answer:?}, replayed:\n{stdout}"
+        );
     }
 }

@@ -36,8 +36,17 @@ impl ExportOptions {
     /// Secrets from the environment: the value of every variable whose name ends in
     /// `_API_KEY`, `_TOKEN` or `_SECRET`, replaced by `[NAME]`.
     #[must_use]
-    pub fn with_environment_secrets(mut self) -> Self {
-        for (name, value) in std::env::vars() {
+    pub fn with_environment_secrets(self) -> Self {
+        self.with_secrets_from(std::env::vars())
+    }
+
+    /// [`Self::with_environment_secrets`] over these variables.
+    #[must_use]
+    pub fn with_secrets_from(
+        mut self,
+        variables: impl IntoIterator<Item = (String, String)>,
+    ) -> Self {
+        for (name, value) in variables {
             let secret = ["_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD"]
                 .iter()
                 .any(|suffix| name.ends_with(suffix));
@@ -279,5 +288,147 @@ fn mask_strings(value: &mut Value, secrets: &[(String, String)], masks: &[(regex
             .values_mut()
             .for_each(|item| mask_strings(item, secrets, masks)),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn prompt() -> Prompt {
+        serde_json::from_value(json!({
+            "id": "p1", "userId": "alice", "model": "normal", "mode": "classic",
+            "visible": true, "state": "completed", "input": "Call 555-1234 with key sk-abcdef-123",
+            "output": [
+                { "type": "tool", "id": "c1", "function": "kit.echo",
+                  "input": { "text": "sk-abcdef-123" },
+                  "result": { "type": "success", "output": "555-1234" },
+                  "start": "2026-11-27T10:00:00Z", "end": "2026-11-27T10:00:01Z" },
+                { "type": "tool", "id": "c2", "function": "fs.write", "input": { "path": "a" },
+                  "result": { "type": "error", "error": "Rejected by user: no", "kind": "rejected" },
+                  "start": "2026-11-27T10:00:00Z", "end": "2026-11-27T10:00:01Z" },
+                { "type": "text", "id": "t1", "content": "Done.", "start": "2026-11-27T10:00:02Z" }
+            ],
+            "usage": serde_json::to_value(agentic_core::PromptUsage::default()).unwrap()
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn an_export_masks_secrets_keys_and_the_mask_rules() {
+        let journal = vec![
+            json!({ "type": "modelReply", "reply": {
+                "toolCalls": [{ "id": "c1", "name": "kit.echo", "arguments": "{\"text\": \"sk-abcdef-123\"}" }],
+            } }),
+            agentic_core::replay::decision_entry(
+                "c2",
+                &Verdict::Reject {
+                    reason: Some("no".to_owned()),
+                },
+            ),
+            json!({ "type": "modelReply", "reply": { "text": "Done." } }),
+        ];
+        let prompt = prompt();
+        let mut config = Map::new();
+        config.insert("maxRounds".to_owned(), json!(3));
+        config.insert(
+            "web".to_owned(),
+            json!({ "apiKey": "k-123456", "timeout": 5 }),
+        );
+        let options = ExportOptions {
+            config,
+            masks: vec![(r"\d{3}-\d{4}".to_owned(), "[phone]".to_owned())],
+            ..ExportOptions::default()
+        }
+        .with_secrets_from([
+            ("SEARCH_API_KEY".to_owned(), "sk-abcdef-123".to_owned()),
+            ("DEBUG_TOKEN".to_owned(), "1".to_owned()),
+            ("HOME".to_owned(), "/root".to_owned()),
+        ]);
+        let case = case_of(
+            Run {
+                prompt: &prompt,
+                journal: &journal,
+            },
+            &[],
+            &options,
+        )
+        .unwrap();
+        let yaml = case.to_yaml().unwrap();
+        for secret in ["sk-abcdef-123", "k-123456", "555-1234"] {
+            assert!(!yaml.contains(secret), "{secret} in:\n{yaml}");
+        }
+        assert!(yaml.contains("[SEARCH_API_KEY]"), "{yaml}");
+        assert!(yaml.contains("[phone]"), "{yaml}");
+        assert_eq!(
+            case.config["web"],
+            json!({ "apiKey": "[secret]", "timeout": 5 })
+        );
+        assert_eq!(case.config["maxRounds"], json!(3));
+        assert_eq!(
+            case.decisions,
+            vec![Verdict::Reject {
+                reason: Some("no".to_owned())
+            }]
+        );
+        let recorded = case.recorded.unwrap();
+        assert_eq!(recorded.calls.len(), 2);
+        assert_eq!(
+            recorded.calls[1].result,
+            RecordedResult::Rejected(Some("no".to_owned()))
+        );
+        assert_eq!(case.turns.len(), 2);
+        assert_eq!(case.turns[1].text.as_deref(), Some("Done."));
+
+        let bad = ExportOptions {
+            masks: vec![("(".to_owned(), String::new())],
+            ..ExportOptions::default()
+        };
+        let error = case_of(
+            Run {
+                prompt: &prompt,
+                journal: &journal,
+            },
+            &[],
+            &bad,
+        )
+        .unwrap_err();
+        assert!(error.to_string().contains("not a valid pattern"), "{error}");
+    }
+
+    #[test]
+    fn a_prompt_without_journaled_replies_or_still_running_is_refused() {
+        let prompt = prompt();
+        let error = case_of(
+            Run {
+                prompt: &prompt,
+                journal: &[],
+            },
+            &[],
+            &ExportOptions::default(),
+        )
+        .unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("no model replies in its journal"),
+            "{error}"
+        );
+        let mut running = prompt.clone();
+        running.state = agentic_core::PromptState::Running;
+        let error = case_of(
+            Run {
+                prompt: &running,
+                journal: &[],
+            },
+            &[],
+            &ExportOptions::default(),
+        )
+        .unwrap_err();
+        assert!(
+            error.to_string().contains("export it once it has ended"),
+            "{error}"
+        );
     }
 }

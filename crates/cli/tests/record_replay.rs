@@ -6,6 +6,8 @@
 // Test helpers outside #[test] functions may unwrap too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
@@ -275,4 +277,65 @@ fn a_replay_reads_the_recorded_clock_and_random_numbers() {
             "recorded {answer:?}, replayed:\n{stdout}"
         );
     }
+}
+
+/// Against a server (`--server`), `--record` goes through `GET /api/prompts/{id}/export?as=test`;
+/// the case replays here, with no server and none of its files.
+#[test]
+fn a_prompt_run_on_a_server_is_recorded_through_its_api() {
+    let folder = tempfile::tempdir().unwrap();
+    std::fs::write(folder.path().join("note.txt"), "hello").unwrap();
+    let config = folder.path().join("agentic.toml");
+    std::fs::write(
+        &config,
+        format!("[fs]\nroot = \"{}\"\n", folder.path().display()),
+    )
+    .unwrap();
+    let turns = support::script("record-remote", TURNS);
+    let database = format!(
+        "sqlite://{}?mode=rwc",
+        folder.path().join("server.db").display()
+    );
+    let (mut server, url, _) = support::serve_with(
+        &turns,
+        &database,
+        &["--config", config.to_str().unwrap()],
+        &[],
+    );
+    let elsewhere = tempfile::tempdir().unwrap();
+    let case = elsewhere.path().join("remote.yaml");
+    let output = Command::new(env!("CARGO_BIN_EXE_agentic"))
+        .args([
+            "--server",
+            &url,
+            "prompt",
+            "Copy note.txt in capitals",
+            "-m",
+            "code",
+            "--yes",
+            "--record",
+            case.to_str().unwrap(),
+        ])
+        .current_dir(elsewhere.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert!(
+        folder.path().join("copy.txt").exists(),
+        "the server did not write"
+    );
+    let recorded = TimelineCase::from_yaml(&std::fs::read_to_string(&case).unwrap()).unwrap();
+    assert_eq!(recorded.decisions, vec![agentic_core::Verdict::Approve]);
+    let replayed = agentic(elsewhere.path(), &["replay", case.to_str().unwrap()], None);
+    assert_eq!(
+        replayed.status.code(),
+        Some(0),
+        "{}",
+        text(&replayed.stderr)
+    );
+    assert!(text(&replayed.stdout).contains("Copied 5 bytes at"));
+    assert!(!elsewhere.path().join("copy.txt").exists());
 }

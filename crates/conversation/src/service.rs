@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 use crate::compress::{CompressionSettings, Compressor};
 
 mod decisions;
+mod expiry;
 mod instance;
 mod takeover;
 
@@ -140,6 +141,7 @@ impl ConversationService {
             slot.set(store.clone());
         }
         let settings = CompressionSettings::from_config(&runtime.services().config)?;
+        let approval_timeout = expiry::approval_timeout(&runtime.services().config)?;
         store.set_lease(std::time::Duration::from_secs(settings.lease_seconds));
         let recovery = store.recover(&resumable(&runtime)).await?;
         let compressor = Compressor::new(runtime.services().clone(), settings);
@@ -156,6 +158,9 @@ impl ConversationService {
             }),
         };
         tokio::spawn(keep_alive(Arc::downgrade(&service.inner)));
+        if let Some(limit) = approval_timeout {
+            tokio::spawn(expiry::expire_loop(Arc::downgrade(&service.inner), limit));
+        }
         Ok(service)
     }
 

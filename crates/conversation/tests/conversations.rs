@@ -842,3 +842,66 @@ async fn five_servers_migrating_an_empty_database_at_once_all_come_up() {
         }
     }
 }
+
+/// With `[approval] timeout`, a call nobody decides is rejected with a reason the model reads,
+/// and the prompt goes on; a call decided in time is not touched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_nobody_decides_is_rejected_at_the_approval_timeout_and_the_prompt_goes_on() {
+    for db in databases().await {
+        let turns = "- toolCalls:\n    - { id: call_del, name: kit.delete, input: { path: notes.txt } }\n\
+                     - text: I could not delete it.\n";
+        let config = kit_config(serde_json::json!({ "approval": { "timeout": "1s" } }));
+        let (service, provider) = support::service_with(&db, turns, config).await;
+        let mut conversation = service.create("alice").await.unwrap();
+        let waiting = conversation
+            .prompt(request("Delete notes.txt", "classic"))
+            .await
+            .unwrap();
+        assert_eq!(waiting.state, PromptState::WaitingForApproval);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let done = loop {
+            let stored = service.prompt("alice", &waiting.id).await.unwrap().prompt;
+            if stored.state == PromptState::Completed {
+                break stored;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{}: still {:?}",
+                db.name,
+                stored.state
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        };
+        let results = tool_results(&done);
+        assert_eq!(results.len(), 1, "{}", db.name);
+        let ToolResult::Error { error, kind, .. } = &results[0].1 else {
+            panic!("{}: {:?}", db.name, results[0].1);
+        };
+        assert_eq!(*kind, agentic_core::ErrorKind::Rejected);
+        assert!(
+            error.contains("no decision within 1s (the [approval] timeout)"),
+            "{error}"
+        );
+        assert_eq!(done.text(), "I could not delete it.");
+        // The model read why.
+        let requests = provider.requests();
+        let last = serde_json::to_string(&requests.last().unwrap().messages).unwrap();
+        assert!(last.contains("no decision within 1s"), "{last}");
+        service.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_approval_timeout_is_refused_when_the_service_opens() {
+    let db = &databases().await[0];
+    let (runtime, _) = runtime(
+        "[]",
+        kit_config(serde_json::json!({ "approval": { "timeout": "soon" } })),
+    )
+    .await;
+    let error = ConversationService::open(runtime, &db.url)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("is not a duration"), "{error}");
+}

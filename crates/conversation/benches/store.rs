@@ -71,6 +71,7 @@ fn tool(index: usize) -> PromptOutput {
         },
         start: chrono::Utc::now(),
         end: Some(chrono::Utc::now()),
+        decision: None,
     })
 }
 

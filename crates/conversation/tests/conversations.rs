@@ -422,6 +422,7 @@ async fn a_running_prompt_found_at_startup_is_interrupted_and_the_conversation_g
                         result,
                         start: chrono::Utc::now(),
                         end: None,
+                        decision: None,
                     }));
                 store
                     .save_prompt(&prompt, PromptChange::Output(index))
@@ -883,6 +884,20 @@ async fn a_call_nobody_decides_is_rejected_at_the_approval_timeout_and_the_promp
             "{error}"
         );
         assert_eq!(done.text(), "I could not delete it.");
+        // The record says the rule decided, not a person, and what the request showed.
+        let decision = done
+            .output
+            .iter()
+            .find_map(|output| match output {
+                PromptOutput::Tool(tool) => tool.decision.clone(),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(
+            serde_json::to_value(&decision.by).unwrap(),
+            serde_json::json!({ "type": "policy", "name": "[approval] timeout" })
+        );
+        assert_eq!(decision.shown, "deletes notes.txt");
         // The model read why.
         let requests = provider.requests();
         let last = serde_json::to_string(&requests.last().unwrap().messages).unwrap();

@@ -28,8 +28,8 @@ pub use plugin::{
     SetupContext,
 };
 pub use prompt::{
-    ErrorKind, FileOutput, ModelKind, Prompt, PromptOutput, PromptState, PromptUsage, Reasoning,
-    ReasoningOutput, TextOutput, ToolOutput, ToolResult,
+    DecidedBy, DecisionRecord, ErrorKind, FileOutput, ModelKind, Prompt, PromptOutput, PromptState,
+    PromptUsage, Reasoning, ReasoningOutput, TextOutput, ToolOutput, ToolResult,
 };
 pub use provider::{
     ChatMessage, ChatRole, CompletionService, ModelEvent, ModelProvider, ModelRequest,

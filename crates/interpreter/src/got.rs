@@ -352,6 +352,7 @@ mod tests {
             result: ToolResult::Success { output },
             start: Utc::now(),
             end: None,
+            decision: None,
         }
     }
 

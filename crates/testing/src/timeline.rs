@@ -252,7 +252,7 @@ macro_rules! assert_timeline_snapshot {
 const CODE_MODE_SYSTEM_PROMPT: &str = r"(?s)You work by writing JavaScript\..*?(\n\n## |\z)";
 
 const ID_KEYS: &[&str] = &["id", "promptId", "toolCallId", "conversationId"];
-const TIME_KEYS: &[&str] = &["start", "end", "createdAt", "updatedAt"];
+const TIME_KEYS: &[&str] = &["start", "end", "createdAt", "updatedAt", "decidedAt"];
 
 /// Ids become `[id:N]`, numbered by first appearance so links between them stay visible;
 /// timestamps become `[ts]`.

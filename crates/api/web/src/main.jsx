@@ -888,8 +888,10 @@ const ToolCard = memo(function ToolCard({ output, live, nested, marked }) {
         <span class="tool-id">{output.function}</span>
         <span class={`badge ${state}`}>{state}</span>
         {ms !== null && <span class="muted small call-time">{formatMs(ms)}</span>}
+        {output.decision && <span class="muted small decided-by">{decidedBy(output.decision)}</span>}
       </summary>
       <div class="tool-body">
+        {output.decision && <DecisionNote decision={output.decision} />}
         <div class="label small muted">input</div>
         <pre class="json">{prettyJson(output.input)}</pre>
         {live && (
@@ -910,6 +912,26 @@ const ToolCard = memo(function ToolCard({ output, live, nested, marked }) {
     </details>
   );
 });
+
+/// "approved by alice", "rejected by [approval] timeout": who decided a call that waited.
+function decidedBy(decision) {
+  const word = decision.verdict?.type === "approve" ? "approved" : "rejected";
+  const who = decision.by?.type === "policy" ? decision.by.name : decision.by?.userId || "someone";
+  return `${word} by ${who}`;
+}
+
+/// The record of a decision: who, when, what the request said, and the reason given.
+function DecisionNote({ decision }) {
+  const at = new Date(decision.decidedAt);
+  const reason = decision.verdict?.type === "reject" ? decision.verdict.reason : null;
+  return (
+    <p class="decision small" data-decided-by={decision.by?.type}>
+      {decidedBy(decision)} at <time dateTime={decision.decidedAt}>{isNaN(at) ? decision.decidedAt : at.toLocaleTimeString()}</time>
+      {decision.shown ? ` · asked: ${decision.shown}` : ""}
+      {reason ? ` · “${reason}”` : ""}
+    </p>
+  );
+}
 
 function CodeBlock({ code, marks }) {
   const lines = useMemo(() => highlightLines(code), [code]);

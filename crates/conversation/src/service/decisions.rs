@@ -9,7 +9,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use agentic_core::{ExecutorError, Prompt, PromptChange, PromptServiceError, PromptState, Verdict};
+use agentic_core::{
+    DecidedBy, ExecutorError, Prompt, PromptChange, PromptServiceError, PromptState, Verdict,
+};
 use async_trait::async_trait;
 use chrono::Utc;
 use sea_orm::sea_query::OnConflict;
@@ -34,20 +36,31 @@ pub enum Action {
 }
 
 impl Action {
-    /// As stored: the verdict's own JSON, or `{"type": "cancel"}`.
-    fn to_json(&self) -> serde_json::Result<String> {
+    /// As stored: the verdict's own JSON with who decided under `by` (when not the prompt's
+    /// user), or `{"type": "cancel"}`.
+    fn to_json(&self, by: Option<&DecidedBy>) -> serde_json::Result<String> {
         match self {
-            Action::Decide(verdict) => serde_json::to_string(verdict),
+            Action::Decide(verdict) => {
+                let mut value = serde_json::to_value(verdict)?;
+                if let (Some(by), Some(object)) = (by, value.as_object_mut()) {
+                    object.insert("by".to_owned(), serde_json::to_value(by)?);
+                }
+                serde_json::to_string(&value)
+            }
             Action::Cancel => Ok(r#"{"type":"cancel"}"#.to_owned()),
         }
     }
 
-    fn from_json(json: &str) -> serde_json::Result<Self> {
-        let value: serde_json::Value = serde_json::from_str(json)?;
+    fn from_json(json: &str) -> serde_json::Result<(Self, Option<DecidedBy>)> {
+        let mut value: serde_json::Value = serde_json::from_str(json)?;
         if value.get("type").and_then(serde_json::Value::as_str) == Some("cancel") {
-            return Ok(Action::Cancel);
+            return Ok((Action::Cancel, None));
         }
-        serde_json::from_value(value).map(Action::Decide)
+        let by = match value.as_object_mut().and_then(|object| object.remove("by")) {
+            Some(by) => Some(serde_json::from_value(by)?),
+            None => None,
+        };
+        Ok((serde_json::from_value(value).map(Action::Decide)?, by))
     }
 }
 
@@ -60,6 +73,8 @@ pub struct Decision {
     /// The call decided; empty for a cancel.
     pub tool_call_id: String,
     pub action: Action,
+    /// Who decided, when not the user (a rule such as `[approval] timeout`).
+    pub by: Option<DecidedBy>,
 }
 
 /// A call that waits for a person, as named to a caller whose decision cannot apply.
@@ -133,6 +148,31 @@ impl ConversationService {
     ) -> Result<Prompt, ConversationError> {
         self.submit_decision(user_id, prompt_id, tool_call_id, verdict)
             .await?;
+        self.apply_decided(user_id, prompt_id).await
+    }
+
+    /// [`decide`](Self::decide), taken by a rule of the configuration instead of the user.
+    pub(super) async fn decide_by_policy(
+        &self,
+        user_id: &str,
+        prompt_id: &str,
+        tool_call_id: &str,
+        verdict: Verdict,
+        policy: &str,
+    ) -> Result<Prompt, ConversationError> {
+        let by = DecidedBy::Policy {
+            name: policy.to_owned(),
+        };
+        self.submit(user_id, prompt_id, tool_call_id, verdict, Some(by))
+            .await?;
+        self.apply_decided(user_id, prompt_id).await
+    }
+
+    async fn apply_decided(
+        &self,
+        user_id: &str,
+        prompt_id: &str,
+    ) -> Result<Prompt, ConversationError> {
         match self.apply_decisions(prompt_id).await? {
             Some(prompt) => Ok(prompt),
             None => Ok(self.prompt(user_id, prompt_id).await?.prompt),
@@ -149,6 +189,18 @@ impl ConversationService {
         prompt_id: &str,
         tool_call_id: &str,
         verdict: Verdict,
+    ) -> Result<Decision, ConversationError> {
+        self.submit(user_id, prompt_id, tool_call_id, verdict, None)
+            .await
+    }
+
+    async fn submit(
+        &self,
+        user_id: &str,
+        prompt_id: &str,
+        tool_call_id: &str,
+        verdict: Verdict,
+        by: Option<DecidedBy>,
     ) -> Result<Decision, ConversationError> {
         let stored = self.prompt(user_id, prompt_id).await?;
         let waiting = stored.prompt.calls_awaiting_approval();
@@ -171,6 +223,7 @@ impl ConversationService {
             prompt_id: prompt_id.to_owned(),
             tool_call_id: tool_call_id.to_owned(),
             action: Action::Decide(verdict),
+            by,
         };
         if !record(&self.inner.store, &decision).await? {
             return Err(ConversationError::AlreadyDecided {
@@ -247,8 +300,11 @@ impl ConversationService {
             let Action::Decide(verdict) = &decision.action else {
                 break;
             };
+            let by = decision.by.clone().unwrap_or_else(|| DecidedBy::User {
+                user_id: decision.user_id.clone(),
+            });
             let result = prompts
-                .decide(prompt_id, &decision.tool_call_id, verdict)
+                .decide_as(prompt_id, &decision.tool_call_id, verdict, by)
                 .await;
             forget(&self.inner.store, &decision.id).await?;
             match settle(&self.inner, &stored.conversation_id, &handle, result).await {
@@ -295,6 +351,7 @@ impl ConversationService {
             prompt_id: prompt_id.to_owned(),
             tool_call_id: String::new(),
             action: Action::Cancel,
+            by: None,
         };
         // A cancel already on its way is the same cancel.
         record(&self.inner.store, &decision).await?;
@@ -523,7 +580,7 @@ async fn record(store: &Store, decision: &Decision) -> anyhow::Result<bool> {
         prompt_id: Set(decision.prompt_id.clone()),
         user_id: Set(decision.user_id.clone()),
         tool_call_id: Set(decision.tool_call_id.clone()),
-        verdict: Set(decision.action.to_json()?),
+        verdict: Set(decision.action.to_json(decision.by.as_ref())?),
         created_at: Set(Utc::now()),
     };
     let inserted = store
@@ -558,12 +615,13 @@ async fn pending(store: &Store, prompt_id: &str) -> anyhow::Result<Vec<Decision>
     let mut decisions = Vec::with_capacity(rows.len());
     for row in rows {
         match Action::from_json(&row.verdict) {
-            Ok(action) => decisions.push(Decision {
+            Ok((action, by)) => decisions.push(Decision {
                 id: row.id,
                 user_id: row.user_id,
                 prompt_id: row.prompt_id,
                 tool_call_id: row.tool_call_id,
                 action,
+                by,
             }),
             // From a newer release: left for a server that can read it.
             Err(error) => {

@@ -12,6 +12,9 @@ use serde::Deserialize;
 use super::{ConversationError, ConversationService, Inner};
 use crate::entity::prompt;
 
+/// The rule's name in the decisions it takes.
+const TIMEOUT_POLICY: &str = "[approval] timeout";
+
 /// The `[approval]` section of the config.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -117,7 +120,10 @@ impl ConversationService {
                 let verdict = Verdict::Reject {
                     reason: Some(reason.clone()),
                 };
-                match self.decide(&user_id, &prompt_id, &call.id, verdict).await {
+                let decided = self
+                    .decide_by_policy(&user_id, &prompt_id, &call.id, verdict, TIMEOUT_POLICY)
+                    .await;
+                match decided {
                     // Another server, or a person, decided first.
                     Ok(_)
                     | Err(ConversationError::AlreadyDecided { .. })

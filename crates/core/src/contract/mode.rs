@@ -35,6 +35,9 @@ pub trait PromptExecutor: Send + Sync {
     }
     /// Runs until the prompt completes, fails, or waits for approval; returns it then.
     async fn run(&mut self) -> Result<Prompt, ExecutorError>;
+    /// Says who takes the next decision ([`Self::decide`]), for its record; without it the
+    /// record names the prompt's user.
+    fn decided_by(&self, _by: crate::prompt::DecidedBy) {}
     /// Applies a person's verdict on the waiting tool call, and runs on.
     async fn decide(
         &mut self,

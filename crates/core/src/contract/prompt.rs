@@ -342,6 +342,55 @@ pub struct ToolOutput {
     /// When the call ended; absent while it is pending.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end: Option<DateTime<Utc>>,
+    /// Who decided the call, when it waited for a decision: absent for calls that did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<DecisionRecord>,
+}
+
+/// The record of a decision on a call that waited for one: what was decided, by whom, when,
+/// and what they were shown.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct DecisionRecord {
+    /// Approved, or rejected with the reason given.
+    pub verdict: super::mode::Verdict,
+    /// Who decided.
+    pub by: DecidedBy,
+    /// When.
+    pub decided_at: DateTime<Utc>,
+    /// What the request said when it was decided: why the call needed approval.
+    pub shown: String,
+}
+
+impl DecisionRecord {
+    /// A record of `verdict`, by `by`, now.
+    pub fn new(verdict: super::mode::Verdict, by: DecidedBy, shown: impl Into<String>) -> Self {
+        Self {
+            verdict,
+            by,
+            decided_at: Utc::now(),
+            shown: shown.into(),
+        }
+    }
+}
+
+/// Who took a decision: a person, or a rule of the configuration that took it for them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum DecidedBy {
+    /// A person: the user the prompt belongs to, as the API, the CLI or MCP identified them.
+    #[serde(rename_all = "camelCase")]
+    User {
+        /// Their user id.
+        user_id: String,
+    },
+    /// A rule that decides without a person, such as `[approval] timeout`.
+    Policy {
+        /// The rule, as the configuration names it.
+        name: String,
+    },
 }
 
 /// How a tool call ended without a result. Stored beside the error's words, so that what

@@ -7,7 +7,9 @@ use async_trait::async_trait;
 
 use crate::mode::{ExecutorCreateOptions, ExecutorError, PromptExecutor, Verdict};
 use crate::plugin::Prepared;
-use crate::prompt::{ErrorKind, Prompt, PromptState, ToolResult};
+use crate::prompt::{
+    DecidedBy, DecisionRecord, ErrorKind, Prompt, PromptState, ToolOutput, ToolResult,
+};
 use crate::recorder::PromptRecorder;
 use crate::state::State;
 
@@ -19,6 +21,8 @@ pub struct ExecutorBase {
     pub recorder: PromptRecorder,
     prepared: Option<Prepared>,
     resumed_from: Option<PromptState>,
+    /// Who takes the next decision, when someone said ([`PromptExecutor::decided_by`]).
+    decider: std::sync::Mutex<Option<DecidedBy>>,
 }
 
 impl std::fmt::Debug for ExecutorBase {
@@ -56,6 +60,7 @@ impl ExecutorBase {
             recorder,
             prepared: None,
             resumed_from,
+            decider: std::sync::Mutex::new(None),
         }
     }
 
@@ -138,6 +143,14 @@ impl ExecutorBase {
         }
     }
 
+    /// Says who takes the next decision, for its record.
+    pub fn set_decider(&self, by: DecidedBy) {
+        *self
+            .decider
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(by);
+    }
+
     /// Ends the prompt as failed because its plugins could not prepare, and returns it.
     pub async fn fail_preparing(&mut self, error: &anyhow::Error) -> Result<Prompt, ExecutorError> {
         self.recorder
@@ -154,7 +167,28 @@ impl ExecutorBase {
         tool_call_id: &str,
         verdict: &Verdict,
     ) -> Result<(), ExecutorError> {
+        let by = self
+            .decider
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+            .unwrap_or_else(|| DecidedBy::User {
+                user_id: self.recorder.prompt().user_id.clone(),
+            });
+        let shown = match self.recorder.prompt().tool_output(tool_call_id) {
+            Some(ToolOutput {
+                result: ToolResult::Pending { reason, .. },
+                ..
+            }) => reason.clone(),
+            _ => String::new(),
+        };
         self.recorder.resume().await?;
+        self.recorder
+            .record_decision(
+                tool_call_id,
+                DecisionRecord::new(verdict.clone(), by, shown),
+            )
+            .await?;
         // Journaled for export: a case answers its approval requests as they were answered.
         if let Some(checkpoint) = &self.options.prompt.checkpoint {
             let entry = crate::replay::decision_entry(tool_call_id, verdict);
@@ -213,6 +247,10 @@ impl<D: ModeDriver> PromptExecutor for Driven<D> {
     async fn run(&mut self) -> Result<Prompt, ExecutorError> {
         self.0.base().runnable()?;
         self.0.advance().await
+    }
+
+    fn decided_by(&self, by: DecidedBy) {
+        self.0.base().set_decider(by);
     }
 
     async fn decide(

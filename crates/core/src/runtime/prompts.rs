@@ -2,11 +2,12 @@
 //! ones kept reachable by id.
 
 use super::*;
+use crate::prompt::DecidedBy;
 
 /// What [`PromptService`] asks of an executor.
 enum Step<'a> {
     Run,
-    Decide(&'a str, &'a Verdict),
+    Decide(&'a str, &'a Verdict, Option<DecidedBy>),
 }
 
 /// A live executor, shared between whoever runs it and whoever approves its tool calls.
@@ -179,7 +180,12 @@ impl PromptService {
         let result = {
             let stepping = match step {
                 Step::Run => executor.run(),
-                Step::Decide(id, verdict) => executor.decide(id, verdict),
+                Step::Decide(id, verdict, by) => {
+                    if let Some(by) = by {
+                        executor.decided_by(by);
+                    }
+                    executor.decide(id, verdict)
+                }
             }
             .instrument(span.clone());
             tokio::select! {
@@ -264,7 +270,23 @@ impl PromptService {
         let handle = self
             .get(prompt_id)
             .ok_or_else(|| PromptServiceError::NotActive(prompt_id.to_owned()))?;
-        self.advance(&handle, Step::Decide(tool_call_id, verdict))
+        self.advance(&handle, Step::Decide(tool_call_id, verdict, None))
+            .await
+    }
+
+    /// [`Self::decide`], recording who decided (a person, or a rule that decided for them)
+    /// on the call; without it the record names the prompt's user.
+    pub async fn decide_as(
+        &self,
+        prompt_id: &str,
+        tool_call_id: &str,
+        verdict: &Verdict,
+        by: DecidedBy,
+    ) -> Result<Prompt, PromptServiceError> {
+        let handle = self
+            .get(prompt_id)
+            .ok_or_else(|| PromptServiceError::NotActive(prompt_id.to_owned()))?;
+        self.advance(&handle, Step::Decide(tool_call_id, verdict, Some(by)))
             .await
     }
 

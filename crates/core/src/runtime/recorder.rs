@@ -9,8 +9,8 @@ use serde_json::Value;
 use crate::event::{EventPayload, EventService};
 use crate::mode::{ExecutorError, PromptChange, PromptCheckpoint};
 use crate::prompt::{
-    FileOutput, Prompt, PromptOutput, PromptState, PromptUsage, Reasoning, ReasoningOutput,
-    TextOutput, ToolOutput, ToolResult,
+    DecisionRecord, FileOutput, Prompt, PromptOutput, PromptState, PromptUsage, Reasoning,
+    ReasoningOutput, TextOutput, ToolOutput, ToolResult,
 };
 
 /// Owns a prompt while it runs. Each change is checkpointed and then published before the
@@ -141,6 +141,7 @@ impl PromptRecorder {
             result: ToolResult::pending(reason),
             start: Utc::now(),
             end: None,
+            decision: None,
         }))
         .await
     }
@@ -161,8 +162,29 @@ impl PromptRecorder {
             result,
             start: now,
             end: Some(now),
+            decision: None,
         }))
         .await
+    }
+
+    /// Keeps the record of the decision on a call that waited, saved and published with the
+    /// call before the call runs or fails.
+    pub async fn record_decision(
+        &mut self,
+        id: &str,
+        record: DecisionRecord,
+    ) -> Result<(), ExecutorError> {
+        let index = self
+            .tool_index(id)
+            .ok_or_else(|| ExecutorError::Internal(format!("no tool output \"{id}\"")))?;
+        let PromptOutput::Tool(tool) = &mut self.prompt.output[index] else {
+            return Err(ExecutorError::Internal(format!("no tool output \"{id}\"")));
+        };
+        tool.decision = Some(record);
+        let output = PromptOutput::Tool(tool.clone());
+        self.save(PromptChange::Output(index)).await?;
+        self.publish_output(output);
+        Ok(())
     }
 
     /// Marks a queued tool call as starting now, without publishing (its result will be).
@@ -449,6 +471,7 @@ mod tests {
                 result: ToolResult::pending("running"),
                 start: Utc::now(),
                 end: None,
+                decision: None,
             }));
             let mut recorder = PromptRecorder::new(prompt, events, Some(Arc::new(Unreachable)));
             let result = apply(&mut recorder, &change).await;

@@ -537,7 +537,8 @@ async fn scenarios(page: &Page, proxy: &Proxy, base: &str) -> Outcome {
     // The call says who approved it, and what the request said.
     page.wait_text(".execution .tool .decided-by", "approved by alice")
         .await?;
-    page.wait_text(".execution .tool .decision", "asked: ").await?;
+    page.wait_text(".execution .tool .decision", "asked: ")
+        .await?;
 
     // 3b. An error points at its line.
     page.fill(".composer textarea", "Count them\n").await?;

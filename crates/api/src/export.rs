@@ -58,7 +58,11 @@ pub async fn export_case(
         ExportError::Refused(format!("the [export] section is invalid: {error}"))
     })?;
     let mut kept = Map::new();
+    let mut whole = Map::new();
     for key in config.keys() {
+        if let Some(value) = config.get(key) {
+            whole.insert(key.clone(), value.clone());
+        }
         if !NOT_EXPORTED.contains(&key.as_str())
             && let Some(value) = config.get(key)
         {
@@ -75,7 +79,8 @@ pub async fn export_case(
         from: Some(format!("prompt {prompt_id}")),
         ..ExportOptions::default()
     }
-    .with_environment_secrets();
+    .with_environment_secrets()
+    .with_config_secrets(&whole);
     let history: Vec<Run<'_>> = run
         .history
         .iter()

@@ -122,24 +122,29 @@ impl ExecutorBase {
     }
 
     /// Journals one model call's outcome (a reply, or the provider's error), so that the
-    /// prompt can later be exported as a test case that plays it again. Without persistence
-    /// nothing is kept; a journal that cannot be written costs the export, not the prompt.
-    /// `purpose` says what the mode asked for, when the mode asks for more than one thing
+    /// prompt can later be exported as a test case that plays it again. `purpose` says what the mode asked for, when the mode asks for more than one thing
     /// (code mode: [`crate::replay::PROGRAM_REPLY`] for a program).
     pub async fn journal_reply(
         &self,
         outcome: &Result<crate::provider::ModelResponse, crate::provider::ProviderError>,
         purpose: Option<&str>,
     ) {
+        self.journal_for_export(crate::replay::RecordedReply::entry(outcome, purpose))
+            .await;
+    }
+
+    /// Appends what an export reads (a model reply, a decision) to the prompt's journal.
+    /// Without persistence nothing is kept; an entry that cannot be written costs the export,
+    /// not the prompt, so it is logged and the prompt goes on.
+    async fn journal_for_export(&self, entry: serde_json::Value) {
         let Some(checkpoint) = &self.options.prompt.checkpoint else {
             return;
         };
-        let entry = crate::replay::RecordedReply::entry(outcome, purpose);
         if let Err(error) = checkpoint
             .append_journal(&self.recorder.prompt().id, entry)
             .await
         {
-            tracing::warn!(error = %format!("{error:#}"), "could not journal a model reply");
+            tracing::warn!(error = %format!("{error:#}"), "could not journal for export");
         }
     }
 
@@ -189,16 +194,9 @@ impl ExecutorBase {
                 DecisionRecord::new(verdict.clone(), by, shown),
             )
             .await?;
-        // Journaled for export: a case answers its approval requests as they were answered.
-        if let Some(checkpoint) = &self.options.prompt.checkpoint {
-            let entry = crate::replay::decision_entry(tool_call_id, verdict);
-            if let Err(error) = checkpoint
-                .append_journal(&self.recorder.prompt().id, entry)
-                .await
-            {
-                tracing::warn!(error = %format!("{error:#}"), "could not journal a decision");
-            }
-        }
+        // An exported case answers its approval requests as they were answered.
+        self.journal_for_export(crate::replay::decision_entry(tool_call_id, verdict))
+            .await;
         match verdict.rejection() {
             None => self.recorder.mark_tool_started(tool_call_id),
             Some(error) => {

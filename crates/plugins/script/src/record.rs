@@ -50,11 +50,35 @@ impl ExportOptions {
             let secret = ["_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD"]
                 .iter()
                 .any(|suffix| name.ends_with(suffix));
-            // Short values (`1`, `true`) are settings, not secrets, and would mask everything.
-            if secret && value.len() >= 6 {
+            // Very short values (`1`, `on`) are settings, not secrets, and would mask
+            // everything.
+            if secret && value.len() >= MIN_SECRET {
                 self.secrets.push((value, format!("[{name}]")));
             }
         }
+        self
+    }
+
+    /// Secrets from a config: the string value of every key, at any depth, that names a key,
+    /// token, secret or password (`[openai] apiKey`), replaced by `[secret]` wherever it
+    /// appears, also in sections the case leaves out.
+    #[must_use]
+    pub fn with_config_secrets(mut self, config: &Map<String, Value>) -> Self {
+        fn walk(map: &Map<String, Value>, found: &mut Vec<String>) {
+            for (key, value) in map {
+                match value {
+                    Value::Object(inner) => walk(inner, found),
+                    Value::String(text) if secret_key(key) && text.len() >= MIN_SECRET => {
+                        found.push(text.clone());
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let mut found = Vec::new();
+        walk(config, &mut found);
+        self.secrets
+            .extend(found.into_iter().map(|text| (text, "[secret]".to_owned())));
         self
     }
 }
@@ -252,16 +276,23 @@ fn recorded_calls(prompt: &Prompt, verdicts: &[(String, Verdict)]) -> Vec<Record
         .collect()
 }
 
+/// The shortest value taken for a secret.
+const MIN_SECRET: usize = 4;
+
+/// Whether a config key names a secret: a key, token, secret or password.
+fn secret_key(key: &str) -> bool {
+    let lower = key.to_ascii_lowercase();
+    ["key", "token", "secret", "password"]
+        .iter()
+        .any(|word| lower.contains(word))
+}
+
 /// Replaces the value of every key that names a secret with `[secret]`.
 fn mask_secret_keys(map: &mut Map<String, Value>) {
     for (key, value) in map.iter_mut() {
-        let lower = key.to_ascii_lowercase();
-        let secret = ["key", "token", "secret", "password"]
-            .iter()
-            .any(|word| lower.contains(word));
         match value {
             Value::Object(inner) => mask_secret_keys(inner),
-            _ if secret => *value = Value::String("[secret]".to_owned()),
+            _ if secret_key(key) => *value = Value::String("[secret]".to_owned()),
             _ => {}
         }
     }
@@ -345,7 +376,13 @@ mod tests {
             ("SEARCH_API_KEY".to_owned(), "sk-abcdef-123".to_owned()),
             ("DEBUG_TOKEN".to_owned(), "1".to_owned()),
             ("HOME".to_owned(), "/root".to_owned()),
-        ]);
+        ])
+        // A key set in a section the case leaves out, which a tool echoed.
+        .with_config_secrets(
+            json!({ "openai": { "apiKey": "Done." } })
+                .as_object()
+                .unwrap(),
+        );
         let case = case_of(
             Run {
                 prompt: &prompt,
@@ -379,7 +416,7 @@ mod tests {
             RecordedResult::Rejected(Some("no".to_owned()))
         );
         assert_eq!(case.turns.len(), 2);
-        assert_eq!(case.turns[1].text.as_deref(), Some("Done."));
+        assert_eq!(case.turns[1].text.as_deref(), Some("[secret]"));
 
         let bad = ExportOptions {
             masks: vec![("(".to_owned(), String::new())],

@@ -339,3 +339,47 @@ fn a_prompt_run_on_a_server_is_recorded_through_its_api() {
     assert!(text(&replayed.stdout).contains("Copied 5 bytes at"));
     assert!(!elsewhere.path().join("copy.txt").exists());
 }
+
+/// A prompt whose conversation had an earlier prompt with an approval: the case plays the
+/// earlier one first, with its decision, then this one.
+#[test]
+fn a_case_replays_the_approvals_of_earlier_prompts_first() {
+    let (folder, _) = record();
+    let listed = text(&agentic(folder.path(), &["conversations"], None).stdout);
+    let conversation = listed.split_whitespace().next().unwrap().to_owned();
+    let turns = folder.path().join("second.yaml");
+    std::fs::write(
+        &turns,
+        "- code: |\n    const copy = fs.read({ path: \"copy.txt\" });\n    output(`The copy says ${copy.content}.`);\n    done();\n",
+    )
+    .unwrap();
+    let case = folder.path().join("second-case.yaml");
+    let output = agentic(
+        folder.path(),
+        &[
+            "prompt",
+            "What does the copy say?",
+            "-m",
+            "code",
+            "-c",
+            &conversation,
+            "--record",
+            case.to_str().unwrap(),
+        ],
+        Some(&turns),
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert!(text(&output.stdout).contains("The copy says HELLO."));
+    let recorded = TimelineCase::from_yaml(&std::fs::read_to_string(&case).unwrap()).unwrap();
+    assert_eq!(recorded.history.len(), 1);
+    assert_eq!(recorded.decisions, vec![agentic_core::Verdict::Approve]);
+    let elsewhere = tempfile::tempdir().unwrap();
+    let replayed = agentic(elsewhere.path(), &["replay", case.to_str().unwrap()], None);
+    assert_eq!(
+        replayed.status.code(),
+        Some(0),
+        "{}",
+        text(&replayed.stderr)
+    );
+    assert!(text(&replayed.stdout).contains("The copy says HELLO."));
+}

@@ -5,9 +5,10 @@
 
 use std::sync::Arc;
 
-use agentic_core::replay::Divergence;
+use agentic_core::replay::{Divergence, Replay};
 use agentic_core::{
     EventPayload, ModelRequest, Prompt, PromptOptions, PromptState, Received, Runtime, State,
+    ToolOutput, Verdict,
 };
 use anyhow::{Context as _, bail};
 
@@ -47,9 +48,12 @@ pub async fn play(
     let mut subscription = runtime.services().events.subscribe_lossless(user_id);
     let state = State::default();
 
+    // The decisions of the earlier prompts come first, as they were taken.
+    let mut decisions = case.decisions.iter();
+    let from_recording = case.decisions.is_empty();
     let mut history = Vec::new();
     for earlier in &case.history {
-        let prompt = prompts
+        let mut prompt = prompts
             .create_and_run(PromptOptions {
                 user_id: user_id.to_owned(),
                 input: Some(earlier.input.clone()),
@@ -61,6 +65,18 @@ pub async fn play(
                 ..PromptOptions::default()
             })
             .await?;
+        while let Some(call) = prompt
+            .calls_awaiting_approval()
+            .first()
+            .map(|call| (*call).clone())
+        {
+            let Some(verdict) =
+                verdict_for(&call, &mut decisions, replay.as_deref(), from_recording)
+            else {
+                break;
+            };
+            prompt = prompts.decide(&prompt.id, &call.id, &verdict).await?;
+        }
         history.push(prompt);
     }
     // Only the case's own prompt is reported.
@@ -79,7 +95,6 @@ pub async fn play(
         ..PromptOptions::default()
     })?;
     let mut prompt = prompts.run(&handle).await?;
-    let mut decisions = case.decisions.iter();
     let mut events = Vec::new();
     loop {
         let mut waiting = None;
@@ -98,26 +113,13 @@ pub async fn play(
             break;
         }
         let waiting = waiting.context("prompt waits for approval but no approval was requested")?;
-        let verdict = match (decisions.next(), &replay) {
-            (Some(verdict), replay) => {
-                if let (Some(replay), Some(_), Some(call)) =
-                    (replay, verdict.rejection(), prompt.tool_output(&waiting))
-                {
-                    replay.rejected(&call.function, &call.input);
-                }
-                verdict.clone()
-            }
-            // A recorded case decides as the person did then.
-            (None, Some(replay)) if case.decisions.is_empty() => {
-                let call = prompt
-                    .tool_output(&waiting)
-                    .context("the call waiting for approval is not in the timeline")?;
-                match replay.verdict(&call.function, &call.input) {
-                    Some(verdict) => verdict,
-                    None => break,
-                }
-            }
-            (None, _) => break,
+        let call = prompt
+            .tool_output(&waiting)
+            .context("the call waiting for approval is not in the timeline")?
+            .clone();
+        let Some(verdict) = verdict_for(&call, &mut decisions, replay.as_deref(), from_recording)
+        else {
+            break;
         };
         prompt = prompts.decide(&prompt.id, &waiting, &verdict).await?;
     }
@@ -135,4 +137,27 @@ pub async fn play(
             .unwrap_or_default(),
         unused_calls: replay.as_ref().map_or(0, |replay| replay.unused().len()),
     })
+}
+
+/// The verdict on `call`, which waits for approval: the case's next decision, or, for a
+/// recorded case without its own decisions, the one the recording holds. `None` when there is
+/// none (the prompt is left waiting).
+fn verdict_for<'a>(
+    call: &ToolOutput,
+    decisions: &mut impl Iterator<Item = &'a Verdict>,
+    replay: Option<&Replay>,
+    from_recording: bool,
+) -> Option<Verdict> {
+    match (decisions.next(), replay) {
+        (Some(verdict), replay) => {
+            // A rejection the recording holds is used up by the case's own decision.
+            if let (Some(replay), Some(_)) = (replay, verdict.rejection()) {
+                replay.rejected(&call.function, &call.input);
+            }
+            Some(verdict.clone())
+        }
+        // A recorded case decides as the person did then.
+        (None, Some(replay)) if from_recording => replay.verdict(&call.function, &call.input),
+        (None, _) => None,
+    }
 }

@@ -52,27 +52,38 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// Runs `message` in code mode in `folder` with the model playing `turns`, recording it as
+/// `<name>.yaml` there; `extra` are more arguments (`--yes`, `-c <id>`). Returns the run and
+/// the case's path.
+fn record_in(
+    folder: &Path,
+    name: &str,
+    turns: &str,
+    message: &str,
+    extra: &[&str],
+) -> (Output, std::path::PathBuf) {
+    let script = folder.join(format!("{name}-turns.yaml"));
+    std::fs::write(&script, turns).unwrap();
+    let case = folder.join(format!("{name}.yaml"));
+    let mut arguments = vec!["prompt", message, "-m", "code"];
+    arguments.extend_from_slice(extra);
+    arguments.extend_from_slice(&["--record", case.to_str().unwrap()]);
+    let output = agentic(folder, &arguments, Some(&script));
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    (output, case)
+}
+
 /// Records the prompt of [`TURNS`] in a new folder; returns the folder and the case's path.
 fn record() -> (tempfile::TempDir, std::path::PathBuf) {
     let folder = tempfile::tempdir().unwrap();
     std::fs::write(folder.path().join("note.txt"), "hello").unwrap();
-    let turns = folder.path().join("turns.yaml");
-    std::fs::write(&turns, TURNS).unwrap();
-    let case = folder.path().join("case.yaml");
-    let output = agentic(
+    let (output, case) = record_in(
         folder.path(),
-        &[
-            "prompt",
-            "Copy note.txt in capitals",
-            "-m",
-            "code",
-            "--yes",
-            "--record",
-            case.to_str().unwrap(),
-        ],
-        Some(&turns),
+        "case",
+        TURNS,
+        "Copy note.txt in capitals",
+        &["--yes"],
     );
-    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     assert!(text(&output.stdout).contains("Copied 5 bytes at"));
     (folder, case)
 }
@@ -239,27 +250,14 @@ fn recorded_cases_replay_ten_times_the_same() {
 #[test]
 fn a_replay_reads_the_recorded_clock_and_random_numbers() {
     let folder = tempfile::tempdir().unwrap();
-    let turns = folder.path().join("turns.yaml");
-    std::fs::write(
-        &turns,
+    let (output, case) = record_in(
+        folder.path(),
+        "case",
         "- code: |\n    const first = timeNow({ timezone: \"UTC\" });\n    \
          output(`${new Date().toISOString()} ${Math.random()} ${Date.now()}`);\n    done();\n",
-    )
-    .unwrap();
-    let case = folder.path().join("case.yaml");
-    let output = agentic(
-        folder.path(),
-        &[
-            "prompt",
-            "Read the clock",
-            "-m",
-            "code",
-            "--record",
-            case.to_str().unwrap(),
-        ],
-        Some(&turns),
+        "Read the clock",
+        &[],
     );
-    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     let answer = text(&output.stdout).trim().to_owned();
     assert!(answer.contains('T') && answer.contains('Z'), "{answer}");
     std::thread::sleep(std::time::Duration::from_millis(20));
@@ -347,28 +345,14 @@ fn a_case_replays_the_approvals_of_earlier_prompts_first() {
     let (folder, _) = record();
     let listed = text(&agentic(folder.path(), &["conversations"], None).stdout);
     let conversation = listed.split_whitespace().next().unwrap().to_owned();
-    let turns = folder.path().join("second.yaml");
-    std::fs::write(
-        &turns,
-        "- code: |\n    const copy = fs.read({ path: \"copy.txt\" });\n    output(`The copy says ${copy.content}.`);\n    done();\n",
-    )
-    .unwrap();
-    let case = folder.path().join("second-case.yaml");
-    let output = agentic(
+    let (output, case) = record_in(
         folder.path(),
-        &[
-            "prompt",
-            "What does the copy say?",
-            "-m",
-            "code",
-            "-c",
-            &conversation,
-            "--record",
-            case.to_str().unwrap(),
-        ],
-        Some(&turns),
+        "second-case",
+        "- code: |\n    const copy = fs.read({ path: \"copy.txt\" });\n    \
+         output(`The copy says ${copy.content}.`);\n    done();\n",
+        "What does the copy say?",
+        &["-c", &conversation],
     );
-    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     assert!(text(&output.stdout).contains("The copy says HELLO."));
     let recorded = TimelineCase::from_yaml(&std::fs::read_to_string(&case).unwrap()).unwrap();
     assert_eq!(recorded.history.len(), 1);

@@ -73,6 +73,18 @@ fn record_in(
     (output, case)
 }
 
+/// `agentic replay <case>` run in `folder`, which must succeed; its stdout.
+fn replay_in(folder: &Path, case: &Path) -> String {
+    let replayed = agentic(folder, &["replay", case.to_str().unwrap()], None);
+    assert_eq!(
+        replayed.status.code(),
+        Some(0),
+        "{}",
+        text(&replayed.stderr)
+    );
+    text(&replayed.stdout)
+}
+
 /// Records the prompt of [`TURNS`] in a new folder; returns the folder and the case's path.
 fn record() -> (tempfile::TempDir, std::path::PathBuf) {
     let folder = tempfile::tempdir().unwrap();
@@ -112,13 +124,7 @@ fn a_recorded_prompt_replays_elsewhere_without_running_a_tool() {
 
     // A folder with no note.txt: a real run would fail to read it and would write copy.txt.
     let elsewhere = tempfile::tempdir().unwrap();
-    let output = agentic(
-        elsewhere.path(),
-        &["replay", case_path.to_str().unwrap()],
-        None,
-    );
-    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
-    let stdout = text(&output.stdout);
+    let stdout = replay_in(elsewhere.path(), &case_path);
     let agentic_core::replay::RecordedResult::Output(now) = &recorded.calls[2].result else {
         panic!("time.now was recorded as {:?}", recorded.calls[2].result);
     };
@@ -262,14 +268,7 @@ fn a_replay_reads_the_recorded_clock_and_random_numbers() {
     assert!(answer.contains('T') && answer.contains('Z'), "{answer}");
     std::thread::sleep(std::time::Duration::from_millis(20));
     for _ in 0..2 {
-        let replayed = agentic(folder.path(), &["replay", case.to_str().unwrap()], None);
-        assert_eq!(
-            replayed.status.code(),
-            Some(0),
-            "{}",
-            text(&replayed.stderr)
-        );
-        let stdout = text(&replayed.stdout);
+        let stdout = replay_in(folder.path(), &case);
         assert!(
             stdout.contains(&answer),
             "recorded {answer:?}, replayed:\n{stdout}"
@@ -327,14 +326,7 @@ fn a_prompt_run_on_a_server_is_recorded_through_its_api() {
     );
     let recorded = TimelineCase::from_yaml(&std::fs::read_to_string(&case).unwrap()).unwrap();
     assert_eq!(recorded.decisions, vec![agentic_core::Verdict::Approve]);
-    let replayed = agentic(elsewhere.path(), &["replay", case.to_str().unwrap()], None);
-    assert_eq!(
-        replayed.status.code(),
-        Some(0),
-        "{}",
-        text(&replayed.stderr)
-    );
-    assert!(text(&replayed.stdout).contains("Copied 5 bytes at"));
+    assert!(replay_in(elsewhere.path(), &case).contains("Copied 5 bytes at"));
     assert!(!elsewhere.path().join("copy.txt").exists());
 }
 
@@ -358,12 +350,5 @@ fn a_case_replays_the_approvals_of_earlier_prompts_first() {
     assert_eq!(recorded.history.len(), 1);
     assert_eq!(recorded.decisions, vec![agentic_core::Verdict::Approve]);
     let elsewhere = tempfile::tempdir().unwrap();
-    let replayed = agentic(elsewhere.path(), &["replay", case.to_str().unwrap()], None);
-    assert_eq!(
-        replayed.status.code(),
-        Some(0),
-        "{}",
-        text(&replayed.stderr)
-    );
-    assert!(text(&replayed.stdout).contains("The copy says HELLO."));
+    assert!(replay_in(elsewhere.path(), &case).contains("The copy says HELLO."));
 }

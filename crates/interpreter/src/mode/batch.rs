@@ -1,7 +1,10 @@
 //! The tool calls of one request from a script: recorded as pending, decided (allowed, put
 //! to a person, answered from the journal), then run together and answered in one reply.
 
-use agentic_core::{Approval, ExecutorError, Prepared, PromptState, ToolContext, ToolResult};
+use agentic_core::{
+    Approval, DecidedBy, DecisionRecord, ExecutorError, Prepared, PromptState, ToolContext,
+    ToolResult, Verdict,
+};
 use async_trait::async_trait;
 use serde_json::Value;
 
@@ -9,6 +12,9 @@ use super::{CodeExecutor, new_call_id};
 use crate::host::{ScriptHost, calls_reply};
 use crate::journal::Entry;
 use crate::protocol::{HostReply, ParallelCall, ToolBinding};
+
+/// The rule that approves, in its records, the calls `interpreter.autoApprove` lets through.
+const AUTO_APPROVE_POLICY: &str = "interpreter.autoApprove";
 
 pub(super) struct Batch {
     pub(super) request_id: u64,
@@ -52,16 +58,27 @@ impl CodeExecutor {
         };
         for call in calls {
             let id = new_call_id();
-            let decision = match prepared.tools.approval(&call.tool, &call.input) {
+            let (decision, by_policy) = match prepared.tools.approval(&call.tool, &call.input) {
                 Approval::Required { reason } if !self.shared.config.auto_approve => {
-                    Decision::Ask(reason)
+                    (Decision::Ask(reason), None)
                 }
-                _ => Decision::Allowed,
+                // Approved by the configuration: the record says so, not a person.
+                Approval::Required { reason } => (Decision::Allowed, Some(reason)),
+                _ => (Decision::Allowed, None),
             };
             self.base
                 .recorder
                 .start_tool(&id, &call.tool, call.input.clone(), "running")
                 .await?;
+            if let Some(reason) = by_policy {
+                let by = DecidedBy::Policy {
+                    name: AUTO_APPROVE_POLICY.to_owned(),
+                };
+                self.base
+                    .recorder
+                    .record_decision(&id, DecisionRecord::new(Verdict::Approve, by, reason))
+                    .await?;
+            }
             batch.calls.push(BatchCall {
                 id,
                 tool: call.tool,

@@ -57,18 +57,12 @@ pub async fn export_case(
     let section: ExportSection = config.plugin("export").map_err(|error| {
         ExportError::Refused(format!("the [export] section is invalid: {error}"))
     })?;
-    let mut kept = Map::new();
-    let mut whole = Map::new();
-    for key in config.keys() {
-        if let Some(value) = config.get(key) {
-            whole.insert(key.clone(), value.clone());
-        }
-        if !NOT_EXPORTED.contains(&key.as_str())
-            && let Some(value) = config.get(key)
-        {
-            kept.insert(key.clone(), value.clone());
-        }
-    }
+    let whole = config.as_map();
+    let kept: Map<String, Value> = whole
+        .iter()
+        .filter(|(key, _)| !NOT_EXPORTED.contains(&key.as_str()))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
     let options = ExportOptions {
         config: kept,
         masks: section
@@ -80,7 +74,7 @@ pub async fn export_case(
         ..ExportOptions::default()
     }
     .with_environment_secrets()
-    .with_config_secrets(&whole);
+    .with_config_secrets(whole);
     let history: Vec<Run<'_>> = run
         .history
         .iter()

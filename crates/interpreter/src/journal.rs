@@ -134,13 +134,7 @@ pub(crate) fn texts_after(output: &[PromptOutput], index: usize) -> usize {
 
 /// A short rendering of a call for a divergence message.
 pub(crate) fn describe_call(tool: &str, input: &Value) -> String {
-    let input = input.to_string();
-    let input = if input.chars().count() > 120 {
-        input.chars().take(120).collect::<String>() + "…"
-    } else {
-        input
-    };
-    format!("{tool}({input})")
+    agentic_core::replay::describe(tool, input, 120)
 }
 
 /// Why a replay stopped: the script did something else than its journal says at call

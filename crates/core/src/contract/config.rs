@@ -187,9 +187,9 @@ impl Config {
         }
     }
 
-    /// The top-level keys and section names, sorted.
-    pub fn keys(&self) -> impl Iterator<Item = &String> {
-        self.root.keys()
+    /// The whole config: top-level keys and sections.
+    pub fn as_map(&self) -> &Map<String, Value> {
+        &self.root
     }
 
     /// The value of a top-level key or section.

@@ -16,6 +16,9 @@ use super::prompt::{PromptUsage, Reasoning};
 use super::provider::{ModelResponse, ProviderError, ToolCallRequest};
 use super::tool::ToolError;
 
+/// How much of a call's input a divergence shows.
+const DESCRIBED_CHARS: usize = 160;
+
 /// The `type` of the journal entry that holds one model reply.
 pub const MODEL_REPLY_ENTRY: &str = "modelReply";
 
@@ -166,10 +169,10 @@ impl Replay {
         let next = self
             .calls
             .get(state.first_unused)
-            .map(|call| describe(&call.tool, &call.input));
+            .map(|call| describe(&call.tool, &call.input, DESCRIBED_CHARS));
         let divergence = Divergence {
             call: state.made,
-            made: describe(tool, input),
+            made: describe(tool, input, DESCRIBED_CHARS),
             recorded: next,
         };
         let message =
@@ -202,7 +205,7 @@ impl Replay {
                 let made = state.made + 1;
                 state.divergences.push(Divergence {
                     call: made,
-                    made: describe(tool, input),
+                    made: describe(tool, input, DESCRIBED_CHARS),
                     recorded: None,
                 });
                 None
@@ -257,10 +260,11 @@ pub fn tool_matches(pattern: &str, tool: &str) -> bool {
     }
 }
 
-/// A call as `tool(input)`, its input cut at 160 characters.
-pub fn describe(tool: &str, input: &Value) -> String {
+/// A call as `tool(input)`, its input cut at `max_chars` characters: how divergences name
+/// calls, here and in code mode's resume.
+pub fn describe(tool: &str, input: &Value, max_chars: usize) -> String {
     let input = input.to_string();
-    let input = match input.char_indices().nth(160) {
+    let input = match input.char_indices().nth(max_chars) {
         Some((cut, _)) => format!("{}…", &input[..cut]),
         None => input,
     };

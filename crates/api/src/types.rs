@@ -40,6 +40,13 @@ pub struct PromptAccepted {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ApproveBody {
     pub tool_call_id: String,
+    /// Of a request holding several calls (a code-mode plan), the places (from 0) of the
+    /// calls approved; the others are rejected. Absent: all of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls: Option<Vec<usize>>,
+    /// With `calls`: told to the model for the calls left out, `Rejected by user: <reason>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
@@ -58,7 +65,14 @@ pub trait DecisionBody: serde::de::DeserializeOwned + Send + 'static {
 
 impl DecisionBody for ApproveBody {
     fn decision(self) -> (String, agentic_core::Verdict) {
-        (self.tool_call_id, agentic_core::Verdict::Approve)
+        let verdict = match self.calls {
+            None => agentic_core::Verdict::Approve,
+            Some(calls) => agentic_core::Verdict::ApproveOnly {
+                calls,
+                reason: self.reason,
+            },
+        };
+        (self.tool_call_id, verdict)
     }
 }
 

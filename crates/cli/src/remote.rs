@@ -268,9 +268,21 @@ impl PromptDriver for RemotePrompt {
         let _: DecisionAccepted = match verdict {
             Verdict::Approve => {
                 let path = format!("/api/prompts/{prompt}/approve");
-                self.remote
-                    .post(&path, ApproveBody { tool_call_id })
-                    .await?
+                let body = ApproveBody {
+                    tool_call_id,
+                    calls: None,
+                    reason: None,
+                };
+                self.remote.post(&path, body).await?
+            }
+            Verdict::ApproveOnly { calls, reason } => {
+                let path = format!("/api/prompts/{prompt}/approve");
+                let body = ApproveBody {
+                    tool_call_id,
+                    calls: Some(calls),
+                    reason,
+                };
+                self.remote.post(&path, body).await?
             }
             Verdict::Reject { reason } => {
                 let path = format!("/api/prompts/{prompt}/reject");

@@ -49,6 +49,8 @@ impl Plugin for Counter {
     }
 }
 
+/// A service whose code mode asks call by call (`[interpreter] plan = false`): a script waits
+/// in the middle, at the call that needs approval.
 async fn service(
     db: &TestDb,
     turns: &str,
@@ -57,9 +59,25 @@ async fn service(
     ConversationService,
     Arc<agentic_plugin_script::ScriptedProvider>,
 ) {
+    service_planning(db, turns, hits, false).await
+}
+
+/// A service whose code mode plans first when `plan`.
+async fn service_planning(
+    db: &TestDb,
+    turns: &str,
+    hits: &Arc<AtomicUsize>,
+    plan: bool,
+) -> (
+    ConversationService,
+    Arc<agentic_plugin_script::ScriptedProvider>,
+) {
+    let config = serde_json::json!({
+        "interpreter": { "sandbox": { "backend": "in-process" }, "plan": plan }
+    });
     let (runtime, provider) = runtime_with_plugins(
         turns,
-        kit_config(serde_json::json!({})),
+        kit_config(config),
         vec![Arc::new(Counter(hits.clone()))],
     )
     .await;
@@ -389,5 +407,75 @@ async fn a_code_prompt_stored_before_error_kinds_resumes_the_same() {
             texts(&done).last().unwrap(),
             "first=1 second=2 deleted notes.txt"
         );
+    }
+}
+
+/// Plan first, across a restart: the dry run's plan waits (nothing that changes anything ran),
+/// a new process takes the decision and runs the program once, for real, and its `llm()`
+/// reads the answer the dry run got, from the journal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_waiting_at_restart_is_decided_in_a_new_process_and_runs_once() {
+    for db in databases().await {
+        let hits = Arc::new(AtomicUsize::new(0));
+        let (service, _) = service_planning(&db, SCRIPT, &hits, true).await;
+        let mut conversation = service.create("alice").await.unwrap();
+        let waiting = conversation
+            .prompt(request("Delete notes.txt"))
+            .await
+            .unwrap();
+        assert_eq!(
+            waiting.state,
+            PromptState::WaitingForApproval,
+            "{}",
+            db.name
+        );
+        // `count.hit` is not read-only: the dry run answered it with a placeholder.
+        assert_eq!(hits.load(Ordering::SeqCst), 0, "{}", db.name);
+        assert!(texts(&waiting).is_empty(), "a dry run shows nothing");
+        let plan = waiting
+            .output
+            .iter()
+            .find_map(|output| match output {
+                PromptOutput::Tool(tool) if tool.function == "code.plan" => Some(tool.clone()),
+                _ => None,
+            })
+            .expect("the prompt waits at a plan");
+        assert!(plan.result.is_awaiting_approval());
+        assert_eq!(plan.input["calls"][0]["tool"], "kit.delete");
+        assert_eq!(plan.input["calls"][0]["input"]["path"], "notes.txt");
+        drop(conversation);
+        assert!(service.shutdown().await.unwrap().is_empty(), "{}", db.name);
+        drop(service);
+
+        let (service, provider) = service_planning(&db, "- text: unexpected\n", &hits, true).await;
+        let done = service
+            .decide(
+                "alice",
+                &waiting.id,
+                &plan.id,
+                agentic_core::Verdict::Approve,
+            )
+            .await
+            .unwrap();
+        assert_eq!(done.state, PromptState::Completed, "{}: {done:#?}", db.name);
+        assert_eq!(hits.load(Ordering::SeqCst), 2, "{}", db.name);
+        assert!(provider.requests().is_empty(), "the model was asked again");
+        let shown = texts(&done);
+        assert_eq!(shown.len(), 2, "{}: {shown:?}", db.name);
+        assert!(shown[0].contains("\"said\":\"hi there\""), "{shown:?}");
+        assert!(
+            shown[1].ends_with("first=1 second=2 deleted notes.txt"),
+            "{shown:?}"
+        );
+        let delete = done
+            .output
+            .iter()
+            .find_map(|output| match output {
+                PromptOutput::Tool(tool) if tool.function == "kit.delete" => Some(tool.clone()),
+                _ => None,
+            })
+            .unwrap();
+        let record = delete.decision.expect("the plan decided the call");
+        assert!(record.shown.contains("of the plan"), "{}", record.shown);
     }
 }

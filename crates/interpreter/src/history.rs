@@ -90,6 +90,7 @@ fn prompt_messages(prompt: &Prompt) -> Vec<ChatMessage> {
         .filter_map(|output| match output {
             PromptOutput::Tool(tool)
                 if tool.function != CODE_EXECUTE
+                    && tool.function != crate::plan::CODE_PLAN
                     && !is_mode_working(prompt, &tool.function)
                     && !matches!(tool.result, ToolResult::Pending { .. }) =>
             {

@@ -17,6 +17,7 @@ mod host;
 mod journal;
 mod mode;
 mod names;
+mod plan;
 mod plugin;
 mod prompt;
 mod prose;

@@ -37,6 +37,9 @@ pub struct InterpreterConfig {
     pub max_iterations: u32,
     /// Run tools that need approval without asking. Only for trusted setups.
     pub auto_approve: bool,
+    /// Plan first: a program that may make calls needing approval runs as a dry run, and the
+    /// person approves its plan at once instead of call by call.
+    pub plan: bool,
     /// Tokens the model reads at most (its context window), for sizing the system prompt.
     pub context_window: u64,
     /// The share of `contextWindow` the tool declarations may take in the code-mode system
@@ -51,6 +54,7 @@ impl Default for InterpreterConfig {
         Self {
             max_iterations: 10,
             auto_approve: false,
+            plan: true,
             context_window: 16_384,
             declarations_share: 0.25,
             sandbox: SandboxConfig::default(),

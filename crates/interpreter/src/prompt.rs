@@ -522,6 +522,8 @@ pub(crate) fn results_digest(outputs: &[PromptOutput]) -> String {
     let mut iteration = 0;
     for output in outputs {
         let call = match output {
+            // A plan is what a program would do; its calls are recorded as they run.
+            PromptOutput::Tool(call) if call.function == crate::plan::CODE_PLAN => continue,
             PromptOutput::Tool(call) => call,
             PromptOutput::Text(text) if iteration > 0 => {
                 lines.push(format!(

@@ -126,7 +126,7 @@ impl Shape {
 }
 
 /// `"#/$defs/Entry"` or `"#/definitions/Entry"` in `root`.
-fn resolve<'a>(target: &str, root: &'a Value) -> Option<&'a Value> {
+pub(crate) fn resolve<'a>(target: &str, root: &'a Value) -> Option<&'a Value> {
     let path = target.strip_prefix("#/")?;
     path.split('/').try_fold(root, |node, part| {
         node.get(part.replace("~1", "/").replace("~0", "~"))

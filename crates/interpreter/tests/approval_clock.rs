@@ -21,7 +21,7 @@ async fn a_long_approval_wait_does_not_hit_the_time_limit() {
     }]));
     let runtime = Runtime::builder()
         .config(Config::from_value(
-            json!({ "interpreter": { "sandbox": { "wallTimeMs": 1000 } } }),
+            json!({ "interpreter": { "sandbox": { "wallTimeMs": 1000 }, "plan": false } }),
         ))
         .registered_plugins()
         .plugin(kit::plugin())

@@ -50,7 +50,8 @@ pub trait PromptExecutor: Send + Sync {
 
 /// A person's decision about a tool call that waits for approval, the same through every
 /// layer: executor, services, HTTP API, CLI and timeline tests. Its JSON is
-/// `{"type": "approve"}` or `{"type": "reject", "reason": …}`.
+/// `{"type": "approve"}`, `{"type": "reject", "reason": …}`, or for a request that holds
+/// several calls (a plan, a batch) `{"type": "approveOnly", "calls": [0, 2], "reason": …}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum Verdict {
@@ -59,6 +60,16 @@ pub enum Verdict {
     /// The call fails with `Rejected by user: <reason>`, kind `rejected`.
     Reject {
         /// Why, in the person's words, when they gave a reason.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// Of a request that holds several calls, the calls at these places (from 0) run; the
+    /// others are rejected, with the reason. Of a single call, it runs if `calls` has 0.
+    #[serde(rename_all = "camelCase")]
+    ApproveOnly {
+        /// The places of the approved calls.
+        calls: Vec<usize>,
+        /// Why the others are rejected.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
@@ -75,9 +86,18 @@ impl Verdict {
     /// The error a rejected call records (of kind [`ErrorKind::Rejected`]); `None` for an
     /// approval.
     pub fn rejection(&self) -> Option<String> {
+        self.rejection_at(0)
+    }
+
+    /// The error of the call at place `index` of a request that holds several; `None` when
+    /// that call is approved.
+    pub fn rejection_at(&self, index: usize) -> Option<String> {
         match self {
             Self::Approve => None,
-            Self::Reject { reason } => Some(rejection_error(reason.as_deref())),
+            Self::ApproveOnly { calls, .. } if calls.contains(&index) => None,
+            Self::Reject { reason } | Self::ApproveOnly { reason, .. } => {
+                Some(rejection_error(reason.as_deref()))
+            }
         }
     }
 
@@ -86,6 +106,7 @@ impl Verdict {
         match self {
             Self::Approve => "approved",
             Self::Reject { .. } => "rejected",
+            Self::ApproveOnly { .. } => "approved in part",
         }
     }
 }

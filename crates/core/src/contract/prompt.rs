@@ -373,6 +373,13 @@ impl DecisionRecord {
             shown: shown.into(),
         }
     }
+
+    /// The same record, decided at `at`: a call a plan approved carries the plan's time.
+    #[must_use]
+    pub fn decided_at(mut self, at: DateTime<Utc>) -> Self {
+        self.decided_at = at;
+        self
+    }
 }
 
 /// Who took a decision: a person, or a rule of the configuration that took it for them.

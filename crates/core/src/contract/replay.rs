@@ -142,6 +142,30 @@ impl Replay {
         *taken - 1
     }
 
+    /// What [`Replay::answer`] would give, without using the call up or keeping a divergence:
+    /// a dry run's read, which the real run makes again.
+    pub fn peek(&self, tool: &str, input: &Value) -> Result<Value, ToolError> {
+        let state = self.lock();
+        let found = self
+            .calls
+            .iter()
+            .enumerate()
+            .filter(|(index, call)| {
+                !state.used[*index] && call.tool == tool && call.input == *input
+            })
+            .find_map(|(_, call)| match &call.result {
+                RecordedResult::Output(value) => Some(Ok(value.clone())),
+                RecordedResult::Error(error) => Some(Err(ToolError::Failed(error.clone()))),
+                RecordedResult::Rejected(_) => None,
+            });
+        found.unwrap_or_else(|| {
+            Err(ToolError::Failed(format!(
+                "not in the recording this run replays ({}); nothing was run",
+                describe(tool, input, DESCRIBED_CHARS)
+            )))
+        })
+    }
+
     /// The recorded answer to a call of `tool` with `input`: the first unused recorded call
     /// with both the same. Without one, the call fails and is kept as a divergence.
     pub fn answer(&self, tool: &str, input: &Value) -> Result<Value, ToolError> {

@@ -74,6 +74,16 @@ pub trait Tool: Send + Sync {
     fn idempotent(&self) -> bool {
         false
     }
+    /// Whether a call changes nothing (a read, a listing, a lookup): a dry run may run it
+    /// for real. A read-only tool is idempotent too.
+    fn read_only(&self) -> bool {
+        false
+    }
+    /// What a call would change, for a person deciding about it before it runs (a file
+    /// write's diff); `None` when there is nothing more to show than the input.
+    async fn preview(&self, _context: ToolContext, _input: &Value) -> Option<String> {
+        None
+    }
     /// Runs the tool on input that already passed [`Tool::input_schema`].
     async fn invoke(&self, context: ToolContext, input: Value) -> Result<Value, ToolError>;
 }
@@ -454,6 +464,11 @@ type BoxedHandler = Arc<
         + Sync,
 >;
 type BoxedApproval = Arc<dyn Fn(&Value) -> Approval + Send + Sync>;
+type BoxedPreview = Arc<
+    dyn Fn(ToolContext, Value) -> Pin<Box<dyn Future<Output = Option<String>> + Send>>
+        + Send
+        + Sync,
+>;
 
 /// A tool made from a typed async function; see [`define_tool`].
 #[derive(Clone)]
@@ -467,6 +482,8 @@ pub struct FnTool {
     /// Whether an approval rule was set.
     asks: bool,
     idempotent: bool,
+    read_only: bool,
+    preview: Option<BoxedPreview>,
 }
 
 impl std::fmt::Debug for FnTool {
@@ -520,6 +537,8 @@ where
         approval: Arc::new(|_| Approval::NotRequired),
         asks: false,
         idempotent: false,
+        read_only: false,
+        preview: None,
     }
 }
 
@@ -566,6 +585,31 @@ impl FnTool {
         self
     }
 
+    /// Calls change nothing, so a dry run may run them; see [`Tool::read_only`].
+    pub fn read_only(mut self) -> Self {
+        self.read_only = true;
+        self.idempotent = true;
+        self
+    }
+
+    /// What a call would change, from its typed input; see [`Tool::preview`].
+    pub fn preview_with<I, F, Fut>(mut self, preview: F) -> Self
+    where
+        I: DeserializeOwned + Send + 'static,
+        F: Fn(ToolContext, I) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Option<String>> + Send + 'static,
+    {
+        let preview = Arc::new(preview);
+        self.preview = Some(Arc::new(move |context, input| {
+            let preview = preview.clone();
+            Box::pin(async move {
+                let input = serde_json::from_value::<I>(input).ok()?;
+                preview(context, input).await
+            })
+        }));
+        self
+    }
+
     /// The tool as an `Arc<dyn Tool>`, as [`crate::PrepareContext::add_tool`] takes it.
     pub fn into_arc(self) -> Arc<dyn Tool> {
         Arc::new(self)
@@ -609,6 +653,13 @@ impl Tool for FnTool {
     }
     fn idempotent(&self) -> bool {
         self.idempotent
+    }
+    fn read_only(&self) -> bool {
+        self.read_only
+    }
+    async fn preview(&self, context: ToolContext, input: &Value) -> Option<String> {
+        let preview = self.preview.as_ref()?;
+        preview(context, input.clone()).await
     }
     async fn invoke(&self, context: ToolContext, input: Value) -> Result<Value, ToolError> {
         (self.handler)(context, input).await

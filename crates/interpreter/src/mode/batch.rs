@@ -2,15 +2,17 @@
 //! to a person, answered from the journal), then run together and answered in one reply.
 
 use agentic_core::{
-    Approval, DecidedBy, DecisionRecord, ExecutorError, Prepared, PromptState, ToolContext,
-    ToolResult, Verdict,
+    Approval, DecidedBy, DecisionRecord, ErrorKind, ExecutorError, Prepared, PromptState,
+    ToolContext, ToolResult, Verdict,
 };
 use async_trait::async_trait;
 use serde_json::Value;
 
+use super::plan::PlanState;
 use super::{CodeExecutor, new_call_id};
 use crate::host::{ScriptHost, calls_reply};
 use crate::journal::Entry;
+use crate::plan::Held;
 use crate::protocol::{HostReply, ParallelCall, ToolBinding};
 
 /// The rule that approves, in its records, the calls `interpreter.autoApprove` lets through.
@@ -58,26 +60,31 @@ impl CodeExecutor {
         };
         for call in calls {
             let id = new_call_id();
-            let (decision, by_policy) = match prepared.tools.approval(&call.tool, &call.input) {
+            let (decision, record) = match prepared.tools.approval(&call.tool, &call.input) {
                 Approval::Required { reason } if !self.shared.config.auto_approve => {
-                    (Decision::Ask(reason), None)
+                    self.held_decision(&call.tool, &call.input, reason)
                 }
                 // Approved by the configuration: the record says so, not a person.
-                Approval::Required { reason } => (Decision::Allowed, Some(reason)),
+                Approval::Required { reason } => {
+                    let by = DecidedBy::Policy {
+                        name: AUTO_APPROVE_POLICY.to_owned(),
+                    };
+                    let record = DecisionRecord::new(Verdict::Approve, by, reason);
+                    (Decision::Allowed, Some(record))
+                }
                 _ => (Decision::Allowed, None),
             };
             self.base
                 .recorder
                 .start_tool(&id, &call.tool, call.input.clone(), "running")
                 .await?;
-            if let Some(reason) = by_policy {
-                let by = DecidedBy::Policy {
-                    name: AUTO_APPROVE_POLICY.to_owned(),
-                };
-                self.base
-                    .recorder
-                    .record_decision(&id, DecisionRecord::new(Verdict::Approve, by, reason))
-                    .await?;
+            if let Some(record) = record {
+                self.base.recorder.record_decision(&id, record).await?;
+            }
+            if let Decision::Rejected(error) = &decision {
+                // Left out of the plan the person approved: it fails as they rejected it.
+                let rejected = ToolResult::error(ErrorKind::Rejected, error.clone());
+                self.base.recorder.finish_tool(&id, rejected).await?;
             }
             batch.calls.push(BatchCall {
                 id,
@@ -87,6 +94,35 @@ impl CodeExecutor {
             });
         }
         Ok(batch)
+    }
+
+    /// What a call needing approval gets (`reason` says why it needs it): held to the
+    /// program's decided plan when it has one, else put to a person. With the record of the
+    /// plan's decision when the plan decides it.
+    pub(super) fn held_decision(
+        &mut self,
+        tool: &str,
+        input: &Value,
+        reason: String,
+    ) -> (Decision, Option<DecisionRecord>) {
+        let Some(PlanState::Decided(plan)) = self.plan.as_mut() else {
+            return (Decision::Ask(reason), None);
+        };
+        let (by, at) = (plan.by.clone(), plan.decided_at);
+        let shown = |index: usize| format!("call {} of the plan: {reason}", index + 1);
+        match plan.hold(tool, input) {
+            Held::Approved { index } => {
+                let record = DecisionRecord::new(Verdict::Approve, by, shown(index)).decided_at(at);
+                (Decision::Approved, Some(record))
+            }
+            Held::Rejected { index, reason } => {
+                let verdict = Verdict::Reject { reason };
+                let error = verdict.rejection().unwrap_or_default();
+                let record = DecisionRecord::new(verdict, by, shown(index)).decided_at(at);
+                (Decision::Rejected(error), Some(record))
+            }
+            Held::Ask(why) => (Decision::Ask(format!("{reason} ({why})")), None),
+        }
     }
 
     /// Runs the allowed and approved calls of a batch concurrently and records every result.
@@ -117,6 +153,13 @@ impl CodeExecutor {
             }
         });
         let results = futures::future::join_all(runs).await;
+        if let Some(PlanState::Decided(plan)) = self.plan.as_mut() {
+            for (call, result) in batch.calls.iter().zip(&results) {
+                if prepared.tools.runs_in_dry_run(&call.tool, &call.input) {
+                    plan.saw_read(&call.tool, &call.input, result);
+                }
+            }
+        }
         for (call, result) in batch.calls.iter().zip(&results) {
             let result = match result {
                 Ok(output) => ToolResult::Success {
@@ -183,6 +226,10 @@ impl ScriptHost for ModeHost<'_> {
     }
 
     async fn llm(&mut self, prompt: &str, json: bool) -> HostReply {
+        if let Some(reply) = self.executor.dry_llm_answer(prompt, json) {
+            // Journaled when the dry run asked.
+            return reply;
+        }
         let reply = self.executor.llm(prompt, json).await;
         let entry = Entry::Llm {
             execution: self.execution.to_owned(),

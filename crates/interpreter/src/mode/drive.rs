@@ -5,6 +5,7 @@ use agentic_core::tool::cap_text;
 use agentic_core::{ChatMessage, ExecutorError, ModelRequest, Prompt};
 use serde_json::json;
 
+use super::plan::Launch;
 use super::request::Purpose;
 use super::timeline::LastRun;
 use super::{CodeExecutor, new_call_id};
@@ -22,6 +23,9 @@ impl CodeExecutor {
         };
         if self.active.is_none() {
             self.restore(&bindings).await?;
+        }
+        if self.waits_at_plan() {
+            return Ok(self.base.recorder.prompt().clone());
         }
         loop {
             if let Some(active) = self.active.take() {
@@ -200,17 +204,21 @@ impl CodeExecutor {
                 seed: Some(seed),
                 clock,
             };
-            let store = self.store.clone();
-            self.launch(
+            let launch = Launch {
                 code_output_id,
                 code,
                 path,
-                store,
-                &bindings,
+                store: self.store.clone(),
                 determinism,
-                None,
-            )
-            .await;
+            };
+            self.plan = None;
+            if self.plans_first(&launch.code, &prepared, &bindings)
+                && self.plan(&launch, &prepared, &bindings).await?
+            {
+                // The plan waits for a person; the program runs once it is decided.
+                return Ok(self.base.recorder.prompt().clone());
+            }
+            self.start_program(launch).await;
         }
     }
 

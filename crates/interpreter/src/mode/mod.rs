@@ -26,6 +26,7 @@ use crate::sandbox::Execution;
 mod batch;
 mod drive;
 mod execution;
+mod plan;
 mod request;
 mod resume;
 mod timeline;
@@ -73,6 +74,10 @@ pub(crate) struct CodeExecutor {
     /// `store()`/`recall()` values, carried from one iteration to the next.
     store: Map<String, Value>,
     active: Option<ActiveExecution>,
+    /// The current program's plan, when it was planned first.
+    plan: Option<plan::PlanState>,
+    /// The `llm()` answers its dry run got, for the real run to read the same.
+    dry_llm: std::collections::VecDeque<(String, bool, crate::protocol::HostReply)>,
 }
 
 impl std::fmt::Debug for CodeExecutor {
@@ -120,6 +125,8 @@ impl CodeExecutor {
             max_iterations,
             store: Map::new(),
             active: None,
+            plan: None,
+            dry_llm: std::collections::VecDeque::new(),
         }
     }
 
@@ -191,6 +198,9 @@ impl ModeDriver for CodeExecutor {
     ) -> Result<Prompt, ExecutorError> {
         if let Some(prompt) = self.restore_waiting(tool_call_id).await? {
             return Ok(prompt);
+        }
+        if self.waiting_plan(tool_call_id) {
+            return self.decide_plan(verdict).await;
         }
         let Some(call) = self.waiting_call().filter(|call| call.id == tool_call_id) else {
             return Err(ExecutorError::NotWaiting(tool_call_id.to_owned()));

@@ -87,6 +87,20 @@ impl CodeExecutor {
         }
         let store = record.store.clone().unwrap_or_else(|| self.store.clone());
         let path = record.path.unwrap_or(CodePath::Plain);
+        let launch = super::plan::Launch {
+            code_output_id: code_output_id.clone(),
+            code: code.clone(),
+            path,
+            store: store.clone(),
+            determinism: Determinism {
+                seed: record.seed,
+                clock: Vec::new(),
+            },
+        };
+        if self.restore_plan(&launch, &record.llm)? {
+            // Its plan still waits for a person: the program has not run yet.
+            return Ok(());
+        }
         tracing::info!(prompt = %self.base.recorder.prompt().id, execution = %code_output_id, "resuming a script from its journal");
         let replay = Replay {
             calls,
@@ -175,9 +189,10 @@ impl CodeExecutor {
                     // A call that runs now is asked about as any other: a person may not
                     // have seen it yet (only the first call of a request that needs approval
                     // is put to them at a time).
+                    // A planned program's calls use its plan up as they did before.
                     let approval = match prepared.tools.approval(&call.tool, &call.input) {
                         Approval::Required { reason } if !self.shared.config.auto_approve => {
-                            Decision::Ask(reason)
+                            self.held_decision(&call.tool, &call.input, reason).0
                         }
                         _ => Decision::Allowed,
                     };
@@ -313,6 +328,9 @@ impl CodeExecutor {
             ExecutorError::Internal(format!("preparing the prompt failed: {error:#}"))
         })?;
         self.restore(&bindings).await?;
+        if self.waiting_plan(tool_call_id) {
+            return Ok(None);
+        }
         let Some(active) = self.active.take() else {
             return Err(ExecutorError::NotWaiting(tool_call_id.to_owned()));
         };

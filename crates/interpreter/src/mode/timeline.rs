@@ -4,6 +4,7 @@
 use agentic_core::{ErrorKind, Prompt, PromptOutput, ToolOutput, ToolResult};
 use serde_json::Value;
 
+use crate::plan::CODE_PLAN;
 use crate::prompt::CODE_EXECUTE;
 use crate::rules::{Notice, not_run};
 
@@ -32,6 +33,24 @@ impl<'a> Timeline<'a> {
                 _ => None,
             })
             .take_while(|tool| tool.function != CODE_EXECUTE)
+            .filter(|tool| tool.function != CODE_PLAN)
+    }
+
+    /// The plan of the program recorded as `code_output_id`, if it was planned first.
+    pub(super) fn plan_of(self, code_output_id: &'a str) -> Option<&'a ToolOutput> {
+        self.prompt
+            .output
+            .iter()
+            .skip_while(move |output| {
+                !matches!(output, PromptOutput::Tool(tool) if tool.id == code_output_id)
+            })
+            .skip(1)
+            .filter_map(|output| match output {
+                PromptOutput::Tool(tool) => Some(tool),
+                _ => None,
+            })
+            .take_while(|tool| tool.function != CODE_EXECUTE)
+            .find(|tool| tool.function == CODE_PLAN)
     }
 
     /// Whether the program recorded as `code_output_id` showed the user text.
@@ -256,7 +275,9 @@ impl<'a> Timeline<'a> {
         let prompt = self.prompt;
         let fetched = prompt.output.iter().any(|output| {
             matches!(output, PromptOutput::Tool(tool)
-                if tool.function != CODE_EXECUTE && matches!(tool.result, ToolResult::Success { .. }))
+                if tool.function != CODE_EXECUTE
+                    && tool.function != CODE_PLAN
+                    && matches!(tool.result, ToolResult::Success { .. }))
         });
         let rejected = prompt.output.iter().any(|output| {
             matches!(output, PromptOutput::Tool(tool)

@@ -452,7 +452,7 @@ impl Plugin for ArtifactPlugin {
                 |cx, input: ListInput| list_artifacts(cx, input),
             )
             .alias("listArtifacts")
-            .idempotent()
+            .read_only()
             .into_arc(),
         );
         context.add_tool(
@@ -462,7 +462,7 @@ impl Plugin for ArtifactPlugin {
                 |cx, input: GetInput| get_artifact(cx, input),
             )
             .alias("getArtifact")
-            .idempotent()
+            .read_only()
             .into_arc(),
         );
         Ok(())

@@ -89,6 +89,9 @@ pub struct ReadOutput {
     pub next_offset: Option<u64>,
 }
 
+/// The largest file a write's preview diffs against.
+const PREVIEW_LIMIT: u64 = 1024 * 1024;
+
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteInput {
@@ -209,7 +212,7 @@ impl Plugin for FsPlugin {
                     }
                 },
             )
-            .idempotent()
+            .read_only()
             .into_arc(),
         );
         let write_root = root.clone();
@@ -229,6 +232,13 @@ impl Plugin for FsPlugin {
                     input.path
                 ))
             })
+            .preview_with({
+                let root = root.clone();
+                move |_context, input: WriteInput| {
+                    let root = root.clone();
+                    async move { Some(root.write_diff(&input).await) }
+                }
+            })
             .into_arc(),
         );
         let list_root = root.clone();
@@ -241,7 +251,7 @@ impl Plugin for FsPlugin {
                     async move { root.list(input.path.as_deref(), input.recursive).await }
                 },
             )
-            .idempotent()
+            .read_only()
             .into_arc(),
         );
         let search_root = root;
@@ -254,7 +264,7 @@ impl Plugin for FsPlugin {
                     async move { root.search(input).await }
                 },
             )
-            .idempotent()
+            .read_only()
             .into_arc(),
         );
         Ok(())
@@ -450,6 +460,26 @@ impl Root {
             Ok(bytes)
         })
         .await
+    }
+
+    /// What writing `input` would change, as a unified diff against the file as it is now
+    /// (against nothing for a new file).
+    pub async fn write_diff(&self, input: &WriteInput) -> String {
+        let before = match self.read_bytes(&input.path, PREVIEW_LIMIT).await {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(_) => String::new(),
+        };
+        let after = if input.append {
+            format!("{before}{}", input.content)
+        } else {
+            input.content.clone()
+        };
+        let path = input.path.trim();
+        similar::TextDiff::from_lines(&before, &after)
+            .unified_diff()
+            .context_radius(2)
+            .header(&format!("a/{path}"), &format!("b/{path}"))
+            .to_string()
     }
 
     pub async fn read(

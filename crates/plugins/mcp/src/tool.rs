@@ -25,6 +25,8 @@ pub(crate) struct McpTool {
     destructive: bool,
     /// The server says a call may repeat: it only reads, or it is idempotent.
     idempotent: bool,
+    /// The server says a call only reads: a dry run may run it.
+    read_only: bool,
 }
 
 impl std::fmt::Debug for McpTool {
@@ -68,8 +70,8 @@ impl McpTool {
         let annotations = tool.annotations.as_ref();
         let destructive = annotations.and_then(|a| a.destructive_hint) == Some(true)
             && annotations.and_then(|a| a.read_only_hint) != Some(true);
-        let idempotent = annotations.and_then(|a| a.read_only_hint) == Some(true)
-            || annotations.and_then(|a| a.idempotent_hint) == Some(true);
+        let read_only = annotations.and_then(|a| a.read_only_hint) == Some(true);
+        let idempotent = read_only || annotations.and_then(|a| a.idempotent_hint) == Some(true);
         Self {
             id: server.tool_id(&tool.name),
             name: tool.name.to_string(),
@@ -78,6 +80,7 @@ impl McpTool {
             output_schema,
             destructive,
             idempotent,
+            read_only,
             server,
         }
     }
@@ -130,6 +133,10 @@ impl Tool for McpTool {
 
     fn idempotent(&self) -> bool {
         self.idempotent
+    }
+
+    fn read_only(&self) -> bool {
+        self.read_only
     }
 
     async fn invoke(&self, context: ToolContext, input: Value) -> Result<Value, ToolError> {

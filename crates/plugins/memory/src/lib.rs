@@ -191,7 +191,7 @@ fn add_tools(context: &mut PrepareContext, config: &Arc<MemoryConfig>, familiar:
                 async move { read(&cx, &config, input).await }
             },
         )
-        .idempotent()
+        .read_only()
         .into_arc(),
     );
     let write_config = config.clone();
@@ -223,7 +223,7 @@ fn add_tools(context: &mut PrepareContext, config: &Arc<MemoryConfig>, familiar:
                 async move { list(&cx, &config, input).await }
             },
         )
-        .idempotent()
+        .read_only()
         .into_arc(),
     );
     let search_config = config.clone();
@@ -236,7 +236,7 @@ fn add_tools(context: &mut PrepareContext, config: &Arc<MemoryConfig>, familiar:
                 async move { search(&cx, &config, input).await }
             },
         )
-        .idempotent()
+        .read_only()
         .into_arc(),
     );
 }

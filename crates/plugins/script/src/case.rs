@@ -176,7 +176,8 @@ pub struct HistoryPrompt {
     pub mode: Option<String>,
 }
 
-/// A case's decisions as YAML writes them: `approve`, `reject`, or `reject: <reason>`.
+/// A case's decisions as YAML writes them: `approve`, `reject`, `reject: <reason>`, or for a
+/// plan `approveOnly: [0, 2]` (with `reason:` for the calls left out).
 mod yaml_verdicts {
     use agentic_core::Verdict;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -185,7 +186,15 @@ mod yaml_verdicts {
     #[serde(untagged)]
     enum Written {
         Word(String),
-        Reject { reject: Option<String> },
+        #[serde(rename_all = "camelCase")]
+        Only {
+            approve_only: Vec<usize>,
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            reason: Option<String>,
+        },
+        Reject {
+            reject: Option<String>,
+        },
     }
 
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(
@@ -200,6 +209,13 @@ mod yaml_verdicts {
                     "unknown decision \"{word}\", expected approve, reject or reject: <reason>"
                 ))),
                 Written::Reject { reject } => Ok(Verdict::Reject { reason: reject }),
+                Written::Only {
+                    approve_only,
+                    reason,
+                } => Ok(Verdict::ApproveOnly {
+                    calls: approve_only,
+                    reason,
+                }),
             })
             .collect()
     }
@@ -214,6 +230,10 @@ mod yaml_verdicts {
                 Verdict::Approve => Written::Word("approve".to_owned()),
                 Verdict::Reject { reason } => Written::Reject {
                     reject: reason.clone(),
+                },
+                Verdict::ApproveOnly { calls, reason } => Written::Only {
+                    approve_only: calls.clone(),
+                    reason: reason.clone(),
                 },
             })
             .collect::<Vec<_>>()

@@ -64,7 +64,7 @@ impl Plugin for TimePlugin {
                 "Current date and time, in UTC or a given IANA timezone",
                 |_context, input: NowInput| async move { now_in(Utc::now(), input.timezone.as_deref()) },
             )
-            .idempotent()
+            .read_only()
             .into_arc(),
         );
         Ok(())

@@ -279,7 +279,7 @@ impl Plugin for TodoPlugin {
                     })
                 },
             )
-            .idempotent()
+            .read_only()
             .into_arc(),
         );
         context.add_tool(

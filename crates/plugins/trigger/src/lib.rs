@@ -343,7 +343,7 @@ impl Plugin for TriggerPlugin {
                     list_triggers(&store(&cx)?, &cx.user_id, input.status.as_deref()).await
                 },
             )
-            .idempotent()
+            .read_only()
             .into_arc(),
         );
         context.add_tool(

@@ -110,7 +110,7 @@ impl Plugin for WebPlugin {
                     async move { fetch(&config, &input.url).await }
                 },
             )
-            .idempotent()
+            .read_only()
             .into_arc(),
         );
         Ok(())

@@ -288,6 +288,19 @@ impl ToolSet {
         self.get(id).is_some_and(|tool| tool.idempotent())
     }
 
+    /// Whether a dry run runs a call of tool `id` for real: it needs no approval, and its
+    /// tool is read-only or idempotent ([`Tool::read_only`], [`Tool::idempotent`]).
+    pub fn runs_in_dry_run(&self, id: &str, input: &Value) -> bool {
+        self.get(id)
+            .is_some_and(|tool| tool.read_only() || tool.idempotent())
+            && matches!(self.approval(id, input), Approval::NotRequired)
+    }
+
+    /// What a call would change, as its tool previews it ([`Tool::preview`]).
+    pub async fn preview(&self, context: ToolContext, id: &str, input: &Value) -> Option<String> {
+        self.get(id)?.preview(context, input).await
+    }
+
     /// The approval a call needs; unknown tools need none (they fail anyway).
     pub fn approval(&self, id: &str, input: &Value) -> Approval {
         let Some(tool) = self.get(id) else {
@@ -317,7 +330,7 @@ impl ToolSet {
         }
         let start = std::time::Instant::now();
         let result = self
-            .validate_and_invoke(context, id, input)
+            .validate_and_invoke(context, id, input, false)
             .instrument(span.clone())
             .await;
         let seconds = start.elapsed().as_secs_f64();
@@ -328,11 +341,24 @@ impl ToolSet {
         result
     }
 
+    /// Validates and runs one call of a dry run ([`ToolSet::runs_in_dry_run`]): as
+    /// [`ToolSet::invoke`], except that a replayed run answers it from the recording without
+    /// using the recorded call up, as the real run makes it again.
+    pub async fn invoke_dry(
+        &self,
+        context: ToolContext,
+        id: &str,
+        input: Value,
+    ) -> Result<Value, ToolError> {
+        self.validate_and_invoke(context, id, input, true).await
+    }
+
     async fn validate_and_invoke(
         &self,
         context: ToolContext,
         id: &str,
         input: Value,
+        dry: bool,
     ) -> Result<Value, ToolError> {
         let recorded = self
             .replay
@@ -342,7 +368,11 @@ impl ToolSet {
         let input = self.shorthand_input(id, input);
         self.validate(id, &input)?;
         if let Some((replay, as_made)) = recorded {
-            return replay.answer(id, &as_made);
+            return if dry {
+                replay.peek(id, &as_made)
+            } else {
+                replay.answer(id, &as_made)
+            };
         }
         let tool = self
             .get(id)

@@ -84,6 +84,16 @@ pub(crate) async fn follow(
                 reason,
                 input,
                 ..
+            } if tool_name == PLAN_TOOL => {
+                let verdict = decide_plan(reason, input, settings.yes);
+                driver.decide(tool_call_id, verdict).await?;
+            }
+            EventPayload::ApprovalRequested {
+                tool_call_id,
+                tool_name,
+                reason,
+                input,
+                ..
             } => match decide(tool_name, reason, input, settings.yes) {
                 Ok(()) => driver.decide(tool_call_id, Verdict::Approve).await?,
                 Err(refusal) => {
@@ -143,6 +153,128 @@ pub(crate) fn decide(
     } else {
         Err("declined at the terminal".to_owned())
     }
+}
+
+/// The tool a code-mode plan waits as: its input lists the calls the program would make.
+const PLAN_TOOL: &str = "code.plan";
+
+/// A plan, shown once: each call with its input, line and preview, then one question for all
+/// of them: `a` approves all, `r` rejects all, `e` chooses which to approve.
+fn decide_plan(reason: &str, input: &serde_json::Value, yes: bool) -> Verdict {
+    if yes {
+        return Verdict::Approve;
+    }
+    if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
+        let refusal = format!(
+            "{reason}, and there is no terminal to ask; run with --yes to approve tool calls"
+        );
+        eprintln!("agentic: {refusal}");
+        return Verdict::reject(Some(&refusal));
+    }
+    eprintln!("\n{}", plan_text(reason, input));
+    let calls = input["calls"].as_array().map_or(0, Vec::len);
+    loop {
+        let answer =
+            read_answer("[a]pprove all, [r]eject all, or [e]dit: choose which to approve? ");
+        match answer.as_str() {
+            "a" | "approve" | "y" | "yes" => return Verdict::Approve,
+            "r" | "reject" | "n" | "no" | "" => {
+                let reason = read_answer("Why (told to the model; Enter for none)? ");
+                return Verdict::reject(Some(reason.as_str()).filter(|reason| !reason.is_empty()));
+            }
+            "e" | "edit" => {
+                let chosen = read_answer(&format!(
+                    "Approve which calls (numbers from 1 to {calls}, e.g. 1 3 5-7)? "
+                ));
+                match chosen_calls(&chosen, calls) {
+                    Ok(chosen) => {
+                        let reason = read_answer("Why not the others (Enter for none)? ");
+                        return Verdict::ApproveOnly {
+                            calls: chosen,
+                            reason: Some(reason).filter(|reason| !reason.is_empty()),
+                        };
+                    }
+                    Err(error) => eprintln!("agentic: {error}"),
+                }
+            }
+            other => eprintln!("agentic: \"{other}\" is not a, r or e"),
+        }
+    }
+}
+
+/// One line read from the terminal, trimmed and lower-cased where it is a choice.
+fn read_answer(question: &str) -> String {
+    eprint!("{question}");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    let _ = std::io::stdin().lock().read_line(&mut answer);
+    answer.trim().to_owned()
+}
+
+/// A plan as the terminal shows it.
+pub(crate) fn plan_text(reason: &str, input: &serde_json::Value) -> String {
+    let mut text = format!("The program ran as a dry run: {reason}.");
+    for (index, call) in input["calls"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
+        let tool = call["tool"].as_str().unwrap_or("?");
+        text.push_str(&format!("\n  {}. {tool} {}", index + 1, call["input"]));
+        if let Some(line) = call["line"].as_u64() {
+            text.push_str(&format!("  (line {line})"));
+        }
+        if let Some(why) = call["reason"].as_str() {
+            text.push_str(&format!("\n     {why}"));
+        }
+        if let Some(preview) = call["preview"].as_str() {
+            for line in preview.lines().take(40) {
+                text.push_str(&format!("\n     {line}"));
+            }
+        }
+    }
+    for caveat in input["caveats"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+    {
+        if let Some(caveat) = caveat.as_str() {
+            text.push_str(&format!("\n  Note: {caveat}"));
+        }
+    }
+    text.push_str(
+        "\nThe program then runs for real: the calls you approve run, and any other call that \
+         needs approval is asked about on its own.",
+    );
+    text
+}
+
+/// `1 3 5-7` as places from 0, each between 1 and `count`.
+fn chosen_calls(text: &str, count: usize) -> Result<Vec<usize>, String> {
+    let mut chosen = Vec::new();
+    for part in text.split(|c: char| c == ',' || c.is_whitespace()) {
+        if part.is_empty() {
+            continue;
+        }
+        let (from, to) = part.split_once('-').unwrap_or((part, part));
+        let parse = |number: &str| {
+            number
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|number| (1..=count).contains(number))
+                .ok_or_else(|| format!("\"{part}\" is not a call number from 1 to {count}"))
+        };
+        for number in parse(from)?..=parse(to)? {
+            if !chosen.contains(&(number - 1)) {
+                chosen.push(number - 1);
+            }
+        }
+    }
+    chosen.sort_unstable();
+    Ok(chosen)
 }
 
 fn print_event(payload: &EventPayload, show_tools: bool, at_line_start: &mut bool) {
@@ -210,5 +342,20 @@ fn print_event(payload: &EventPayload, show_tools: bool, at_line_start: &mut boo
             }
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chosen_calls_read_numbers_and_ranges() {
+        assert_eq!(chosen_calls("1 3 5-7", 8), Ok(vec![0, 2, 4, 5, 6]));
+        assert_eq!(chosen_calls("2,2, 1", 3), Ok(vec![0, 1]));
+        assert_eq!(chosen_calls("", 3), Ok(vec![]));
+        assert!(chosen_calls("4", 3).is_err());
+        assert!(chosen_calls("0", 3).is_err());
+        assert!(chosen_calls("x", 3).is_err());
     }
 }

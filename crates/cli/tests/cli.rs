@@ -606,6 +606,92 @@ fn approvals_are_granted_with_yes_and_refused_without_a_terminal() {
     assert_eq!(text(&output.stdout).trim(), "Done asking.");
 }
 
+/// A code-mode plan at a terminal: shown once, with each write's diff, and decided with one
+/// answer. `script` gives the binary a terminal; the answers choose writes 1 and 3 of 3.
+#[test]
+fn a_plan_is_shown_once_at_the_terminal_and_approved_in_part() {
+    let root = scratch().join("plan-root");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("a.txt"), "old a\n").unwrap();
+    let config = scratch().join("plan.toml");
+    std::fs::write(&config, format!("[fs]\nroot = \"{}\"\n", root.display())).unwrap();
+    let turns = r#"
+- code: |
+    const wrote = [];
+    for (const name of ["a.txt", "b.txt", "c.txt"]) {
+      try {
+        fs.write({ path: name, content: "new " + name + "\n" });
+        wrote.push(name);
+      } catch (error) {
+        wrote.push(name + " (" + error.message + ")");
+      }
+    }
+    done("Wrote: " + wrote.join(", "));
+"#;
+    let provider = script("plan-terminal", turns);
+    let inner = command(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "prompt",
+            "Write a, b and c",
+            "-m",
+            "code",
+        ],
+        Some(&provider),
+    );
+    // The same command, in a terminal.
+    let line: Vec<String> = std::iter::once(inner.get_program())
+        .chain(inner.get_args())
+        .map(|part| format!("'{}'", part.to_string_lossy()))
+        .collect();
+    let mut terminal = Command::new("script");
+    terminal
+        .args(["-qec", &line.join(" "), "/dev/null"])
+        .envs(
+            inner
+                .get_envs()
+                .filter_map(|(key, value)| Some((key, value?))),
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = terminal.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, b"e\n1 3\nkeep b\n").unwrap();
+    let output = child.wait_with_output().unwrap();
+    drop(stdin);
+    let shown = text(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{shown}");
+    assert_eq!(
+        shown.matches("The program ran as a dry run").count(),
+        1,
+        "{shown}"
+    );
+    assert!(
+        shown.contains("plans 3 calls that need approval"),
+        "{shown}"
+    );
+    assert!(shown.contains("-old a"), "a write shows its diff: {shown}");
+    assert!(shown.contains("+new a.txt"), "{shown}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "new a.txt\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("c.txt")).unwrap(),
+        "new c.txt\n"
+    );
+    assert!(
+        !root.join("b.txt").exists(),
+        "the write left out ran: {shown}"
+    );
+    assert!(
+        shown.contains("b.txt (Rejected by user: keep b)"),
+        "{shown}"
+    );
+}
+
 #[test]
 fn serve_and_a_client_with_server_run_a_code_prompt_over_http() {
     let turns = script(

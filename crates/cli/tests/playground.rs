@@ -429,6 +429,110 @@ fn a_prompt_is_saved_as_a_test_and_an_edited_program_reruns_against_its_recordin
     );
 }
 
+/// A code-mode plan in the playground: the planned writes listed with their diffs and the
+/// program beside them, one left out, and only the ticked ones written.
+#[test]
+fn a_plan_is_shown_as_a_list_beside_its_code_and_approved_in_part() {
+    let Some(browser) = Browser::find() else {
+        return;
+    };
+    let _one = ONE_BROWSER
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = scratch().join("playground-plan");
+    let _ = std::fs::remove_dir_all(&dir);
+    let root = dir.join("files");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("a.txt"), "old a\n").unwrap();
+    let config = dir.join("agentic.toml");
+    std::fs::write(&config, format!("[fs]\nroot = \"{}\"\n", root.display())).unwrap();
+    let database = format!("sqlite://{}", dir.join("agentic.db").display());
+    let turns = script(
+        "playground-plan",
+        "- code: |\n    const wrote = [];\n    for (const name of [\"a.txt\", \"b.txt\", \"c.txt\"]) {\n      try { fs.write({ path: name, content: \"new \" + name }); wrote.push(name); }\n      catch (error) { wrote.push(name + \" not written\"); }\n    }\n    done(wrote.join(\", \"));\n",
+    );
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("playground");
+    std::fs::create_dir_all(&shots).unwrap();
+    let (mut server, base, _) = serve_with(
+        &turns,
+        &database,
+        &["--config", config.to_str().unwrap()],
+        &[],
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let outcome = runtime.block_on(async {
+        let proxy = Proxy::start(&base).await;
+        let page = Page::open(&browser, &proxy.url, &shots).await;
+        let result = async {
+            page.goto("/").await?;
+            page.fill("input[name=user]", &format!("alice{ENTER}"))
+                .await?;
+            page.select("select[name=mode]", "code").await?;
+            page.fill(".composer textarea", "Write a, b and c\n")
+                .await?;
+            page.wait_css(".approval.plan").await?;
+            page.wait_count(".plan-call", 3).await?;
+            page.wait_text(".approval.plan h2", "Approve the plan?")
+                .await?;
+            page.wait_text(
+                ".approval.plan .plan-call[data-call='0'] pre.diff .del",
+                "-old a",
+            )
+            .await?;
+            page.wait_text(
+                ".approval.plan .plan-call[data-call='2'] pre.diff .add",
+                "+new c.txt",
+            )
+            .await?;
+            page.wait_text(".approval.plan .plan-code", "fs.write")
+                .await?;
+            page.wait_css(".approval.plan .plan-code .mark-planned")
+                .await?;
+            page.shot("plan-view").await?;
+            page.axe("the plan view").await?;
+            page.click(".plan-call[data-call='1'] input[type=checkbox]")
+                .await?;
+            page.wait_text(".approval.plan button.approve", "Approve 2 of 3")
+                .await?;
+            page.fill(".approval.plan .actions input", "keep b").await?;
+            page.click(".approval.plan button.approve").await?;
+            page.wait_css(".prompt.state-completed").await?;
+            page.wait_text(".prompt.state-completed", "b.txt not written")
+                .await?;
+            page.wait_text(
+                ".prompt.state-completed .decision",
+                "approved in part by alice",
+            )
+            .await?;
+            Ok::<(), String>(())
+        }
+        .await;
+        let errors = page.console_errors().await;
+        page.client.clone().close().await.ok();
+        result.map(|()| errors)
+    });
+    let _ = server.kill();
+    let _ = server.wait();
+    let errors = outcome.unwrap();
+    let unexpected = unexpected_errors(&errors, &[]);
+    assert!(
+        unexpected.is_empty(),
+        "errors in the browser console: {unexpected:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "new a.txt"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("c.txt")).unwrap(),
+        "new c.txt"
+    );
+    assert!(!root.join("b.txt").exists(), "the write left out ran");
+}
+
 async fn scenarios(page: &Page, proxy: &Proxy, base: &str) -> Outcome {
     // Sign-in: the token is asked for, and a missing one is explained.
     page.goto("/").await?;

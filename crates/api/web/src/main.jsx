@@ -680,7 +680,16 @@ const PromptView = memo(function PromptView({ number, prompt, session, onContinu
           onEdit={finished ? (execution) => setEditing({ execution: execution.id, code: execution.input?.code ?? "" }) : null}
         />
         {prompt.live && <Markdown text={prompt.live} streaming />}
-        {waiting && (
+        {waiting && waiting.toolName === "code.plan" && (
+          <PlanApproval
+            key={waiting.toolCallId}
+            prompt={prompt}
+            waiting={waiting}
+            session={session}
+            execution={groups.find((group) => group.kind === "code" && group.output.id === waiting.input?.execution)}
+          />
+        )}
+        {waiting && waiting.toolName !== "code.plan" && (
           <Approval
             key={waiting.toolCallId}
             prompt={prompt}
@@ -893,7 +902,7 @@ const ToolCard = memo(function ToolCard({ output, live, nested, marked }) {
       <div class="tool-body">
         {output.decision && <DecisionNote decision={output.decision} />}
         <div class="label small muted">input</div>
-        <pre class="json">{prettyJson(output.input)}</pre>
+        <pre class="json" tabindex="0">{prettyJson(output.input)}</pre>
         {live && (
           <>
             <div class="label small muted">live output</div>
@@ -903,7 +912,7 @@ const ToolCard = memo(function ToolCard({ output, live, nested, marked }) {
         {output.result?.type === "success" && (
           <>
             <div class="label small muted">result</div>
-            <pre class="json">{prettyJson(output.result.output)}</pre>
+            <pre class="json" tabindex="0">{prettyJson(output.result.output)}</pre>
           </>
         )}
         {output.result?.type === "error" && <pre class={state === "error" ? "error" : `ended ${state}`}>{output.result.error}</pre>}
@@ -915,7 +924,8 @@ const ToolCard = memo(function ToolCard({ output, live, nested, marked }) {
 
 /// "approved by alice", "rejected by [approval] timeout": who decided a call that waited.
 function decidedBy(decision) {
-  const word = decision.verdict?.type === "approve" ? "approved" : "rejected";
+  const words = { approve: "approved", approveOnly: "approved in part", reject: "rejected" };
+  const word = words[decision.verdict?.type] || "decided";
   const who = decision.by?.type === "policy" ? decision.by.name : decision.by?.userId || "someone";
   return `${word} by ${who}`;
 }
@@ -1018,7 +1028,7 @@ const CodeExecution = memo(function CodeExecution({ label, execution, calls, liv
       {value && value.value !== undefined && value.value !== null && (
         <>
           <div class="label small muted">value</div>
-          <pre class="json">{prettyJson(value.value)}</pre>
+          <pre class="json" tabindex="0">{prettyJson(value.value)}</pre>
         </>
       )}
       {result.type === "error" && (
@@ -1132,7 +1142,7 @@ function Approval({ prompt, waiting, session, execution }) {
       <p>
         <Described text={waiting.reason || ""} />
       </p>
-      <pre class="json">{prettyJson(waiting.input)}</pre>
+      <pre class="json" tabindex="0">{prettyJson(waiting.input)}</pre>
       {execution && <PausedCode execution={execution} waiting={waiting} />}
       <div class="actions">
         <button class="approve" aria-disabled={busy ? "true" : undefined} onClick={() => decide("approve")}>
@@ -1141,6 +1151,108 @@ function Approval({ prompt, waiting, session, execution }) {
         <input aria-label="reason for rejecting" placeholder="Reason (optional)" value={reason} onInput={(e) => setReason(e.currentTarget.value)} onKeyDown={(e) => e.key === "Enter" && decide("reject")} />
         <button class="reject" aria-disabled={busy ? "true" : undefined} onClick={() => decide("reject")}>
           Reject
+        </button>
+      </div>
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
+    </section>
+  );
+}
+
+/// A code-mode plan: what the program's dry run would do, each call with its input, line and
+/// preview (a write's diff), the program beside it, and one decision for all of it: approve
+/// all, approve the calls left ticked, or reject all.
+function PlanApproval({ prompt, waiting, session, execution }) {
+  const calls = waiting.input?.calls ?? [];
+  const caveats = waiting.input?.caveats ?? [];
+  const [chosen, setChosen] = useState(() => calls.map(() => true));
+  const [reason, setReason] = useState("");
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState(null);
+  const count = chosen.filter(Boolean).length;
+  const decide = async (decision) => {
+    if (busy) return;
+    setBusy(true);
+    setError(null);
+    try {
+      const body = { toolCallId: waiting.toolCallId };
+      if (decision === "approve" && count < calls.length) {
+        body.calls = chosen.flatMap((on, index) => (on ? [index] : []));
+      }
+      if ((decision === "reject" || count < calls.length) && reason.trim()) body.reason = reason.trim();
+      await request(session, "POST", `/api/prompts/${prompt.id}/${decision}`, body);
+    } catch (failure) {
+      setError(failure.message);
+      setBusy(false);
+    }
+  };
+  const marks = {};
+  calls.forEach((call) => {
+    if (call.line) marks[call.line] = "planned";
+  });
+  const headingId = `approval-${waiting.toolCallId}`;
+  return (
+    <section class="approval plan" tabindex="-1" aria-labelledby={headingId}>
+      <h2 id={headingId}>Approve the plan?</h2>
+      <p>
+        <Described text={waiting.reason || ""} />. Nothing of it has run: the program ran as a dry run.
+      </p>
+      <div class="plan-body">
+        <ol class="plan-calls">
+          {calls.map((call, index) => (
+            <li key={index} class="plan-call" data-call={index}>
+              <label>
+                <input
+                  type="checkbox"
+                  checked={chosen[index]}
+                  onChange={(event) => {
+                    const on = event.currentTarget.checked;
+                    setChosen((was) => was.map((value, at) => (at === index ? on : value)));
+                  }}
+                />{" "}
+                <code>{call.tool}</code>
+                {call.line ? <span class="muted small"> · line {call.line}</span> : null}
+              </label>
+              <p class="small">{call.reason}</p>
+              <pre class="json" tabindex="0">{prettyJson(call.input)}</pre>
+              {call.preview && (
+                <pre class="diff" tabindex="0" aria-label={`what call ${index + 1} changes`}>
+                  {call.preview.split("\n").map((line, at) => (
+                    <span key={at} class={line.startsWith("+") && !line.startsWith("+++") ? "add" : line.startsWith("-") && !line.startsWith("---") ? "del" : ""}>
+                      {line}
+                      {"\n"}
+                    </span>
+                  ))}
+                </pre>
+              )}
+            </li>
+          ))}
+        </ol>
+        {execution && (
+          <div class="plan-code">
+            <div class="small muted">The program</div>
+            <CodeBlock code={execution.output.input?.code ?? ""} marks={marks} />
+          </div>
+        )}
+      </div>
+      {caveats.length > 0 && (
+        <ul class="caveats small">
+          {caveats.map((caveat, index) => (
+            <li key={index}>{caveat}</li>
+          ))}
+        </ul>
+      )}
+      <p class="small muted">Then the program runs for real: the calls you approve run, and any other call that needs approval is asked about on its own.</p>
+      <div class="actions">
+        <button class="approve" aria-disabled={busy || count === 0 ? "true" : undefined} onClick={() => count > 0 && decide("approve")}>
+          {count === calls.length ? "Approve all" : `Approve ${count} of ${calls.length}`}
+        </button>
+        <input aria-label="reason for the calls not approved" placeholder="Reason (optional)" value={reason} onInput={(e) => setReason(e.currentTarget.value)} />
+        <button class="reject" aria-disabled={busy ? "true" : undefined} onClick={() => decide("reject")}>
+          Reject all
         </button>
       </div>
       {error && (
@@ -1347,12 +1459,12 @@ function ToolDetail({ session, id }) {
       )}
       <details>
         <summary>Input schema</summary>
-        <pre class="json">{prettyJson(schema)}</pre>
+        <pre class="json" tabindex="0">{prettyJson(schema)}</pre>
       </details>
       {tool.outputSchema && (
         <details>
           <summary>Output schema</summary>
-          <pre class="json">{prettyJson(tool.outputSchema)}</pre>
+          <pre class="json" tabindex="0">{prettyJson(tool.outputSchema)}</pre>
         </details>
       )}
     </article>

@@ -60,6 +60,7 @@ fn main() -> anyhow::Result<()> {
                 cargo_bench(&root, "agentic-plugin-mcp", "tokens")
             }
             Some("fairness") => cargo_bench(&root, "agentic-interpreter", "fairness"),
+            Some("plan") => cargo_bench(&root, "agentic-interpreter", "plan"),
             Some("store") => cargo_bench(&root, "agentic-conversation", "store"),
             Some("relay") => cargo_bench(&root, "agentic-conversation", "relay"),
             Some("api") => bench_api(&root, &arguments[2..]),
@@ -72,7 +73,7 @@ fn main() -> anyhow::Result<()> {
             Some("record") => cargo_bench(&root, "agentic-api", "record"),
             _ => {
                 eprintln!(
-                    "usage: cargo xtask bench <sandbox|tokens|fairness|store|relay|api|local|mcp|playground|takeover|replay|providers|record>"
+                    "usage: cargo xtask bench <sandbox|tokens|fairness|plan|store|relay|api|local|mcp|playground|takeover|replay|providers|record>"
                 );
                 std::process::exit(2);
             }

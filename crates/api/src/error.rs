@@ -154,6 +154,8 @@ impl From<ConversationError> for ApiError {
             not @ ConversationError::NotContinuable { .. } => {
                 Self::new(StatusCode::CONFLICT, "not_continuable", not.to_string())
             }
+            ConversationError::BadScope(message) => Self::bad_request("invalid_scope", message),
+            ConversationError::ScopeNotFound(id) => Self::not_found("scope", &id),
             ConversationError::Prompt(error) => error.into(),
             ConversationError::Store(error) => Self::internal(&error),
         }

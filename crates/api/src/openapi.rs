@@ -64,6 +64,8 @@ pub fn document() -> Value {
     let invoke_input = generator.subschema_for::<Value>();
     let invoke_result = generator.subschema_for::<InvokeResult>();
     let capabilities = generator.subschema_for::<Capabilities>();
+    let scopes = generator.subschema_for::<Vec<agentic_core::scope::ScopeGrant>>();
+    let scope = generator.subschema_for::<agentic_core::scope::ScopeGrant>();
     let health = generator.subschema_for::<Health>();
     let error = generator.subschema_for::<ErrorBody>();
 
@@ -104,12 +106,17 @@ pub fn document() -> Value {
         Operation {
             method: "post",
             path: "/api/prompts/{id}/approve",
-            summary: "Approve a tool call that waits; the prompt runs on in the background",
+            summary: "Approve a tool call that waits (all or some calls of a plan, with `calls`), \
+                      and with `scope` the tool's later calls of the prompt or the conversation; \
+                      the prompt runs on in the background",
             public: false,
             body: Some(approve_body),
             ok: (202, Some(decision.clone()), "approved"),
             errors: &[
-                (400, "invalid id or body"),
+                (
+                    400,
+                    "invalid id or body, or a scope that cannot be made (`invalid_scope`)",
+                ),
                 (404, "no such prompt for this user"),
                 (
                     409,
@@ -134,6 +141,27 @@ pub fn document() -> Value {
                      those that do); `already_decided`: it was decided already",
                 ),
             ],
+        },
+        Operation {
+            method: "get",
+            path: "/api/scopes",
+            summary: "The user's approval scopes in force (`?conversation=<id>` for one conversation's)",
+            public: false,
+            body: None,
+            ok: (200, Some(scopes), "the scopes"),
+            errors: &[
+                (400, "invalid conversation id or query"),
+                (404, "no such conversation for this user"),
+            ],
+        },
+        Operation {
+            method: "delete",
+            path: "/api/scopes/{id}",
+            summary: "Revoke an approval scope: the calls it approved are asked about again",
+            public: false,
+            body: None,
+            ok: (200, Some(scope), "the scope, revoked"),
+            errors: &[(400, "invalid id"), (404, "no such scope for this user")],
         },
         Operation {
             method: "post",

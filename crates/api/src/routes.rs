@@ -80,6 +80,8 @@ pub(crate) fn routes() -> Router<AppState> {
             "/api/conversations/{id}",
             get(get_conversation).delete(delete_conversation),
         )
+        .route("/api/scopes", get(list_scopes))
+        .route("/api/scopes/{id}", axum::routing::delete(revoke_scope))
         .route("/api/tools", get(list_tools))
         .route("/api/tools/{id}", get(get_tool))
         .route("/api/tools/{id}/invoke", post(invoke_tool))
@@ -305,6 +307,7 @@ async fn decide<Body: DecisionBody>(
     Path(id): Path<String>,
     ApiJson(body): ApiJson<Body>,
 ) -> Result<Response, ApiError> {
+    let scope = body.scope();
     let (tool_call_id, verdict) = body.decision();
     check_id("prompt", &id)?;
     let slot = state.take_slot(&user).await?;
@@ -317,7 +320,11 @@ async fn decide<Body: DecisionBody>(
             id.clone(),
             tool_call_id.clone(),
         );
-        tokio::spawn(async move { service.submit_decision(&user, &id, &call, verdict).await })
+        tokio::spawn(async move {
+            service
+                .submit_decision_with_scope(&user, &id, &call, verdict, scope)
+                .await
+        })
     };
     submitting.await.map_err(|error| {
         ApiError::internal(&anyhow::anyhow!("storing the decision failed: {error}"))
@@ -423,6 +430,42 @@ async fn get_conversation(
         conversation,
         prompts,
     }))
+}
+
+/// Which scopes to list.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScopesQuery {
+    /// Only those of this conversation (with its prompts' own).
+    conversation: Option<String>,
+}
+
+/// `GET /api/scopes[?conversation=<id>]`: the user's scopes in force.
+async fn list_scopes(
+    State(state): State<AppState>,
+    Extension(UserId(user)): Extension<UserId>,
+    axum::extract::Query(query): axum::extract::Query<ScopesQuery>,
+) -> Result<Json<Vec<agentic_core::scope::ScopeGrant>>, ApiError> {
+    if let Some(id) = &query.conversation {
+        check_id("conversation", id)?;
+    }
+    Ok(Json(
+        state
+            .service()
+            .scopes(&user, query.conversation.as_deref())
+            .await?,
+    ))
+}
+
+/// `DELETE /api/scopes/{id}`: revokes a scope; the calls it approved are asked about again.
+/// The answer is the scope as revoked.
+async fn revoke_scope(
+    State(state): State<AppState>,
+    Extension(UserId(user)): Extension<UserId>,
+    Path(id): Path<String>,
+) -> Result<Json<agentic_core::scope::ScopeGrant>, ApiError> {
+    check_id("scope", &id)?;
+    Ok(Json(state.service().revoke_scope(&user, &id).await?))
 }
 
 async fn delete_conversation(

@@ -47,6 +47,10 @@ pub struct ApproveBody {
     /// With `calls`: told to the model for the calls left out, `Rejected by user: <reason>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// How far the approval reaches: this tool (or a pattern) for the rest of the prompt, or
+    /// for the conversation until it expires. Absent: this call only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<agentic_core::scope::Scope>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
@@ -61,9 +65,17 @@ pub struct RejectBody {
 /// The body of a decision route: the call it decides, and the verdict.
 pub trait DecisionBody: serde::de::DeserializeOwned + Send + 'static {
     fn decision(self) -> (String, agentic_core::Verdict);
+    /// The scope the decision grants, if any.
+    fn scope(&self) -> Option<agentic_core::scope::Scope> {
+        None
+    }
 }
 
 impl DecisionBody for ApproveBody {
+    fn scope(&self) -> Option<agentic_core::scope::Scope> {
+        self.scope.clone()
+    }
+
     fn decision(self) -> (String, agentic_core::Verdict) {
         let verdict = match self.calls {
             None => agentic_core::Verdict::Approve,

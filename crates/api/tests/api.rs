@@ -65,6 +65,8 @@ async fn health_openapi_and_docs_need_no_identity_and_work_offline() {
         ("GET", "/api/conversations/{id}"),
         ("DELETE", "/api/conversations/{id}"),
         ("PATCH", "/api/conversations/{id}"),
+        ("GET", "/api/scopes"),
+        ("DELETE", "/api/scopes/{id}"),
         ("GET", "/api/tools"),
         ("GET", "/api/tools/{id}"),
         ("POST", "/api/tools/{id}/invoke"),
@@ -605,6 +607,138 @@ async fn tool_calls_wait_for_approval_and_can_be_approved_or_rejected() {
     server.shutdown().await;
 }
 
+/// Scopes: an approval with a conversation scope lets the tool's later calls of the
+/// conversation run without asking, each recorded as decided by the scope; the scope is
+/// listed (to its user only), a scope that cannot be made is refused with nothing stored, and
+/// once revoked the calls are asked about again.
+#[tokio::test]
+async fn an_approval_with_a_conversation_scope_approves_later_calls_until_revoked() {
+    let turns = r#"
+- toolCalls:
+    - { id: call_a, name: kit.delete, input: { path: a.txt } }
+- text: Deleted a.
+- toolCalls:
+    - { id: call_b, name: kit.delete, input: { path: b.txt } }
+- text: Deleted b.
+- toolCalls:
+    - { id: call_c, name: kit.delete, input: { path: c.txt } }
+- text: Asked for c.
+"#;
+    let mut server = server(turns).await;
+    let (first, conversation) = server
+        .prompt("alice", json!({ "input": "Delete a.txt" }))
+        .await;
+    server
+        .wait_for("alice", &first, &["waiting_for_approval"])
+        .await;
+    for (scope, why) in [
+        (
+            json!({ "reach": "conversation", "expiresIn": "soon" }),
+            "expiresIn",
+        ),
+        (
+            json!({ "reach": "conversation", "expiresIn": "90d" }),
+            "30 days",
+        ),
+        (
+            json!({ "reach": "conversation", "tool": "kit delete" }),
+            "pattern",
+        ),
+        (
+            json!({ "reach": "everywhere" }),
+            "expected `prompt` or `conversation`",
+        ),
+    ] {
+        let refused = server
+            .post(
+                "alice",
+                &format!("/api/prompts/{first}/approve"),
+                json!({ "toolCallId": "call_a", "scope": scope }),
+            )
+            .send()
+            .await
+            .unwrap();
+        let status = refused.status();
+        let body: Value = refused.json().await.unwrap();
+        assert!(status == 400 || status == 422, "{scope}: {status} {body}");
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains(why),
+            "{body}"
+        );
+    }
+    let approved = server
+        .post(
+            "alice",
+            &format!("/api/prompts/{first}/approve"),
+            json!({
+                "toolCallId": "call_a",
+                "scope": { "reach": "conversation", "expiresIn": "10m" }
+            }),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(approved.status(), 202);
+    server.wait_for("alice", &first, &["completed"]).await;
+
+    let scopes = server
+        .get_json("alice", &format!("/api/scopes?conversation={conversation}"))
+        .await;
+    let scopes = scopes.as_array().unwrap();
+    assert_eq!(scopes.len(), 1, "{scopes:?}");
+    assert_eq!(scopes[0]["tool"], "kit.delete");
+    assert_eq!(scopes[0]["reach"], "conversation");
+    assert!(scopes[0]["expiresAt"].is_string());
+    let scope = scopes[0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(server.get_json("bob", "/api/scopes").await, json!([]));
+    let status = server
+        .delete("bob", &format!("/api/scopes/{scope}"))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 404);
+
+    // The next prompt of the conversation does not ask.
+    let (second, _) = server
+        .prompt(
+            "alice",
+            json!({ "input": "Delete b.txt", "conversationId": conversation }),
+        )
+        .await;
+    let done = server.wait_for("alice", &second, &["completed"]).await;
+    let call = &done["output"][0];
+    assert_eq!(call["result"]["output"], "deleted b.txt", "{done}");
+    assert_eq!(call["decision"]["by"]["type"], "scope", "{call}");
+    assert_eq!(call["decision"]["by"]["id"], scope.as_str());
+    assert_eq!(call["decision"]["by"]["grantedBy"], "alice");
+
+    let revoked = server
+        .delete("alice", &format!("/api/scopes/{scope}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), 200);
+    let revoked: Value = revoked.json().await.unwrap();
+    assert!(revoked["revokedAt"].is_string(), "{revoked}");
+    assert_eq!(
+        server
+            .get_json("alice", &format!("/api/scopes?conversation={conversation}"))
+            .await,
+        json!([])
+    );
+    let (third, _) = server
+        .prompt(
+            "alice",
+            json!({ "input": "Delete c.txt", "conversationId": conversation }),
+        )
+        .await;
+    server
+        .wait_for("alice", &third, &["waiting_for_approval"])
+        .await;
+    server.shutdown().await;
+}
+
 /// A code-mode prompt waiting for approval has two pending calls, the program and the call
 /// that waits: a decision about the program (or any call that does not wait) is refused at
 /// once, naming the call that waits, instead of being accepted and dropped; a decision is
@@ -635,7 +769,8 @@ async fn a_decision_that_cannot_apply_is_refused_naming_the_call_that_waits() {
             .unwrap()
             .to_owned()
     };
-    let (program, delete) = (call_of("code.execute"), call_of("kit.delete"));
+    // The program's plan waits (see docs/code-mode.md, Plans).
+    let (program, delete) = (call_of("code.execute"), call_of("code.plan"));
     for decision in ["approve", "reject"] {
         let refused = server
             .post(
@@ -651,7 +786,7 @@ async fn a_decision_that_cannot_apply_is_refused_naming_the_call_that_waits() {
         assert_eq!(body["error"]["code"], "not_waiting", "{body}");
         let message = body["error"]["message"].as_str().unwrap();
         assert!(
-            message.contains(&format!("\"{delete}\" (kit.delete)")),
+            message.contains(&format!("\"{delete}\" (code.plan)")),
             "{message}"
         );
     }
@@ -718,7 +853,14 @@ async fn an_approved_call_starts_when_it_is_approved() {
                 .parse::<chrono::DateTime<chrono::Utc>>()
                 .unwrap()
         };
-        let asked = call(&waiting);
+        // What waits: the call in classic mode, the program's plan in code mode.
+        let asked = waiting["output"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|output| output["result"]["awaitingApproval"] == true)
+            .unwrap()
+            .clone();
         let approving = chrono::Utc::now();
         let approved = server
             .post(

@@ -159,3 +159,32 @@ pub mod instance {
 
     impl ActiveModelBehavior for ActiveModel {}
 }
+
+/// Scopes people granted with a decision: a tool approved for the rest of a prompt, or for a
+/// conversation until it expires (see `agentic_core::scope`). Revoked ones are kept, marked.
+pub mod approval_scope {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
+    #[sea_orm(table_name = "approval_scopes")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub user_id: String,
+        /// `prompt` or `conversation`.
+        pub reach: String,
+        /// A tool id or pattern.
+        pub tool: String,
+        pub conversation_id: Option<String>,
+        pub prompt_id: String,
+        pub tool_call_id: String,
+        pub created_at: DateTimeUtc,
+        pub expires_at: Option<DateTimeUtc>,
+        pub revoked_at: Option<DateTimeUtc>,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}

@@ -228,7 +228,59 @@ fn core_migrations() -> Vec<Arc<dyn MigrationTrait>> {
         Arc::new(CreatePromptJournal),
         Arc::new(IndexEventLogByUser),
         Arc::new(CreatePromptDecisions),
+        Arc::new(CreateApprovalScopes),
     ]
+}
+
+/// Scopes granted with decisions (`entity::approval_scope`).
+struct CreateApprovalScopes;
+
+impl MigrationName for CreateApprovalScopes {
+    fn name(&self) -> &str {
+        "0006_approval_scopes"
+    }
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for CreateApprovalScopes {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), sea_orm::DbErr> {
+        manager
+            .create_table(
+                Table::create()
+                    .table("approval_scopes")
+                    .col(id_key())
+                    .col(user_id())
+                    .col(ColumnDef::new("reach").string_len(32).not_null())
+                    .col(ColumnDef::new("tool").string_len(255).not_null())
+                    .col(ColumnDef::new("conversation_id").string_len(64).null())
+                    .col(ColumnDef::new("prompt_id").string_len(64).not_null())
+                    .col(ColumnDef::new("tool_call_id").string_len(255).not_null())
+                    .col(timestamp("created_at"))
+                    .col(
+                        ColumnDef::new("expires_at")
+                            .timestamp_with_time_zone()
+                            .null(),
+                    )
+                    .col(
+                        ColumnDef::new("revoked_at")
+                            .timestamp_with_time_zone()
+                            .null(),
+                    )
+                    .to_owned(),
+            )
+            .await?;
+        // A call's check reads the user's scopes of one conversation or prompt.
+        manager
+            .create_index(
+                Index::create()
+                    .name("approval_scopes_user")
+                    .table("approval_scopes")
+                    .col("user_id")
+                    .col("conversation_id")
+                    .to_owned(),
+            )
+            .await
+    }
 }
 
 /// Decisions kept until applied (`entity::prompt_decision`).

@@ -17,6 +17,7 @@ use crate::compress::{CompressionSettings, Compressor};
 mod decisions;
 mod expiry;
 mod instance;
+mod scopes;
 mod takeover;
 
 use crate::store::{Conversation, Recovery, Store, StoredPrompt};
@@ -65,6 +66,10 @@ pub enum ConversationError {
     },
     #[error("prompt \"{prompt_id}\" cannot be continued: {why}")]
     NotContinuable { prompt_id: String, why: String },
+    #[error("{0}")]
+    BadScope(String),
+    #[error("scope \"{0}\" not found")]
+    ScopeNotFound(String),
     #[error(transparent)]
     Prompt(#[from] PromptServiceError),
     #[error(transparent)]
@@ -140,6 +145,7 @@ impl ConversationService {
         {
             slot.set(store.clone());
         }
+        scopes::attach(runtime.services(), &store);
         let settings = CompressionSettings::from_config(&runtime.services().config)?;
         let approval_timeout = expiry::approval_timeout(&runtime.services().config)?;
         store.set_lease(std::time::Duration::from_secs(settings.lease_seconds));

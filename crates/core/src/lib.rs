@@ -12,7 +12,7 @@ pub mod telemetry;
 pub mod typescript;
 
 pub use contract::{
-    config, event, mode, plugin, prompt, provider, replay, services, state, tokens, tool,
+    config, event, mode, plugin, prompt, provider, replay, scope, services, state, tokens, tool,
 };
 pub use runtime::executor::{Driven, ExecutorBase, ModeDriver};
 pub use runtime::{classic, history, recorder, text_calls};

@@ -10,6 +10,7 @@ pub mod plugin;
 pub mod prompt;
 pub mod provider;
 pub mod replay;
+pub mod scope;
 pub mod services;
 pub mod state;
 pub mod tokens;

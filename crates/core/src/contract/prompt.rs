@@ -398,6 +398,16 @@ pub enum DecidedBy {
         /// The rule, as the configuration names it.
         name: String,
     },
+    /// A scope a person granted with an earlier decision ([`crate::scope`]).
+    #[serde(rename_all = "camelCase")]
+    Scope {
+        /// The scope's id, to find (and revoke) it.
+        id: String,
+        /// The tool id or pattern it approves.
+        tool: String,
+        /// The user who granted it.
+        granted_by: String,
+    },
 }
 
 /// How a tool call ended without a result. Stored beside the error's words, so that what

@@ -258,8 +258,14 @@ impl ClassicExecutor {
             if !self.approved.contains(&id)
                 && let Approval::Required { reason } = prepared.tools.approval(&function, &input)
             {
-                self.base.recorder.request_approval(&id, &reason).await?;
-                return Ok(Progress::Paused);
+                match self.base.scope_for(&function, &reason).await {
+                    // A scope a person granted earlier approves it.
+                    Some(record) => self.base.recorder.record_decision(&id, record).await?,
+                    None => {
+                        self.base.recorder.request_approval(&id, &reason).await?;
+                        return Ok(Progress::Paused);
+                    }
+                }
             }
             self.base.recorder.mark_tool_started(&id);
             let context = ToolContext::new(

@@ -164,6 +164,41 @@ impl ExecutorBase {
         Ok(self.recorder.prompt().clone())
     }
 
+    /// The record of a scope that approves a call of `tool` (which needs approval because of
+    /// `shown`), when one is in force: the call then runs without asking.
+    pub async fn scope_for(&self, tool: &str, shown: &str) -> Option<DecisionRecord> {
+        let slot = self
+            .options
+            .services
+            .extensions
+            .get::<crate::scope::ScopeSlot>()?;
+        let prompt = self.recorder.prompt();
+        let covering = slot
+            .store()
+            .covering(
+                &prompt.user_id,
+                self.options.prompt.conversation_id.as_deref(),
+                &prompt.id,
+                tool,
+            )
+            .await;
+        match covering {
+            Ok(grant) => {
+                let grant = grant?;
+                Some(DecisionRecord::new(
+                    Verdict::Approve,
+                    grant.decided_by(),
+                    shown,
+                ))
+            }
+            Err(error) => {
+                // Asking a person is always safe.
+                tracing::warn!(error = %format!("{error:#}"), "could not read the scopes; the call is asked about");
+                None
+            }
+        }
+    }
+
     /// Records a person's verdict on the call the prompt waits at, once the mode has checked
     /// that it waits there: the prompt runs again, and the call either starts now (its time
     /// is its run, not the time a person took) or fails as rejected.

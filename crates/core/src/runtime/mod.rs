@@ -218,6 +218,7 @@ impl RuntimeBuilder {
                 .with_context(|| format!("plugin \"{}\" failed to set up", plugin.id()))?;
         }
         providers.sort_by_key(|factory: &ProviderFactory| factory.id);
+        extensions.insert(Arc::new(crate::scope::ScopeSlot::default()));
 
         let prices = self.config.prices()?;
         let completion = match self.provider {

@@ -62,7 +62,11 @@ impl CodeExecutor {
             let id = new_call_id();
             let (decision, record) = match prepared.tools.approval(&call.tool, &call.input) {
                 Approval::Required { reason } if !self.shared.config.auto_approve => {
-                    self.held_decision(&call.tool, &call.input, reason)
+                    match self.base.scope_for(&call.tool, &reason).await {
+                        // A scope a person granted earlier approves it.
+                        Some(record) => (Decision::Allowed, Some(record)),
+                        None => self.held_decision(&call.tool, &call.input, reason),
+                    }
                 }
                 // Approved by the configuration: the record says so, not a person.
                 Approval::Required { reason } => {

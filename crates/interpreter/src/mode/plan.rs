@@ -344,6 +344,7 @@ impl CodeExecutor {
                 .and_then(|tool| tool.output_schema().cloned());
             let placeholder = crate::plan::placeholder(schema.as_ref(), &call.tool);
             if let Approval::Required { reason } = prepared.tools.approval(&call.tool, &call.input)
+                && self.base.scope_for(&call.tool, &reason).await.is_none()
             {
                 if crate::plan::holds_placeholder(&call.input) {
                     plan.caveats.push(format!(

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use agentic_api::types::{ToolDetail, ToolSummary};
 use agentic_conversation::{Conversation, ConversationError, ConversationService};
+use agentic_core::scope::ScopeGrant;
 use agentic_core::{Approval, Capabilities, Prepared, Runtime, State, ToolContext};
 use async_trait::async_trait;
 use serde_json::Value;
@@ -47,6 +48,10 @@ pub(crate) trait Backend: Send + Sync {
     ) -> Result<Box<dyn PromptDriver>, StartError>;
     /// One of the user's prompts as a test case, in YAML (`agentic export`).
     async fn export(&self, prompt_id: &str) -> anyhow::Result<String>;
+    /// The user's approval scopes in force, of one conversation or all.
+    async fn scopes(&self, conversation: Option<&str>) -> anyhow::Result<Vec<ScopeGrant>>;
+    /// Revokes one of the user's scopes; the scope as revoked.
+    async fn revoke_scope(&self, id: &str) -> anyhow::Result<ScopeGrant>;
     /// Ends the backend's work before the process exits.
     async fn close(&self) -> anyhow::Result<()> {
         Ok(())
@@ -131,6 +136,14 @@ impl Backend for LocalBackend {
     async fn export(&self, prompt_id: &str) -> anyhow::Result<String> {
         let case = agentic_api::export::export_case(&self.service, USER, prompt_id).await?;
         agentic_api::export::case_yaml(&case)
+    }
+
+    async fn scopes(&self, conversation: Option<&str>) -> anyhow::Result<Vec<ScopeGrant>> {
+        Ok(self.service.scopes(USER, conversation).await?)
+    }
+
+    async fn revoke_scope(&self, id: &str) -> anyhow::Result<ScopeGrant> {
+        Ok(self.service.revoke_scope(USER, id).await?)
     }
 
     async fn close(&self) -> anyhow::Result<()> {

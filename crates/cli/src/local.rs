@@ -122,7 +122,12 @@ impl PromptDriver for LocalPrompt {
         }
     }
 
-    async fn decide(&mut self, tool_call_id: &str, verdict: Verdict) -> anyhow::Result<()> {
+    async fn decide(
+        &mut self,
+        tool_call_id: &str,
+        verdict: Verdict,
+        scope: Option<agentic_core::scope::Scope>,
+    ) -> anyhow::Result<()> {
         self.settle().await;
         let (service, prompt, call) = (
             self.service.clone(),
@@ -130,7 +135,9 @@ impl PromptDriver for LocalPrompt {
             tool_call_id.to_owned(),
         );
         self.task = Some(tokio::spawn(async move {
-            service.decide(USER, &prompt, &call, verdict).await
+            service
+                .decide_with_scope(USER, &prompt, &call, verdict, scope)
+                .await
         }));
         Ok(())
     }

@@ -136,6 +136,22 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         record: Option<PathBuf>,
     },
+    /// List the approval scopes in force (tools approved for the rest of a prompt, or for a
+    /// conversation until they expire), or revoke one
+    #[command(
+        after_help = "Examples:\n  agentic scopes\n  agentic scopes -c <conversation id>\n  agentic scopes --revoke <scope id>\n\nA scope is granted when approving a call: answer p (this prompt) or c (this conversation, for an hour)."
+    )]
+    Scopes {
+        /// Only this conversation's
+        #[arg(short = 'c', long = "conversation", value_name = "ID")]
+        conversation: Option<String>,
+        /// Revoke this scope: the calls it approved are asked about again
+        #[arg(long, value_name = "ID", conflicts_with = "conversation")]
+        revoke: Option<String>,
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
+    },
     /// Write a prompt that ended as a test case: the model's replies as turns, what every
     /// tool call returned, the approvals given; `agentic replay` and the test kit play it
     /// again without running a tool
@@ -425,6 +441,45 @@ async fn dispatch(backend: &dyn Backend, command: Option<Command>) -> anyhow::Re
                 eprintln!("agentic: recorded as {}", path.display());
             }
             Ok(code)
+        }
+        Command::Scopes {
+            conversation,
+            revoke,
+            json,
+        } => {
+            if let Some(id) = revoke {
+                let revoked = backend.revoke_scope(&id).await?;
+                if json {
+                    outln!("{}", serde_json::to_string(&revoked)?);
+                } else {
+                    outln!("revoked {} ({})", revoked.id, revoked.tool);
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            let scopes = backend.scopes(conversation.as_deref()).await?;
+            if json {
+                outln!("{}", serde_json::to_string(&scopes)?);
+            } else if scopes.is_empty() {
+                eprintln!("agentic: no scope is in force");
+            } else {
+                for scope in &scopes {
+                    let reach = match scope.reach {
+                        agentic_core::scope::Reach::Prompt => {
+                            format!("prompt {}", scope.prompt_id)
+                        }
+                        agentic_core::scope::Reach::Conversation => format!(
+                            "conversation {}",
+                            scope.conversation_id.as_deref().unwrap_or("?")
+                        ),
+                    };
+                    let until = scope
+                        .expires_at
+                        .map(|at| format!(" until {}", at.to_rfc3339()))
+                        .unwrap_or_default();
+                    outln!("{}  {}  {reach}{until}", scope.id, scope.tool);
+                }
+            }
+            Ok(ExitCode::SUCCESS)
         }
         Command::Export { prompt, test } => {
             let yaml = backend.export(&prompt).await?;

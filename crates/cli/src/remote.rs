@@ -262,7 +262,12 @@ impl PromptDriver for RemotePrompt {
         }
     }
 
-    async fn decide(&mut self, tool_call_id: &str, verdict: Verdict) -> anyhow::Result<()> {
+    async fn decide(
+        &mut self,
+        tool_call_id: &str,
+        verdict: Verdict,
+        scope: Option<agentic_core::scope::Scope>,
+    ) -> anyhow::Result<()> {
         let tool_call_id = tool_call_id.to_owned();
         let prompt = &self.prompt_id;
         let _: DecisionAccepted = match verdict {
@@ -272,6 +277,7 @@ impl PromptDriver for RemotePrompt {
                     tool_call_id,
                     calls: None,
                     reason: None,
+                    scope,
                 };
                 self.remote.post(&path, body).await?
             }
@@ -281,6 +287,7 @@ impl PromptDriver for RemotePrompt {
                     tool_call_id,
                     calls: Some(calls),
                     reason,
+                    scope,
                 };
                 self.remote.post(&path, body).await?
             }
@@ -307,6 +314,23 @@ impl PromptDriver for RemotePrompt {
 impl Backend for Remote {
     async fn conversations(&self) -> anyhow::Result<Vec<Conversation>> {
         self.get("/api/conversations").await
+    }
+
+    async fn scopes(
+        &self,
+        conversation: Option<&str>,
+    ) -> anyhow::Result<Vec<agentic_core::scope::ScopeGrant>> {
+        match conversation {
+            Some(id) => self.get(&format!("/api/scopes?conversation={id}")).await,
+            None => self.get("/api/scopes").await,
+        }
+    }
+
+    async fn revoke_scope(&self, id: &str) -> anyhow::Result<agentic_core::scope::ScopeGrant> {
+        let body = self
+            .call(reqwest::Method::DELETE, &format!("/api/scopes/{id}"), None)
+            .await?;
+        serde_json::from_value(body).context("unreadable answer to DELETE /api/scopes")
     }
 
     async fn export(&self, prompt_id: &str) -> anyhow::Result<String> {

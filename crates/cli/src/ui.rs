@@ -6,6 +6,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use agentic_core::scope::{Lasting, Reach, Scope};
 use agentic_core::{Event, EventPayload, Prompt, PromptOutput, PromptState, ToolResult, Verdict};
 use async_trait::async_trait;
 
@@ -28,8 +29,14 @@ pub(crate) trait PromptDriver: Send {
     fn prompt_id(&self) -> &str;
     /// The next event of this prompt; `None` once nothing more will come.
     async fn next_event(&mut self) -> anyhow::Result<Option<Event>>;
-    /// Sends a verdict on the waiting call; the prompt runs on.
-    async fn decide(&mut self, tool_call_id: &str, verdict: Verdict) -> anyhow::Result<()>;
+    /// Sends a verdict on the waiting call, with the scope it grants if any; the prompt runs
+    /// on.
+    async fn decide(
+        &mut self,
+        tool_call_id: &str,
+        verdict: Verdict,
+        scope: Option<Scope>,
+    ) -> anyhow::Result<()>;
     /// The prompt as it ended.
     async fn finish(&mut self) -> anyhow::Result<Prompt>;
 }
@@ -85,8 +92,8 @@ pub(crate) async fn follow(
                 input,
                 ..
             } if tool_name == PLAN_TOOL => {
-                let verdict = decide_plan(reason, input, settings.yes);
-                driver.decide(tool_call_id, verdict).await?;
+                let (verdict, scope) = decide_plan(reason, input, settings.yes);
+                driver.decide(tool_call_id, verdict, scope).await?;
             }
             EventPayload::ApprovalRequested {
                 tool_call_id,
@@ -94,12 +101,14 @@ pub(crate) async fn follow(
                 reason,
                 input,
                 ..
-            } => match decide(tool_name, reason, input, settings.yes) {
-                Ok(()) => driver.decide(tool_call_id, Verdict::Approve).await?,
+            } => match ask(tool_name, reason, input, settings.yes, true) {
+                Ok(scope) => {
+                    driver.decide(tool_call_id, Verdict::Approve, scope).await?;
+                }
                 Err(refusal) => {
                     eprintln!("agentic: {refusal}");
                     let verdict = Verdict::reject(Some(&refusal));
-                    driver.decide(tool_call_id, verdict).await?;
+                    driver.decide(tool_call_id, verdict, None).await?;
                 }
             },
             EventPayload::PromptCompleted { .. }
@@ -135,8 +144,20 @@ pub(crate) fn decide(
     input: &serde_json::Value,
     yes: bool,
 ) -> Result<(), String> {
+    ask(tool, reason, input, yes, false).map(drop)
+}
+
+/// [`decide`], offering (with `scopes`) to approve the tool's later calls too: `p` for the
+/// rest of the prompt, `c` for the conversation, for an hour. The scope chosen, if any.
+fn ask(
+    tool: &str,
+    reason: &str,
+    input: &serde_json::Value,
+    yes: bool,
+    scopes: bool,
+) -> Result<Option<Scope>, String> {
     if yes {
-        return Ok(());
+        return Ok(None);
     }
     if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
         return Err(format!(
@@ -144,14 +165,32 @@ pub(crate) fn decide(
              run with --yes to approve tool calls"
         ));
     }
-    eprint!("\nApprove {tool} ({reason}) with input {input}? [y/N] ");
-    let _ = std::io::stderr().flush();
-    let mut answer = String::new();
-    let _ = std::io::stdin().lock().read_line(&mut answer);
-    if matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
-        Ok(())
+    let choices = if scopes {
+        format!(
+            "[y]es, [N]o, or yes and {tool} from now on: [p] in this prompt, [c] in this \
+             conversation for an hour"
+        )
     } else {
-        Err("declined at the terminal".to_owned())
+        "[y/N]".to_owned()
+    };
+    let answer = read_answer(&format!(
+        "\nApprove {tool} ({reason}) with input {input}? {choices} "
+    ))
+    .to_ascii_lowercase();
+    match answer.as_str() {
+        "y" | "yes" => Ok(None),
+        "p" if scopes => Ok(Some(scope_of(Reach::Prompt))),
+        "c" if scopes => Ok(Some(scope_of(Reach::Conversation))),
+        _ => Err("declined at the terminal".to_owned()),
+    }
+}
+
+/// The scope `p` or `c` grants: the decided call's tools, for the prompt or for an hour.
+fn scope_of(reach: Reach) -> Scope {
+    Scope {
+        reach,
+        tool: None,
+        expires_in: (reach == Reach::Conversation).then(|| Lasting::Written("1h".to_owned())),
     }
 }
 
@@ -160,27 +199,33 @@ const PLAN_TOOL: &str = "code.plan";
 
 /// A plan, shown once: each call with its input, line and preview, then one question for all
 /// of them: `a` approves all, `r` rejects all, `e` chooses which to approve.
-fn decide_plan(reason: &str, input: &serde_json::Value, yes: bool) -> Verdict {
+fn decide_plan(reason: &str, input: &serde_json::Value, yes: bool) -> (Verdict, Option<Scope>) {
     if yes {
-        return Verdict::Approve;
+        return (Verdict::Approve, None);
     }
     if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
         let refusal = format!(
             "{reason}, and there is no terminal to ask; run with --yes to approve tool calls"
         );
         eprintln!("agentic: {refusal}");
-        return Verdict::reject(Some(&refusal));
+        return (Verdict::reject(Some(&refusal)), None);
     }
     eprintln!("\n{}", plan_text(reason, input));
     let calls = input["calls"].as_array().map_or(0, Vec::len);
     loop {
-        let answer =
-            read_answer("[a]pprove all, [r]eject all, or [e]dit: choose which to approve? ");
+        let answer = read_answer(
+            "[a]pprove all, [r]eject all, [e]dit: choose which to approve, or approve all and \
+             their tools from now on: [p] in this prompt, [c] in this conversation for an hour? ",
+        )
+        .to_ascii_lowercase();
         match answer.as_str() {
-            "a" | "approve" | "y" | "yes" => return Verdict::Approve,
+            "a" | "approve" | "y" | "yes" => return (Verdict::Approve, None),
+            "p" => return (Verdict::Approve, Some(scope_of(Reach::Prompt))),
+            "c" => return (Verdict::Approve, Some(scope_of(Reach::Conversation))),
             "r" | "reject" | "n" | "no" | "" => {
                 let reason = read_answer("Why (told to the model; Enter for none)? ");
-                return Verdict::reject(Some(reason.as_str()).filter(|reason| !reason.is_empty()));
+                let reason = Some(reason.as_str()).filter(|reason| !reason.is_empty());
+                return (Verdict::reject(reason), None);
             }
             "e" | "edit" => {
                 let chosen = read_answer(&format!(
@@ -189,15 +234,16 @@ fn decide_plan(reason: &str, input: &serde_json::Value, yes: bool) -> Verdict {
                 match chosen_calls(&chosen, calls) {
                     Ok(chosen) => {
                         let reason = read_answer("Why not the others (Enter for none)? ");
-                        return Verdict::ApproveOnly {
+                        let verdict = Verdict::ApproveOnly {
                             calls: chosen,
                             reason: Some(reason).filter(|reason| !reason.is_empty()),
                         };
+                        return (verdict, None);
                     }
                     Err(error) => eprintln!("agentic: {error}"),
                 }
             }
-            other => eprintln!("agentic: \"{other}\" is not a, r or e"),
+            other => eprintln!("agentic: \"{other}\" is not a, r, e, p or c"),
         }
     }
 }

@@ -606,6 +606,118 @@ fn approvals_are_granted_with_yes_and_refused_without_a_terminal() {
     assert_eq!(text(&output.stdout).trim(), "Done asking.");
 }
 
+/// `agentic` with `arguments`, in a terminal (`script` gives it one), typing `typed`: what
+/// the terminal showed (stdout and stderr together) and how it exited.
+fn in_terminal(arguments: &[&str], provider: &Script, typed: &str) -> std::process::Output {
+    let inner = command(arguments, Some(provider));
+    let line: Vec<String> = std::iter::once(inner.get_program())
+        .chain(inner.get_args())
+        .map(|part| format!("'{}'", part.to_string_lossy()))
+        .collect();
+    let mut terminal = Command::new("script");
+    terminal
+        .args(["-qec", &line.join(" "), "/dev/null"])
+        .envs(
+            inner
+                .get_envs()
+                .filter_map(|(key, value)| Some((key, value?))),
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = terminal.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, typed.as_bytes()).unwrap();
+    let output = child.wait_with_output().unwrap();
+    drop(stdin);
+    output
+}
+
+/// A scope from the terminal: `c` approves the call and the tool for the conversation, so
+/// the next prompt's write runs without asking; `agentic scopes` lists it, `--revoke` ends it,
+/// and the next write asks again (here, with nobody to answer, it is refused).
+#[test]
+fn a_scope_granted_at_the_terminal_is_listed_used_and_revoked() {
+    let root = scratch().join("scope-root");
+    std::fs::create_dir_all(&root).unwrap();
+    let config = scratch().join("scope.toml");
+    std::fs::write(&config, format!("[fs]\nroot = \"{}\"\n", root.display())).unwrap();
+    let config = config.to_str().unwrap();
+    let write = |name: &str| {
+        format!(
+            "- toolCalls:\n    - {{ name: fs.write, input: {{ path: {name}, content: hi }} }}\n- text: Wrote {name}.\n"
+        )
+    };
+    let first = script("scope-first", &write("one.txt"));
+    let output = in_terminal(
+        &["--config", config, "prompt", "Write one.txt", "--json"],
+        &first,
+        "c\n",
+    );
+    let shown = text(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{shown}");
+    let conversation = shown
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line.trim()).ok())
+        .find_map(|event| event["data"]["conversationId"].as_str().map(str::to_owned))
+        .expect("a conversation id");
+    assert!(root.join("one.txt").exists(), "{shown}");
+
+    let listed = agentic(
+        &["--config", config, "scopes", "-c", &conversation, "--json"],
+        None,
+        None,
+    );
+    let scopes: serde_json::Value = serde_json::from_str(text(&listed.stdout).trim()).unwrap();
+    assert_eq!(scopes.as_array().map(Vec::len), Some(1), "{scopes}");
+    assert_eq!(scopes[0]["tool"], "fs.write");
+    let scope = scopes[0]["id"].as_str().unwrap().to_owned();
+
+    // No terminal now: only the scope can approve the write.
+    let second = script("scope-second", &write("two.txt"));
+    let output = agentic(
+        &[
+            "--config",
+            config,
+            "prompt",
+            "Write two.txt",
+            "-c",
+            &conversation,
+        ],
+        Some(&second),
+        None,
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert!(root.join("two.txt").exists(), "{}", text(&output.stderr));
+
+    let revoked = agentic(
+        &["--config", config, "scopes", "--revoke", &scope],
+        None,
+        None,
+    );
+    assert_eq!(revoked.status.code(), Some(0), "{}", text(&revoked.stderr));
+    assert!(text(&revoked.stdout).contains("revoked"));
+    let third = script("scope-third", &write("three.txt"));
+    let output = agentic(
+        &[
+            "--config",
+            config,
+            "prompt",
+            "Write three.txt",
+            "-c",
+            &conversation,
+        ],
+        Some(&third),
+        None,
+    );
+    assert!(
+        text(&output.stderr).contains("needs approval"),
+        "{}",
+        text(&output.stderr)
+    );
+    assert!(!root.join("three.txt").exists());
+}
+
 /// A code-mode plan at a terminal: shown once, with each write's diff, and decided with one
 /// answer. `script` gives the binary a terminal; the answers choose writes 1 and 3 of 3.
 #[test]
@@ -629,7 +741,7 @@ fn a_plan_is_shown_once_at_the_terminal_and_approved_in_part() {
     done("Wrote: " + wrote.join(", "));
 "#;
     let provider = script("plan-terminal", turns);
-    let inner = command(
+    let output = in_terminal(
         &[
             "--config",
             config.to_str().unwrap(),
@@ -638,29 +750,9 @@ fn a_plan_is_shown_once_at_the_terminal_and_approved_in_part() {
             "-m",
             "code",
         ],
-        Some(&provider),
+        &provider,
+        "e\n1 3\nkeep b\n",
     );
-    // The same command, in a terminal.
-    let line: Vec<String> = std::iter::once(inner.get_program())
-        .chain(inner.get_args())
-        .map(|part| format!("'{}'", part.to_string_lossy()))
-        .collect();
-    let mut terminal = Command::new("script");
-    terminal
-        .args(["-qec", &line.join(" "), "/dev/null"])
-        .envs(
-            inner
-                .get_envs()
-                .filter_map(|(key, value)| Some((key, value?))),
-        )
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = terminal.spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    std::io::Write::write_all(&mut stdin, b"e\n1 3\nkeep b\n").unwrap();
-    let output = child.wait_with_output().unwrap();
-    drop(stdin);
     let shown = text(&output.stdout);
     assert_eq!(output.status.code(), Some(0), "{shown}");
     assert_eq!(

@@ -399,15 +399,19 @@ pub enum DecidedBy {
         name: String,
     },
     /// A scope a person granted with an earlier decision ([`crate::scope`]).
-    #[serde(rename_all = "camelCase")]
-    Scope {
-        /// The scope's id, to find (and revoke) it.
-        id: String,
-        /// The tool id or pattern it approves.
-        tool: String,
-        /// The user who granted it.
-        granted_by: String,
-    },
+    Scope(Box<ScopeDecider>),
+}
+
+/// The scope that took a decision: `{"type": "scope", "id", "tool", "grantedBy"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ScopeDecider {
+    /// The scope's id, to find (and revoke) it.
+    pub id: String,
+    /// The tool id or pattern it approves.
+    pub tool: String,
+    /// The user who granted it.
+    pub granted_by: String,
 }
 
 /// How a tool call ended without a result. Stored beside the error's words, so that what

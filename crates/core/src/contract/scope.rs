@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::mode::Verdict;
-use super::prompt::{DecidedBy, Prompt};
+use super::prompt::{DecidedBy, Prompt, ScopeDecider};
 
 /// How long a conversation scope lasts when the decision does not say.
 pub const DEFAULT_CONVERSATION_SCOPE_SECONDS: u64 = 3600;
@@ -155,11 +155,11 @@ impl ScopeGrant {
 
     /// The record of a call it approved.
     pub fn decided_by(&self) -> DecidedBy {
-        DecidedBy::Scope {
+        DecidedBy::Scope(Box::new(ScopeDecider {
             id: self.id.clone(),
             tool: self.tool.clone(),
             granted_by: self.user_id.clone(),
-        }
+        }))
     }
 }
 

@@ -533,6 +533,91 @@ fn a_plan_is_shown_as_a_list_beside_its_code_and_approved_in_part() {
     assert!(!root.join("b.txt").exists(), "the write left out ran");
 }
 
+/// A scope in the playground: approving with "in this conversation" lists the scope, the
+/// next prompt's write runs without asking and says which scope approved it, and Revoke
+/// takes the scope away.
+#[test]
+fn a_scope_is_granted_listed_used_and_revoked_in_the_playground() {
+    let Some(browser) = Browser::find() else {
+        return;
+    };
+    let _one = ONE_BROWSER
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = scratch().join("playground-scope");
+    let _ = std::fs::remove_dir_all(&dir);
+    let root = dir.join("files");
+    std::fs::create_dir_all(&root).unwrap();
+    let config = dir.join("agentic.toml");
+    std::fs::write(&config, format!("[fs]\nroot = \"{}\"\n", root.display())).unwrap();
+    let database = format!("sqlite://{}", dir.join("agentic.db").display());
+    let turns = script(
+        "playground-scope",
+        "- toolCalls:\n    - { name: fs.write, input: { path: one.txt, content: one } }\n- text: Wrote one.\n- toolCalls:\n    - { name: fs.write, input: { path: two.txt, content: two } }\n- text: Wrote two.\n",
+    );
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("playground");
+    std::fs::create_dir_all(&shots).unwrap();
+    let (mut server, base, _) = serve_with(
+        &turns,
+        &database,
+        &["--config", config.to_str().unwrap()],
+        &[],
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let outcome = runtime.block_on(async {
+        let proxy = Proxy::start(&base).await;
+        let page = Page::open(&browser, &proxy.url, &shots).await;
+        let result = async {
+            page.goto("/").await?;
+            page.fill("input[name=user]", &format!("alice{ENTER}"))
+                .await?;
+            page.select("select[name=mode]", "classic").await?;
+            page.fill(".composer textarea", "Write one.txt\n").await?;
+            page.wait_css(".approval").await?;
+            page.select(".approval select.scope-choice", "conversation")
+                .await?;
+            page.click(".approval button.approve").await?;
+            page.wait_text(".prompt.state-completed", "Wrote one.")
+                .await?;
+            page.wait_text(".scopes", "fs.write").await?;
+            page.shot("scope-listed").await?;
+            page.axe("the scopes list").await?;
+            page.fill(".composer textarea", "Write two.txt\n").await?;
+            page.wait_text(".prompt.state-completed:last-child", "Wrote two.")
+                .await?;
+            page.wait_text(
+                ".prompt:last-child .decision",
+                "approved by a scope on fs.write that alice granted",
+            )
+            .await?;
+            page.click(".scopes button.revoke").await?;
+            page.wait_until(
+                "return !document.querySelector('.scopes')",
+                vec![],
+                "the scope to be revoked",
+            )
+            .await?;
+            Ok::<(), String>(())
+        }
+        .await;
+        let errors = page.console_errors().await;
+        page.client.clone().close().await.ok();
+        result.map(|()| errors)
+    });
+    let _ = server.kill();
+    let _ = server.wait();
+    let errors = outcome.unwrap();
+    let unexpected = unexpected_errors(&errors, &[]);
+    assert!(
+        unexpected.is_empty(),
+        "errors in the browser console: {unexpected:?}"
+    );
+    assert!(root.join("two.txt").exists());
+}
+
 async fn scenarios(page: &Page, proxy: &Proxy, base: &str) -> Outcome {
     // Sign-in: the token is asked for, and a missing one is explained.
     page.goto("/").await?;

@@ -448,6 +448,7 @@ function ConversationView({ session, conversationId, bus, capabilities, onChange
               go("/");
             }}
           />
+          {conversationId && <Scopes session={session} conversationId={conversationId} version={prompts.map((prompt) => prompt.state).join()} />}
           {error && (
             <p class="error" role="alert">
               {error}
@@ -476,6 +477,74 @@ function ConversationView({ session, conversationId, bus, capabilities, onChange
       </div>
     </section>
   );
+}
+
+/// The approval scopes in force in a conversation (a tool approved for the rest of a prompt or
+/// for the conversation), each with what it approves, until when, and a Revoke button. Read
+/// again whenever a prompt's state changes.
+function Scopes({ session, conversationId, version }) {
+  const [scopes, setScopes] = useState([]);
+  const [error, setError] = useState(null);
+  const load = useCallback(async () => {
+    try {
+      setScopes(await request(session, "GET", `/api/scopes?conversation=${encodeURIComponent(conversationId)}`));
+      setError(null);
+    } catch (failure) {
+      setError(failure.message);
+    }
+  }, [session, conversationId]);
+  useEffect(() => {
+    load();
+  }, [load, version]);
+  const revoke = async (id) => {
+    try {
+      await request(session, "DELETE", `/api/scopes/${encodeURIComponent(id)}`);
+      await load();
+    } catch (failure) {
+      setError(failure.message);
+    }
+  };
+  if (scopes.length === 0 && !error) return null;
+  return (
+    <section class="scopes small" aria-label="approval scopes">
+      <h2>Approved without asking</h2>
+      <ul>
+        {scopes.map((scope) => (
+          <li key={scope.id} data-scope-id={scope.id}>
+            <code>{scope.tool}</code> {scope.reach === "prompt" ? "for the rest of its prompt" : "in this conversation"}
+            {scope.expiresAt ? ` until ${new Date(scope.expiresAt).toLocaleTimeString()}` : ""}{" "}
+            <button type="button" class="link revoke" onClick={() => revoke(scope.id)} aria-label={`Revoke ${scope.tool}`}>
+              Revoke
+            </button>
+          </li>
+        ))}
+      </ul>
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
+    </section>
+  );
+}
+
+/// How far an approval reaches, as the approval panels offer it: this call only, the tool for
+/// the rest of the prompt, or the tool in the conversation for an hour.
+function ScopeChoice({ value, onChange, tools }) {
+  return (
+    <select class="scope-choice" aria-label="how far the approval reaches" value={value} onChange={(e) => onChange(e.currentTarget.value)}>
+      <option value="">only this</option>
+      <option value="prompt">and {tools} for the rest of this prompt</option>
+      <option value="conversation">and {tools} in this conversation for an hour</option>
+    </select>
+  );
+}
+
+/// The `scope` of an approval's body for a [`ScopeChoice`] value.
+function scopeBody(choice) {
+  if (choice === "prompt") return { reach: "prompt" };
+  if (choice === "conversation") return { reach: "conversation", expiresIn: "1h" };
+  return null;
 }
 
 /// A conversation's title, and what can be done with the whole of it: rename, export, delete.
@@ -926,7 +995,12 @@ const ToolCard = memo(function ToolCard({ output, live, nested, marked }) {
 function decidedBy(decision) {
   const words = { approve: "approved", approveOnly: "approved in part", reject: "rejected" };
   const word = words[decision.verdict?.type] || "decided";
-  const who = decision.by?.type === "policy" ? decision.by.name : decision.by?.userId || "someone";
+  const who =
+    decision.by?.type === "policy"
+      ? decision.by.name
+      : decision.by?.type === "scope"
+        ? `a scope on ${decision.by.tool} that ${decision.by.grantedBy} granted`
+        : decision.by?.userId || "someone";
   return `${word} by ${who}`;
 }
 
@@ -1088,6 +1162,7 @@ let focusHandedOff = null;
 
 function Approval({ prompt, waiting, session, execution }) {
   const [reason, setReason] = useState("");
+  const [scope, setScope] = useState("");
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState(null);
   const panel = useRef(null);
@@ -1125,6 +1200,7 @@ function Approval({ prompt, waiting, session, execution }) {
     try {
       const body = { toolCallId: waiting.toolCallId };
       if (decision === "reject" && reason.trim()) body.reason = reason.trim();
+      if (decision === "approve" && scopeBody(scope)) body.scope = scopeBody(scope);
       await request(session, "POST", `/api/prompts/${prompt.id}/${decision}`, body);
     } catch (failure) {
       setError(failure.message);
@@ -1148,6 +1224,7 @@ function Approval({ prompt, waiting, session, execution }) {
         <button class="approve" aria-disabled={busy ? "true" : undefined} onClick={() => decide("approve")}>
           Approve
         </button>
+        <ScopeChoice value={scope} onChange={setScope} tools={waiting.toolName} />
         <input aria-label="reason for rejecting" placeholder="Reason (optional)" value={reason} onInput={(e) => setReason(e.currentTarget.value)} onKeyDown={(e) => e.key === "Enter" && decide("reject")} />
         <button class="reject" aria-disabled={busy ? "true" : undefined} onClick={() => decide("reject")}>
           Reject
@@ -1170,6 +1247,7 @@ function PlanApproval({ prompt, waiting, session, execution }) {
   const caveats = waiting.input?.caveats ?? [];
   const [chosen, setChosen] = useState(() => calls.map(() => true));
   const [reason, setReason] = useState("");
+  const [scope, setScope] = useState("");
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState(null);
   const count = chosen.filter(Boolean).length;
@@ -1183,6 +1261,7 @@ function PlanApproval({ prompt, waiting, session, execution }) {
         body.calls = chosen.flatMap((on, index) => (on ? [index] : []));
       }
       if ((decision === "reject" || count < calls.length) && reason.trim()) body.reason = reason.trim();
+      if (decision === "approve" && scopeBody(scope)) body.scope = scopeBody(scope);
       await request(session, "POST", `/api/prompts/${prompt.id}/${decision}`, body);
     } catch (failure) {
       setError(failure.message);
@@ -1250,6 +1329,7 @@ function PlanApproval({ prompt, waiting, session, execution }) {
         <button class="approve" aria-disabled={busy || count === 0 ? "true" : undefined} onClick={() => count > 0 && decide("approve")}>
           {count === calls.length ? "Approve all" : `Approve ${count} of ${calls.length}`}
         </button>
+        <ScopeChoice value={scope} onChange={setScope} tools={[...new Set(calls.filter((_, index) => chosen[index]).map((call) => call.tool))].join(", ") || "these tools"} />
         <input aria-label="reason for the calls not approved" placeholder="Reason (optional)" value={reason} onInput={(e) => setReason(e.currentTarget.value)} />
         <button class="reject" aria-disabled={busy ? "true" : undefined} onClick={() => decide("reject")}>
           Reject all

@@ -598,6 +598,7 @@ async fn plugin_migrations_run_once_at_startup() {
                     "agentic/0003_prompt_journal".to_owned(),
                     "agentic/0004_event_log_by_user".to_owned(),
                     "agentic/0005_prompt_decisions".to_owned(),
+                    "agentic/0006_approval_scopes".to_owned(),
                     "notes/0001_notes".to_owned()
                 ],
                 "{}",
@@ -836,7 +837,7 @@ async fn five_servers_migrating_an_empty_database_at_once_all_come_up() {
                 ))
                 .await
                 .unwrap();
-            assert_eq!(applied.len(), 5, "{} round {round}", db.name);
+            assert_eq!(applied.len(), 6, "{} round {round}", db.name);
             for store in stores {
                 store.close().await.unwrap();
             }

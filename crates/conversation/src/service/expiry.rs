@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use agentic_core::Verdict;
 use chrono::Utc;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect};
 use serde::Deserialize;
@@ -13,7 +12,7 @@ use super::{ConversationError, ConversationService, Inner};
 use crate::entity::prompt;
 
 /// The rule's name in the decisions it takes.
-const TIMEOUT_POLICY: &str = "[approval] timeout";
+use agentic_core::mode::TIMEOUT_POLICY;
 
 /// The `[approval]` section of the config.
 #[derive(Debug, Default, Deserialize)]
@@ -105,11 +104,7 @@ impl ConversationService {
             .into_tuple()
             .all(self.inner.store.connection())
             .await?;
-        let reason = format!(
-            "no decision within {} (the [approval] timeout); do not retry the call unless the \
-             user asks",
-            written(limit)
-        );
+        let verdict = agentic_core::mode::timed_out(&written(limit));
         for (prompt_id, user_id) in waiting {
             let stored = match self.prompt(&user_id, &prompt_id).await {
                 Ok(stored) => stored,
@@ -117,11 +112,14 @@ impl ConversationService {
                 Err(error) => return Err(error.into()),
             };
             for call in stored.prompt.calls_awaiting_approval() {
-                let verdict = Verdict::Reject {
-                    reason: Some(reason.clone()),
-                };
                 let decided = self
-                    .decide_by_policy(&user_id, &prompt_id, &call.id, verdict, TIMEOUT_POLICY)
+                    .decide_by_policy(
+                        &user_id,
+                        &prompt_id,
+                        &call.id,
+                        verdict.clone(),
+                        TIMEOUT_POLICY,
+                    )
                     .await;
                 match decided {
                     // Another server, or a person, decided first.

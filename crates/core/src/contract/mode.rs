@@ -111,6 +111,20 @@ impl Verdict {
     }
 }
 
+/// The rule that rejects a call nobody decided in time, as decision records name it.
+pub const TIMEOUT_POLICY: &str = "[approval] timeout";
+
+/// The rejection a call gets when nobody decided within `limit` (as written: `10m`): the
+/// model reads it, and the prompt goes on.
+pub fn timed_out(limit: &str) -> Verdict {
+    Verdict::Reject {
+        reason: Some(format!(
+            "no decision within {limit} (the {TIMEOUT_POLICY}); do not retry the call unless \
+             the user asks"
+        )),
+    }
+}
+
 /// The error a rejected tool call records, the same in every mode.
 pub fn rejection_error(reason: Option<&str>) -> String {
     let reason = reason

@@ -62,10 +62,17 @@ impl CodeExecutor {
             let id = new_call_id();
             let (decision, record) = match prepared.tools.approval(&call.tool, &call.input) {
                 Approval::Required { reason } if !self.shared.config.auto_approve => {
-                    match self.base.scope_for(&call.tool, &reason).await {
-                        // A scope a person granted earlier approves it.
-                        Some(record) => (Decision::Allowed, Some(record)),
-                        None => self.held_decision(&call.tool, &call.input, reason),
+                    // The program's plan decides first; what it would ask about, a scope a
+                    // person granted earlier may approve.
+                    let held = self.held_decision(&call.tool, &call.input, reason.clone());
+                    match held {
+                        (Decision::Ask(_), _) => {
+                            match self.base.scope_for(&call.tool, &reason).await {
+                                Some(record) => (Decision::Allowed, Some(record)),
+                                None => held,
+                            }
+                        }
+                        held => held,
                     }
                 }
                 // Approved by the configuration: the record says so, not a person.

@@ -32,7 +32,7 @@ pub struct TimelineCase {
     pub max_rounds: Option<u32>,
     /// Answers to approval requests, in the order they are asked.
     #[serde(default, skip_serializing_if = "Vec::is_empty", with = "yaml_verdicts")]
-    pub decisions: Vec<agentic_core::Verdict>,
+    pub decisions: Vec<CaseDecision>,
     /// What the case says it shows, checked before the snapshot is compared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect: Option<Expect>,
@@ -168,6 +168,35 @@ impl Expect {
     }
 }
 
+/// One of a case's decisions: the verdict, the scope it grants, and the rule that took it
+/// when no person did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CaseDecision {
+    pub verdict: agentic_core::Verdict,
+    /// The approval reaches the tool's later calls too (`approve: { reach: prompt }`).
+    pub scope: Option<agentic_core::scope::Scope>,
+    /// Taken by `[approval] timeout`, with this limit as written (`timeout: 10m`), not by a
+    /// person: the rejection the limit gives.
+    pub timeout: Option<String>,
+}
+
+/// A plain decision, as people take them: the verdict alone.
+impl PartialEq<agentic_core::Verdict> for CaseDecision {
+    fn eq(&self, verdict: &agentic_core::Verdict) -> bool {
+        self.verdict == *verdict && self.scope.is_none() && self.timeout.is_none()
+    }
+}
+
+impl From<agentic_core::Verdict> for CaseDecision {
+    fn from(verdict: agentic_core::Verdict) -> Self {
+        Self {
+            verdict,
+            scope: None,
+            timeout: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HistoryPrompt {
@@ -176,65 +205,111 @@ pub struct HistoryPrompt {
     pub mode: Option<String>,
 }
 
-/// A case's decisions as YAML writes them: `approve`, `reject`, `reject: <reason>`, or for a
-/// plan `approveOnly: [0, 2]` (with `reason:` for the calls left out).
+/// A case's decisions as YAML writes them: `approve`, `reject`, `reject: <reason>`, for a
+/// plan `approveOnly: [0, 2]` (with `reason:` for the calls left out), an approval with a
+/// scope `approve: { reach: prompt }`, and `timeout: 10m` for the rejection
+/// `[approval] timeout` gives a call nobody decided.
 mod yaml_verdicts {
     use agentic_core::Verdict;
+    use agentic_core::scope::Scope;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::CaseDecision;
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    struct Only {
+        approve_only: Vec<usize>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Scoped {
+        approve: Scope,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Timeout {
+        timeout: String,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Reject {
+        reject: Option<String>,
+    }
 
     #[derive(Serialize, Deserialize)]
     #[serde(untagged)]
     enum Written {
         Word(String),
-        #[serde(rename_all = "camelCase")]
-        Only {
-            approve_only: Vec<usize>,
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            reason: Option<String>,
-        },
-        Reject {
-            reject: Option<String>,
-        },
+        Only(Only),
+        Scoped(Scoped),
+        Timeout(Timeout),
+        Reject(Reject),
     }
 
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(
         deserializer: D,
-    ) -> Result<Vec<Verdict>, D::Error> {
+    ) -> Result<Vec<CaseDecision>, D::Error> {
         Vec::<Written>::deserialize(deserializer)?
             .into_iter()
             .map(|written| match written {
-                Written::Word(word) if word == "approve" => Ok(Verdict::Approve),
-                Written::Word(word) if word == "reject" => Ok(Verdict::Reject { reason: None }),
+                Written::Word(word) if word == "approve" => Ok(Verdict::Approve.into()),
+                Written::Word(word) if word == "reject" => {
+                    Ok(Verdict::Reject { reason: None }.into())
+                }
                 Written::Word(word) => Err(serde::de::Error::custom(format!(
-                    "unknown decision \"{word}\", expected approve, reject or reject: <reason>"
+                    "unknown decision \"{word}\", expected approve, reject, reject: <reason>, \
+                     approveOnly: [..], approve: {{ reach: .. }} or timeout: <limit>"
                 ))),
-                Written::Reject { reject } => Ok(Verdict::Reject { reason: reject }),
-                Written::Only {
+                Written::Reject(Reject { reject }) => Ok(Verdict::Reject { reason: reject }.into()),
+                Written::Only(Only {
                     approve_only,
                     reason,
-                } => Ok(Verdict::ApproveOnly {
+                }) => Ok(Verdict::ApproveOnly {
                     calls: approve_only,
                     reason,
+                }
+                .into()),
+                Written::Scoped(Scoped { approve }) => Ok(CaseDecision {
+                    verdict: Verdict::Approve,
+                    scope: Some(approve),
+                    timeout: None,
+                }),
+                Written::Timeout(Timeout { timeout }) => Ok(CaseDecision {
+                    verdict: agentic_core::mode::timed_out(&timeout),
+                    scope: None,
+                    timeout: Some(timeout),
                 }),
             })
             .collect()
     }
 
     pub(super) fn serialize<S: Serializer>(
-        verdicts: &[Verdict],
+        decisions: &[CaseDecision],
         serializer: S,
     ) -> Result<S::Ok, S::Error> {
-        verdicts
+        decisions
             .iter()
-            .map(|verdict| match verdict {
-                Verdict::Approve => Written::Word("approve".to_owned()),
-                Verdict::Reject { reason } => Written::Reject {
+            .map(|decision| match (&decision.verdict, &decision.scope) {
+                _ if decision.timeout.is_some() => Written::Timeout(Timeout {
+                    timeout: decision.timeout.clone().unwrap_or_default(),
+                }),
+                (Verdict::Approve, Some(scope)) => Written::Scoped(Scoped {
+                    approve: scope.clone(),
+                }),
+                (Verdict::Approve, None) => Written::Word("approve".to_owned()),
+                (Verdict::Reject { reason }, _) => Written::Reject(Reject {
                     reject: reason.clone(),
-                },
-                Verdict::ApproveOnly { calls, reason } => Written::Only {
+                }),
+                (Verdict::ApproveOnly { calls, reason }, _) => Written::Only(Only {
                     approve_only: calls.clone(),
                     reason: reason.clone(),
-                },
+                }),
             })
             .collect::<Vec<_>>()
             .serialize(serializer)

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use agentic_core::{Config, Plugin, PluginRegistration, ProviderFactory, ProviderPlugin};
 
-pub use case::{Expect, HistoryPrompt, Recording, TimelineCase};
+pub use case::{CaseDecision, Expect, HistoryPrompt, Recording, TimelineCase};
 pub use play::{Played, play, provider_of};
 pub use provider::{ScriptReasoning, ScriptToolCall, ScriptUsage, ScriptedProvider, Turn};
 pub use record::{ExportOptions, Run, case_of};

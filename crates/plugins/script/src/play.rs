@@ -8,11 +8,11 @@ use std::sync::Arc;
 use agentic_core::replay::{Divergence, Replay};
 use agentic_core::{
     EventPayload, ModelRequest, Prompt, PromptOptions, PromptState, Received, Runtime, State,
-    ToolOutput, Verdict,
+    ToolOutput,
 };
 use anyhow::{Context as _, bail};
 
-use crate::{ScriptedProvider, TimelineCase};
+use crate::{CaseDecision, ScriptedProvider, TimelineCase};
 
 /// What a case's prompt came to.
 #[derive(Debug, Clone)]
@@ -75,7 +75,7 @@ pub async fn play(
             else {
                 break;
             };
-            prompt = prompts.decide(&prompt.id, &call.id, &verdict).await?;
+            prompt = decide(runtime, &prompt, &call.id, &verdict).await?;
         }
         history.push(prompt);
     }
@@ -121,7 +121,7 @@ pub async fn play(
         else {
             break;
         };
-        prompt = prompts.decide(&prompt.id, &waiting, &verdict).await?;
+        prompt = decide(runtime, &prompt, &waiting, &verdict).await?;
     }
     if decisions.next().is_some() {
         bail!("the case has more decisions than the prompt asked for");
@@ -144,20 +144,64 @@ pub async fn play(
 /// none (the prompt is left waiting).
 fn verdict_for<'a>(
     call: &ToolOutput,
-    decisions: &mut impl Iterator<Item = &'a Verdict>,
+    decisions: &mut impl Iterator<Item = &'a CaseDecision>,
     replay: Option<&Replay>,
     from_recording: bool,
-) -> Option<Verdict> {
+) -> Option<CaseDecision> {
     match (decisions.next(), replay) {
-        (Some(verdict), replay) => {
+        (Some(decision), replay) => {
             // A rejection the recording holds is used up by the case's own decision.
-            if let (Some(replay), Some(_)) = (replay, verdict.rejection()) {
+            if let (Some(replay), Some(_)) = (replay, decision.verdict.rejection()) {
                 replay.rejected(&call.function, &call.input);
             }
-            Some(verdict.clone())
+            Some(decision.clone())
         }
         // A recorded case decides as the person did then.
-        (None, Some(replay)) if from_recording => replay.verdict(&call.function, &call.input),
+        (None, Some(replay)) if from_recording => replay
+            .verdict(&call.function, &call.input)
+            .map(CaseDecision::from),
         (None, _) => None,
     }
+}
+
+/// Takes a case's decision on the call `tool_call_id` of `prompt`: its scope is kept first,
+/// as the conversation service does, and a timeout decides as `[approval] timeout`.
+async fn decide(
+    runtime: &Runtime,
+    prompt: &agentic_core::Prompt,
+    tool_call_id: &str,
+    decision: &CaseDecision,
+) -> anyhow::Result<agentic_core::Prompt> {
+    if let Some(scope) = &decision.scope {
+        let grants = agentic_core::scope::grants_of(
+            prompt,
+            None,
+            tool_call_id,
+            &decision.verdict,
+            scope,
+            chrono::Utc::now(),
+        )?;
+        let slot = runtime
+            .services()
+            .extensions
+            .get::<agentic_core::scope::ScopeSlot>()
+            .context("the runtime keeps no scopes")?;
+        slot.store().grant(grants).await?;
+    }
+    let prompts = runtime.prompts();
+    Ok(match decision.timeout {
+        Some(_) => {
+            let by = agentic_core::DecidedBy::Policy {
+                name: agentic_core::mode::TIMEOUT_POLICY.to_owned(),
+            };
+            prompts
+                .decide_as(&prompt.id, tool_call_id, &decision.verdict, by)
+                .await?
+        }
+        None => {
+            prompts
+                .decide(&prompt.id, tool_call_id, &decision.verdict)
+                .await?
+        }
+    })
 }

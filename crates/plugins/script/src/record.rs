@@ -134,7 +134,11 @@ pub fn case_of(
         let verdicts: Vec<(String, Verdict)> =
             earlier.journal.iter().filter_map(decision_of).collect();
         calls.extend(recorded_calls(earlier.prompt, &verdicts));
-        decisions.extend(verdicts.into_iter().map(|(_, verdict)| verdict));
+        decisions.extend(
+            verdicts
+                .into_iter()
+                .map(|(_, verdict)| crate::CaseDecision::from(verdict)),
+        );
         journal.extend(
             earlier
                 .journal

@@ -113,8 +113,10 @@ fn the_playground_works_in_a_real_browser() {
     std::fs::write(
         &config,
         format!(
+            // The scenarios walk code mode's call-by-call approvals (a paused script, the focus
+            // moving from one to the next): plans, on by default, have a test of their own.
             "[fs]\nroot = \"{}\"\nperUser = true\n\n[shell]\nallow = [\"echo\"]\n\n\
-             [api]\nrequestsPerMinute = 100000\nburst = 10000\n",
+             [api]\nrequestsPerMinute = 100000\nburst = 10000\n\n[interpreter]\nplan = false\n",
             dir.join("files").display()
         ),
     )

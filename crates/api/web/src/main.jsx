@@ -448,7 +448,9 @@ function ConversationView({ session, conversationId, bus, capabilities, onChange
               go("/");
             }}
           />
-          {conversationId && <Scopes session={session} conversationId={conversationId} version={prompts.map((prompt) => prompt.state).join()} />}
+          {conversationId && !loading && !error && (
+            <Scopes session={session} conversationId={conversationId} version={prompts.map((prompt) => prompt.state).join()} />
+          )}
           {error && (
             <p class="error" role="alert">
               {error}

@@ -19,8 +19,8 @@ impl<'a> Timeline<'a> {
         Self { prompt }
     }
 
-    /// The tool calls made by the program recorded as `code_output_id`, as recorded.
-    pub(super) fn calls_of(self, code_output_id: &'a str) -> impl Iterator<Item = &'a ToolOutput> {
+    /// The tool outputs recorded after the execution `code_output_id`, up to the next one.
+    fn after(self, code_output_id: &'a str) -> impl Iterator<Item = &'a ToolOutput> {
         self.prompt
             .output
             .iter()
@@ -33,23 +33,17 @@ impl<'a> Timeline<'a> {
                 _ => None,
             })
             .take_while(|tool| tool.function != CODE_EXECUTE)
+    }
+
+    /// The tool calls the program recorded as `code_output_id` made, in order.
+    pub(super) fn calls_of(self, code_output_id: &'a str) -> impl Iterator<Item = &'a ToolOutput> {
+        self.after(code_output_id)
             .filter(|tool| tool.function != CODE_PLAN)
     }
 
     /// The plan of the program recorded as `code_output_id`, if it was planned first.
     pub(super) fn plan_of(self, code_output_id: &'a str) -> Option<&'a ToolOutput> {
-        self.prompt
-            .output
-            .iter()
-            .skip_while(move |output| {
-                !matches!(output, PromptOutput::Tool(tool) if tool.id == code_output_id)
-            })
-            .skip(1)
-            .filter_map(|output| match output {
-                PromptOutput::Tool(tool) => Some(tool),
-                _ => None,
-            })
-            .take_while(|tool| tool.function != CODE_EXECUTE)
+        self.after(code_output_id)
             .find(|tool| tool.function == CODE_PLAN)
     }
 

@@ -15,6 +15,8 @@ use crate::{ScriptReasoning, ScriptToolCall, ScriptUsage, Turn};
 
 /// The output code mode records each program under: the mode's own record, not a tool call.
 const CODE_EXECUTE: &str = "code.execute";
+/// A code-mode plan: what a program would do, not a call it made.
+const CODE_PLAN: &str = "code.plan";
 
 /// What an export keeps and masks besides the run itself.
 #[derive(Debug, Clone, Default)]
@@ -244,7 +246,11 @@ fn recorded_calls(prompt: &Prompt, verdicts: &[(String, Verdict)]) -> Vec<Record
         .output
         .iter()
         .filter_map(|output| match output {
-            PromptOutput::Tool(tool) if tool.function != CODE_EXECUTE => Some(tool),
+            PromptOutput::Tool(tool)
+                if tool.function != CODE_EXECUTE && tool.function != CODE_PLAN =>
+            {
+                Some(tool)
+            }
             _ => None,
         })
         .filter_map(|tool| {

@@ -211,7 +211,9 @@ impl CodeExecutor {
                 store: self.store.clone(),
                 determinism,
             };
+            // A new program: nothing of the last one's plan or dry run carries over.
             self.plan = None;
+            self.dry_llm.clear();
             if self.plans_first(&launch.code, &prepared, &bindings)
                 && self.plan(&launch, &prepared, &bindings).await?
             {

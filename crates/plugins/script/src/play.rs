@@ -157,11 +157,46 @@ fn verdict_for<'a>(
             Some(decision.clone())
         }
         // A recorded case decides as the person did then.
-        (None, Some(replay)) if from_recording => replay
-            .verdict(&call.function, &call.input)
-            .map(CaseDecision::from),
+        (None, Some(replay)) if from_recording => {
+            recorded_verdict(call, replay).map(CaseDecision::from)
+        }
         (None, _) => None,
     }
+}
+
+/// The verdict a recording holds for `call`. A request that holds several calls (its input
+/// lists them as `calls: [{tool, input}]`, as a code-mode plan does) approves those the
+/// recording has as run, and none it lacks; any other request is one call.
+fn recorded_verdict(call: &ToolOutput, replay: &Replay) -> Option<agentic_core::Verdict> {
+    let Some(calls) = call
+        .input
+        .get("calls")
+        .and_then(serde_json::Value::as_array)
+    else {
+        return replay.verdict(&call.function, &call.input);
+    };
+    let mut approved = Vec::new();
+    let mut reason = None;
+    for (index, planned) in calls.iter().enumerate() {
+        let tool = planned
+            .get("tool")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default();
+        let input = planned.get("input").cloned().unwrap_or_default();
+        match replay.verdict(tool, &input) {
+            Some(agentic_core::Verdict::Reject { reason: given }) => reason = reason.or(given),
+            Some(_) => approved.push(index),
+            None => {}
+        }
+    }
+    Some(if approved.len() == calls.len() {
+        agentic_core::Verdict::Approve
+    } else {
+        agentic_core::Verdict::ApproveOnly {
+            calls: approved,
+            reason,
+        }
+    })
 }
 
 /// Takes a case's decision on the call `tool_call_id` of `prompt`: its scope is kept first,

@@ -66,11 +66,16 @@ async fn read_prompt(response: reqwest::Response) -> Vec<(u64, String, Value)> {
 /// call of `function` there.
 async fn approve_when_waiting(client: &reqwest::Client, url: &str, prompt: &str, function: &str) {
     let waiting = wait_for_state(client, url, prompt, "waiting_for_approval").await;
+    // The call of `function` waits, or (code mode) the program's plan holding it.
     let call = waiting["output"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|output| output["function"] == function)
+        .find(|output| {
+            output["result"]["awaitingApproval"] == true
+                && (output["function"] == function
+                    || output["input"]["calls"][0]["tool"] == function)
+        })
         .unwrap()["id"]
         .as_str()
         .unwrap()

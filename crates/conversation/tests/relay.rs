@@ -200,9 +200,8 @@ async fn a_decision_on_one_server_reaches_the_prompt_waiting_on_another() {
             .output
             .iter()
             .find_map(|output| match output {
-                agentic_core::PromptOutput::Tool(tool)
-                    if tool.function == "kit.delete" && tool.result.is_pending() =>
-                {
+                // The delete, or (code mode) the program's plan that holds it.
+                agentic_core::PromptOutput::Tool(tool) if tool.result.is_awaiting_approval() => {
                     Some(tool.id.clone())
                 }
                 _ => None,

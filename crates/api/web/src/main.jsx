@@ -372,10 +372,10 @@ function ConversationView({ session, conversationId, bus, capabilities, onChange
     }
   }, [session, conversationId, apply]);
 
-  useEffect(() => {
-    load();
-  }, [load]);
-
+  // Subscribed before the timeline is read: an event published before the read is in what
+  // it reads (outputs are saved before they are published), and one published after it waits
+  // for the read and applies on top. Read first, the events between a new conversation's
+  // first outputs and the subscription were lost.
   useEffect(
     () =>
       bus.subscribe((event) => {
@@ -391,6 +391,10 @@ function ConversationView({ session, conversationId, bus, capabilities, onChange
       }),
     [bus, apply, load],
   );
+
+  useEffect(() => {
+    load();
+  }, [load]);
 
   useLayoutEffect(() => {
     if (!loading && stats.firstPaint === null && conversationId) {

@@ -776,6 +776,85 @@ async fn concurrent_checkpoints_of_many_prompts_each_keep_their_own_changes() {
     }
 }
 
+/// A prompt that comes to rest moves its journaled outputs into its row. A reader that reads
+/// the row and the journal while that happens must see them in one place or the other: seen
+/// apart, a running prompt read as having lost every output (the playground showed a waiting
+/// call with no script around it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_read_while_it_comes_to_rest_never_loses_outputs() {
+    for db in databases().await {
+        let store = agentic_conversation::Store::open(&db.url, &Default::default())
+            .await
+            .unwrap();
+        let conversation = store.create_conversation("alice", "t").await.unwrap();
+        let mut prompt = Prompt::new("alice", "code", ModelKind::Normal, Some("go".into()));
+        store
+            .insert_prompt(&conversation.id, &prompt)
+            .await
+            .unwrap();
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reader = {
+            let (store, done, conversation, id) = (
+                store.clone(),
+                done.clone(),
+                conversation.id.clone(),
+                prompt.id.clone(),
+            );
+            tokio::spawn(async move {
+                let (mut seen, mut reads) = (0, 0);
+                while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                    let listed = store.conversation_prompts(&conversation).await.unwrap();
+                    let one = store.prompt("alice", &id).await.unwrap().unwrap();
+                    for (how, read) in [("listed", &listed[0].prompt), ("alone", &one.prompt)] {
+                        // The reads are in order, so neither may show fewer than the last.
+                        let count = read.output.len();
+                        assert!(
+                            count >= seen,
+                            "read {how} with {count} outputs after {seen} ({:?})",
+                            read.state
+                        );
+                        seen = count;
+                    }
+                    reads += 1;
+                }
+                reads
+            })
+        };
+        for step in 0..60 {
+            // Runs: two outputs go to the journal; then waits: the timeline goes to the row.
+            prompt.state = PromptState::Running;
+            store
+                .save_prompt(&prompt, PromptChange::Prompt)
+                .await
+                .unwrap();
+            for half in 0..2 {
+                prompt
+                    .output
+                    .push(PromptOutput::Text(agentic_core::TextOutput {
+                        id: format!("{step}-{half}"),
+                        content: format!("step {step}"),
+                        start: chrono::Utc::now(),
+                        end: None,
+                    }));
+                store
+                    .save_prompt(&prompt, PromptChange::Output(prompt.output.len() - 1))
+                    .await
+                    .unwrap();
+            }
+            prompt.state = PromptState::WaitingForApproval;
+            store
+                .save_prompt(&prompt, PromptChange::Prompt)
+                .await
+                .unwrap();
+        }
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        let reads = reader.await.unwrap();
+        assert!(reads > 0, "{}: the reader never read", db.name);
+        let stored = store.prompt("alice", &prompt.id).await.unwrap().unwrap();
+        assert_eq!(stored.prompt.output, prompt.output, "{}", db.name);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conversation_held_by_a_dead_process_token_is_released_at_startup() {
     for db in databases().await {

@@ -328,6 +328,7 @@ function ConversationView({ session, conversationId, bus, capabilities, onChange
   const promptIds = useRef(new Set());
   const pending = useRef([]);
   const loaded = useRef(!conversationId);
+  const reads = useRef(0);
   const startedAt = useRef(performance.now());
 
   // Events come from the moment the view opens; those that arrive before the conversation is
@@ -354,22 +355,26 @@ function ConversationView({ session, conversationId, bus, capabilities, onChange
     // Events that come while the timeline is read wait and apply on top of it: a prompt just
     // sent in a new conversation publishes its first outputs before the read can see them.
     loaded.current = false;
+    // Only the latest read applies: an older one answered last would draw an older timeline
+    // over the events the newer one applied.
+    const generation = ++reads.current;
     try {
       const detail = await request(session, "GET", `/api/conversations/${encodeURIComponent(conversationId)}`);
+      if (generation !== reads.current) return;
       const list = detail.prompts.filter((stored) => stored.visible !== false).map(fromStored);
       promptIds.current = new Set(list.map((prompt) => prompt.id));
       setTitle(detail.title);
       setPrompts(list);
       setError(null);
     } catch (failure) {
+      if (generation !== reads.current) return;
       setError(failure.status === 404 ? "This conversation does not exist, or is not yours." : failure.message);
-    } finally {
-      setLoading(false);
-      loaded.current = true;
-      const waiting = pending.current;
-      pending.current = [];
-      waiting.forEach(apply);
     }
+    setLoading(false);
+    loaded.current = true;
+    const waiting = pending.current;
+    pending.current = [];
+    waiting.forEach(apply);
   }, [session, conversationId, apply]);
 
   // Subscribed before the timeline is read: an event published before the read is in what

@@ -112,10 +112,11 @@ impl Store {
         &self,
         conversation_id: &str,
     ) -> anyhow::Result<Vec<StoredPrompt>> {
+        let snapshot = self.snapshot().await?;
         let rows = prompt::Entity::find()
             .filter(prompt::Column::ConversationId.eq(conversation_id))
             .order_by_asc(prompt::Column::Position)
-            .all(&self.db)
+            .all(&snapshot)
             .await?;
         let running: Vec<String> = rows
             .iter()
@@ -129,9 +130,10 @@ impl Store {
                 .filter(prompt_output::Column::PromptId.is_in(running))
                 .order_by_asc(prompt_output::Column::PromptId)
                 .order_by_asc(prompt_output::Column::Position)
-                .all(&self.db)
+                .all(&snapshot)
                 .await?
         };
+        snapshot.commit().await?;
         let mut prompts = Vec::with_capacity(rows.len());
         for row in rows {
             let own: Vec<prompt_output::Model> = if row.state == PromptState::Running.as_str() {
@@ -154,14 +156,16 @@ impl Store {
         user_id: &str,
         prompt_id: &str,
     ) -> anyhow::Result<Option<StoredPrompt>> {
+        let snapshot = self.snapshot().await?;
         let Some(row) = prompt::Entity::find_by_id(prompt_id.to_owned())
             .filter(prompt::Column::UserId.eq(user_id))
-            .one(&self.db)
+            .one(&snapshot)
             .await?
         else {
             return Ok(None);
         };
-        let journal = self.journal(&row).await?;
+        let journal = journal(&snapshot, &row).await?;
+        snapshot.commit().await?;
         Ok(Some(stored_prompt(row, journal)?))
     }
 
@@ -192,20 +196,6 @@ impl Store {
             .then_some(owner))
     }
 
-    pub(super) async fn journal(
-        &self,
-        row: &prompt::Model,
-    ) -> anyhow::Result<Vec<prompt_output::Model>> {
-        if row.state != PromptState::Running.as_str() {
-            return Ok(Vec::new());
-        }
-        Ok(prompt_output::Entity::find()
-            .filter(prompt_output::Column::PromptId.eq(row.id.as_str()))
-            .order_by_asc(prompt_output::Column::Position)
-            .all(&self.db)
-            .await?)
-    }
-
     /// Marks prompts archived and sets the summary that replaces them in history.
     pub async fn archive(
         &self,
@@ -221,6 +211,23 @@ impl Store {
         .await?;
         Ok(())
     }
+}
+
+/// The outputs journaled since `row` was last saved whole: only a running prompt has any.
+/// Read through the same snapshot as `row`: a prompt that comes to rest between two reads
+/// moves its journal into its row, and the two reads apart would see neither.
+pub(super) async fn journal(
+    db: &impl ConnectionTrait,
+    row: &prompt::Model,
+) -> anyhow::Result<Vec<prompt_output::Model>> {
+    if row.state != PromptState::Running.as_str() {
+        return Ok(Vec::new());
+    }
+    Ok(prompt_output::Entity::find()
+        .filter(prompt_output::Column::PromptId.eq(row.id.as_str()))
+        .order_by_asc(prompt_output::Column::Position)
+        .all(db)
+        .await?)
 }
 
 pub(super) fn stored_prompt(

@@ -40,7 +40,7 @@ impl Store {
             if previous != owner {
                 continue;
             }
-            let journal = self.journal(&row).await?;
+            let journal = prompts::journal(&self.db, &row).await?;
             let Ok(stored) = stored_prompt(row, journal) else {
                 continue;
             };
@@ -184,7 +184,7 @@ impl Store {
             }
             let conversation_id = row.conversation_id.clone();
             let id = row.id.clone();
-            let journal = self.journal(&row).await?;
+            let journal = prompts::journal(&self.db, &row).await?;
             let mut prompt = match stored_prompt(row, journal) {
                 Ok(stored) => stored.prompt,
                 Err(error) => {

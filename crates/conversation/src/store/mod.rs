@@ -14,9 +14,9 @@ use anyhow::{Context as _, bail};
 use chrono::{DateTime, Utc};
 use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
 use sea_orm::{
-    AccessMode, ColumnTrait, ConnectOptions, ConnectionTrait, Database, DatabaseConnection,
-    DatabaseTransaction, DbBackend, EntityTrait, IsolationLevel, QueryFilter, QueryOrder,
-    QuerySelect, SqliteTransactionMode, Statement, TransactionOptions, TransactionTrait,
+    ColumnTrait, ConnectOptions, ConnectionTrait, Database, DatabaseConnection,
+    DatabaseTransaction, DbBackend, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+    SqliteTransactionMode, Statement, TransactionOptions,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -27,6 +27,7 @@ use crate::writes::{PromptSave, Write, Writer, Written};
 mod conversations;
 mod instances;
 mod prompts;
+mod snapshot;
 mod takeover;
 
 use instances::lease_ms;
@@ -150,24 +151,6 @@ impl std::fmt::Debug for Store {
 }
 
 impl Store {
-    /// A read-only transaction whose reads all see the database as of its first one: a
-    /// prompt's row and its journal read through it agree. SQLite (WAL) gives a deferred
-    /// transaction that snapshot by itself; PostgreSQL needs `REPEATABLE READ`.
-    pub(crate) async fn snapshot(&self) -> anyhow::Result<DatabaseTransaction> {
-        let options = match self.db.get_database_backend() {
-            DbBackend::Postgres => TransactionOptions {
-                isolation_level: Some(IsolationLevel::RepeatableRead),
-                access_mode: Some(AccessMode::ReadOnly),
-                ..TransactionOptions::default()
-            },
-            _ => TransactionOptions::default(),
-        };
-        self.db
-            .begin_with_options(options)
-            .await
-            .context("could not start a read transaction")
-    }
-
     /// Connects and runs every migration (ours and the plugins' in `extensions`).
     pub async fn open(url: &str, extensions: &Extensions) -> anyhow::Result<Self> {
         let store = Self::connect(url).await?;

@@ -92,7 +92,19 @@ pub(crate) async fn follow(
                 input,
                 ..
             } if tool_name == PLAN_TOOL => {
-                let (verdict, scope) = decide_plan(reason, input, settings.yes);
+                let calls = input["calls"].as_array().map_or(0, Vec::len);
+                let (verdict, scope) =
+                    decide_together(&plan_text(reason, input), calls, reason, settings.yes);
+                driver.decide(tool_call_id, verdict, scope).await?;
+            }
+            EventPayload::ApprovalRequested {
+                tool_call_id,
+                batch,
+                ..
+            } if batch.len() > 1 => {
+                let summary = format!("{} calls wait for one decision", batch.len());
+                let (verdict, scope) =
+                    decide_together(&batch_text(batch), batch.len(), &summary, settings.yes);
                 driver.decide(tool_call_id, verdict, scope).await?;
             }
             EventPayload::ApprovalRequested {
@@ -197,21 +209,21 @@ fn scope_of(reach: Reach) -> Scope {
 /// The tool a code-mode plan waits as: its input lists the calls the program would make.
 const PLAN_TOOL: &str = "code.plan";
 
-/// A plan, shown once: each call with its input, line and preview, then one question for all
-/// of them: `a` approves all, `r` rejects all, `e` chooses which to approve.
-fn decide_plan(reason: &str, input: &serde_json::Value, yes: bool) -> (Verdict, Option<Scope>) {
+/// Calls decided together (a plan, or the calls of one step), shown once as `text`, then one
+/// question for all `calls` of them: `a` approves all, `r` rejects all, `e` chooses which to
+/// approve. `summary` says what waits when nobody can be asked.
+fn decide_together(text: &str, calls: usize, summary: &str, yes: bool) -> (Verdict, Option<Scope>) {
     if yes {
         return (Verdict::Approve, None);
     }
     if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
         let refusal = format!(
-            "{reason}, and there is no terminal to ask; run with --yes to approve tool calls"
+            "{summary}, and there is no terminal to ask; run with --yes to approve tool calls"
         );
         eprintln!("agentic: {refusal}");
         return (Verdict::reject(Some(&refusal)), None);
     }
-    eprintln!("\n{}", plan_text(reason, input));
-    let calls = input["calls"].as_array().map_or(0, Vec::len);
+    eprintln!("\n{text}");
     loop {
         let answer = read_answer(
             "[a]pprove all, [r]eject all, [e]dit: choose which to approve, or approve all and \
@@ -294,6 +306,22 @@ pub(crate) fn plan_text(reason: &str, input: &serde_json::Value) -> String {
         "\nThe program then runs for real: the calls you approve run, and any other call that \
          needs approval is asked about on its own.",
     );
+    text
+}
+
+/// The calls of one step that wait for one decision, as the terminal shows them.
+fn batch_text(batch: &[agentic_core::BatchedCall]) -> String {
+    let mut text = format!("{} calls of this step need approval:", batch.len());
+    for (index, call) in batch.iter().enumerate() {
+        text.push_str(&format!(
+            "\n  {}. {} {}\n     {}",
+            index + 1,
+            call.tool_name,
+            call.input,
+            call.reason
+        ));
+    }
+    text.push_str("\nThe calls you approve run; the others fail as rejected.");
     text
 }
 

@@ -18,7 +18,9 @@ pub use runtime::executor::{Driven, ExecutorBase, ModeDriver};
 pub use runtime::{classic, history, recorder, text_calls};
 
 pub use config::Config;
-pub use event::{Event, EventPayload, EventService, EventSubscription, Received, StreamProgress};
+pub use event::{
+    BatchedCall, Event, EventPayload, EventService, EventSubscription, Received, StreamProgress,
+};
 pub use mode::{
     ExecutionModeFactory, ExecutionModeService, ExecutorCreateOptions, ExecutorError, PromptChange,
     PromptCheckpoint, PromptExecutor, PromptOptions, Verdict,

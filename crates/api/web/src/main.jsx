@@ -769,7 +769,20 @@ const PromptView = memo(function PromptView({ number, prompt, session, onContinu
             execution={groups.find((group) => group.kind === "code" && group.output.id === waiting.input?.execution)}
           />
         )}
-        {waiting && waiting.toolName !== "code.plan" && (
+        {waiting && waiting.toolName !== "code.plan" && waiting.batch.length > 1 && (
+          <PlanApproval
+            key={waiting.toolCallId}
+            prompt={prompt}
+            waiting={waiting}
+            session={session}
+            calls={waiting.batch}
+            title={`Approve these ${waiting.batch.length} calls?`}
+            intro="They were asked for in one step and are decided together; none has run yet."
+            outro="The calls you approve run; the others fail as rejected, and the model or script is told why."
+            execution={groups.find((group) => group.kind === "code" && group.calls.some((call) => call.id === waiting.toolCallId))}
+          />
+        )}
+        {waiting && waiting.toolName !== "code.plan" && waiting.batch.length <= 1 && (
           <Approval
             key={waiting.toolCallId}
             prompt={prompt}
@@ -1253,9 +1266,9 @@ function Approval({ prompt, waiting, session, execution }) {
 /// A code-mode plan: what the program's dry run would do, each call with its input, line and
 /// preview (a write's diff), the program beside it, and one decision for all of it: approve
 /// all, approve the calls left ticked, or reject all.
-function PlanApproval({ prompt, waiting, session, execution }) {
-  const calls = waiting.input?.calls ?? [];
-  const caveats = waiting.input?.caveats ?? [];
+function PlanApproval({ prompt, waiting, session, execution, calls: given, title, intro, outro }) {
+  const calls = given ?? waiting.input?.calls ?? [];
+  const caveats = given ? [] : waiting.input?.caveats ?? [];
   const [chosen, setChosen] = useState(() => calls.map(() => true));
   const [reason, setReason] = useState("");
   const [scope, setScope] = useState("");
@@ -1286,9 +1299,13 @@ function PlanApproval({ prompt, waiting, session, execution }) {
   const headingId = `approval-${waiting.toolCallId}`;
   return (
     <section class="approval plan" tabindex="-1" aria-labelledby={headingId}>
-      <h2 id={headingId}>Approve the plan?</h2>
+      <h2 id={headingId}>{title ?? "Approve the plan?"}</h2>
       <p>
-        <Described text={waiting.reason || ""} />. Nothing of it has run: the program ran as a dry run.
+        {intro ?? (
+          <>
+            <Described text={waiting.reason || ""} />. Nothing of it has run: the program ran as a dry run.
+          </>
+        )}
       </p>
       <div class="plan-body">
         <ol class="plan-calls">
@@ -1335,7 +1352,7 @@ function PlanApproval({ prompt, waiting, session, execution }) {
           ))}
         </ul>
       )}
-      <p class="small muted">Then the program runs for real: the calls you approve run, and any other call that needs approval is asked about on its own.</p>
+      <p class="small muted">{outro ?? "Then the program runs for real: the calls you approve run, and any other call that needs approval is asked about on its own."}</p>
       <div class="actions">
         <button class="approve" aria-disabled={busy || count === 0 ? "true" : undefined} onClick={() => count > 0 && decide("approve")}>
           {count === calls.length ? "Approve all" : `Approve ${count} of ${calls.length}`}

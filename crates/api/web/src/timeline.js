@@ -150,7 +150,8 @@ export function continued(prompt) {
 /// The call a stored prompt waits on, when it waits for approval (after a reload the event
 /// that asked is gone; the pending result says it).
 export function waitingCall(prompt) {
-  if (prompt.approval) return prompt.approval;
+  const together = waitingTogether(prompt);
+  if (prompt.approval) return { ...prompt.approval, batch: together };
   if (prompt.state !== "waiting_for_approval") return null;
   const waiting = prompt.output.find(
     (output) =>
@@ -164,7 +165,18 @@ export function waitingCall(prompt) {
     toolName: waiting.function,
     input: waiting.input,
     reason: waiting.result.reason,
+    batch: together,
   };
+}
+
+/// The calls one decision covers when there are several (a classic round's, or one request
+/// of a script's): each marked as awaiting approval, in order. Empty for a single call.
+function waitingTogether(prompt) {
+  if (prompt.state !== "waiting_for_approval") return [];
+  const marked = prompt.output.filter(
+    (output) => output.type === "tool" && output.result?.type === "pending" && output.result.awaitingApproval,
+  );
+  return marked.length > 1 ? marked.map((call) => ({ tool: call.function, input: call.input, reason: call.result.reason, id: call.id })) : [];
 }
 
 /// The timeline grouped for display: a code-mode execution owns every tool call that follows

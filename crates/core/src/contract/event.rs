@@ -88,6 +88,11 @@ pub enum EventPayload {
         input: Value,
         /// Why it needs approval.
         reason: String,
+        /// When several calls are decided together (the calls of one classic round, or of one
+        /// parallel request of a script), all of them in order, this one first: a decision's
+        /// `calls` counts their places from 0. Empty for a call decided on its own.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        batch: Vec<BatchedCall>,
     },
     /// The prompt completed.
     #[serde(rename = "prompt.completed", rename_all = "camelCase")]
@@ -487,6 +492,20 @@ impl EventSubscription {
             .as_deref()
             .is_none_or(|user_id| user_id == event.user_id)
     }
+}
+
+/// One of the calls a single decision covers ([`EventPayload::ApprovalRequested`]'s `batch`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchedCall {
+    /// The call's id.
+    pub tool_call_id: String,
+    /// The dotted id of its tool.
+    pub tool_name: String,
+    /// The call's input.
+    pub input: Value,
+    /// Why it needs approval.
+    pub reason: String,
 }
 
 #[cfg(test)]

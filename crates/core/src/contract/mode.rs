@@ -101,6 +101,15 @@ impl Verdict {
         }
     }
 
+    /// The reason the person gave, for a rejection or for the calls an approval in part
+    /// leaves out.
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            Self::Approve => None,
+            Self::Reject { reason } | Self::ApproveOnly { reason, .. } => reason.as_deref(),
+        }
+    }
+
     /// The past tense a caller is told: `approved` or `rejected`.
     pub fn word(&self) -> &'static str {
         match self {

@@ -262,7 +262,10 @@ impl ClassicExecutor {
                     // A scope a person granted earlier approves it.
                     Some(record) => self.base.recorder.record_decision(&id, record).await?,
                     None => {
-                        self.base.recorder.request_approval(&id, &reason).await?;
+                        // The round's other calls that need a person are decided with it.
+                        let mut batch = vec![(id, reason)];
+                        batch.extend(self.also_asked(prepared).await);
+                        self.base.recorder.request_approvals(&batch).await?;
                         return Ok(Progress::Paused);
                     }
                 }
@@ -289,6 +292,38 @@ impl ClassicExecutor {
             }
         }
         Ok(Progress::Continue)
+    }
+
+    /// The queued calls after the first that need a person too, with why: one decision
+    /// covers the round's calls. A call a scope approves is not among them; it is approved
+    /// when its turn comes (or asked about then, if the scope was revoked meanwhile).
+    async fn also_asked(&self, prepared: &Prepared) -> Vec<(String, String)> {
+        let queued: Vec<(String, String, Value)> = self
+            .base
+            .recorder
+            .prompt()
+            .output
+            .iter()
+            .filter_map(|output| match output {
+                PromptOutput::Tool(tool) if tool.result.is_pending() => {
+                    Some((tool.id.clone(), tool.function.clone(), tool.input.clone()))
+                }
+                _ => None,
+            })
+            .skip(1)
+            .collect();
+        let mut asked = Vec::new();
+        for (id, function, input) in queued {
+            if self.approved.contains(&id) {
+                continue;
+            }
+            if let Approval::Required { reason } = prepared.tools.approval(&function, &input)
+                && self.base.scope_for(&function, &reason).await.is_none()
+            {
+                asked.push((id, reason));
+            }
+        }
+        asked
     }
 
     fn request(&self, prepared: &Prepared) -> ModelRequest {
@@ -369,13 +404,29 @@ impl ModeDriver for ClassicExecutor {
         tool_call_id: &str,
         verdict: &Verdict,
     ) -> Result<Prompt, ExecutorError> {
-        if self.waiting_tool_id().as_deref() != Some(tool_call_id) {
+        // One decision covers every call the request held; it may name any of them.
+        let mut asked: Vec<String> = self
+            .base
+            .recorder
+            .prompt()
+            .calls_awaiting_approval()
+            .into_iter()
+            .filter(|tool| tool.result.is_awaiting_approval())
+            .map(|tool| tool.id.clone())
+            .collect();
+        if asked.is_empty() {
+            // Stored by a release that did not mark the call: it waits at the first.
+            asked.extend(self.waiting_tool_id());
+        }
+        if !asked.iter().any(|id| id == tool_call_id) {
             return Err(ExecutorError::NotWaiting(tool_call_id.to_owned()));
         }
-        if verdict.rejection().is_none() {
-            self.approved.insert(tool_call_id.to_owned());
+        let approved = self.base.record_verdicts(&asked, verdict).await?;
+        for (id, approved) in asked.into_iter().zip(approved) {
+            if approved {
+                self.approved.insert(id);
+            }
         }
-        self.base.record_verdict(tool_call_id, verdict).await?;
         self.drive().await
     }
 }

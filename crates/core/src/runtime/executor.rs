@@ -207,6 +207,23 @@ impl ExecutorBase {
         tool_call_id: &str,
         verdict: &Verdict,
     ) -> Result<(), ExecutorError> {
+        self.record_verdicts(&[tool_call_id.to_owned()], verdict)
+            .await?;
+        Ok(())
+    }
+
+    /// Records one verdict on the calls a single request held (`calls`, in the order the
+    /// request listed them, as [`PromptRecorder::request_approvals`] asked): each call gets
+    /// its own part of it, approved or rejected, with a record that says it was decided with
+    /// the others. The approved calls start now; the rejected ones fail. Returns, for each
+    /// call, whether it was approved.
+    ///
+    /// [`PromptRecorder::request_approvals`]: crate::runtime::recorder::PromptRecorder::request_approvals
+    pub async fn record_verdicts(
+        &mut self,
+        calls: &[String],
+        verdict: &Verdict,
+    ) -> Result<Vec<bool>, ExecutorError> {
         let by = self
             .decider
             .lock()
@@ -215,31 +232,56 @@ impl ExecutorBase {
             .unwrap_or_else(|| DecidedBy::User {
                 user_id: self.recorder.prompt().user_id.clone(),
             });
-        let shown = match self.recorder.prompt().tool_output(tool_call_id) {
-            Some(ToolOutput {
-                result: ToolResult::Pending { reason, .. },
-                ..
-            }) => reason.clone(),
-            _ => String::new(),
-        };
+        let shown: Vec<String> = calls
+            .iter()
+            .enumerate()
+            .map(|(index, id)| {
+                let reason = match self.recorder.prompt().tool_output(id) {
+                    Some(ToolOutput {
+                        result: ToolResult::Pending { reason, .. },
+                        ..
+                    }) => reason.clone(),
+                    _ => String::new(),
+                };
+                if calls.len() > 1 {
+                    format!(
+                        "call {} of {} decided together: {reason}",
+                        index + 1,
+                        calls.len()
+                    )
+                } else {
+                    reason
+                }
+            })
+            .collect();
         self.recorder.resume().await?;
-        self.recorder
-            .record_decision(
-                tool_call_id,
-                DecisionRecord::new(verdict.clone(), by, shown),
-            )
-            .await?;
-        // An exported case answers its approval requests as they were answered.
-        self.journal_for_export(crate::replay::decision_entry(tool_call_id, verdict))
-            .await;
-        match verdict.rejection() {
-            None => self.recorder.mark_tool_started(tool_call_id),
-            Some(error) => {
-                let rejected = ToolResult::error(ErrorKind::Rejected, error);
-                self.recorder.finish_tool(tool_call_id, rejected).await?;
+        let mut approved = Vec::with_capacity(calls.len());
+        for (index, (id, shown)) in calls.iter().zip(shown).enumerate() {
+            // Each call's record holds its own part: approved, or rejected with the reason.
+            let rejection = verdict.rejection_at(index);
+            let own = match (calls.len(), &rejection) {
+                (1, _) => verdict.clone(),
+                (_, None) => Verdict::Approve,
+                (_, Some(_)) => Verdict::Reject {
+                    reason: verdict.reason().map(str::to_owned),
+                },
+            };
+            self.recorder
+                .record_decision(id, DecisionRecord::new(own.clone(), by.clone(), shown))
+                .await?;
+            // An exported case answers its approval requests as they were answered.
+            self.journal_for_export(crate::replay::decision_entry(id, &own))
+                .await;
+            approved.push(rejection.is_none());
+            match rejection {
+                None => self.recorder.mark_tool_started(id),
+                Some(error) => {
+                    let rejected = ToolResult::error(ErrorKind::Rejected, error);
+                    self.recorder.finish_tool(id, rejected).await?;
+                }
             }
         }
-        Ok(())
+        Ok(approved)
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use chrono::Utc;
 use serde_json::Value;
 
-use crate::event::{EventPayload, EventService};
+use crate::event::{BatchedCall, EventPayload, EventService};
 use crate::mode::{ExecutorError, PromptChange, PromptCheckpoint};
 use crate::prompt::{
     DecisionRecord, FileOutput, Prompt, PromptOutput, PromptState, PromptUsage, Reasoning,
@@ -232,35 +232,62 @@ impl PromptRecorder {
         self.push(PromptOutput::File(file)).await
     }
 
-    /// Moves the prompt to `waiting_for_approval` for one pending tool call.
+    /// Marks the call `tool_call_id` as waiting for a person, with `reason` shown to them, and
+    /// the prompt as waiting for approval.
     pub async fn request_approval(
         &mut self,
         tool_call_id: &str,
         reason: &str,
     ) -> Result<(), ExecutorError> {
-        let index = self
-            .tool_index(tool_call_id)
-            .ok_or_else(|| ExecutorError::Internal(format!("no tool output \"{tool_call_id}\"")))?;
-        let PromptOutput::Tool(tool) = &mut self.prompt.output[index] else {
-            return Err(ExecutorError::Internal(format!(
-                "no tool output \"{tool_call_id}\""
-            )));
+        self.request_approvals(&[(tool_call_id.to_owned(), reason.to_owned())])
+            .await
+    }
+
+    /// Marks `calls` (ids with the reason each is shown with) as waiting for one decision
+    /// that covers them all, and the prompt as waiting for approval. The request is published
+    /// for the first; with more than one, it lists them all as its `batch`.
+    pub async fn request_approvals(
+        &mut self,
+        calls: &[(String, String)],
+    ) -> Result<(), ExecutorError> {
+        let mut batch = Vec::with_capacity(calls.len());
+        for (tool_call_id, reason) in calls {
+            let index = self.tool_index(tool_call_id).ok_or_else(|| {
+                ExecutorError::Internal(format!("no tool output \"{tool_call_id}\""))
+            })?;
+            let PromptOutput::Tool(tool) = &mut self.prompt.output[index] else {
+                return Err(ExecutorError::Internal(format!(
+                    "no tool output \"{tool_call_id}\""
+                )));
+            };
+            tool.result = ToolResult::Pending {
+                reason: reason.clone(),
+                awaiting_approval: true,
+            };
+            batch.push(BatchedCall {
+                tool_call_id: tool_call_id.clone(),
+                tool_name: tool.function.clone(),
+                input: tool.input.clone(),
+                reason: reason.clone(),
+            });
+            let output = PromptOutput::Tool(tool.clone());
+            self.prompt.state = PromptState::WaitingForApproval;
+            self.save(PromptChange::Output(index)).await?;
+            self.publish_output(output);
+        }
+        let Some(first) = batch.first().cloned() else {
+            return Ok(());
         };
-        tool.result = ToolResult::Pending {
-            reason: reason.to_owned(),
-            awaiting_approval: true,
-        };
-        let (tool_name, input) = (tool.function.clone(), tool.input.clone());
-        let output = PromptOutput::Tool(tool.clone());
-        self.prompt.state = PromptState::WaitingForApproval;
-        self.save(PromptChange::Output(index)).await?;
-        self.publish_output(output);
+        if batch.len() == 1 {
+            batch.clear();
+        }
         self.publish(EventPayload::ApprovalRequested {
             prompt_id: self.prompt.id.clone(),
-            tool_call_id: tool_call_id.to_owned(),
-            tool_name,
-            input,
-            reason: reason.to_owned(),
+            tool_call_id: first.tool_call_id,
+            tool_name: first.tool_name,
+            input: first.input,
+            reason: first.reason,
+            batch,
         });
         Ok(())
     }

@@ -188,18 +188,50 @@ impl CodeExecutor {
         Ok(calls_reply(batch.parallel, results))
     }
 
-    /// The id of the call waiting for a decision, if the prompt is waiting.
-    pub(super) fn waiting_call(&mut self) -> Option<&mut BatchCall> {
+    /// The ids of the calls of the current request that wait for a decision, in order; none
+    /// when the prompt does not wait.
+    pub(super) fn waiting_calls(&self) -> Vec<String> {
         if self.base.recorder.prompt().state != PromptState::WaitingForApproval {
-            return None;
+            return Vec::new();
         }
-        self.active
-            .as_mut()?
-            .batch
-            .as_mut()?
+        let Some(batch) = self
+            .active
+            .as_ref()
+            .and_then(|active| active.batch.as_ref())
+        else {
+            return Vec::new();
+        };
+        batch
             .calls
-            .iter_mut()
-            .find(|call| matches!(call.decision, Decision::Ask(_)))
+            .iter()
+            .filter(|call| matches!(call.decision, Decision::Ask(_)))
+            .map(|call| call.id.clone())
+            .collect()
+    }
+
+    /// Gives the calls `asked` their part of `verdict` (`approved`, by place).
+    pub(super) fn decide_waiting(
+        &mut self,
+        asked: &[String],
+        approved: &[bool],
+        verdict: &Verdict,
+    ) {
+        let Some(batch) = self
+            .active
+            .as_mut()
+            .and_then(|active| active.batch.as_mut())
+        else {
+            return;
+        };
+        for (index, (id, approved)) in asked.iter().zip(approved).enumerate() {
+            if let Some(call) = batch.calls.iter_mut().find(|call| &call.id == id) {
+                call.decision = if *approved {
+                    Decision::Approved
+                } else {
+                    Decision::Rejected(verdict.rejection_at(index).unwrap_or_default())
+                };
+            }
+        }
     }
 }
 

@@ -110,27 +110,28 @@ impl CodeExecutor {
     ) -> Result<Progress, ExecutorError> {
         loop {
             if let Some(batch) = &active.batch {
-                if let Some(call) = batch
+                // The calls of one request that need a person are put to them together.
+                let asking: Vec<(String, String)> = batch
                     .calls
                     .iter()
-                    .find(|call| matches!(call.decision, Decision::Ask(_)))
-                {
-                    let Decision::Ask(reason) = &call.decision else {
-                        continue;
-                    };
-                    let (id, reason) = (call.id.clone(), reason.clone());
+                    .filter_map(|call| match &call.decision {
+                        Decision::Ask(reason) => Some((call.id.clone(), reason.clone())),
+                        _ => None,
+                    })
+                    .collect();
+                if let Some((first, _)) = asking.first() {
                     active.execution.pause_clock();
-                    // A restored script reaches the call it waited at: already asked.
+                    // A restored script reaches the calls it waited at: already asked.
                     let asked = self.base.recorder.prompt().state
                         == PromptState::WaitingForApproval
                         && self
                             .base
                             .recorder
                             .prompt()
-                            .tool_output(&id)
+                            .tool_output(first)
                             .is_some_and(|tool| tool.result.is_awaiting_approval());
                     if !asked {
-                        self.base.recorder.request_approval(&id, &reason).await?;
+                        self.base.recorder.request_approvals(&asking).await?;
                     }
                     return Ok(Progress::Paused);
                 }

@@ -31,7 +31,7 @@ mod request;
 mod resume;
 mod timeline;
 
-use batch::{Batch, Decision};
+use batch::Batch;
 use timeline::Timeline;
 
 pub(crate) const CODE_MODE: &str = "code";
@@ -202,14 +202,13 @@ impl ModeDriver for CodeExecutor {
         if self.waiting_plan(tool_call_id) {
             return self.decide_plan(verdict).await;
         }
-        let Some(call) = self.waiting_call().filter(|call| call.id == tool_call_id) else {
+        // One decision covers every call of the request that waits; it may name any of them.
+        let asked = self.waiting_calls();
+        if !asked.iter().any(|id| id == tool_call_id) {
             return Err(ExecutorError::NotWaiting(tool_call_id.to_owned()));
-        };
-        call.decision = match verdict.rejection() {
-            None => Decision::Approved,
-            Some(error) => Decision::Rejected(error),
-        };
-        self.base.record_verdict(tool_call_id, verdict).await?;
+        }
+        let approved = self.base.record_verdicts(&asked, verdict).await?;
+        self.decide_waiting(&asked, &approved, verdict);
         if let Some(active) = self.active.as_mut() {
             active.execution.resume_clock().await;
         }

@@ -65,17 +65,21 @@ pub async fn play(
                 ..PromptOptions::default()
             })
             .await?;
-        while let Some(call) = prompt
-            .calls_awaiting_approval()
-            .first()
-            .map(|call| (*call).clone())
-        {
+        loop {
+            let calls: Vec<ToolOutput> = prompt
+                .calls_awaiting_approval()
+                .into_iter()
+                .cloned()
+                .collect();
+            let Some(first) = calls.first().map(|call| call.id.clone()) else {
+                break;
+            };
             let Some(verdict) =
-                verdict_for(&call, &mut decisions, replay.as_deref(), from_recording)
+                verdict_for(&calls, &mut decisions, replay.as_deref(), from_recording)
             else {
                 break;
             };
-            prompt = decide(runtime, &prompt, &call.id, &verdict).await?;
+            prompt = decide(runtime, &prompt, &first, &verdict).await?;
         }
         history.push(prompt);
     }
@@ -113,11 +117,17 @@ pub async fn play(
             break;
         }
         let waiting = waiting.context("prompt waits for approval but no approval was requested")?;
-        let call = prompt
-            .tool_output(&waiting)
-            .context("the call waiting for approval is not in the timeline")?
-            .clone();
-        let Some(verdict) = verdict_for(&call, &mut decisions, replay.as_deref(), from_recording)
+        // The calls one decision covers: the one asked about, and any asked with it.
+        let calls: Vec<ToolOutput> = prompt
+            .calls_awaiting_approval()
+            .into_iter()
+            .filter(|tool| tool.result.is_awaiting_approval())
+            .cloned()
+            .collect();
+        if !calls.iter().any(|call| call.id == waiting) {
+            bail!("the call waiting for approval is not in the timeline");
+        }
+        let Some(verdict) = verdict_for(&calls, &mut decisions, replay.as_deref(), from_recording)
         else {
             break;
         };
@@ -143,7 +153,7 @@ pub async fn play(
 /// recorded case without its own decisions, the one the recording holds. `None` when there is
 /// none (the prompt is left waiting).
 fn verdict_for<'a>(
-    call: &ToolOutput,
+    calls: &[ToolOutput],
     decisions: &mut impl Iterator<Item = &'a CaseDecision>,
     replay: Option<&Replay>,
     from_recording: bool,
@@ -151,15 +161,25 @@ fn verdict_for<'a>(
     match (decisions.next(), replay) {
         (Some(decision), replay) => {
             // A rejection the recording holds is used up by the case's own decision.
-            if let (Some(replay), Some(_)) = (replay, decision.verdict.rejection()) {
-                replay.rejected(&call.function, &call.input);
+            if let Some(replay) = replay {
+                for (index, call) in calls.iter().enumerate() {
+                    if decision.verdict.rejection_at(index).is_some() {
+                        replay.rejected(&call.function, &call.input);
+                    }
+                }
             }
             Some(decision.clone())
         }
         // A recorded case decides as the person did then.
-        (None, Some(replay)) if from_recording => {
-            recorded_verdict(call, replay).map(CaseDecision::from)
-        }
+        (None, Some(replay)) if from_recording => match calls {
+            [call] => recorded_verdict(call, replay).map(CaseDecision::from),
+            calls => Some(CaseDecision::from(together(
+                calls
+                    .iter()
+                    .map(|call| (call.function.as_str(), call.input.clone())),
+                replay,
+            ))),
+        },
         (None, _) => None,
     }
 }
@@ -175,28 +195,42 @@ fn recorded_verdict(call: &ToolOutput, replay: &Replay) -> Option<agentic_core::
     else {
         return replay.verdict(&call.function, &call.input);
     };
+    Some(together(
+        calls.iter().map(|planned| {
+            let tool = planned
+                .get("tool")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or_default();
+            (tool, planned.get("input").cloned().unwrap_or_default())
+        }),
+        replay,
+    ))
+}
+
+/// One verdict on calls decided together: those the recording has as run are approved, the
+/// others are not.
+fn together<'a>(
+    calls: impl ExactSizeIterator<Item = (&'a str, serde_json::Value)>,
+    replay: &Replay,
+) -> agentic_core::Verdict {
+    let count = calls.len();
     let mut approved = Vec::new();
     let mut reason = None;
-    for (index, planned) in calls.iter().enumerate() {
-        let tool = planned
-            .get("tool")
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or_default();
-        let input = planned.get("input").cloned().unwrap_or_default();
+    for (index, (tool, input)) in calls.enumerate() {
         match replay.verdict(tool, &input) {
             Some(agentic_core::Verdict::Reject { reason: given }) => reason = reason.or(given),
             Some(_) => approved.push(index),
             None => {}
         }
     }
-    Some(if approved.len() == calls.len() {
+    if approved.len() == count {
         agentic_core::Verdict::Approve
     } else {
         agentic_core::Verdict::ApproveOnly {
             calls: approved,
             reason,
         }
-    })
+    }
 }
 
 /// Takes a case's decision on the call `tool_call_id` of `prompt`: its scope is kept first,

@@ -243,7 +243,7 @@ fn decide_together(text: &str, calls: usize, summary: &str, yes: bool) -> (Verdi
                 let chosen = read_answer(&format!(
                     "Approve which calls (numbers from 1 to {calls}, e.g. 1 3 5-7)? "
                 ));
-                match chosen_calls(&chosen, calls) {
+                match agentic_core::chosen_places(&chosen, calls) {
                     Ok(chosen) => {
                         let reason = read_answer("Why not the others (Enter for none)? ");
                         let verdict = Verdict::ApproveOnly {
@@ -325,32 +325,6 @@ fn batch_text(batch: &[agentic_core::BatchedCall]) -> String {
     text
 }
 
-/// `1 3 5-7` as places from 0, each between 1 and `count`.
-fn chosen_calls(text: &str, count: usize) -> Result<Vec<usize>, String> {
-    let mut chosen = Vec::new();
-    for part in text.split(|c: char| c == ',' || c.is_whitespace()) {
-        if part.is_empty() {
-            continue;
-        }
-        let (from, to) = part.split_once('-').unwrap_or((part, part));
-        let parse = |number: &str| {
-            number
-                .trim()
-                .parse::<usize>()
-                .ok()
-                .filter(|number| (1..=count).contains(number))
-                .ok_or_else(|| format!("\"{part}\" is not a call number from 1 to {count}"))
-        };
-        for number in parse(from)?..=parse(to)? {
-            if !chosen.contains(&(number - 1)) {
-                chosen.push(number - 1);
-            }
-        }
-    }
-    chosen.sort_unstable();
-    Ok(chosen)
-}
-
 fn print_event(payload: &EventPayload, show_tools: bool, at_line_start: &mut bool) {
     match payload {
         // A running tool's live output (e.g. a shell command's) goes to stderr, so stdout
@@ -416,20 +390,5 @@ fn print_event(payload: &EventPayload, show_tools: bool, at_line_start: &mut boo
             }
         }
         _ => {}
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn chosen_calls_read_numbers_and_ranges() {
-        assert_eq!(chosen_calls("1 3 5-7", 8), Ok(vec![0, 2, 4, 5, 6]));
-        assert_eq!(chosen_calls("2,2, 1", 3), Ok(vec![0, 1]));
-        assert_eq!(chosen_calls("", 3), Ok(vec![]));
-        assert!(chosen_calls("4", 3).is_err());
-        assert!(chosen_calls("0", 3).is_err());
-        assert!(chosen_calls("x", 3).is_err());
     }
 }

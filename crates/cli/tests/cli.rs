@@ -1592,8 +1592,9 @@ fn typescript_and_python_clients_use_agentic_at_both_protocols() {
         seen["now"]["structured"]["timezone"], "Asia/Tokyo",
         "{seen}"
     );
-    // Asked twice: the direct call and the script's, each approved.
-    assert_eq!(seen["asked"].as_array().unwrap().len(), 2, "{seen}");
+    // Asked three times: the direct call, the script's, and the plan of three writes, once.
+    assert_eq!(seen["asked"].as_array().unwrap().len(), 3, "{seen}");
+    plan_approved_in_part(&seen, &files);
     assert_eq!(seen["direct"]["isError"], false, "{seen}");
     assert_eq!(seen["execute"]["structured"]["value"], "written", "{seen}");
     assert_eq!(
@@ -1701,11 +1702,53 @@ fn a_stateless_client_uses_agentic_over_http() {
     let _ = server.wait();
     let seen = client_saw(&output);
     assert_eq!(seen["protocol"], "2026-07-28", "{seen}");
-    assert_eq!(seen["asked"].as_array().unwrap().len(), 2, "{seen}");
+    assert_eq!(seen["asked"].as_array().unwrap().len(), 3, "{seen}");
+    plan_approved_in_part(&seen, &files);
     assert_eq!(seen["execute"]["structured"]["value"], "written", "{seen}");
     assert_eq!(seen["big"]["isError"], false, "{seen}");
     assert_eq!(seen["big"]["length"], 700_000, "{seen}");
     assert_eq!(text(&closed.stdout), "200");
+}
+
+/// What `modern_client.py` saw of a script that writes three files: its plan was put to the
+/// client once, listing all three, and the client approved the first and the last. The one
+/// left out failed as rejected where the script made it, and was never written.
+fn plan_approved_in_part(seen: &serde_json::Value, files: &std::path::Path) {
+    let plan = seen["asked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|asked| asked.as_str())
+        .find(|asked| asked.contains("dry run") && asked.contains("plan-b.txt"))
+        .unwrap_or_else(|| panic!("no plan was asked about: {seen}"));
+    for name in ["plan-a.txt", "plan-b.txt", "plan-c.txt"] {
+        assert!(plan.contains(name), "{plan}");
+    }
+    assert_eq!(seen["plan"]["isError"], false, "{seen}");
+    let done: Vec<&str> = seen["plan"]["structured"]["value"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{seen}"))
+        .iter()
+        .filter_map(|line| line.as_str())
+        .collect();
+    assert_eq!(done[0], "plan-a.txt", "{seen}");
+    assert!(
+        done[1].starts_with("plan-b.txt: ") && done[1].contains("Rejected"),
+        "{seen}"
+    );
+    assert_eq!(done[2], "plan-c.txt", "{seen}");
+    assert_eq!(
+        std::fs::read_to_string(files.join("plan-a.txt")).unwrap(),
+        "plan-a.txt"
+    );
+    assert!(
+        !files.join("plan-b.txt").exists(),
+        "an unapproved write ran"
+    );
+    assert_eq!(
+        std::fs::read_to_string(files.join("plan-c.txt")).unwrap(),
+        "plan-c.txt"
+    );
 }
 
 /// A file of 10 MB of quotes is over 20 MB once JSON-escaped: server-filesystem's answer

@@ -23,7 +23,7 @@ pub use event::{
 };
 pub use mode::{
     ExecutionModeFactory, ExecutionModeService, ExecutorCreateOptions, ExecutorError, PromptChange,
-    PromptCheckpoint, PromptExecutor, PromptOptions, Verdict,
+    PromptCheckpoint, PromptExecutor, PromptOptions, Verdict, chosen_places,
 };
 pub use plugin::{
     ContextItem, Extensions, Plugin, PluginRegistration, PrepareContext, Prepared, ProviderPlugin,
@@ -45,8 +45,9 @@ pub use runtime::{
 pub use services::{Capabilities, LEFT_OUT_PLUGINS, ModeInfo, ModelNames, Services};
 pub use state::State;
 pub use tool::{
-    Approval, Approver, FnTool, InputValidator, ScriptNames, Tool, ToolContext, ToolError, ToolSet,
-    UserFileStore, UserFiles, define_tool, offered_schema, portable_schema, schema_of,
+    Approval, Approver, FnTool, InputValidator, ProposedCall, ScriptNames, Tool, ToolContext,
+    ToolError, ToolSet, UserFileStore, UserFiles, define_tool, offered_schema, portable_schema,
+    schema_of,
 };
 
 // Re-exported so that plugin crates can `inventory::submit!` without naming the version.

@@ -8,6 +8,7 @@
 //! worker's entry points; the rest stays inside.
 #![forbid(unsafe_code)]
 
+mod dry_run;
 mod engine;
 mod explain;
 mod got;

@@ -27,20 +27,7 @@ const PLACEHOLDER_MARK: &str = "<not run yet: ";
 const MAX_DEPTH: usize = 8;
 
 /// A call of the plan: one that needs approval, as the dry run made it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct PlannedCall {
-    pub tool: String,
-    pub input: Value,
-    /// Why it needs approval, as the tool says.
-    pub reason: String,
-    /// The line of the program that makes it, when one line plainly does.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub line: Option<usize>,
-    /// What it would change (a file write's diff), when its tool can say.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub preview: Option<String>,
-}
+pub(crate) type PlannedCall = agentic_core::ProposedCall;
 
 /// The input of a `code.plan` output.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

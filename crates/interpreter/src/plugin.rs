@@ -5,16 +5,18 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use agentic_core::{
-    Approval, Plugin, PluginRegistration, PrepareContext, Services, SetupContext, ToolContext,
-    ToolError, define_tool,
+    Approval, DecidedBy, Plugin, PluginRegistration, PrepareContext, Services, SetupContext,
+    ToolContext, ToolError, Verdict, define_tool,
 };
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::dry_run::{DryHost, DryProgram, dry_run};
 use crate::host::{ScriptHost, calls_reply};
 use crate::mode::CodeModeFactory;
+use crate::plan::{DecidedPlan, Held};
 use crate::protocol::{ExecuteRequest, HostReply, HostRequest, ParallelCall, ToolBinding};
 use crate::sandbox::{Sandbox, SandboxConfig, SandboxEvent};
 
@@ -205,22 +207,21 @@ async fn run_code(
         .tools
         .with_input_advice(crate::rules::input_advice::advice);
     let bindings = script_bindings(&prepared.tools);
+    let wall_time = input.timeout_ms.map(Duration::from_millis);
+    let request = ExecuteRequest {
+        code: input.code,
+        tools: bindings.clone(),
+        // The global `input`, `null` when the call gave none.
+        input: Some(input.input.unwrap_or(Value::Null)),
+        store: serde_json::Map::new(),
+        limits: shared.sandbox.config().script_limits(),
+        same_tools_as_before: false,
+        determinism: Default::default(),
+    };
+    let plan = plan_first(shared, &context, &prepared, &bindings, &request, wall_time).await?;
     let mut execution = shared
         .sandbox
-        .start_with_wall_time(
-            Some(&context.user_id),
-            ExecuteRequest {
-                code: input.code,
-                tools: bindings.clone(),
-                // The global `input`, `null` when the call gave none.
-                input: Some(input.input.unwrap_or(Value::Null)),
-                store: serde_json::Map::new(),
-                limits: shared.sandbox.config().script_limits(),
-                same_tools_as_before: false,
-                determinism: Default::default(),
-            },
-            input.timeout_ms.map(Duration::from_millis),
-        )
+        .start_with_wall_time(Some(&context.user_id), request, wall_time)
         .await;
     let (mut output, mut logs) = (Vec::new(), Vec::new());
     loop {
@@ -245,6 +246,7 @@ async fn run_code(
                     prepared: &prepared,
                     context: &context,
                     bindings: &bindings,
+                    plan: &plan,
                 };
                 let reply = match crate::host::answer(&mut host, id, request).await {
                     Ok(Some(reply)) => reply,
@@ -273,6 +275,85 @@ async fn run_code(
     }
 }
 
+/// Plan first, when someone can be asked ([`ToolContext::approver`]) and the program names a
+/// tool that may need approval: the program runs as a dry run, the calls it would make that
+/// need approval are put to the approver at once, and the real run is held to what they
+/// approved. `None` when there is no plan (nothing to approve, or nobody to ask).
+async fn plan_first(
+    shared: &Shared,
+    context: &ToolContext,
+    prepared: &agentic_core::Prepared,
+    bindings: &[ToolBinding],
+    request: &ExecuteRequest,
+    wall_time: Option<Duration>,
+) -> Result<Option<std::sync::Mutex<DecidedPlan>>, ToolError> {
+    let Some(approver) = context.approver() else {
+        return Ok(None);
+    };
+    if !shared.config.plan
+        || shared.config.auto_approve
+        || !crate::dry_run::names_a_gated_tool(&request.code, prepared, bindings)
+    {
+        return Ok(None);
+    }
+    let execution = shared
+        .sandbox
+        .start_with_wall_time(Some(&context.user_id), request.clone(), wall_time)
+        .await;
+    let program = DryProgram {
+        code: &request.code,
+        execution: String::new(),
+        prepared,
+        bindings,
+        context: context.clone(),
+    };
+    let dry = dry_run(execution, &program, &mut RunCodeDry).await;
+    if dry.input.calls.is_empty() {
+        return Ok(None);
+    }
+    let mut summary = dry.input.reason();
+    for caveat in &dry.input.caveats {
+        summary.push_str(&format!("\nNote: {caveat}"));
+    }
+    let approved = approver
+        .approve_plan(&summary, &dry.input.calls)
+        .await
+        .map_err(|error| ToolError::failed(format!("the program did not run: {error}")))?;
+    let verdict = if approved.len() == dry.input.calls.len() {
+        Verdict::Approve
+    } else {
+        Verdict::ApproveOnly {
+            calls: approved,
+            reason: None,
+        }
+    };
+    let by = DecidedBy::User {
+        user_id: context.user_id.clone(),
+    };
+    let plan = DecidedPlan::new(&dry.input, &verdict, by, chrono::Utc::now()).with_reads(dry.reads);
+    Ok(Some(std::sync::Mutex::new(plan)))
+}
+
+/// `interpreter.run-code`'s dry run: there is no `llm()`, and no scopes.
+struct RunCodeDry;
+
+#[async_trait]
+impl DryHost for RunCodeDry {
+    async fn llm(&mut self, _prompt: &str, _json: bool) -> HostReply {
+        no_llm()
+    }
+
+    async fn scoped(&self, _tool: &str, _reason: &str) -> bool {
+        false
+    }
+}
+
+fn no_llm() -> HostReply {
+    HostReply::Error {
+        message: "llm() is available in code mode, not in interpreter.run-code".to_owned(),
+    }
+}
+
 /// The tool calls a script's request makes, with their inputs.
 fn calls_of(request: &HostRequest) -> Box<dyn Iterator<Item = (&str, &Value)> + '_> {
     match request {
@@ -291,6 +372,8 @@ struct RunCodeHost<'a> {
     prepared: &'a agentic_core::Prepared,
     context: &'a ToolContext,
     bindings: &'a [ToolBinding],
+    /// The plan the approver decided, which the script's calls are held to.
+    plan: &'a Option<std::sync::Mutex<DecidedPlan>>,
 }
 
 #[async_trait]
@@ -308,17 +391,35 @@ impl ScriptHost for RunCodeHost<'_> {
         calls: Vec<ParallelCall>,
     ) -> Result<Option<HostReply>, Self::Error> {
         let this = &*self;
+        let reads: Vec<Option<(String, Value)>> = calls
+            .iter()
+            .map(|call| {
+                this.prepared
+                    .tools
+                    .runs_in_dry_run(&call.tool, &call.input)
+                    .then(|| (call.tool.clone(), call.input.clone()))
+            })
+            .collect();
         let runs = calls
             .into_iter()
             .map(|call| async move { this.call(&call.tool, call.input).await });
         let results = futures::future::join_all(runs).await;
+        if let Some(plan) = this.plan {
+            // A read that answers otherwise than in the dry run: the plan stops standing.
+            let mut plan = plan
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for (read, result) in reads.iter().zip(&results) {
+                if let Some((tool, input)) = read {
+                    plan.saw_read(tool, input, result);
+                }
+            }
+        }
         Ok(Some(calls_reply(parallel, results)))
     }
 
     async fn llm(&mut self, _prompt: &str, _json: bool) -> HostReply {
-        HostReply::Error {
-            message: "llm() is available in code mode, not in interpreter.run-code".to_owned(),
-        }
+        no_llm()
     }
 }
 
@@ -330,14 +431,21 @@ impl RunCodeHost<'_> {
         if let Approval::Required { reason } = self.prepared.tools.approval(tool, &input)
             && !self.shared.config.auto_approve
         {
-            match self.context.approver() {
-                Some(approver) => approver.approve(tool, &reason, &input).await?,
-                None => {
-                    return Err(format!(
-                        "{tool} needs approval ({reason}), which code run through \
-                         interpreter.run-code cannot ask for; call the tool directly"
-                    ));
+            let held = self.plan.as_ref().map(|plan| {
+                plan.lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .hold(tool, &input)
+            });
+            let reason = match held {
+                Some(Held::Approved { .. }) => None,
+                Some(Held::Rejected { reason, .. }) => {
+                    return Err(Verdict::Reject { reason }.rejection().unwrap_or_default());
                 }
+                Some(Held::Ask(why)) => Some(format!("{reason} ({why})")),
+                None => Some(reason),
+            };
+            if let Some(reason) = reason {
+                self.ask(tool, &reason, &input).await?;
             }
         }
         self.prepared
@@ -345,5 +453,16 @@ impl RunCodeHost<'_> {
             .invoke(self.context.clone(), tool, input)
             .await
             .map_err(|error| error.to_string())
+    }
+
+    /// Puts a call that needs approval to the approver; refused when there is none.
+    async fn ask(&self, tool: &str, reason: &str, input: &Value) -> Result<(), String> {
+        match self.context.approver() {
+            Some(approver) => approver.approve(tool, reason, input).await,
+            None => Err(format!(
+                "{tool} needs approval ({reason}), which code run through \
+                 interpreter.run-code cannot ask for; call the tool directly"
+            )),
+        }
     }
 }

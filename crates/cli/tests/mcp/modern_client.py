@@ -32,6 +32,9 @@ async def main():
 
     async def answer(context, params):
         seen["asked"].append(params.message)
+        if "dry run" in params.message and "plan-b.txt" in params.message:
+            # A plan: of its three writes, the first and the last.
+            return types.ElicitResult(action="accept", content={"approve": True, "only": "1 3"})
         return types.ElicitResult(action="accept", content={"approve": True})
 
     async with Client(
@@ -56,6 +59,24 @@ async def main():
             "isError": bool(executed.is_error),
             "structured": executed.structured_content,
             "text": texts(executed),
+        }
+        planned = await client.call_tool(
+            "agentic.execute",
+            {
+                "code": (
+                    "const done = [];\n"
+                    "for (const name of ['plan-a.txt', 'plan-b.txt', 'plan-c.txt']) {\n"
+                    "  try { fs.write({ path: name, content: name }); done.push(name); }\n"
+                    "  catch (error) { done.push(name + ': ' + error.message); }\n"
+                    "}\n"
+                    "done"
+                ),
+            },
+        )
+        seen["plan"] = {
+            "isError": bool(planned.is_error),
+            "structured": planned.structured_content,
+            "text": texts(planned),
         }
         big = await client.call_tool(
             "agentic.execute", {"code": "'y'.repeat(input.n)", "input": {"n": int(size)}}

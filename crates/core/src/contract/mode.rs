@@ -120,6 +120,34 @@ impl Verdict {
     }
 }
 
+/// The calls a person picked out of `count` (`1 3 5-7`, numbered from 1), as places from 0,
+/// sorted and each once: what `Verdict::ApproveOnly` takes. Refused when a number is not
+/// one of the calls.
+pub fn chosen_places(text: &str, count: usize) -> Result<Vec<usize>, String> {
+    let mut chosen = Vec::new();
+    for part in text.split(|c: char| c == ',' || c.is_whitespace()) {
+        if part.is_empty() {
+            continue;
+        }
+        let (from, to) = part.split_once('-').unwrap_or((part, part));
+        let parse = |number: &str| {
+            number
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|number| (1..=count).contains(number))
+                .ok_or_else(|| format!("\"{part}\" is not a call number from 1 to {count}"))
+        };
+        for number in parse(from)?..=parse(to)? {
+            if !chosen.contains(&(number - 1)) {
+                chosen.push(number - 1);
+            }
+        }
+    }
+    chosen.sort_unstable();
+    Ok(chosen)
+}
+
 /// The rule that rejects a call nobody decided in time, as decision records name it.
 pub const TIMEOUT_POLICY: &str = "[approval] timeout";
 
@@ -327,5 +355,20 @@ impl std::fmt::Debug for PromptOptions {
             .field("user_id", &self.user_id)
             .field("mode", &self.mode)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chosen_places_read_numbers_and_ranges() {
+        assert_eq!(chosen_places("1 3 5-7", 8), Ok(vec![0, 2, 4, 5, 6]));
+        assert_eq!(chosen_places("2,2, 1", 3), Ok(vec![0, 1]));
+        assert_eq!(chosen_places("", 3), Ok(vec![]));
+        assert!(chosen_places("4", 3).is_err());
+        assert!(chosen_places("0", 3).is_err());
+        assert!(chosen_places("x", 3).is_err());
     }
 }

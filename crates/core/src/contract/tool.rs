@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use async_trait::async_trait;
 use chrono::Utc;
 use schemars::JsonSchema;
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::prompt::FileOutput;
@@ -167,6 +167,46 @@ pub trait Approver: Send + Sync {
     /// Asks whether `tool` may run with `input` (it needs approval because of `reason`);
     /// `Err(why)` when it may not, or nobody answered.
     async fn approve(&self, tool: &str, reason: &str, input: &Value) -> Result<(), String>;
+
+    /// Asks once about the calls a program plans to make (`summary` says what they come to):
+    /// the places (from 0) of those approved, none when the person refused them all. `Err`
+    /// when nobody answered. The default asks about each call in turn.
+    async fn approve_plan(
+        &self,
+        summary: &str,
+        calls: &[ProposedCall],
+    ) -> Result<Vec<usize>, String> {
+        let _ = summary;
+        let mut approved = Vec::new();
+        for (index, call) in calls.iter().enumerate() {
+            if self
+                .approve(&call.tool, &call.reason, &call.input)
+                .await
+                .is_ok()
+            {
+                approved.push(index);
+            }
+        }
+        Ok(approved)
+    }
+}
+
+/// A call of a plan put to a person ([`Approver::approve_plan`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProposedCall {
+    /// The dotted id of its tool.
+    pub tool: String,
+    /// The call's input.
+    pub input: Value,
+    /// Why it needs approval.
+    pub reason: String,
+    /// The line of the program that makes it, when one line plainly does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<usize>,
+    /// What it would change (a file write's diff), when its tool can say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<String>,
 }
 
 /// How scripts call each tool (`fs.list`, `everything.getSum`, `tools["some id"]`), by tool id.

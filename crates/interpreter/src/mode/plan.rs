@@ -7,18 +7,14 @@
 use std::collections::VecDeque;
 
 use agentic_core::{
-    Approval, DecidedBy, ExecutorError, Prepared, Prompt, PromptState, ToolContext, ToolResult,
-    Verdict,
+    DecidedBy, ExecutorError, Prepared, Prompt, PromptState, ToolContext, ToolResult, Verdict,
 };
 use serde_json::{Map, Value, json};
 
 use super::CodeExecutor;
-use crate::host::calls_reply;
-use crate::plan::{CODE_PLAN, DecidedPlan, PlanInput, PlannedCall};
-use crate::protocol::{
-    CodePath, Determinism, ExecuteRequest, HostReply, HostRequest, ParallelCall, ToolBinding,
-};
-use crate::sandbox::SandboxEvent;
+use crate::dry_run::{DryHost, DryProgram, dry_run};
+use crate::plan::{CODE_PLAN, DecidedPlan, PlanInput};
+use crate::protocol::{CodePath, Determinism, ExecuteRequest, HostReply, ToolBinding};
 
 /// What starts a program: made once, used by its dry run and by its real run.
 #[derive(Clone)]
@@ -43,12 +39,6 @@ pub(super) enum PlanState {
     Decided(DecidedPlan),
 }
 
-/// What a dry run found.
-struct DryRun {
-    input: PlanInput,
-    reads: VecDeque<(String, Value, u64)>,
-}
-
 impl CodeExecutor {
     /// Whether `code` is planned first: plans are on, calls are not approved by the
     /// configuration, and the program names a tool some of whose calls need approval.
@@ -61,12 +51,7 @@ impl CodeExecutor {
         if !self.shared.config.plan || self.shared.config.auto_approve {
             return false;
         }
-        bindings.iter().any(|binding| {
-            prepared.tools.may_need_approval(&binding.id)
-                && names_of(binding)
-                    .iter()
-                    .any(|name| code.contains(name.as_str()))
-        })
+        crate::dry_run::names_a_gated_tool(code, prepared, bindings)
     }
 
     /// Dry-runs `launch` and, when it plans calls needing approval, records the plan and waits
@@ -77,7 +62,42 @@ impl CodeExecutor {
         prepared: &Prepared,
         bindings: &[ToolBinding],
     ) -> Result<bool, ExecutorError> {
-        let dry = self.dry_run(launch, prepared, bindings).await;
+        let execution = self
+            .shared
+            .sandbox
+            .start_with_wall_time(
+                Some(&self.base.options.prompt.user_id),
+                ExecuteRequest {
+                    code: launch.code.clone(),
+                    tools: bindings.to_vec(),
+                    input: None,
+                    store: launch.store.clone(),
+                    limits: self.shared.sandbox.config().script_limits(),
+                    same_tools_as_before: false,
+                    determinism: launch.determinism.clone(),
+                },
+                None,
+            )
+            .await;
+        let prompt = self.base.recorder.prompt();
+        let program = DryProgram {
+            code: &launch.code,
+            execution: launch.code_output_id.clone(),
+            prepared,
+            bindings,
+            context: ToolContext::new(
+                &prompt.user_id,
+                &prompt.id,
+                self.base.options.prompt.state.clone(),
+                self.base.options.services.clone(),
+            ),
+        };
+        self.dry_llm.clear();
+        let mut host = ModeDry {
+            executor: self,
+            execution: &launch.code_output_id,
+        };
+        let dry = dry_run(execution, &program, &mut host).await;
         if dry.input.calls.is_empty() {
             self.plan = None;
             return Ok(false);
@@ -203,179 +223,6 @@ impl CodeExecutor {
         Ok(false)
     }
 
-    /// Runs the program without the calls it may not make yet, and gathers them as a plan.
-    async fn dry_run(
-        &mut self,
-        launch: &Launch,
-        prepared: &Prepared,
-        bindings: &[ToolBinding],
-    ) -> DryRun {
-        let mut execution = self
-            .shared
-            .sandbox
-            .start_with_wall_time(
-                Some(&self.base.options.prompt.user_id),
-                ExecuteRequest {
-                    code: launch.code.clone(),
-                    tools: bindings.to_vec(),
-                    input: None,
-                    store: launch.store.clone(),
-                    limits: self.shared.sandbox.config().script_limits(),
-                    same_tools_as_before: false,
-                    determinism: launch.determinism.clone(),
-                },
-                None,
-            )
-            .await;
-        let prompt = self.base.recorder.prompt();
-        let context = ToolContext::new(
-            &prompt.user_id,
-            &prompt.id,
-            self.base.options.prompt.state.clone(),
-            self.base.options.services.clone(),
-        );
-        let mut input = PlanInput {
-            execution: launch.code_output_id.clone(),
-            calls: Vec::new(),
-            caveats: Vec::new(),
-        };
-        let mut reads = VecDeque::new();
-        self.dry_llm.clear();
-        loop {
-            match execution.next().await {
-                SandboxEvent::Request { id, request, .. } => {
-                    let reply = match request {
-                        HostRequest::CallTool { tool, input: call } => {
-                            let calls = crate::host::normalised_calls(
-                                &prepared.tools,
-                                vec![ParallelCall { tool, input: call }],
-                            );
-                            let results = self
-                                .dry_calls(
-                                    calls, prepared, bindings, launch, &context, &mut input,
-                                    &mut reads,
-                                )
-                                .await;
-                            calls_reply(false, results)
-                        }
-                        HostRequest::Parallel { calls } => {
-                            let calls = crate::host::normalised_calls(&prepared.tools, calls);
-                            let results = self
-                                .dry_calls(
-                                    calls, prepared, bindings, launch, &context, &mut input,
-                                    &mut reads,
-                                )
-                                .await;
-                            calls_reply(true, results)
-                        }
-                        HostRequest::Llm { prompt, json } => {
-                            let reply = self.llm(&prompt, json).await;
-                            // Journaled as the real run's: it reads the same answer, here or
-                            // in the process that runs it after a restart.
-                            let entry = crate::journal::Entry::Llm {
-                                execution: launch.code_output_id.clone(),
-                                prompt: prompt.clone(),
-                                json,
-                                reply: reply.clone(),
-                            };
-                            if let Err(error) = self.journal(entry).await {
-                                tracing::warn!(%error, "could not journal a dry run's llm() answer");
-                            }
-                            self.dry_llm.push_back((prompt, json, reply.clone()));
-                            reply
-                        }
-                        HostRequest::ToolSchema { tool } => {
-                            crate::prompt::describe_reply(&prepared.tools, bindings, &tool)
-                        }
-                    };
-                    execution.reply(id, reply).await;
-                }
-                SandboxEvent::Output(_) | SandboxEvent::Log(_) => {}
-                SandboxEvent::Finished(outcome) => {
-                    if let Err(error) = &outcome.result {
-                        input.caveats.push(format!(
-                            "the dry run stopped with an error, so the plan may miss calls: {}",
-                            error.message.lines().next().unwrap_or_default()
-                        ));
-                    }
-                    break;
-                }
-            }
-        }
-        DryRun { input, reads }
-    }
-
-    /// The answers of one request's calls in a dry run.
-    #[allow(clippy::too_many_arguments)]
-    async fn dry_calls(
-        &self,
-        calls: Vec<ParallelCall>,
-        prepared: &Prepared,
-        bindings: &[ToolBinding],
-        launch: &Launch,
-        context: &ToolContext,
-        plan: &mut PlanInput,
-        reads: &mut VecDeque<(String, Value, u64)>,
-    ) -> Vec<Result<Value, String>> {
-        let mut results = Vec::with_capacity(calls.len());
-        for call in calls {
-            if let Err(error) = prepared.tools.validate(&call.tool, &call.input) {
-                // The real run fails the same way; nothing to plan.
-                results.push(Err(error.to_string()));
-                continue;
-            }
-            if prepared.tools.runs_in_dry_run(&call.tool, &call.input) {
-                let result = prepared
-                    .tools
-                    .invoke_dry(context.clone(), &call.tool, call.input.clone())
-                    .await
-                    .map_err(|error| error.to_string());
-                reads.push_back((
-                    call.tool.clone(),
-                    call.input.clone(),
-                    crate::plan::fingerprint(&result),
-                ));
-                results.push(result);
-                continue;
-            }
-            let schema = prepared
-                .tools
-                .get(&call.tool)
-                .and_then(|tool| tool.output_schema().cloned());
-            let placeholder = crate::plan::placeholder(schema.as_ref(), &call.tool);
-            if let Approval::Required { reason } = prepared.tools.approval(&call.tool, &call.input)
-                && self.base.scope_for(&call.tool, &reason).await.is_none()
-            {
-                if crate::plan::holds_placeholder(&call.input) {
-                    plan.caveats.push(format!(
-                        "call {} is built from the result of a call that has not run yet, so \
-                         the real run will make it with other input and it will be asked about \
-                         again",
-                        plan.calls.len() + 1
-                    ));
-                }
-                let names = bindings
-                    .iter()
-                    .find(|binding| binding.id == call.tool)
-                    .map(names_of)
-                    .unwrap_or_default();
-                let preview = prepared
-                    .tools
-                    .preview(context.clone(), &call.tool, &call.input)
-                    .await;
-                plan.calls.push(PlannedCall {
-                    line: crate::plan::line_of(&launch.code, &names),
-                    tool: call.tool,
-                    input: call.input,
-                    reason,
-                    preview,
-                });
-            }
-            results.push(Ok(placeholder));
-        }
-        results
-    }
-
     /// The answer the dry run got to the same `llm()` request, if it made it: the real run
     /// reads the same answer, so that what it writes from it matches the plan.
     pub(super) fn dry_llm_answer(&mut self, prompt: &str, json: bool) -> Option<HostReply> {
@@ -407,15 +254,35 @@ impl CodeExecutor {
     }
 }
 
-/// Every name code may call `binding`'s tool by.
-fn names_of(binding: &ToolBinding) -> Vec<String> {
-    let mut names: Vec<String> = binding
-        .member
-        .iter()
-        .chain(binding.function.iter())
-        .chain(binding.aliases.iter())
-        .cloned()
-        .collect();
-    names.push(binding.id.clone());
-    names
+/// Code mode as the host of a dry run: `llm()` is asked and journaled for the real run to
+/// read the same answer, and the prompt's scopes keep calls out of the plan.
+struct ModeDry<'a> {
+    executor: &'a mut CodeExecutor,
+    execution: &'a str,
+}
+
+#[async_trait::async_trait]
+impl DryHost for ModeDry<'_> {
+    async fn llm(&mut self, prompt: &str, json: bool) -> HostReply {
+        let reply = self.executor.llm(prompt, json).await;
+        // Journaled as the real run's: it reads the same answer, here or in the process that
+        // runs it after a restart.
+        let entry = crate::journal::Entry::Llm {
+            execution: self.execution.to_owned(),
+            prompt: prompt.to_owned(),
+            json,
+            reply: reply.clone(),
+        };
+        if let Err(error) = self.executor.journal(entry).await {
+            tracing::warn!(%error, "could not journal a dry run's llm() answer");
+        }
+        self.executor
+            .dry_llm
+            .push_back((prompt.to_owned(), json, reply.clone()));
+        reply
+    }
+
+    async fn scoped(&self, tool: &str, reason: &str) -> bool {
+        self.executor.base.scope_for(tool, reason).await.is_some()
+    }
 }

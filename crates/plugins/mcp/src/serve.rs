@@ -11,9 +11,9 @@ use agentic_core::{Approval, Approver, FileOutput, PromptState, State, ToolConte
 use agentic_core::{EventPayload, Received};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest,
-    ElicitRequestParams, ElicitationAction, Implementation, InputRequest, InputRequiredResult,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ResourceContents,
-    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    ElicitRequestParams, Implementation, InputRequest, InputRequiredResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ResourceContents, ServerCapabilities,
+    ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
@@ -274,16 +274,9 @@ impl AgenticServer {
             let answer = request
                 .input_responses
                 .as_ref()
-                .and_then(|answers| answers.get(APPROVAL_KEY));
-            let decision = if answer.is_some_and(approves) {
-                Ok(())
-            } else {
-                Err(format!(
-                    "{} was not approved, so it did not run",
-                    paused.tool
-                ))
-            };
-            let _ = paused.reply.send(decision);
+                .and_then(|answers| answers.get(APPROVAL_KEY))
+                .cloned();
+            let _ = paused.reply.send(answer);
             return self.drive(user, paused.run, &context).await;
         }
         match elicitation(&context) {
@@ -353,13 +346,7 @@ impl AgenticServer {
                 Err(error) => Err(ErrorData::internal_error(format!("the script's task failed: {error}"), None)),
             },
             Some(question) = run.asked.recv() => {
-                let params = match approval_form(&question.tool, &question.reason, &question.input) {
-                    Ok(params) => params,
-                    Err(error) => {
-                        let _ = question.reply.send(Err(error));
-                        return Box::pin(self.drive(user, run, context)).await;
-                    }
-                };
+                let params = question.form;
                 let handle = uuid::Uuid::new_v4().to_string();
                 let requests = std::collections::BTreeMap::from([(
                     APPROVAL_KEY.to_owned(),
@@ -367,7 +354,7 @@ impl AgenticServer {
                 )]);
                 self.paused.lock().unwrap_or_else(PoisonError::into_inner).insert(
                     handle.clone(),
-                    PausedRun { run, reply: question.reply, tool: question.tool, user: user.to_owned() },
+                    PausedRun { run, reply: question.reply, user: user.to_owned() },
                 );
                 // A client that never answers does not keep the script forever.
                 let paused = Arc::downgrade(&self.paused);
@@ -418,10 +405,15 @@ impl AgenticServer {
                 )),
                 Err(error) => Asked::Refused(error),
             },
-            Elicitation::Request => match ask_now(&context.peer, id, reason, input).await {
-                Ok(()) => Asked::Approved,
-                Err(refusal) => Asked::Refused(refusal),
-            },
+            Elicitation::Request => {
+                let approver = AskedNow {
+                    peer: context.peer.clone(),
+                };
+                match approver.approve(id, reason, input).await {
+                    Ok(()) => Asked::Approved,
+                    Err(refusal) => Asked::Refused(refusal),
+                }
+            }
             Elicitation::None => Asked::Refused(cannot_ask(id, reason)),
         }
     }

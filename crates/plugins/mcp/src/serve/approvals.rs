@@ -1,6 +1,8 @@
 //! Approvals asked of the MCP client: now, by elicitation, when it can answer; else later,
 //! by pausing the run and handing back a token the client calls again with.
 
+use agentic_core::ProposedCall;
+
 use super::*;
 
 /// How a client can be asked to approve a call.
@@ -77,6 +79,77 @@ pub(super) fn approval_form(
     })
 }
 
+/// The form that asks a person to approve a program's plan at once: `approve` says yes or
+/// no to all of it, `only` (optional) picks some of its calls by number. A client that knows
+/// only the single call's form (`approve`) still answers it.
+pub(super) fn plan_form(
+    summary: &str,
+    calls: &[ProposedCall],
+) -> Result<ElicitRequestParams, String> {
+    let schema = serde_json::from_value(json!({
+        "type": "object",
+        "properties": {
+            "approve": {
+                "type": "boolean",
+                "title": "Run the planned calls?",
+                "description": "Yes runs the calls listed (or only those picked below); no runs none of them."
+            },
+            "only": {
+                "type": "string",
+                "title": "Only these calls (optional)",
+                "description": format!("Numbers from 1 to {}, e.g. 1 3 5-7; empty for all of them.", calls.len())
+            }
+        },
+        "required": ["approve"]
+    }))
+    .map_err(|error| format!("building the plan form failed: {error}"))?;
+    let mut message =
+        format!("agentic ran a program as a dry run: {summary}. Nothing of it has run yet.");
+    for (index, call) in calls.iter().enumerate() {
+        message.push_str(&format!("\n{}. {} {}", index + 1, call.tool, call.input));
+        if let Some(line) = call.line {
+            message.push_str(&format!(" (line {line})"));
+        }
+        message.push_str(&format!("\n   {}", call.reason));
+        if let Some(preview) = &call.preview {
+            for line in preview.lines().take(20) {
+                message.push_str(&format!("\n   {line}"));
+            }
+        }
+    }
+    message.push_str(
+        "\nThen the program runs for real: the calls approved run, and any other call that \
+         needs approval is asked about on its own.",
+    );
+    Ok(ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message,
+        requested_schema: schema,
+    })
+}
+
+/// The planned calls an answer to [`plan_form`] approves, of `count`: all when it accepts
+/// with `approve: true` and picks none, those `only` picks, and none otherwise. A pick that
+/// does not read approves nothing: it is refused, with why.
+pub(super) fn plan_choice(answer: Option<&Value>, count: usize) -> Result<Vec<usize>, String> {
+    let Some(answer) = answer else {
+        return Ok(Vec::new());
+    };
+    if !approves(answer) {
+        return Ok(Vec::new());
+    }
+    let only = answer
+        .get("content")
+        .and_then(|content| content.get("only"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if only.trim().is_empty() {
+        return Ok((0..count).collect());
+    }
+    agentic_core::chosen_places(only, count)
+        .map_err(|error| format!("the plan was not approved: {error}"))
+}
+
 /// Whether an elicitation answer (`ElicitResult` as JSON) approves: accepted, with
 /// `approve: true`.
 pub(super) fn approves(answer: &Value) -> bool {
@@ -88,31 +161,26 @@ pub(super) fn approves(answer: &Value) -> bool {
             == Some(true)
 }
 
-/// Asks a session client's user through an elicitation request; `Err(why)` when they said
-/// no or asking failed.
+/// Asks a session client's user through an elicitation request: their answer
+/// (`ElicitResult` as JSON), or why asking failed (`what` says what was asked about).
 pub(super) async fn ask_now(
     peer: &Peer<RoleServer>,
-    id: &str,
-    reason: &str,
-    input: &Value,
-) -> Result<(), String> {
-    let params = approval_form(id, reason, input)?;
-    match peer.create_elicitation(params).await {
-        Ok(answer)
-            if answer.action == ElicitationAction::Accept
-                && answer
-                    .content
-                    .as_ref()
-                    .and_then(|content| content.get("approve"))
-                    .and_then(Value::as_bool)
-                    == Some(true) =>
-        {
-            Ok(())
-        }
-        Ok(_) => Err(format!("{id} was not approved, so it did not run")),
-        Err(error) => Err(format!(
-            "{id} needs approval and asking for it failed: {error}"
-        )),
+    params: ElicitRequestParams,
+    what: &str,
+) -> Result<Value, String> {
+    let answer = peer
+        .create_elicitation(params)
+        .await
+        .map_err(|error| format!("{what} needs approval and asking for it failed: {error}"))?;
+    serde_json::to_value(&answer).map_err(|error| error.to_string())
+}
+
+/// Whether `answer` approves the call of `tool`; `Err(why)` when it does not.
+fn approved_call(tool: &str, answer: Option<&Value>) -> Result<(), String> {
+    if answer.is_some_and(approves) {
+        Ok(())
+    } else {
+        Err(format!("{tool} was not approved, so it did not run"))
     }
 }
 
@@ -124,16 +192,25 @@ pub(super) struct AskedNow {
 #[async_trait::async_trait]
 impl Approver for AskedNow {
     async fn approve(&self, tool: &str, reason: &str, input: &Value) -> Result<(), String> {
-        ask_now(&self.peer, tool, reason, input).await
+        let answer = ask_now(&self.peer, approval_form(tool, reason, input)?, tool).await?;
+        approved_call(tool, Some(&answer))
+    }
+
+    async fn approve_plan(
+        &self,
+        summary: &str,
+        calls: &[ProposedCall],
+    ) -> Result<Vec<usize>, String> {
+        let answer = ask_now(&self.peer, plan_form(summary, calls)?, "the plan").await?;
+        plan_choice(Some(&answer), calls.len())
     }
 }
 
 /// A script's question, waiting for a stateless client's next request.
 pub(super) struct Question {
-    pub(super) tool: String,
-    pub(super) reason: String,
-    pub(super) input: Value,
-    pub(super) reply: tokio::sync::oneshot::Sender<Result<(), String>>,
+    pub(super) form: ElicitRequestParams,
+    /// The client's answer (`ElicitResult` as JSON), `None` when it sent none.
+    pub(super) reply: tokio::sync::oneshot::Sender<Option<Value>>,
 }
 
 /// Approves a script's calls with the answers a stateless client sends with its next request.
@@ -141,22 +218,33 @@ pub(super) struct AskedLater {
     pub(super) questions: tokio::sync::mpsc::Sender<Question>,
 }
 
-#[async_trait::async_trait]
-impl Approver for AskedLater {
-    async fn approve(&self, tool: &str, reason: &str, input: &Value) -> Result<(), String> {
+impl AskedLater {
+    async fn ask(&self, what: &str, form: ElicitRequestParams) -> Result<Option<Value>, String> {
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let question = Question {
-            tool: tool.to_owned(),
-            reason: reason.to_owned(),
-            input: input.clone(),
-            reply,
-        };
-        let unanswered = || format!("{tool} needs approval and the client did not answer");
+        let question = Question { form, reply };
+        let unanswered = || format!("{what} needs approval and the client did not answer");
         self.questions
             .send(question)
             .await
             .map_err(|_| unanswered())?;
-        answer.await.map_err(|_| unanswered())?
+        answer.await.map_err(|_| unanswered())
+    }
+}
+
+#[async_trait::async_trait]
+impl Approver for AskedLater {
+    async fn approve(&self, tool: &str, reason: &str, input: &Value) -> Result<(), String> {
+        let answer = self.ask(tool, approval_form(tool, reason, input)?).await?;
+        approved_call(tool, answer.as_ref())
+    }
+
+    async fn approve_plan(
+        &self,
+        summary: &str,
+        calls: &[ProposedCall],
+    ) -> Result<Vec<usize>, String> {
+        let answer = self.ask("the plan", plan_form(summary, calls)?).await?;
+        plan_choice(answer.as_ref(), calls.len())
     }
 }
 
@@ -170,8 +258,7 @@ pub(super) struct Run {
 /// A run paused on a question, until the client answers.
 pub(super) struct PausedRun {
     pub(super) run: Run,
-    pub(super) reply: tokio::sync::oneshot::Sender<Result<(), String>>,
-    pub(super) tool: String,
+    pub(super) reply: tokio::sync::oneshot::Sender<Option<Value>>,
     /// Whose script it is.
     pub(super) user: String,
 }

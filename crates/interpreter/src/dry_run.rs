@@ -5,15 +5,17 @@
 //! through a [`DryHost`].
 
 use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
 
 use agentic_core::{Approval, Prepared, ToolContext};
 use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::host::calls_reply;
-use crate::plan::{PlanInput, PlannedCall};
-use crate::protocol::{HostReply, HostRequest, ParallelCall, ToolBinding};
-use crate::sandbox::{Execution, SandboxEvent};
+use crate::plan::{Guess, PlanInput, PlannedCall};
+use crate::protocol::{ExecuteRequest, HostReply, HostRequest, ParallelCall, ToolBinding};
+use crate::sandbox::{Sandbox, SandboxEvent};
 
 /// What the caller of a dry run answers for it.
 #[async_trait]
@@ -41,22 +43,269 @@ pub(crate) struct DryProgram<'a> {
     pub(crate) prepared: &'a Prepared,
     pub(crate) bindings: &'a [ToolBinding],
     pub(crate) context: ToolContext,
+    /// Starts the program in the sandbox, once per pass.
+    pub(crate) sandbox: &'a Arc<Sandbox>,
+    pub(crate) owner: &'a str,
+    pub(crate) request: &'a ExecuteRequest,
+    pub(crate) wall_time: Option<Duration>,
 }
 
-/// Runs `execution` (the program, started in the sandbox) without the calls it may not make
-/// yet, and gathers them as a plan.
-pub(crate) async fn dry_run(
-    mut execution: Execution,
+/// Dry-runs the program and gathers the calls it would make that need approval as a plan.
+///
+/// A program that looks inside a placeholder (the sandbox watches them) and calls tools after
+/// it got one may call other tools for another answer. So once the first pass hands out a
+/// placeholder, a second pass starts beside it with other placeholders ([`Guess::Second`]),
+/// its reads and `llm()` answered as the first pass's were, as they come: the two run on
+/// together, and the second is dropped unless the first turns out to need it. Where the
+/// passes part, the program branches on what a call not run yet returns: the dry run cannot
+/// know which way the real run goes, so the calls planned from there on are left out of the
+/// plan, and a caveat says so. The real run asks about them one by one.
+pub(crate) async fn plan_program(program: &DryProgram<'_>, host: &mut impl DryHost) -> DryRun {
+    let (feed, fed) = tokio::sync::mpsc::unbounded_channel();
+    let (start, started) = tokio::sync::oneshot::channel();
+    let lead = Feed::Lead {
+        answers: feed,
+        start: Some(start),
+    };
+    let first = pass(program, host, Guess::First, lead);
+    let second = async move {
+        // Not started: the first pass handed out no placeholder.
+        started.await.ok()?;
+        let follow = Feed::Follow {
+            answers: fed,
+            early: Vec::new(),
+        };
+        Some(pass(program, &mut Unasked, Guess::Second, follow).await)
+    };
+    let mut first = std::pin::pin!(first);
+    let mut second = std::pin::pin!(second);
+    let mut second_done = None;
+    let first = loop {
+        tokio::select! {
+            done = &mut first => break done,
+            done = &mut second, if second_done.is_none() => second_done = Some(done),
+        }
+    };
+    let mut plan = first.plan();
+    // Only a program that looked inside a guess, and called tools after it got one, can call
+    // other tools for another answer.
+    let goes_on = first
+        .guessed
+        .first()
+        .is_some_and(|at| first.trace.len() > at + 1);
+    if !goes_on || !first.read_guess {
+        return plan;
+    }
+    let second = match second_done {
+        Some(done) => done,
+        None => second.await,
+    };
+    let Some(second) = second else {
+        return plan;
+    };
+    let parted = first
+        .trace
+        .iter()
+        .zip(&second.trace)
+        .position(|(one, other)| one != other)
+        .unwrap_or_else(|| first.trace.len().min(second.trace.len()));
+    if parted == first.trace.len() && parted == second.trace.len() {
+        // The same calls for both guesses. A branch on a value neither guess takes goes
+        // unseen here; the real run's calls outside the plan are still asked about.
+        return plan;
+    }
+    // The call whose guessed answer the program branched on: the last one answered with a
+    // placeholder before the passes parted.
+    let branched_on = first
+        .guessed
+        .iter()
+        .rev()
+        .find(|at| **at < parted)
+        .and_then(|at| first.trace.get(*at))
+        .cloned()
+        .unwrap_or_else(|| "a call that has not run".to_owned());
+    let kept = first.planned_at.iter().filter(|at| **at < parted).count();
+    let left_out = plan.input.calls.len() - kept;
+    plan.input.calls.truncate(kept);
+    plan.input
+        .caveats
+        .retain(|caveat| !caveat.starts_with("call ") || planned_place(caveat) <= kept);
+    plan.input.caveats.push(if left_out == 0 {
+        format!(
+            "the program does different things depending on what {branched_on} returns, which \
+             the dry run cannot know: any call it makes after that which needs approval will \
+             be asked about on its own"
+        )
+    } else {
+        format!(
+            "the program does different things depending on what {branched_on} returns, which \
+             the dry run cannot know: the {left_out} call(s) needing approval it planned after \
+             that are left out of the plan and will be asked about one by one"
+        )
+    });
+    plan
+}
+
+/// The number a caveat about one call starts with (`call 3 is …`).
+fn planned_place(caveat: &str) -> usize {
+    caveat
+        .trim_start_matches("call ")
+        .split(' ')
+        .next()
+        .and_then(|number| number.parse().ok())
+        .unwrap_or(usize::MAX)
+}
+
+/// One pass of a dry run.
+struct Pass {
+    plan: PlanInput,
+    reads: VecDeque<(String, Value, u64)>,
+    /// Every call and `llm()` request the program made, as compared between passes.
+    trace: Vec<String>,
+    /// The places in `trace` of the calls answered with a placeholder.
+    guessed: Vec<usize>,
+    /// The places in `trace` of the planned calls.
+    planned_at: Vec<usize>,
+    /// The program looked inside a placeholder (or got one that cannot be watched).
+    read_guess: bool,
+}
+
+impl Pass {
+    fn plan(&self) -> DryRun {
+        DryRun {
+            input: self.plan.clone(),
+            reads: self.reads.clone(),
+        }
+    }
+}
+
+/// The host of a second pass: its `llm()` answers come from the first, and no scope is
+/// asked about (which calls need approval does not change what it calls).
+struct Unasked;
+
+#[async_trait]
+impl DryHost for Unasked {
+    async fn llm(&mut self, _prompt: &str, _json: bool) -> HostReply {
+        HostReply::Error {
+            message: "not asked in the dry run".to_owned(),
+        }
+    }
+
+    async fn scoped(&self, _tool: &str, _reason: &str) -> bool {
+        false
+    }
+}
+
+/// What the first pass answered, as it answers it.
+enum Answer {
+    Read(String, Value, Result<Value, String>),
+    Llm(String, bool, HostReply),
+}
+
+/// How a pass shares answers: the first hands out what its reads and `llm()` answered (and
+/// says when it gave its first placeholder); the second takes them, waiting for the first
+/// where it is behind.
+enum Feed {
+    Lead {
+        answers: tokio::sync::mpsc::UnboundedSender<Answer>,
+        start: Option<tokio::sync::oneshot::Sender<()>>,
+    },
+    Follow {
+        answers: tokio::sync::mpsc::UnboundedReceiver<Answer>,
+        /// Answers taken from the first pass that no request matched yet.
+        early: Vec<Answer>,
+    },
+}
+
+impl Feed {
+    fn hand_out(&mut self, answer: impl FnOnce() -> Answer) {
+        if let Self::Lead { answers, .. } = self {
+            let _ = answers.send(answer());
+        }
+    }
+
+    /// The first placeholder was handed out: the second pass starts.
+    fn guessed(&mut self) {
+        if let Self::Lead { start, .. } = self
+            && let Some(start) = start.take()
+        {
+            let _ = start.send(());
+        }
+    }
+
+    /// What the first pass answered to the same read, if it made it.
+    async fn read(&mut self, tool: &str, input: &Value) -> Option<Result<Value, String>> {
+        let found = self
+            .take(|answer| matches!(answer, Answer::Read(t, i, _) if t == tool && i == input))
+            .await?;
+        match found {
+            Answer::Read(_, _, result) => Some(result),
+            Answer::Llm(..) => None,
+        }
+    }
+
+    /// What the first pass's `llm()` answered to the same request, if it made it.
+    async fn llm(&mut self, prompt: &str, json: bool) -> Option<HostReply> {
+        let found = self
+            .take(|answer| matches!(answer, Answer::Llm(p, j, _) if p == prompt && *j == json))
+            .await?;
+        match found {
+            Answer::Llm(_, _, reply) => Some(reply),
+            Answer::Read(..) => None,
+        }
+    }
+
+    async fn take(&mut self, wanted: impl Fn(&Answer) -> bool) -> Option<Answer> {
+        let Self::Follow { answers, early } = self else {
+            return None;
+        };
+        if let Some(at) = early.iter().position(&wanted) {
+            return Some(early.remove(at));
+        }
+        // Behind the first pass: wait for its answers, until it has none left.
+        while let Some(answer) = answers.recv().await {
+            if wanted(&answer) {
+                return Some(answer);
+            }
+            early.push(answer);
+        }
+        None
+    }
+
+    fn follows(&self) -> bool {
+        matches!(self, Self::Follow { .. })
+    }
+}
+
+async fn pass(
     program: &DryProgram<'_>,
     host: &mut impl DryHost,
-) -> DryRun {
-    let mut dry = DryRun {
-        input: PlanInput {
+    guess: Guess,
+    mut feed: Feed,
+) -> Pass {
+    // The second pass runs beside the first, of the same prompt, and only as long: it takes
+    // a shared slot, not another of the user's (they have one by default, which the first
+    // holds).
+    let owner = if feed.follows() {
+        None
+    } else {
+        Some(program.owner)
+    };
+    let mut execution = program
+        .sandbox
+        .start_with_wall_time(owner, program.request.clone(), program.wall_time)
+        .await;
+    let mut pass = Pass {
+        plan: PlanInput {
             execution: program.execution.clone(),
             calls: Vec::new(),
             caveats: Vec::new(),
         },
         reads: VecDeque::new(),
+        trace: Vec::new(),
+        guessed: Vec::new(),
+        planned_at: Vec::new(),
+        read_guess: false,
     };
     loop {
         match execution.next().await {
@@ -64,14 +313,47 @@ pub(crate) async fn dry_run(
                 let reply = match request {
                     HostRequest::CallTool { tool, input } => {
                         let calls = vec![ParallelCall { tool, input }];
-                        let results = dry_calls(calls, program, host, &mut dry).await;
-                        calls_reply(false, results)
+                        let mut results =
+                            dry_calls(calls, program, host, guess, &mut feed, &mut pass).await;
+                        match results.pop() {
+                            // An object is watched for reads; anything else counts as read.
+                            Some((Ok(value), true)) if value.is_object() => {
+                                HostReply::Guess { value }
+                            }
+                            Some((result, guessed)) => {
+                                pass.read_guess |= guessed;
+                                calls_reply(false, vec![result])
+                            }
+                            None => calls_reply(false, Vec::new()),
+                        }
                     }
                     HostRequest::Parallel { calls } => {
-                        let results = dry_calls(calls, program, host, &mut dry).await;
-                        calls_reply(true, results)
+                        let results =
+                            dry_calls(calls, program, host, guess, &mut feed, &mut pass).await;
+                        // A batch's answers are not watched: a guess among them counts as read.
+                        pass.read_guess |= results.iter().any(|(_, guessed)| *guessed);
+                        calls_reply(
+                            true,
+                            results.into_iter().map(|(result, _)| result).collect(),
+                        )
                     }
-                    HostRequest::Llm { prompt, json } => host.llm(&prompt, json).await,
+                    HostRequest::Llm { prompt, json } => {
+                        pass.trace.push(format!(
+                            "llm({})",
+                            crate::plan::without_guesses(&Value::String(prompt.clone()))
+                        ));
+                        let reply = if feed.follows() {
+                            feed.llm(&prompt, json)
+                                .await
+                                .unwrap_or_else(|| HostReply::Error {
+                                    message: "not asked in the dry run".to_owned(),
+                                })
+                        } else {
+                            host.llm(&prompt, json).await
+                        };
+                        feed.hand_out(|| Answer::Llm(prompt.clone(), json, reply.clone()));
+                        reply
+                    }
                     HostRequest::ToolSchema { tool } => crate::prompt::describe_reply(
                         &program.prepared.tools,
                         program.bindings,
@@ -82,13 +364,14 @@ pub(crate) async fn dry_run(
             }
             SandboxEvent::Output(_) | SandboxEvent::Log(_) => {}
             SandboxEvent::Finished(outcome) => {
+                pass.read_guess |= outcome.guesses_read;
                 if let Err(error) = &outcome.result {
-                    dry.input.caveats.push(format!(
+                    pass.plan.caveats.push(format!(
                         "the dry run stopped with an error, so the plan may miss calls: {}",
                         error.message.lines().next().unwrap_or_default()
                     ));
                 }
-                return dry;
+                return pass;
             }
         }
     }
@@ -99,38 +382,51 @@ async fn dry_calls(
     calls: Vec<ParallelCall>,
     program: &DryProgram<'_>,
     host: &mut impl DryHost,
-    dry: &mut DryRun,
-) -> Vec<Result<Value, String>> {
+    guess: Guess,
+    feed: &mut Feed,
+    pass: &mut Pass,
+) -> Vec<(Result<Value, String>, bool)> {
     let tools = &program.prepared.tools;
     let calls = crate::host::normalised_calls(tools, calls);
     let mut results = Vec::with_capacity(calls.len());
     for call in calls {
+        pass.trace.push(crate::plan::describe(
+            &call.tool,
+            &crate::plan::without_guesses(&call.input),
+        ));
         if let Err(error) = tools.validate(&call.tool, &call.input) {
             // The real run fails the same way; nothing to plan.
-            results.push(Err(error.to_string()));
+            results.push((Err(error.to_string()), false));
             continue;
         }
         if tools.runs_in_dry_run(&call.tool, &call.input) {
-            let result = tools
-                .invoke_dry(program.context.clone(), &call.tool, call.input.clone())
-                .await
-                .map_err(|error| error.to_string());
-            dry.reads.push_back((
+            // A second pass reads what the first read, without asking the tool again.
+            let result = match feed.read(&call.tool, &call.input).await {
+                Some(result) => result,
+                None => tools
+                    .invoke_dry(program.context.clone(), &call.tool, call.input.clone())
+                    .await
+                    .map_err(|error| error.to_string()),
+            };
+            pass.reads.push_back((
                 call.tool.clone(),
                 call.input.clone(),
                 crate::plan::fingerprint(&result),
             ));
-            results.push(result);
+            feed.hand_out(|| Answer::Read(call.tool.clone(), call.input.clone(), result.clone()));
+            results.push((result, false));
             continue;
         }
         let schema = tools
             .get(&call.tool)
             .and_then(|tool| tool.output_schema().cloned());
-        let placeholder = crate::plan::placeholder(schema.as_ref(), &call.tool);
+        let placeholder = crate::plan::placeholder(schema.as_ref(), &call.tool, guess);
+        pass.guessed.push(pass.trace.len() - 1);
+        feed.guessed();
         if let Approval::Required { reason } = tools.approval(&call.tool, &call.input)
             && !host.scoped(&call.tool, &reason).await
         {
-            let plan = &mut dry.input;
+            let plan = &mut pass.plan;
             if crate::plan::holds_placeholder(&call.input) {
                 plan.caveats.push(format!(
                     "call {} is built from the result of a call that has not run yet, so the \
@@ -147,6 +443,7 @@ async fn dry_calls(
             let preview = tools
                 .preview(program.context.clone(), &call.tool, &call.input)
                 .await;
+            pass.planned_at.push(pass.trace.len() - 1);
             plan.calls.push(PlannedCall {
                 line: crate::plan::line_of(program.code, &names),
                 tool: call.tool,
@@ -155,7 +452,7 @@ async fn dry_calls(
                 preview,
             });
         }
-        results.push(Ok(placeholder));
+        results.push((Ok(placeholder), true));
     }
     results
 }

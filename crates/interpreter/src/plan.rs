@@ -71,29 +71,62 @@ impl PlanInput {
     }
 }
 
-/// A placeholder of the value `schema` declares, for a call of `tool` the dry run did not run:
-/// objects with their declared fields, empty lists, zero, `true`, and marked strings.
-pub(crate) fn placeholder(schema: Option<&Value>, tool: &str) -> Value {
+/// Which placeholder a dry run answers with. A program is dry-run with the first; when it goes
+/// on calling tools after a placeholder, again with the second, which differs in every value
+/// it can: a program that then makes other calls does different things depending on what
+/// the calls not run return, and the plan cannot stand for what it does after that.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Guess {
+    /// Declared fields, empty lists, zero, `true`, the first of an enum, marked strings.
+    First,
+    /// Declared fields, lists of two, seven, `false`, the last of an enum, other marked
+    /// strings.
+    Second,
+}
+
+/// A placeholder of the value `schema` declares, for a call of `tool` the dry run did not run.
+pub(crate) fn placeholder(schema: Option<&Value>, tool: &str, guess: Guess) -> Value {
     match schema {
-        Some(schema) => value_of(schema, schema, tool, 0),
-        None => marked(tool),
+        Some(schema) => value_of(schema, schema, tool, guess, 0),
+        None => marked(tool, guess),
     }
 }
 
-fn marked(tool: &str) -> Value {
-    Value::String(format!("{PLACEHOLDER_MARK}{tool}>"))
+fn marked(tool: &str, guess: Guess) -> Value {
+    Value::String(match guess {
+        Guess::First => format!("{PLACEHOLDER_MARK}{tool}>"),
+        Guess::Second => format!("{PLACEHOLDER_MARK}{tool}> (another guess)"),
+    })
 }
 
-fn value_of(schema: &Value, root: &Value, tool: &str, depth: usize) -> Value {
+/// `value` as dry runs with either guess compare it: the strings built from a placeholder are
+/// the same.
+pub(crate) fn without_guesses(value: &Value) -> Value {
+    match value {
+        Value::String(text) if text.contains(PLACEHOLDER_MARK) => {
+            Value::String(PLACEHOLDER_MARK.to_owned())
+        }
+        Value::Array(items) => Value::Array(items.iter().map(without_guesses).collect()),
+        Value::Object(fields) => Value::Object(
+            fields
+                .iter()
+                .map(|(name, field)| (name.clone(), without_guesses(field)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn value_of(schema: &Value, root: &Value, tool: &str, guess: Guess, depth: usize) -> Value {
     let Some(object) = schema.as_object() else {
-        return marked(tool);
+        return marked(tool, guess);
     };
     if depth > MAX_DEPTH {
         return Value::Null;
     }
     if let Some(target) = object.get("$ref").and_then(Value::as_str) {
         return crate::shape::resolve(target, root).map_or(Value::Null, |target| {
-            value_of(target, root, tool, depth + 1)
+            value_of(target, root, tool, guess, depth + 1)
         });
     }
     for union in ["anyOf", "oneOf", "allOf"] {
@@ -106,18 +139,19 @@ fn value_of(schema: &Value, root: &Value, tool: &str, depth: usize) -> Value {
                     .find(|variant| variant.get("type").and_then(Value::as_str) != Some("null"))
             })
         {
-            return value_of(first, root, tool, depth + 1);
+            return value_of(first, root, tool, guess, depth + 1);
         }
     }
     if let Some(value) = object.get("const") {
         return value.clone();
     }
-    if let Some(first) = object
-        .get("enum")
-        .and_then(Value::as_array)
-        .and_then(|values| values.first())
+    if let Some(values) = object.get("enum").and_then(Value::as_array)
+        && let Some(value) = match guess {
+            Guess::First => values.first(),
+            Guess::Second => values.last(),
+        }
     {
-        return first.clone();
+        return value.clone();
     }
     let kind = match object.get("type") {
         Some(Value::String(kind)) => kind.as_str(),
@@ -134,16 +168,28 @@ fn value_of(schema: &Value, root: &Value, tool: &str, depth: usize) -> Value {
             let mut fields = Map::new();
             if let Some(properties) = object.get("properties").and_then(Value::as_object) {
                 for (name, field) in properties {
-                    fields.insert(name.clone(), value_of(field, root, tool, depth + 1));
+                    fields.insert(name.clone(), value_of(field, root, tool, guess, depth + 1));
                 }
             }
             Value::Object(fields)
         }
-        "array" => Value::Array(Vec::new()),
-        "integer" | "number" => Value::from(0),
-        "boolean" => Value::Bool(true),
+        "array" => match guess {
+            Guess::First => Value::Array(Vec::new()),
+            Guess::Second => {
+                let item = match object.get("items") {
+                    Some(items) => value_of(items, root, tool, guess, depth + 1),
+                    None => marked(tool, guess),
+                };
+                Value::Array(vec![item.clone(), item])
+            }
+        },
+        "integer" | "number" => Value::from(match guess {
+            Guess::First => 0,
+            Guess::Second => 7,
+        }),
+        "boolean" => Value::Bool(guess == Guess::First),
         "null" => Value::Null,
-        _ => marked(tool),
+        _ => marked(tool, guess),
     }
 }
 
@@ -392,7 +438,7 @@ mod tests {
             },
             "$defs": {"Entry": {"type": "object", "properties": {"kind": {"enum": ["file", "dir"]}}}}
         });
-        let value = placeholder(Some(&schema), "fs.write");
+        let value = placeholder(Some(&schema), "fs.write", Guess::First);
         assert_eq!(
             value,
             json!({

@@ -13,7 +13,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::dry_run::{DryHost, DryProgram, dry_run};
+use crate::dry_run::{DryHost, DryProgram, plan_program};
 use crate::host::{ScriptHost, calls_reply};
 use crate::mode::CodeModeFactory;
 use crate::plan::{DecidedPlan, Held};
@@ -296,18 +296,18 @@ async fn plan_first(
     {
         return Ok(None);
     }
-    let execution = shared
-        .sandbox
-        .start_with_wall_time(Some(&context.user_id), request.clone(), wall_time)
-        .await;
     let program = DryProgram {
         code: &request.code,
         execution: String::new(),
         prepared,
         bindings,
         context: context.clone(),
+        sandbox: &shared.sandbox,
+        owner: &context.user_id,
+        request,
+        wall_time,
     };
-    let dry = dry_run(execution, &program, &mut RunCodeDry).await;
+    let dry = plan_program(&program, &mut RunCodeDry).await;
     if dry.input.calls.is_empty() {
         return Ok(None);
     }

@@ -165,6 +165,11 @@ pub enum HostReply {
     Error {
         message: String,
     },
+    /// A dry run's placeholder for a call it did not run: read like `Value`, and the
+    /// outcome's `guesses_read` says whether the program looked inside it.
+    Guess {
+        value: Value,
+    },
 }
 
 /// How the model's reply was taken.
@@ -194,6 +199,10 @@ pub struct ExecutionOutcome {
     /// with the rest, so that a recorded run replays them too.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub clock: Vec<i64>,
+    /// The program read a field of a placeholder (a [`HostReply::Guess`]): what it did next
+    /// may depend on what the call returns for real.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub guesses_read: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

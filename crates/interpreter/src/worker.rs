@@ -161,6 +161,8 @@ fn engine_fault(
         complete: None,
         store,
         clock: Vec::new(),
+        // Whatever the program read before the engine fell over is unknown.
+        guesses_read: true,
     }
 }
 

@@ -381,3 +381,61 @@ async fn a_write_built_from_a_placeholder_is_flagged_in_the_plan_and_asked_about
     assert_eq!(ran.written, vec![pair("a", "1")]);
     assert_eq!(ran.asked_alone.len(), 1);
 }
+
+/// The plan of `ran`, the first one recorded.
+fn plan_of(ran: &Ran) -> Value {
+    ran.prompt
+        .output
+        .iter()
+        .find_map(|output| match output {
+            PromptOutput::Tool(tool) if tool.function == "code.plan" => Some(tool.input.clone()),
+            _ => None,
+        })
+        .expect("a plan")
+}
+
+#[tokio::test]
+async fn a_program_that_branches_on_a_placeholder_plans_only_what_comes_before_the_branch() {
+    // What the program writes second depends on what the first write returns, which the dry
+    // run cannot know: the plan holds the first write only, says why, and the second is asked
+    // about on its own.
+    let ran = run(
+        r#"const first = box.write({ key: "a", value: "1" });
+           const next = first.ok ? { key: "b", value: "2" } : { key: "c", value: "3" };
+           try { box.write(next); } catch (error) { output(error.message); }
+           done("ok");"#,
+        Verdict::Approve,
+    )
+    .await;
+    let plan = plan_of(&ran);
+    assert_eq!(plan["calls"].as_array().unwrap().len(), 1, "{plan}");
+    let caveats = plan["caveats"].to_string();
+    assert!(
+        caveats.contains("does different things depending on what box.write")
+            && caveats.contains("left out of the plan"),
+        "{caveats}"
+    );
+    assert_eq!(ran.written, vec![pair("a", "1")]);
+    assert_eq!(ran.asked_alone.len(), 1, "{:?}", ran.asked_alone);
+    only_planned_ran(&ran);
+}
+
+#[tokio::test]
+async fn a_program_that_only_passes_a_placeholder_along_keeps_its_whole_plan() {
+    // Results kept but never looked at: both passes make the same calls, so nothing is cut.
+    let ran = run(
+        r#"const results = [];
+           for (const key of ["a", "b", "c"]) { results.push(box.write({ key, value: key })); }
+           done(results.length + " written");"#,
+        Verdict::Approve,
+    )
+    .await;
+    let plan = plan_of(&ran);
+    assert_eq!(plan["calls"].as_array().unwrap().len(), 3, "{plan}");
+    assert!(plan.get("caveats").is_none(), "{plan}");
+    assert_eq!(
+        ran.written,
+        vec![pair("a", "a"), pair("b", "b"), pair("c", "c")]
+    );
+    assert!(ran.asked_alone.is_empty(), "{:?}", ran.asked_alone);
+}

@@ -321,9 +321,12 @@ pub(super) fn llm_json(
 /// The field of a tool result that is its one list: `todos` of `{todos: [...]}`, `entries`
 /// of `{entries: [...], truncated: false}`. Models iterate such results as the list itself.
 pub(super) fn list_field_of(reply: &HostReply) -> Option<String> {
-    let HostReply::Value {
+    let (HostReply::Value {
         value: Value::Object(map),
-    } = reply
+    }
+    | HostReply::Guess {
+        value: Value::Object(map),
+    }) = reply
     else {
         return None;
     };

@@ -27,6 +27,7 @@ pub(crate) mod carried;
 mod determinism;
 mod errors;
 mod functions;
+mod guess;
 mod source;
 mod typed;
 mod values;
@@ -210,6 +211,7 @@ pub(crate) fn execute(
             list_prototypes: std::collections::HashMap::new(),
             literals: absent::literal_text(&request.code),
             received_words: Vec::new(),
+            guesses_read: false,
         });
     });
     let code = normalize_newlines(&request.code);
@@ -228,9 +230,9 @@ pub(crate) fn execute(
         explain.explain(&mut error, &mut context, &request.tools);
         error
     });
-    let (done, complete, store) = state
-        .map(|state| (state.done, state.complete, state.store))
-        .unwrap_or((false, None, request.store));
+    let (done, complete, store, guesses_read) = state
+        .map(|state| (state.done, state.complete, state.store, state.guesses_read))
+        .unwrap_or((false, None, request.store, false));
     let clock = RUN_INPUTS.with(|inputs| std::mem::take(&mut inputs.borrow_mut().live));
     ExecutionOutcome {
         path,
@@ -239,6 +241,7 @@ pub(crate) fn execute(
         complete,
         store,
         clock,
+        guesses_read,
     }
 }
 
@@ -258,6 +261,8 @@ struct EngineState {
     literals: String,
     /// Markers of a missing value (`undefined`, …) that tool results held as data.
     received_words: Vec<&'static str>,
+    /// The program read inside a dry run's placeholder (see [`guess`]).
+    guesses_read: bool,
 }
 
 thread_local! {
@@ -389,12 +394,17 @@ fn bind_tools(context: &mut Context, bindings: &[ToolBinding]) -> JsResult<()> {
                         absent::received(value);
                     }
                     let list_field = list_field_of(&reply);
+                    let guessed = matches!(reply, HostReply::Guess { .. });
                     let value = reply_to_js(reply, context)?;
                     if let (Some(field), Some(object)) = (list_field, value.as_object()) {
                         let prototype = list_prototype(&field, context)?;
                         object.set_prototype(Some(prototype));
                     }
-                    typed_result(value, &shape, &name, context)
+                    let value = typed_result(value, &shape, &name, context)?;
+                    if guessed {
+                        return guess::watched(value, context);
+                    }
+                    Ok(value)
                 },
                 std::rc::Rc::<str>::from(binding.id.as_str()),
             ),
@@ -477,7 +487,7 @@ impl HostLink for DetachedLink {
 
 fn reply_to_js(reply: HostReply, context: &mut Context) -> JsResult<JsValue> {
     match reply {
-        HostReply::Value { value } => from_json(&value, context),
+        HostReply::Value { value } | HostReply::Guess { value } => from_json(&value, context),
         HostReply::Error { message } => Err(JsNativeError::error().with_message(message).into()),
     }
 }

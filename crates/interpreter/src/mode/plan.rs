@@ -12,7 +12,7 @@ use agentic_core::{
 use serde_json::{Map, Value, json};
 
 use super::CodeExecutor;
-use crate::dry_run::{DryHost, DryProgram, dry_run};
+use crate::dry_run::{DryHost, DryProgram, plan_program};
 use crate::plan::{CODE_PLAN, DecidedPlan, PlanInput};
 use crate::protocol::{CodePath, Determinism, ExecuteRequest, HostReply, ToolBinding};
 
@@ -62,24 +62,18 @@ impl CodeExecutor {
         prepared: &Prepared,
         bindings: &[ToolBinding],
     ) -> Result<bool, ExecutorError> {
-        let execution = self
-            .shared
-            .sandbox
-            .start_with_wall_time(
-                Some(&self.base.options.prompt.user_id),
-                ExecuteRequest {
-                    code: launch.code.clone(),
-                    tools: bindings.to_vec(),
-                    input: None,
-                    store: launch.store.clone(),
-                    limits: self.shared.sandbox.config().script_limits(),
-                    same_tools_as_before: false,
-                    determinism: launch.determinism.clone(),
-                },
-                None,
-            )
-            .await;
+        let request = ExecuteRequest {
+            code: launch.code.clone(),
+            tools: bindings.to_vec(),
+            input: None,
+            store: launch.store.clone(),
+            limits: self.shared.sandbox.config().script_limits(),
+            same_tools_as_before: false,
+            determinism: launch.determinism.clone(),
+        };
+        let sandbox = self.shared.sandbox.clone();
         let prompt = self.base.recorder.prompt();
+        let owner = prompt.user_id.clone();
         let program = DryProgram {
             code: &launch.code,
             execution: launch.code_output_id.clone(),
@@ -91,13 +85,17 @@ impl CodeExecutor {
                 self.base.options.prompt.state.clone(),
                 self.base.options.services.clone(),
             ),
+            sandbox: &sandbox,
+            owner: &owner,
+            request: &request,
+            wall_time: None,
         };
         self.dry_llm.clear();
         let mut host = ModeDry {
             executor: self,
             execution: &launch.code_output_id,
         };
-        let dry = dry_run(execution, &program, &mut host).await;
+        let dry = plan_program(&program, &mut host).await;
         if dry.input.calls.is_empty() {
             self.plan = None;
             return Ok(false);

@@ -302,6 +302,7 @@ impl CodeExecutor {
             complete: None,
             store: active.start_store.clone(),
             clock: Vec::new(),
+            guesses_read: false,
         })))
     }
 

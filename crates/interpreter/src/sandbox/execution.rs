@@ -48,6 +48,7 @@ impl Execution {
             complete: None,
             store: self.store.clone(),
             clock: Vec::new(),
+            guesses_read: false,
         }));
     }
 

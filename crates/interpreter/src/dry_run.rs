@@ -53,8 +53,8 @@ pub(crate) struct DryProgram<'a> {
 /// Dry-runs the program and gathers the calls it would make that need approval as a plan.
 ///
 /// A program that looks inside a placeholder (the sandbox watches them) and calls tools after
-/// it got one may call other tools for another answer. So once the first pass hands out a
-/// placeholder, a second pass starts beside it with other placeholders ([`Guess::Second`]),
+/// it got one may call other tools for another answer. So once the first pass makes a call
+/// after a placeholder, a second pass starts beside it with other placeholders ([`Guess::Second`]),
 /// its reads and `llm()` answered as the first pass's were, as they come: the two run on
 /// together, and the second is dropped unless the first turns out to need it. Where the
 /// passes part, the program branches on what a call not run yet returns: the dry run cannot
@@ -66,10 +66,11 @@ pub(crate) async fn plan_program(program: &DryProgram<'_>, host: &mut impl DryHo
     let lead = Feed::Lead {
         answers: feed,
         start: Some(start),
+        armed: false,
     };
     let first = pass(program, host, Guess::First, lead);
     let second = async move {
-        // Not started: the first pass handed out no placeholder.
+        // Not started: the first pass made no call after a placeholder.
         started.await.ok()?;
         let follow = Feed::Follow {
             answers: fed,
@@ -209,6 +210,8 @@ enum Feed {
     Lead {
         answers: tokio::sync::mpsc::UnboundedSender<Answer>,
         start: Option<tokio::sync::oneshot::Sender<()>>,
+        /// A placeholder was handed out: the next call starts the second pass.
+        armed: bool,
     },
     Follow {
         answers: tokio::sync::mpsc::UnboundedReceiver<Answer>,
@@ -224,9 +227,18 @@ impl Feed {
         }
     }
 
-    /// The first placeholder was handed out: the second pass starts.
+    /// A placeholder was handed out.
     fn guessed(&mut self) {
-        if let Self::Lead { start, .. } = self
+        if let Self::Lead { armed, .. } = self {
+            *armed = true;
+        }
+    }
+
+    /// The program makes a call: after a placeholder, the second pass starts (a program that
+    /// makes none after its placeholders never needs one).
+    fn calling(&mut self) {
+        if let Self::Lead { start, armed, .. } = self
+            && *armed
             && let Some(start) = start.take()
         {
             let _ = start.send(());
@@ -338,6 +350,7 @@ async fn pass(
                         )
                     }
                     HostRequest::Llm { prompt, json } => {
+                        feed.calling();
                         pass.trace.push(format!(
                             "llm({})",
                             crate::plan::without_guesses(&Value::String(prompt.clone()))
@@ -390,6 +403,7 @@ async fn dry_calls(
     let calls = crate::host::normalised_calls(tools, calls);
     let mut results = Vec::with_capacity(calls.len());
     for call in calls {
+        feed.calling();
         pass.trace.push(crate::plan::describe(
             &call.tool,
             &crate::plan::without_guesses(&call.input),

@@ -155,6 +155,9 @@ impl From<ConversationError> for ApiError {
                 Self::new(StatusCode::CONFLICT, "not_continuable", not.to_string())
             }
             ConversationError::BadScope(message) => Self::bad_request("invalid_scope", message),
+            ConversationError::BadDecision(message) => {
+                Self::bad_request("invalid_decision", message)
+            }
             ConversationError::ScopeNotFound(id) => Self::not_found("scope", &id),
             ConversationError::Prompt(error) => error.into(),
             ConversationError::Store(error) => Self::internal(&error),

@@ -106,7 +106,8 @@ pub fn document() -> Value {
         Operation {
             method: "post",
             path: "/api/prompts/{id}/approve",
-            summary: "Approve a tool call that waits (all or some calls of a plan, with `calls`), \
+            summary: "Approve a tool call that waits (all or some calls of a plan, or of calls that \
+                      wait together, with `calls`), \
                       and with `scope` the tool's later calls of the prompt or the conversation; \
                       the prompt runs on in the background",
             public: false,
@@ -115,7 +116,8 @@ pub fn document() -> Value {
             errors: &[
                 (
                     400,
-                    "invalid id or body, or a scope that cannot be made (`invalid_scope`)",
+                    "invalid id or body, `calls` past the calls the request covers \
+                     (`invalid_decision`), or a scope that cannot be made (`invalid_scope`)",
                 ),
                 (404, "no such prompt for this user"),
                 (

@@ -607,6 +607,111 @@ async fn tool_calls_wait_for_approval_and_can_be_approved_or_rejected() {
     server.shutdown().await;
 }
 
+/// The calls of one classic round that need approval wait for one decision: each is marked as
+/// waiting, the event lists them as its batch, a decision naming any of them with `calls`
+/// approves those places and rejects the others, and each call's record says which of the
+/// three it was. A decision past the batch's end is refused with nothing stored; one for a
+/// call already decided with the others is refused as not waiting.
+#[tokio::test]
+async fn the_calls_of_one_round_are_decided_together_over_http() {
+    let turns = r#"
+- toolCalls:
+    - { id: call_a, name: kit.delete, input: { path: a.txt } }
+    - { id: call_b, name: kit.delete, input: { path: b.txt } }
+    - { id: call_c, name: kit.delete, input: { path: c.txt } }
+- text: Deleted a and c.
+"#;
+    let server = server(turns).await;
+    let (prompt, _) = server
+        .prompt("alice", json!({ "input": "Delete three files" }))
+        .await;
+    server
+        .wait_for("alice", &prompt, &["waiting_for_approval"])
+        .await;
+    let events = read_events(
+        &server.client,
+        &server.base,
+        "alice",
+        &format!("/api/events/stream?promptId={prompt}"),
+        Some("0"),
+        |event| event.event == "prompt.approval-requested",
+    )
+    .await;
+    let requested = &events.last().unwrap().data;
+    let batch: Vec<&str> = requested["data"]["batch"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{requested}"))
+        .iter()
+        .map(|call| call["toolCallId"].as_str().unwrap())
+        .collect();
+    assert_eq!(batch, ["call_a", "call_b", "call_c"], "{requested}");
+    let stored = server
+        .get_json("alice", &format!("/api/prompts/{prompt}"))
+        .await;
+    let waiting = stored["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|output| output["result"]["awaitingApproval"] == true)
+        .count();
+    assert_eq!(waiting, 3, "{stored}");
+
+    let refused = server
+        .post(
+            "alice",
+            &format!("/api/prompts/{prompt}/approve"),
+            json!({ "toolCallId": "call_b", "calls": [0, 3] }),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "invalid_decision", "{body}");
+
+    let approved = server
+        .post(
+            "alice",
+            &format!("/api/prompts/{prompt}/approve"),
+            json!({ "toolCallId": "call_b", "calls": [0, 2], "reason": "keep b" }),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(approved.status(), 202);
+    let ended = server.wait_for("alice", &prompt, &["completed"]).await;
+    let calls: Vec<&Value> = ended["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|output| output["type"] == "tool")
+        .collect();
+    assert_eq!(calls[0]["result"]["type"], "success", "{ended}");
+    assert_eq!(calls[1]["result"]["kind"], "rejected", "{ended}");
+    assert_eq!(calls[1]["result"]["error"], "Rejected by user: keep b");
+    assert_eq!(calls[2]["result"]["type"], "success", "{ended}");
+    for (index, call) in calls.iter().enumerate() {
+        assert_eq!(call["decision"]["by"]["userId"], "alice");
+        assert!(
+            call["decision"]["shown"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("call {} of 3 decided together", index + 1)),
+            "{call}"
+        );
+    }
+    let late = server
+        .post(
+            "alice",
+            &format!("/api/prompts/{prompt}/reject"),
+            json!({ "toolCallId": "call_c" }),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(late.status(), 409);
+}
+
 /// Scopes: an approval with a conversation scope lets the tool's later calls of the
 /// conversation run without asking, each recorded as decided by the scope; the scope is
 /// listed (to its user only), a scope that cannot be made is refused with nothing stored, and

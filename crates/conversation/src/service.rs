@@ -68,6 +68,9 @@ pub enum ConversationError {
     NotContinuable { prompt_id: String, why: String },
     #[error("{0}")]
     BadScope(String),
+    /// A decision that cannot apply to the request it names (`calls` past its end).
+    #[error("{0}")]
+    BadDecision(String),
     #[error("scope \"{0}\" not found")]
     ScopeNotFound(String),
     #[error(transparent)]

@@ -217,6 +217,23 @@ impl ConversationService {
                     .collect(),
             });
         }
+        if let Verdict::ApproveOnly { calls, .. } = &verdict {
+            // The calls one decision covers: those a plan lists (its input's `calls`), or
+            // those waiting together.
+            let covered = waiting
+                .iter()
+                .find(|tool| tool.id == tool_call_id)
+                .and_then(|tool| tool.input.get("calls"))
+                .and_then(serde_json::Value::as_array)
+                .map_or(waiting.len(), Vec::len);
+            if let Some(past) = calls.iter().find(|place| **place >= covered) {
+                return Err(ConversationError::BadDecision(format!(
+                    "`calls` holds {past}, but the request covers {covered} call(s), at places \
+                     0 to {}",
+                    covered.saturating_sub(1)
+                )));
+            }
+        }
         let decision = Decision {
             id: uuid::Uuid::new_v4().to_string(),
             user_id: user_id.to_owned(),

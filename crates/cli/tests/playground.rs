@@ -323,34 +323,12 @@ fn continue_on_a_fast_prompt_leaves_it_completed() {
 /// recording lacks is named.
 #[test]
 fn a_prompt_is_saved_as_a_test_and_an_edited_program_reruns_against_its_recording() {
-    let Some(browser) = Browser::find() else {
-        return;
-    };
-    let _one = ONE_BROWSER
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let dir = scratch().join("playground-record");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let database = format!("sqlite://{}", dir.join("agentic.db").display());
-    let turns = script(
+    let turns = "- code: |\n    const t = timeNow({ timezone: \"UTC\" });\n    output(`Recorded on a ${t.weekday}.`);\n    done();\n";
+    in_a_browser(
         "playground-record",
-        "- code: |\n    const t = timeNow({ timezone: \"UTC\" });\n    output(`Recorded on a ${t.weekday}.`);\n    done();\n",
-    );
-    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("playground");
-    std::fs::create_dir_all(&shots).unwrap();
-    let (mut server, base, _) = serve_with(&turns, &database, &[], &[]);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let outcome = runtime.block_on(async {
-        let proxy = Proxy::start(&base).await;
-        let page = Page::open(&browser, &proxy.url, &shots).await;
-        let result = async {
-            page.goto("/").await?;
-            page.fill("input[name=user]", &format!("alice{ENTER}"))
-                .await?;
+        turns,
+        &[],
+        async |page: &Page, base: &str| {
             page.select("select[name=mode]", "code").await?;
             page.fill(".composer textarea", "What day is it?\n").await?;
             page.wait_css(".prompt.state-completed").await?;
@@ -395,9 +373,13 @@ fn a_prompt_is_saved_as_a_test_and_an_edited_program_reruns_against_its_recordin
             )
             .await?;
             page.click("button.rerun").await?;
-            page.wait_text(".replay .after .markdown", &format!("Re-run: still {weekday}"))
+            page.wait_text(
+                ".replay .after .markdown",
+                &format!("Re-run: still {weekday}"),
+            )
+            .await?;
+            page.wait_text(".replay .before .markdown", "Recorded on a")
                 .await?;
-            page.wait_text(".replay .before .markdown", "Recorded on a").await?;
             page.axe("the re-run view").await?;
 
             // A call the recording does not have fails without running and is named.
@@ -415,19 +397,7 @@ fn a_prompt_is_saved_as_a_test_and_an_edited_program_reruns_against_its_recordin
             page.client.refresh().await.map_err(|e| e.to_string())?;
             page.wait_count(".prompt", 1).await?;
             Ok(())
-        }
-        .await;
-        let errors = page.console_errors().await;
-        page.client.clone().close().await.ok();
-        result.map(|()| errors)
-    });
-    let _ = server.kill();
-    let _ = server.wait();
-    let errors = outcome.unwrap();
-    let unexpected = unexpected_errors(&errors, &[]);
-    assert!(
-        unexpected.is_empty(),
-        "errors in the browser console: {unexpected:?}"
+        },
     );
 }
 
@@ -435,43 +405,12 @@ fn a_prompt_is_saved_as_a_test_and_an_edited_program_reruns_against_its_recordin
 /// program beside them, one left out, and only the ticked ones written.
 #[test]
 fn a_plan_is_shown_as_a_list_beside_its_code_and_approved_in_part() {
-    let Some(browser) = Browser::find() else {
-        return;
-    };
-    let _one = ONE_BROWSER
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let dir = scratch().join("playground-plan");
-    let _ = std::fs::remove_dir_all(&dir);
-    let root = dir.join("files");
-    std::fs::create_dir_all(&root).unwrap();
-    std::fs::write(root.join("a.txt"), "old a\n").unwrap();
-    let config = dir.join("agentic.toml");
-    std::fs::write(&config, format!("[fs]\nroot = \"{}\"\n", root.display())).unwrap();
-    let database = format!("sqlite://{}", dir.join("agentic.db").display());
-    let turns = script(
+    let turns = "- code: |\n    const wrote = [];\n    for (const name of [\"a.txt\", \"b.txt\", \"c.txt\"]) {\n      try { fs.write({ path: name, content: \"new \" + name }); wrote.push(name); }\n      catch (error) { wrote.push(name + \" not written\"); }\n    }\n    done(wrote.join(\", \"));\n";
+    let Some(root) = in_a_browser(
         "playground-plan",
-        "- code: |\n    const wrote = [];\n    for (const name of [\"a.txt\", \"b.txt\", \"c.txt\"]) {\n      try { fs.write({ path: name, content: \"new \" + name }); wrote.push(name); }\n      catch (error) { wrote.push(name + \" not written\"); }\n    }\n    done(wrote.join(\", \"));\n",
-    );
-    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("playground");
-    std::fs::create_dir_all(&shots).unwrap();
-    let (mut server, base, _) = serve_with(
-        &turns,
-        &database,
-        &["--config", config.to_str().unwrap()],
-        &[],
-    );
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let outcome = runtime.block_on(async {
-        let proxy = Proxy::start(&base).await;
-        let page = Page::open(&browser, &proxy.url, &shots).await;
-        let result = async {
-            page.goto("/").await?;
-            page.fill("input[name=user]", &format!("alice{ENTER}"))
-                .await?;
+        turns,
+        &[("a.txt", "old a\n")],
+        async |page: &Page, _| {
             page.select("select[name=mode]", "code").await?;
             page.fill(".composer textarea", "Write a, b and c\n")
                 .await?;
@@ -509,21 +448,11 @@ fn a_plan_is_shown_as_a_list_beside_its_code_and_approved_in_part() {
                 "approved in part by alice",
             )
             .await?;
-            Ok::<(), String>(())
-        }
-        .await;
-        let errors = page.console_errors().await;
-        page.client.clone().close().await.ok();
-        result.map(|()| errors)
-    });
-    let _ = server.kill();
-    let _ = server.wait();
-    let errors = outcome.unwrap();
-    let unexpected = unexpected_errors(&errors, &[]);
-    assert!(
-        unexpected.is_empty(),
-        "errors in the browser console: {unexpected:?}"
-    );
+            Ok(())
+        },
+    ) else {
+        return;
+    };
     assert_eq!(
         std::fs::read_to_string(root.join("a.txt")).unwrap(),
         "new a.txt"
@@ -540,23 +469,99 @@ fn a_plan_is_shown_as_a_list_beside_its_code_and_approved_in_part() {
 /// takes the scope away.
 #[test]
 fn a_scope_is_granted_listed_used_and_revoked_in_the_playground() {
-    let Some(browser) = Browser::find() else {
+    let turns = "- toolCalls:\n    - { name: fs.write, input: { path: one.txt, content: one } }\n- text: Wrote one.\n- toolCalls:\n    - { name: fs.write, input: { path: two.txt, content: two } }\n- text: Wrote two.\n";
+    let Some(root) = in_a_browser("playground-scope", turns, &[], async |page: &Page, _| {
+        page.select("select[name=mode]", "classic").await?;
+        page.fill(".composer textarea", "Write one.txt\n").await?;
+        page.wait_css(".approval").await?;
+        page.select(".approval select.scope-choice", "conversation")
+            .await?;
+        page.click(".approval button.approve").await?;
+        page.wait_text(".prompt.state-completed", "Wrote one.")
+            .await?;
+        page.wait_text(".scopes", "fs.write").await?;
+        page.shot("scope-listed").await?;
+        page.axe("the scopes list").await?;
+        page.fill(".composer textarea", "Write two.txt\n").await?;
+        page.wait_text(".prompt.state-completed:last-child", "Wrote two.")
+            .await?;
+        page.wait_text(
+            ".prompt:last-child .decision",
+            "approved by a scope on fs.write that alice granted",
+        )
+        .await?;
+        page.click(".scopes button.revoke").await?;
+        page.wait_until(
+            "return !document.querySelector('.scopes')",
+            vec![],
+            "the scope to be revoked",
+        )
+        .await?;
+        Ok(())
+    }) else {
         return;
     };
+    assert!(root.join("two.txt").exists());
+}
+
+/// The calls of one classic round that need approval are put to the person as one list: one
+/// is left unticked, and only the ticked ones are written.
+#[test]
+fn the_calls_of_one_round_are_shown_as_one_list_and_approved_in_part() {
+    let turns = "- toolCalls:\n    - { name: fs.write, input: { path: x.txt, content: x } }\n    - { name: fs.write, input: { path: y.txt, content: y } }\n    - { name: fs.write, input: { path: z.txt, content: z } }\n- text: Wrote x and z.\n";
+    let Some(root) = in_a_browser("playground-batch", turns, &[], async |page: &Page, _| {
+        page.select("select[name=mode]", "classic").await?;
+        page.fill(".composer textarea", "Write x, y and z\n")
+            .await?;
+        page.wait_count(".approval.plan .plan-call", 3).await?;
+        page.wait_text(".approval.plan h2", "Approve these 3 calls?")
+            .await?;
+        page.wait_text(".approval.plan .plan-call[data-call='1']", "y.txt")
+            .await?;
+        page.shot("batch-view").await?;
+        page.axe("calls decided together").await?;
+        page.click(".plan-call[data-call='1'] input[type=checkbox]")
+            .await?;
+        page.wait_text(".approval.plan button.approve", "Approve 2 of 3")
+            .await?;
+        page.click(".approval.plan button.approve").await?;
+        page.wait_text(".prompt.state-completed", "Wrote x and z.")
+            .await?;
+        page.wait_text(".prompt.state-completed .decision", "call 2 of 3")
+            .await?;
+        Ok(())
+    }) else {
+        return;
+    };
+    assert!(root.join("x.txt").exists() && root.join("z.txt").exists());
+    assert!(!root.join("y.txt").exists(), "the write left out ran");
+}
+
+/// Runs `scenario` in the playground, in a browser, against a server of its own: `turns`
+/// play the model, `files` are put in the fs root (returned, for what the test checks after),
+/// and the page opens signed in as alice. The browser and the server stop after, and any
+/// error in the browser console fails the test. `None` without a browser.
+fn in_a_browser(
+    name: &str,
+    turns: &str,
+    files: &[(&str, &str)],
+    scenario: impl AsyncFnOnce(&Page, &str) -> Outcome,
+) -> Option<PathBuf> {
+    let browser = Browser::find()?;
     let _one = ONE_BROWSER
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let dir = scratch().join("playground-scope");
+    let dir = scratch().join(name);
     let _ = std::fs::remove_dir_all(&dir);
     let root = dir.join("files");
     std::fs::create_dir_all(&root).unwrap();
+    for (file, content) in files {
+        std::fs::write(root.join(file), content).unwrap();
+    }
     let config = dir.join("agentic.toml");
     std::fs::write(&config, format!("[fs]\nroot = \"{}\"\n", root.display())).unwrap();
     let database = format!("sqlite://{}", dir.join("agentic.db").display());
-    let turns = script(
-        "playground-scope",
-        "- toolCalls:\n    - { name: fs.write, input: { path: one.txt, content: one } }\n- text: Wrote one.\n- toolCalls:\n    - { name: fs.write, input: { path: two.txt, content: two } }\n- text: Wrote two.\n",
-    );
+    let turns = script(name, turns);
     let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("playground");
     std::fs::create_dir_all(&shots).unwrap();
     let (mut server, base, _) = serve_with(
@@ -576,33 +581,7 @@ fn a_scope_is_granted_listed_used_and_revoked_in_the_playground() {
             page.goto("/").await?;
             page.fill("input[name=user]", &format!("alice{ENTER}"))
                 .await?;
-            page.select("select[name=mode]", "classic").await?;
-            page.fill(".composer textarea", "Write one.txt\n").await?;
-            page.wait_css(".approval").await?;
-            page.select(".approval select.scope-choice", "conversation")
-                .await?;
-            page.click(".approval button.approve").await?;
-            page.wait_text(".prompt.state-completed", "Wrote one.")
-                .await?;
-            page.wait_text(".scopes", "fs.write").await?;
-            page.shot("scope-listed").await?;
-            page.axe("the scopes list").await?;
-            page.fill(".composer textarea", "Write two.txt\n").await?;
-            page.wait_text(".prompt.state-completed:last-child", "Wrote two.")
-                .await?;
-            page.wait_text(
-                ".prompt:last-child .decision",
-                "approved by a scope on fs.write that alice granted",
-            )
-            .await?;
-            page.click(".scopes button.revoke").await?;
-            page.wait_until(
-                "return !document.querySelector('.scopes')",
-                vec![],
-                "the scope to be revoked",
-            )
-            .await?;
-            Ok::<(), String>(())
+            scenario(&page, &base).await
         }
         .await;
         let errors = page.console_errors().await;
@@ -617,7 +596,7 @@ fn a_scope_is_granted_listed_used_and_revoked_in_the_playground() {
         unexpected.is_empty(),
         "errors in the browser console: {unexpected:?}"
     );
-    assert!(root.join("two.txt").exists());
+    Some(root)
 }
 
 async fn scenarios(page: &Page, proxy: &Proxy, base: &str) -> Outcome {

@@ -42,32 +42,6 @@ fn grant_of(row: approval_scope::Model) -> ScopeGrant {
     }
 }
 
-impl StoredScopes {
-    /// The user's scopes that may apply to `conversation_id` (with its prompts' own), or all.
-    async fn rows(
-        &self,
-        user_id: &str,
-        conversation_id: Option<&str>,
-    ) -> anyhow::Result<Vec<ScopeGrant>> {
-        let mut query = approval_scope::Entity::find()
-            .filter(approval_scope::Column::UserId.eq(user_id))
-            .filter(approval_scope::Column::RevokedAt.is_null())
-            .filter(
-                Condition::any()
-                    .add(approval_scope::Column::ExpiresAt.is_null())
-                    .add(approval_scope::Column::ExpiresAt.gt(Utc::now())),
-            );
-        if let Some(conversation_id) = conversation_id {
-            query = query.filter(approval_scope::Column::ConversationId.eq(conversation_id));
-        }
-        let rows = query
-            .order_by_asc(approval_scope::Column::CreatedAt)
-            .all(self.0.connection())
-            .await?;
-        Ok(rows.into_iter().map(grant_of).collect())
-    }
-}
-
 #[async_trait]
 impl ScopeStore for StoredScopes {
     async fn grant(&self, grants: Vec<ScopeGrant>) -> anyhow::Result<()> {
@@ -133,7 +107,23 @@ impl ScopeStore for StoredScopes {
         user_id: &str,
         conversation_id: Option<&str>,
     ) -> anyhow::Result<Vec<ScopeGrant>> {
-        self.rows(user_id, conversation_id).await
+        // The query narrows; which grants a list shows is `ScopeGrant::listed`'s to say.
+        let mut query = approval_scope::Entity::find()
+            .filter(approval_scope::Column::UserId.eq(user_id))
+            .filter(approval_scope::Column::RevokedAt.is_null());
+        if let Some(conversation_id) = conversation_id {
+            query = query.filter(approval_scope::Column::ConversationId.eq(conversation_id));
+        }
+        let rows = query
+            .order_by_asc(approval_scope::Column::CreatedAt)
+            .all(self.0.connection())
+            .await?;
+        let now = Utc::now();
+        Ok(rows
+            .into_iter()
+            .map(grant_of)
+            .filter(|grant| grant.listed(user_id, conversation_id, now))
+            .collect())
     }
 
     async fn revoke(&self, user_id: &str, id: &str) -> anyhow::Result<Option<ScopeGrant>> {

@@ -153,6 +153,14 @@ impl ScopeGrant {
         self.revoked_at.is_none() && self.expires_at.is_none_or(|at| at > now)
     }
 
+    /// Whether it is among `user_id`'s scopes in force at `now` that a list shows: all of
+    /// them, or those of `conversation_id` when it is given ([`ScopeStore::list`]).
+    pub fn listed(&self, user_id: &str, conversation_id: Option<&str>, now: DateTime<Utc>) -> bool {
+        self.user_id == user_id
+            && self.is_active(now)
+            && (conversation_id.is_none() || self.conversation_id.as_deref() == conversation_id)
+    }
+
     /// The record of a call it approved.
     pub fn decided_by(&self) -> DecidedBy {
         DecidedBy::Scope(Box::new(ScopeDecider {
@@ -338,12 +346,7 @@ impl ScopeStore for MemoryScopes {
         Ok(self
             .lock()
             .iter()
-            .filter(|grant| {
-                grant.user_id == user_id
-                    && grant.is_active(now)
-                    && (conversation_id.is_none()
-                        || grant.conversation_id.as_deref() == conversation_id)
-            })
+            .filter(|grant| grant.listed(user_id, conversation_id, now))
             .cloned()
             .collect())
     }

@@ -479,3 +479,78 @@ async fn a_plan_waiting_at_restart_is_decided_in_a_new_process_and_runs_once() {
         assert!(record.shown.contains("of the plan"), "{}", record.shown);
     }
 }
+
+/// The calls of one `parallel()` request that wait together survive a restart together: a new
+/// process decides them at once (the second approved, the first not), from a decision that
+/// names the second, and the script reads both answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_waiting_together_at_restart_are_decided_together_in_a_new_process() {
+    const TOGETHER: &str = r#"
+- code: |
+    const first = count.hit({});
+    const results = parallel([
+      { tool: "kit.delete", input: { path: "a.txt" } },
+      { tool: "kit.delete", input: { path: "b.txt" } },
+    ]);
+    done(results.map((result) => result.error ?? result).join(" | ") + ` hits=${first.n}`);
+"#;
+    for db in databases().await {
+        let hits = Arc::new(AtomicUsize::new(0));
+        let (first, _) = service(&db, TOGETHER, &hits).await;
+        let mut conversation = first.create("alice").await.unwrap();
+        let waiting = conversation
+            .prompt(request("Delete a.txt and b.txt"))
+            .await
+            .unwrap();
+        assert_eq!(
+            waiting.state,
+            PromptState::WaitingForApproval,
+            "{}",
+            db.name
+        );
+        let asked: Vec<String> = waiting
+            .calls_awaiting_approval()
+            .into_iter()
+            .filter(|tool| tool.result.is_awaiting_approval())
+            .map(|tool| tool.id.clone())
+            .collect();
+        assert_eq!(asked.len(), 2, "{}: {waiting:#?}", db.name);
+        drop(conversation);
+        assert!(first.shutdown().await.unwrap().is_empty(), "{}", db.name);
+        drop(first);
+
+        let (second, provider) = service(&db, "- text: unexpected\n", &hits).await;
+        let done = second
+            .decide(
+                "alice",
+                &waiting.id,
+                &asked[1],
+                agentic_core::Verdict::ApproveOnly {
+                    calls: vec![1],
+                    reason: Some("keep a".to_owned()),
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(done.state, PromptState::Completed, "{}: {done:#?}", db.name);
+        assert!(provider.requests().is_empty(), "the model was asked again");
+        assert_eq!(hits.load(Ordering::SeqCst), 1, "{}", db.name);
+        assert_eq!(
+            calls(&done, "kit.delete"),
+            vec![
+                ToolResult::error(ErrorKind::Rejected, "Rejected by user: keep a"),
+                ToolResult::Success {
+                    output: serde_json::json!("deleted b.txt")
+                },
+            ],
+            "{}",
+            db.name
+        );
+        assert_eq!(
+            texts(&done).last().unwrap(),
+            "Rejected by user: keep a | deleted b.txt hits=1",
+            "{}",
+            db.name
+        );
+    }
+}

@@ -194,7 +194,8 @@ pub enum ScopeError {
 }
 
 /// The grants a decision with `scope` makes, on the call `tool_call_id` of `prompt` (in
-/// `conversation_id`): one per tool it approves, at `now`.
+/// `conversation_id`): one per tool it approves (of a plan's calls, or of the calls waiting
+/// together, those it approves), at `now`.
 pub fn grants_of(
     prompt: &Prompt,
     conversation_id: Option<&str>,
@@ -262,7 +263,23 @@ fn decided_tools(prompt: &Prompt, tool_call_id: &str, verdict: &Verdict) -> Vec<
         return Vec::new();
     };
     let Some(calls) = output.input.get("calls").and_then(Value::as_array) else {
-        return vec![output.function.clone()];
+        // Calls waiting together: the tools of those the decision approves.
+        let together: Vec<&str> = prompt
+            .calls_awaiting_approval()
+            .into_iter()
+            .filter(|tool| tool.result.is_awaiting_approval())
+            .map(|tool| tool.function.as_str())
+            .collect();
+        if together.len() < 2 {
+            return vec![output.function.clone()];
+        }
+        let mut tools: Vec<String> = Vec::new();
+        for (index, tool) in together.into_iter().enumerate() {
+            if verdict.rejection_at(index).is_none() && !tools.iter().any(|known| known == tool) {
+                tools.push(tool.to_owned());
+            }
+        }
+        return tools;
     };
     let mut tools: Vec<String> = Vec::new();
     for (index, call) in calls.iter().enumerate() {
@@ -399,6 +416,7 @@ impl ScopeSlot {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::prompt::{PromptOutput, ToolOutput, ToolResult};
 
     #[test]
     fn durations_read_as_people_write_them() {
@@ -439,5 +457,37 @@ mod tests {
         };
         assert!(prompt.covers("alice", Some("c"), "p", "todo.create", later));
         assert!(!prompt.covers("alice", Some("c"), "other", "todo.create", now));
+    }
+
+    #[test]
+    fn a_scope_on_calls_decided_together_covers_the_tools_it_approves() {
+        let mut prompt = Prompt::new("alice", "classic", crate::ModelKind::Normal, None);
+        prompt.state = crate::PromptState::WaitingForApproval;
+        for (id, tool) in [("a", "fs.write"), ("b", "shell.exec"), ("c", "todo.create")] {
+            prompt.output.push(PromptOutput::Tool(ToolOutput {
+                id: id.into(),
+                function: tool.into(),
+                input: Value::Null,
+                result: ToolResult::Pending {
+                    reason: "needs approval".into(),
+                    awaiting_approval: true,
+                },
+                start: Utc::now(),
+                end: None,
+                decision: None,
+            }));
+        }
+        let scope = Scope {
+            reach: Reach::Prompt,
+            tool: None,
+            expires_in: None,
+        };
+        let verdict = Verdict::ApproveOnly {
+            calls: vec![0, 2],
+            reason: None,
+        };
+        let grants = grants_of(&prompt, Some("c"), "b", &verdict, &scope, Utc::now()).unwrap();
+        let tools: Vec<&str> = grants.iter().map(|grant| grant.tool.as_str()).collect();
+        assert_eq!(tools, ["fs.write", "todo.create"]);
     }
 }

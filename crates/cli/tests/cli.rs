@@ -633,6 +633,48 @@ fn in_terminal(arguments: &[&str], provider: &Script, typed: &str) -> std::proce
     output
 }
 
+/// The calls of one classic round that need approval, at a terminal: listed once and decided
+/// with one answer; the answers choose writes 1 and 3 of 3.
+#[test]
+fn the_calls_of_one_round_are_decided_together_at_the_terminal() {
+    let root = scratch().join("batch-root");
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    let config = scratch().join("batch.toml");
+    std::fs::write(&config, format!("[fs]\nroot = \"{}\"\n", root.display())).unwrap();
+    let turns = r#"
+- toolCalls:
+    - { name: fs.write, input: { path: x.txt, content: x } }
+    - { name: fs.write, input: { path: y.txt, content: y } }
+    - { name: fs.write, input: { path: z.txt, content: z } }
+- text: Wrote x and z.
+"#;
+    let provider = script("batch-terminal", turns);
+    let output = in_terminal(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "prompt",
+            "Write x, y and z",
+        ],
+        &provider,
+        "e\n1 3\nkeep y\n",
+    );
+    let shown = text(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{shown}");
+    assert_eq!(
+        shown.matches("3 calls of this step need approval").count(),
+        1,
+        "{shown}"
+    );
+    assert!(shown.contains("Wrote x and z."), "{shown}");
+    assert!(root.join("x.txt").exists() && root.join("z.txt").exists());
+    assert!(
+        !root.join("y.txt").exists(),
+        "the write left out ran: {shown}"
+    );
+}
+
 /// A scope from the terminal: `c` approves the call and the tool for the conversation, so
 /// the next prompt's write runs without asking; `agentic scopes` lists it, `--revoke` ends it,
 /// and the next write asks again (here, with nobody to answer, it is refused).

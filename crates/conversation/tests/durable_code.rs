@@ -45,6 +45,19 @@ impl Plugin for Counter {
             )
             .into_arc(),
         );
+        let hits = self.0.clone();
+        context.add_tool(
+            define_tool(
+                "count.bump",
+                "Counts its calls, with a person's approval",
+                move |_cx, _input: Nothing| {
+                    let n = hits.fetch_add(1, Ordering::SeqCst) + 1;
+                    async move { Ok::<_, ToolError>(serde_json::json!({ "n": n })) }
+                },
+            )
+            .require_approval("bumps the count")
+            .into_arc(),
+        );
         Ok(())
     }
 }
@@ -552,5 +565,103 @@ async fn calls_waiting_together_at_restart_are_decided_together_in_a_new_process
             "{}",
             db.name
         );
+    }
+}
+
+/// A call a scope approved stays out of the decision on the calls asked about with it, across
+/// a restart: the person was shown the two deletes, and the places of their decision index
+/// those two, not the request's three calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_a_scope_approved_stays_out_of_a_decision_taken_after_a_restart() {
+    const TURNS: &str = r#"
+- code: |
+    done("bumped " + count.bump({}).n);
+- code: |
+    const results = parallel([
+      { tool: "kit.delete", input: { path: "a.txt" } },
+      { tool: "count.bump", input: {} },
+      { tool: "kit.delete", input: { path: "b.txt" } },
+    ]);
+    done(results.map((result) => result.error ?? JSON.stringify(result)).join(" | "));
+"#;
+    for db in databases().await {
+        let hits = Arc::new(AtomicUsize::new(0));
+        let (first, _) = service(&db, TURNS, &hits).await;
+        let mut conversation = first.create("alice").await.unwrap();
+        let waiting = conversation.prompt(request("Bump")).await.unwrap();
+        let bump = waiting.calls_awaiting_approval()[0].id.clone();
+        let scope = agentic_core::scope::Scope {
+            reach: agentic_core::scope::Reach::Conversation,
+            tool: None,
+            expires_in: None,
+        };
+        let bumped = first
+            .decide_with_scope(
+                "alice",
+                &waiting.id,
+                &bump,
+                agentic_core::Verdict::Approve,
+                Some(scope),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            bumped.state,
+            PromptState::Completed,
+            "{}: {bumped:#?}",
+            db.name
+        );
+        let waiting = conversation
+            .prompt(request("Delete a.txt and b.txt, and bump"))
+            .await
+            .unwrap();
+        assert_eq!(
+            waiting.state,
+            PromptState::WaitingForApproval,
+            "{}",
+            db.name
+        );
+        let asked: Vec<String> = waiting
+            .calls_awaiting_approval()
+            .into_iter()
+            .map(|tool| tool.id.clone())
+            .collect();
+        assert_eq!(
+            asked.len(),
+            2,
+            "{}: the scope approved the bump: {waiting:#?}",
+            db.name
+        );
+        drop(conversation);
+        assert!(first.shutdown().await.unwrap().is_empty(), "{}", db.name);
+        drop(first);
+
+        let (second, _) = service(&db, "- text: unexpected\n", &hits).await;
+        let done = second
+            .decide(
+                "alice",
+                &waiting.id,
+                &asked[0],
+                agentic_core::Verdict::ApproveOnly {
+                    calls: vec![1],
+                    reason: Some("keep a".to_owned()),
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(done.state, PromptState::Completed, "{}: {done:#?}", db.name);
+        assert_eq!(
+            calls(&done, "kit.delete"),
+            vec![
+                ToolResult::error(ErrorKind::Rejected, "Rejected by user: keep a"),
+                ToolResult::Success {
+                    output: serde_json::json!("deleted b.txt")
+                },
+            ],
+            "{}",
+            db.name
+        );
+        // The bump ran: once in the first prompt, once in the second.
+        assert_eq!(hits.load(Ordering::SeqCst), 2, "{}", db.name);
     }
 }

@@ -14,7 +14,9 @@ use serde_json::Value;
 
 use crate::host::calls_reply;
 use crate::plan::{Guess, PlanInput, PlannedCall};
-use crate::protocol::{ExecuteRequest, HostReply, HostRequest, ParallelCall, ToolBinding};
+use crate::protocol::{
+    ExecuteRequest, HostReply, HostRequest, ParallelCall, ScriptErrorKind, ToolBinding,
+};
 use crate::sandbox::{Sandbox, SandboxEvent};
 
 /// What the caller of a dry run answers for it.
@@ -68,7 +70,12 @@ pub(crate) async fn plan_program(program: &DryProgram<'_>, host: &mut impl DryHo
         start: Some(start),
         armed: false,
     };
-    let first = pass(program, host, Guess::First, lead);
+    let seed = program
+        .request
+        .determinism
+        .seed
+        .unwrap_or_else(|| fastrand::u64(..));
+    let first = pass(program, host, Guess::First, lead, seed);
     let second = async move {
         // Not started: the first pass made no call after a placeholder.
         started.await.ok()?;
@@ -76,7 +83,7 @@ pub(crate) async fn plan_program(program: &DryProgram<'_>, host: &mut impl DryHo
             answers: fed,
             early: Vec::new(),
         };
-        Some(pass(program, &mut Unasked, Guess::Second, follow).await)
+        Some(pass(program, &mut Unasked, Guess::Second, follow, seed).await)
     };
     let mut first = std::pin::pin!(first);
     let mut second = std::pin::pin!(second);
@@ -104,11 +111,17 @@ pub(crate) async fn plan_program(program: &DryProgram<'_>, host: &mut impl DryHo
     let Some(second) = second else {
         return plan;
     };
+    if second.cut_short && !first.cut_short {
+        // It could not say; the plan stands as the first pass made it.
+        return plan;
+    }
     let parted = first
         .trace
         .iter()
         .zip(&second.trace)
-        .position(|(one, other)| one != other)
+        .position(|((tool, input), (other_tool, other_input))| {
+            tool != other_tool || !alike(input, other_input)
+        })
         .unwrap_or_else(|| first.trace.len().min(second.trace.len()));
     if parted == first.trace.len() && parted == second.trace.len() {
         // The same calls for both guesses. A branch on a value neither guess takes goes
@@ -123,7 +136,7 @@ pub(crate) async fn plan_program(program: &DryProgram<'_>, host: &mut impl DryHo
         .rev()
         .find(|at| **at < parted)
         .and_then(|at| first.trace.get(*at))
-        .cloned()
+        .map(|(tool, input)| crate::plan::describe(tool, input))
         .unwrap_or_else(|| "a call that has not run".to_owned());
     let kept = first.planned_at.iter().filter(|at| **at < parted).count();
     let left_out = plan.input.calls.len() - kept;
@@ -147,6 +160,25 @@ pub(crate) async fn plan_program(program: &DryProgram<'_>, host: &mut impl DryHo
     plan
 }
 
+/// Whether two passes' inputs are the same call: the same shape, with the same strings (those
+/// built from a placeholder are masked already). Numbers and booleans may differ: they are
+/// the guesses' own values carried into the input, not another way through the program.
+fn alike(one: &Value, other: &Value) -> bool {
+    match (one, other) {
+        (Value::Number(_), Value::Number(_)) | (Value::Bool(_), Value::Bool(_)) => true,
+        (Value::Array(ones), Value::Array(others)) => {
+            ones.len() == others.len() && ones.iter().zip(others).all(|(a, b)| alike(a, b))
+        }
+        (Value::Object(ones), Value::Object(others)) => {
+            ones.len() == others.len()
+                && ones
+                    .iter()
+                    .all(|(key, a)| others.get(key).is_some_and(|b| alike(a, b)))
+        }
+        _ => one == other,
+    }
+}
+
 /// The number a caveat about one call starts with (`call 3 is …`).
 fn planned_place(caveat: &str) -> usize {
     caveat
@@ -161,8 +193,11 @@ fn planned_place(caveat: &str) -> usize {
 struct Pass {
     plan: PlanInput,
     reads: VecDeque<(String, Value, u64)>,
-    /// Every call and `llm()` request the program made, as compared between passes.
-    trace: Vec<String>,
+    /// Every call (its tool and input) and `llm()` request (`llm()` and its prompt) the program
+    /// made, as compared between passes.
+    trace: Vec<(String, Value)>,
+    /// The pass could not run to its end for a reason of its own (a limit, no worker).
+    cut_short: bool,
     /// The places in `trace` of the calls answered with a placeholder.
     guessed: Vec<usize>,
     /// The places in `trace` of the planned calls.
@@ -294,6 +329,7 @@ async fn pass(
     host: &mut impl DryHost,
     guess: Guess,
     mut feed: Feed,
+    seed: u64,
 ) -> Pass {
     // The second pass runs beside the first, of the same prompt, and only as long: it takes
     // a shared slot, not another of the user's (they have one by default, which the first
@@ -303,9 +339,12 @@ async fn pass(
     } else {
         Some(program.owner)
     };
+    let mut request = program.request.clone();
+    // Both passes draw the same `Math.random()` numbers.
+    request.determinism.seed = Some(seed);
     let mut execution = program
         .sandbox
-        .start_with_wall_time(owner, program.request.clone(), program.wall_time)
+        .start_with_wall_time(owner, request, program.wall_time)
         .await;
     let mut pass = Pass {
         plan: PlanInput {
@@ -318,10 +357,15 @@ async fn pass(
         guessed: Vec::new(),
         planned_at: Vec::new(),
         read_guess: false,
+        cut_short: false,
     };
     loop {
         match execution.next().await {
             SandboxEvent::Request { id, request, .. } => {
+                // A second pass may wait for the first's answers: not its own time.
+                if feed.follows() {
+                    execution.pause_clock();
+                }
                 let reply = match request {
                     HostRequest::CallTool { tool, input } => {
                         let calls = vec![ParallelCall { tool, input }];
@@ -351,9 +395,9 @@ async fn pass(
                     }
                     HostRequest::Llm { prompt, json } => {
                         feed.calling();
-                        pass.trace.push(format!(
-                            "llm({})",
-                            crate::plan::without_guesses(&Value::String(prompt.clone()))
+                        pass.trace.push((
+                            "llm()".to_owned(),
+                            crate::plan::without_guesses(&Value::String(prompt.clone())),
                         ));
                         let reply = if feed.follows() {
                             feed.llm(&prompt, json)
@@ -373,11 +417,20 @@ async fn pass(
                         &tool,
                     ),
                 };
+                if feed.follows() {
+                    execution.resume_clock().await;
+                }
                 execution.reply(id, reply).await;
             }
             SandboxEvent::Output(_) | SandboxEvent::Log(_) => {}
             SandboxEvent::Finished(outcome) => {
                 pass.read_guess |= outcome.guesses_read;
+                pass.cut_short = outcome.result.as_ref().is_err_and(|error| {
+                    matches!(
+                        error.kind,
+                        ScriptErrorKind::Limit | ScriptErrorKind::Unavailable
+                    )
+                });
                 if let Err(error) = &outcome.result {
                     pass.plan.caveats.push(format!(
                         "the dry run stopped with an error, so the plan may miss calls: {}",
@@ -404,10 +457,8 @@ async fn dry_calls(
     let mut results = Vec::with_capacity(calls.len());
     for call in calls {
         feed.calling();
-        pass.trace.push(crate::plan::describe(
-            &call.tool,
-            &crate::plan::without_guesses(&call.input),
-        ));
+        pass.trace
+            .push((call.tool.clone(), crate::plan::without_guesses(&call.input)));
         if let Err(error) = tools.validate(&call.tool, &call.input) {
             // The real run fails the same way; nothing to plan.
             results.push((Err(error.to_string()), false));

@@ -220,9 +220,12 @@ impl ConversationService {
         if let Verdict::ApproveOnly { calls, .. } = &verdict {
             // The calls one decision covers: those a plan lists (its input's `calls`), or
             // those waiting together.
+            let services = self.inner.runtime.services();
+            let plan_tool = services.modes.plan_tool(&stored.prompt.mode);
             let covered = waiting
                 .iter()
                 .find(|tool| tool.id == tool_call_id)
+                .filter(|tool| plan_tool == Some(tool.function.as_str()))
                 .and_then(|tool| tool.input.get("calls"))
                 .and_then(serde_json::Value::as_array)
                 .map_or(waiting.len(), Vec::len);

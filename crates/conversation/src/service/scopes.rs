@@ -211,6 +211,7 @@ impl ConversationService {
                 .await;
         };
         let stored = self.prompt(user_id, prompt_id).await?;
+        let services = self.inner.runtime.services();
         let grants = grants_of(
             &stored.prompt,
             Some(&stored.conversation_id),
@@ -218,6 +219,7 @@ impl ConversationService {
             &verdict,
             &scope,
             Utc::now(),
+            services.modes.plan_tool(&stored.prompt.mode),
         )
         .map_err(|error| ConversationError::BadScope(error.to_string()))?;
         let decision = self

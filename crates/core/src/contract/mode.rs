@@ -258,6 +258,13 @@ pub trait ExecutionModeFactory: Send + Sync {
     fn resumes_after_restart(&self) -> bool {
         true
     }
+    /// The tool output this mode records a plan of several calls as, if it plans: its input's
+    /// `calls` lists them (`{tool, input, …}`), and one decision's `calls` picks among them.
+    /// Only such an output is read so: any other call's input is the model's, and may say
+    /// anything.
+    fn plan_tool(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// The registry of execution modes.
@@ -306,6 +313,11 @@ impl ExecutionModeService {
             mode: id.to_owned(),
             registered: self.ids(),
         })
+    }
+
+    /// The tool output mode `id` records its plans as ([`ExecutionModeFactory::plan_tool`]).
+    pub fn plan_tool(&self, id: &str) -> Option<&str> {
+        self.modes.get(id)?.plan_tool()
     }
 
     /// Registered modes, sorted by id.

@@ -195,7 +195,8 @@ pub enum ScopeError {
 
 /// The grants a decision with `scope` makes, on the call `tool_call_id` of `prompt` (in
 /// `conversation_id`): one per tool it approves (of a plan's calls, or of the calls waiting
-/// together, those it approves), at `now`.
+/// together, those it approves), at `now`. `plan_tool` is the output the prompt's mode records
+/// plans as ([`crate::mode::ExecutionModeFactory::plan_tool`]): only its input lists calls.
 pub fn grants_of(
     prompt: &Prompt,
     conversation_id: Option<&str>,
@@ -203,6 +204,7 @@ pub fn grants_of(
     verdict: &Verdict,
     scope: &Scope,
     now: DateTime<Utc>,
+    plan_tool: Option<&str>,
 ) -> Result<Vec<ScopeGrant>, ScopeError> {
     if matches!(verdict, Verdict::Reject { .. }) {
         return Err(ScopeError::Rejected);
@@ -224,17 +226,16 @@ pub fn grants_of(
     }
     let tools = match &scope.tool {
         Some(tool) => {
-            let valid = !tool.is_empty()
-                && tool.len() <= 255
-                && tool
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '*'));
-            if !valid {
+            if !valid_pattern(tool) {
                 return Err(ScopeError::BadTool(tool.clone()));
             }
             vec![tool.clone()]
         }
-        None => decided_tools(prompt, tool_call_id, verdict),
+        // A tool id, never a pattern: only a person's own `tool` widens a scope.
+        None => decided_tools(prompt, tool_call_id, verdict, plan_tool)
+            .into_iter()
+            .filter(|tool| valid_pattern(tool) && !tool.contains('*'))
+            .collect(),
     };
     let expires_at = seconds
         .map(|seconds| now + chrono::Duration::seconds(i64::try_from(seconds).unwrap_or(i64::MAX)));
@@ -258,11 +259,31 @@ pub fn grants_of(
 /// The tools a decision on `tool_call_id` approves: the call's own, or, for a request that
 /// holds several calls (its input lists them as `calls: [{tool, input}]`), each tool of the
 /// approved ones.
-fn decided_tools(prompt: &Prompt, tool_call_id: &str, verdict: &Verdict) -> Vec<String> {
+/// A tool id, or a pattern with `*`, as a scope may name.
+fn valid_pattern(tool: &str) -> bool {
+    !tool.is_empty()
+        && tool.len() <= 255
+        && tool
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '*'))
+}
+
+fn decided_tools(
+    prompt: &Prompt,
+    tool_call_id: &str,
+    verdict: &Verdict,
+    plan_tool: Option<&str>,
+) -> Vec<String> {
     let Some(output) = prompt.tool_output(tool_call_id) else {
         return Vec::new();
     };
-    let Some(calls) = output.input.get("calls").and_then(Value::as_array) else {
+    let plan = plan_tool == Some(output.function.as_str());
+    let Some(calls) = output
+        .input
+        .get("calls")
+        .and_then(Value::as_array)
+        .filter(|_| plan)
+    else {
         // Calls waiting together: the tools of those the decision approves.
         let together: Vec<&str> = prompt
             .calls_awaiting_approval()
@@ -486,8 +507,58 @@ mod tests {
             calls: vec![0, 2],
             reason: None,
         };
-        let grants = grants_of(&prompt, Some("c"), "b", &verdict, &scope, Utc::now()).unwrap();
+        let grants =
+            grants_of(&prompt, Some("c"), "b", &verdict, &scope, Utc::now(), None).unwrap();
         let tools: Vec<&str> = grants.iter().map(|grant| grant.tool.as_str()).collect();
         assert_eq!(tools, ["fs.write", "todo.create"]);
+    }
+
+    #[test]
+    fn a_call_whose_input_lists_calls_is_not_a_plan_unless_its_mode_says_so() {
+        // A model's own input may say anything: `calls` in it widens no scope.
+        let mut prompt = Prompt::new("alice", "classic", crate::ModelKind::Normal, None);
+        prompt.state = crate::PromptState::WaitingForApproval;
+        prompt.output.push(PromptOutput::Tool(ToolOutput {
+            id: "a".into(),
+            function: "fs.write".into(),
+            input: serde_json::json!({ "path": "x", "calls": [{ "tool": "*" }, { "tool": "shell.exec" }] }),
+            result: ToolResult::Pending {
+                reason: "writes x".into(),
+                awaiting_approval: true,
+            },
+            start: Utc::now(),
+            end: None,
+            decision: None,
+        }));
+        let scope = Scope {
+            reach: Reach::Conversation,
+            tool: None,
+            expires_in: None,
+        };
+        let grants = grants_of(
+            &prompt,
+            Some("c"),
+            "a",
+            &Verdict::Approve,
+            &scope,
+            Utc::now(),
+            None,
+        )
+        .unwrap();
+        let tools: Vec<&str> = grants.iter().map(|grant| grant.tool.as_str()).collect();
+        assert_eq!(tools, ["fs.write"]);
+        // A plan's listed tools are tool ids: a pattern among them is dropped.
+        let grants = grants_of(
+            &prompt,
+            Some("c"),
+            "a",
+            &Verdict::Approve,
+            &scope,
+            Utc::now(),
+            Some("fs.write"),
+        )
+        .unwrap();
+        let tools: Vec<&str> = grants.iter().map(|grant| grant.tool.as_str()).collect();
+        assert_eq!(tools, ["shell.exec"]);
     }
 }

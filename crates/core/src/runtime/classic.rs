@@ -122,6 +122,19 @@ impl ClassicExecutor {
             Ok(prepared) => prepared,
             Err(error) => return self.base.fail_preparing(&error).await,
         };
+        // Calls a decision approved before this process held the prompt (decided together
+        // with one that ran first, say) stay approved.
+        for output in &self.base.recorder.prompt().output {
+            if let PromptOutput::Tool(tool) = output
+                && tool.result.is_pending()
+                && tool
+                    .decision
+                    .as_ref()
+                    .is_some_and(|record| record.verdict.rejection().is_none())
+            {
+                self.approved.insert(tool.id.clone());
+            }
+        }
         if self.base.take_resumed() == Some(PromptState::Running) {
             self.adopt_unfinished_calls(&prepared).await?;
         }
@@ -177,7 +190,15 @@ impl ClassicExecutor {
                 self.base.recorder.complete().await?;
                 return Ok(self.base.recorder.prompt().clone());
             }
-            for call in response.tool_calls {
+            for mut call in response.tool_calls {
+                // An id the prompt already has (a model or server that repeats one) gets a
+                // suffix: a decision or a result must reach one call only.
+                let mut again = 1;
+                let first = call.id.clone();
+                while self.base.recorder.prompt().tool_output(&call.id).is_some() {
+                    again += 1;
+                    call.id = format!("{first}-{again}");
+                }
                 match serde_json::from_str::<Value>(non_empty_arguments(&call.arguments)) {
                     Ok(input) if self.succeeded_before(&call.name, &input) => {
                         // The same call again after it succeeded: a small model in a loop

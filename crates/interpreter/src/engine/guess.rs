@@ -5,9 +5,13 @@
 //! does something else (`dry_run.rs`).
 
 use boa_engine::object::FunctionObjectBuilder;
+use boa_engine::property::PropertyKey;
 use boa_engine::{Context, JsNativeError, JsResult, JsValue, NativeFunction, js_string};
 
 use super::with_engine;
+
+/// Names read of an object by the language itself.
+const PROBES: &[&str] = &["then", "toJSON"];
 
 /// `value`, a guess, as the program gets it: an object behind a `Proxy` that notes each read;
 /// anything else is noted as read at once (a number or a string cannot be watched).
@@ -28,7 +32,13 @@ pub(super) fn watched(value: JsValue, context: &mut Context) -> JsResult<JsValue
                 .cloned()
                 .unwrap_or_default()
                 .to_property_key(context)?;
-            noted();
+            // What the language probes every object for (awaiting it, serialising it) is not
+            // the program looking at the value.
+            let probe = matches!(&key, PropertyKey::String(name)
+                if PROBES.iter().any(|probe| name.to_std_string_escaped() == *probe));
+            if !probe {
+                noted();
+            }
             target.get(key, context)
         }),
     )

@@ -189,9 +189,11 @@ impl CodeExecutor {
     }
 
     /// The ids of the calls of the current request that wait for a decision, in order; none
-    /// when the prompt does not wait.
+    /// when the prompt does not wait. Only those the person was shown (marked as waiting in
+    /// the timeline) count: a decision's places index exactly that list.
     pub(super) fn waiting_calls(&self) -> Vec<String> {
-        if self.base.recorder.prompt().state != PromptState::WaitingForApproval {
+        let prompt = self.base.recorder.prompt();
+        if prompt.state != PromptState::WaitingForApproval {
             return Vec::new();
         }
         let Some(batch) = self
@@ -205,6 +207,11 @@ impl CodeExecutor {
             .calls
             .iter()
             .filter(|call| matches!(call.decision, Decision::Ask(_)))
+            .filter(|call| {
+                prompt
+                    .tool_output(&call.id)
+                    .is_some_and(|tool| tool.result.is_awaiting_approval())
+            })
             .map(|call| call.id.clone())
             .collect()
     }

@@ -56,6 +56,9 @@ impl ExecutionModeFactory for CodeModeFactory {
     fn resumes_after_restart(&self) -> bool {
         true
     }
+    fn plan_tool(&self) -> Option<&str> {
+        Some(crate::plan::CODE_PLAN)
+    }
 }
 
 /// The code-mode executor.

@@ -207,6 +207,15 @@ impl CodeExecutor {
                         } if replay.was_waiting => {
                             if *awaiting_approval {
                                 Decision::Ask(reason.clone())
+                            } else if recorded
+                                .decision
+                                .as_ref()
+                                .is_some_and(|record| record.verdict.rejection().is_none())
+                            {
+                                // Approved before the person was asked about the others (by
+                                // a scope, say): it stays approved, and stays out of what
+                                // they decide.
+                                Decision::Approved
                             } else {
                                 approval
                             }

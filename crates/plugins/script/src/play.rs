@@ -74,9 +74,14 @@ pub async fn play(
             let Some(first) = calls.first().map(|call| call.id.clone()) else {
                 break;
             };
-            let Some(verdict) =
-                verdict_for(&calls, &mut decisions, replay.as_deref(), from_recording)
-            else {
+            let plan_tool = runtime.services().modes.plan_tool(&prompt.mode);
+            let Some(verdict) = verdict_for(
+                &calls,
+                &mut decisions,
+                replay.as_deref(),
+                from_recording,
+                plan_tool,
+            ) else {
                 break;
             };
             prompt = decide(runtime, &prompt, &first, &verdict).await?;
@@ -127,8 +132,14 @@ pub async fn play(
         if !calls.iter().any(|call| call.id == waiting) {
             bail!("the call waiting for approval is not in the timeline");
         }
-        let Some(verdict) = verdict_for(&calls, &mut decisions, replay.as_deref(), from_recording)
-        else {
+        let plan_tool = runtime.services().modes.plan_tool(&prompt.mode);
+        let Some(verdict) = verdict_for(
+            &calls,
+            &mut decisions,
+            replay.as_deref(),
+            from_recording,
+            plan_tool,
+        ) else {
             break;
         };
         prompt = decide(runtime, &prompt, &waiting, &verdict).await?;
@@ -157,6 +168,7 @@ fn verdict_for<'a>(
     decisions: &mut impl Iterator<Item = &'a CaseDecision>,
     replay: Option<&Replay>,
     from_recording: bool,
+    plan_tool: Option<&str>,
 ) -> Option<CaseDecision> {
     match (decisions.next(), replay) {
         (Some(decision), replay) => {
@@ -172,7 +184,7 @@ fn verdict_for<'a>(
         }
         // A recorded case decides as the person did then.
         (None, Some(replay)) if from_recording => match calls {
-            [call] => recorded_verdict(call, replay).map(CaseDecision::from),
+            [call] => recorded_verdict(call, replay, plan_tool).map(CaseDecision::from),
             calls => Some(CaseDecision::from(together(
                 calls
                     .iter()
@@ -185,13 +197,18 @@ fn verdict_for<'a>(
 }
 
 /// The verdict a recording holds for `call`. A request that holds several calls (its input
-/// lists them as `calls: [{tool, input}]`, as a code-mode plan does) approves those the
-/// recording has as run, and none it lacks; any other request is one call.
-fn recorded_verdict(call: &ToolOutput, replay: &Replay) -> Option<agentic_core::Verdict> {
+/// lists them as `calls: [{tool, input}]`: the mode's `plan_tool`, as a code-mode plan)
+/// approves those the recording has as run, and none it lacks; any other request is one call.
+fn recorded_verdict(
+    call: &ToolOutput,
+    replay: &Replay,
+    plan_tool: Option<&str>,
+) -> Option<agentic_core::Verdict> {
     let Some(calls) = call
         .input
         .get("calls")
         .and_then(serde_json::Value::as_array)
+        .filter(|_| plan_tool == Some(call.function.as_str()))
     else {
         return replay.verdict(&call.function, &call.input);
     };
@@ -249,6 +266,7 @@ async fn decide(
             &decision.verdict,
             scope,
             chrono::Utc::now(),
+            runtime.services().modes.plan_tool(&prompt.mode),
         )?;
         let slot = runtime
             .services()

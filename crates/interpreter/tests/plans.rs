@@ -439,3 +439,18 @@ async fn a_program_that_only_passes_a_placeholder_along_keeps_its_whole_plan() {
     );
     assert!(ran.asked_alone.is_empty(), "{:?}", ran.asked_alone);
 }
+
+#[tokio::test]
+async fn a_program_that_replaces_proxy_does_not_reach_the_dry_runs_watch() {
+    // The watch on placeholders is the engine's own `Proxy`, not the script's global.
+    let ran = run(
+        r#"globalThis.Proxy = function () { throw new Error("caught the sandbox"); };
+           const first = box.write({ key: "a", value: "1" });
+           done(String(first.ok));"#,
+        Verdict::Approve,
+    )
+    .await;
+    let plan = plan_of(&ran);
+    assert!(plan.get("caveats").is_none(), "{plan}");
+    assert_eq!(ran.written, vec![pair("a", "1")]);
+}

@@ -6,7 +6,7 @@
 
 use boa_engine::object::FunctionObjectBuilder;
 use boa_engine::property::PropertyKey;
-use boa_engine::{Context, JsNativeError, JsResult, JsValue, NativeFunction, js_string};
+use boa_engine::{Context, JsResult, JsValue, NativeFunction, js_string};
 
 use super::with_engine;
 
@@ -23,15 +23,7 @@ pub(super) fn watched(value: JsValue, context: &mut Context) -> JsResult<JsValue
     let get = FunctionObjectBuilder::new(
         context.realm(),
         NativeFunction::from_fn_ptr(|_this, arguments, context| {
-            let target = arguments
-                .first()
-                .and_then(JsValue::as_object)
-                .ok_or_else(|| JsNativeError::typ().with_message("no proxy target"))?;
-            let key = arguments
-                .get(1)
-                .cloned()
-                .unwrap_or_default()
-                .to_property_key(context)?;
+            let (target, key) = super::typed::get_trap(arguments, context)?;
             // What the language probes every object for (awaiting it, serialising it) is not
             // the program looking at the value.
             let probe = matches!(&key, PropertyKey::String(name)
@@ -47,13 +39,7 @@ pub(super) fn watched(value: JsValue, context: &mut Context) -> JsResult<JsValue
     .build();
     let handler = boa_engine::object::ObjectInitializer::new(context).build();
     handler.set(js_string!("get"), get, false, context)?;
-    let proxy = context
-        .global_object()
-        .get(js_string!("Proxy"), context)?
-        .as_constructor()
-        .ok_or_else(|| JsNativeError::typ().with_message("Proxy is not a constructor"))?;
-    let proxied = proxy.construct(&[object.clone().into(), handler.into()], None, context)?;
-    Ok(proxied.into())
+    super::typed::proxied(object.clone().into(), handler, context)
 }
 
 /// Notes that the program read a guess. After the run (its variables are read to carry them

@@ -120,10 +120,7 @@ fn apply(value: JsValue, checked: &Checked, context: &mut Context) -> JsResult<J
                     object.set(key, inner, false, context)?;
                 }
             }
-            let proxy = context.intrinsics().constructors().proxy().constructor();
-            let proxied =
-                proxy.construct(&[value.clone(), handler.clone().into()], None, context)?;
-            Ok(proxied.into())
+            proxied(value, handler.clone(), context)
         }
     }
 }
@@ -140,15 +137,7 @@ fn handler(
         context.realm(),
         NativeFunction::from_copy_closure_with_captures(
             |_this, arguments, (tool, place, fields): &(String, String, Vec<String>), context| {
-                let target = arguments
-                    .first()
-                    .and_then(JsValue::as_object)
-                    .ok_or_else(|| JsNativeError::typ().with_message("no proxy target"))?;
-                let key = arguments
-                    .get(1)
-                    .cloned()
-                    .unwrap_or_default()
-                    .to_property_key(context)?;
+                let (target, key) = get_trap(arguments, context)?;
                 let name = match &key {
                     PropertyKey::Symbol(_) => return target.get(key, context),
                     PropertyKey::String(name) => name.to_std_string_escaped(),
@@ -182,6 +171,36 @@ fn handler(
     let handler = boa_engine::object::ObjectInitializer::new(context).build();
     handler.set(js_string!("get"), get, false, context)?;
     Ok(handler)
+}
+
+/// The target and the key a `Proxy`'s `get` trap is called with.
+pub(super) fn get_trap(
+    arguments: &[JsValue],
+    context: &mut Context,
+) -> JsResult<(JsObject, PropertyKey)> {
+    let target = arguments
+        .first()
+        .and_then(JsValue::as_object)
+        .ok_or_else(|| JsNativeError::typ().with_message("no proxy target"))?;
+    let key = arguments
+        .get(1)
+        .cloned()
+        .unwrap_or_default()
+        .to_property_key(context)?;
+    Ok((target, key))
+}
+
+/// `target` behind a `Proxy` with `handler` (the engine's own `Proxy`, whatever a script did
+/// to the global one).
+pub(super) fn proxied(
+    target: JsValue,
+    handler: JsObject,
+    context: &mut Context,
+) -> JsResult<JsValue> {
+    let proxy = context.intrinsics().constructors().proxy().constructor();
+    Ok(proxy
+        .construct(&[target, handler.into()], None, context)?
+        .into())
 }
 
 /// The error of reading `name` where it is not: the tool, where in its result, and the fields

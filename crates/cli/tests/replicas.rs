@@ -389,12 +389,9 @@ fn three_servers_lose_nothing_when_one_is_killed_in_either_mode() {
         let on_a = stream_on(&client, &url_a, None).await;
         let on_b = stream_on(&client, &url_b, None).await;
         tokio::time::sleep(Duration::from_millis(200)).await;
-        // A code prompt and a classic one run on A, in two conversations.
+        // A code prompt and a classic one run on A, in two conversations. The classic one
+        // starts once the code one has its script: A's model answers in the order it is asked.
         let code = start_prompt(&client, &url_a, json!({ "input": "Todos", "mode": "code" })).await;
-        let classic = start_prompt(&client, &url_a, json!({ "input": "Take your time" })).await;
-        let both = vec![code.clone(), classic.clone()];
-        let x = tokio::spawn(follow(on_a, seen_x.clone(), both.clone()));
-        let y = tokio::spawn(follow(on_b, seen_y.clone(), both.clone()));
         wait_until(
             &client,
             &url_b,
@@ -409,6 +406,10 @@ fn three_servers_lose_nothing_when_one_is_killed_in_either_mode() {
             },
         )
         .await;
+        let classic = start_prompt(&client, &url_a, json!({ "input": "Take your time" })).await;
+        let both = vec![code.clone(), classic.clone()];
+        let x = tokio::spawn(follow(on_a, seen_x.clone(), both.clone()));
+        let y = tokio::spawn(follow(on_b, seen_y.clone(), both.clone()));
         wait_for_state(&client, &url_b, &classic, "running").await;
         tokio::time::sleep(Duration::from_millis(300)).await;
 

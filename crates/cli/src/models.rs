@@ -165,6 +165,10 @@ impl ModelProvider for FetchedOnUse {
             .unwrap_or_else(|| "local".to_owned())
     }
 
+    fn samples(&self) -> bool {
+        true
+    }
+
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ProviderError> {
         let provider = self.loaded.get_or_try_init(|| self.load()).await?;
         provider.stream(request).await

@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::host::calls_reply;
 use crate::plan::{Guess, PlanInput, PlannedCall};
 use crate::protocol::{
-    ExecuteRequest, HostReply, HostRequest, ParallelCall, ScriptErrorKind, ToolBinding,
+    ExecuteRequest, HostReply, HostRequest, ParallelCall, ScriptError, ScriptErrorKind, ToolBinding,
 };
 use crate::sandbox::{Sandbox, SandboxEvent};
 
@@ -34,6 +34,12 @@ pub(crate) trait DryHost: Send {
 pub(crate) struct DryRun {
     pub(crate) input: PlanInput,
     pub(crate) reads: VecDeque<(String, Value, u64)>,
+    /// How the program failed, when it did.
+    pub(crate) failure: Option<ScriptError>,
+    /// Whether the real run could end otherwise than this one for a reason of the dry run's
+    /// own: the program looked inside a placeholder, a read met a failure that may pass when
+    /// tried again, or the pass was cut short.
+    pub(crate) uncertain: bool,
 }
 
 /// What a dry run works with.
@@ -204,6 +210,10 @@ struct Pass {
     planned_at: Vec<usize>,
     /// The program looked inside a placeholder (or got one that cannot be watched).
     read_guess: bool,
+    /// A read met a failure that may pass when tried again.
+    transient: bool,
+    /// How the program failed, when it did.
+    failure: Option<ScriptError>,
 }
 
 impl Pass {
@@ -211,6 +221,8 @@ impl Pass {
         DryRun {
             input: self.plan.clone(),
             reads: self.reads.clone(),
+            failure: self.failure.clone(),
+            uncertain: self.read_guess || self.transient || self.cut_short,
         }
     }
 }
@@ -358,6 +370,8 @@ async fn pass(
         planned_at: Vec::new(),
         read_guess: false,
         cut_short: false,
+        transient: false,
+        failure: None,
     };
     loop {
         match execution.next().await {
@@ -436,6 +450,7 @@ async fn pass(
                         "the dry run stopped with an error, so the plan may miss calls: {}",
                         error.message.lines().next().unwrap_or_default()
                     ));
+                    pass.failure = Some(error.clone());
                 }
                 return pass;
             }
@@ -473,6 +488,7 @@ async fn dry_calls(
                     .await
                     .map_err(|error| error.to_string()),
             };
+            pass.transient |= crate::rules::transient::transient_answer(&result);
             pass.reads.push_back((
                 call.tool.clone(),
                 call.input.clone(),

@@ -209,6 +209,9 @@ impl TimelineRunner {
                     seen["minTemperature"] =
                         serde_json::from_str(&floor.to_string()).unwrap_or_default();
                 }
+                if let Some(seed) = request.seed {
+                    seen["seed"] = seed.into();
+                }
                 seen
             })
             .collect();

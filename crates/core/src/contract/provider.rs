@@ -180,6 +180,11 @@ pub struct ModelRequest {
     /// it to the JavaScript its sandbox runs with this prompt's tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grammar: Option<String>,
+    /// The sampler's seed for this answer, for a caller that asks one request several times
+    /// for different answers (with a `min_temperature`). A provider that cannot set it
+    /// leaves it to chance ([`ModelProvider::samples`] says whether asking again can differ).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
 }
 
 impl ModelRequest {
@@ -193,6 +198,7 @@ impl ModelRequest {
             stop: Vec::new(),
             min_temperature: None,
             grammar: None,
+            seed: None,
         }
     }
 
@@ -258,6 +264,12 @@ pub trait ModelProvider: Send + Sync {
     fn model_name(&self, kind: ModelKind) -> String;
     /// Sends one request; the answer comes back as a stream of [`ModelEvent`]s.
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ProviderError>;
+    /// Whether the same request, asked again with another [`ModelRequest::seed`] and a
+    /// `min_temperature`, may be answered differently: a mode may then sample more than one
+    /// answer and keep the one that works. False unless the provider says so.
+    fn samples(&self) -> bool {
+        false
+    }
 }
 
 /// Creates a provider from the text after `id:` in a provider spec, and the shared config.

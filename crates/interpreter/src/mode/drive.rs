@@ -54,6 +54,7 @@ impl CodeExecutor {
             }
             self.iterations += 1;
             let request = self.request(&prepared, &bindings);
+            let checked = self.checks_programs().then(|| request.clone());
             let reply = match self.ask(request, Purpose::Program).await {
                 Ok(reply) => reply,
                 Err(error) => {
@@ -102,7 +103,15 @@ impl CodeExecutor {
                 self.base.recorder.complete().await?;
                 return Ok(self.base.recorder.prompt().clone());
             }
-            let (code, path) = extract_code(&reply.text);
+            let (mut code, mut path) = extract_code(&reply.text);
+            if let Some(request) = checked
+                && self.timeline().earlier_iteration_with(&code).is_none()
+            {
+                // After a failure: a program that would fail too is sampled again first.
+                (code, path) = self
+                    .checked_program(code, path, &request, &prepared, &bindings)
+                    .await;
+            }
             let earlier = self.timeline().earlier_iteration_with(&code);
             // The same program after a failure that may pass by itself (a 503, a timeout): the
             // rule below assumes a program gives the same result twice, which a flaky service

@@ -7,6 +7,8 @@
 //! - `batch.rs`: the tool calls of one request, their decisions and their run;
 //! - `resume.rs`: picking a script up again from its journal;
 //! - `request.rs`: what the model is asked;
+//! - `candidates.rs`: after a failure, the next program dry-run first, and sampled again
+//!   when it would fail too;
 //! - `timeline.rs`: the read-only view of the turn that the loop and the rules query.
 
 use std::sync::Arc;
@@ -24,6 +26,7 @@ use crate::protocol::{CodePath, ExecutionOutcome, ToolBinding};
 use crate::sandbox::Execution;
 
 mod batch;
+mod candidates;
 mod drive;
 mod execution;
 mod plan;

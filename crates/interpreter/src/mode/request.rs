@@ -159,6 +159,9 @@ impl CodeExecutor {
 pub(super) enum Purpose {
     /// The next program of the turn (each becomes one `code.execute` output).
     Program,
+    /// Another program for the same request, sampled when the model's would fail
+    /// (`candidates.rs`).
+    Candidate,
     /// A script's `llm()` or `llmJson()`.
     Llm,
     /// A plain-text answer after code mode gave up.
@@ -169,6 +172,7 @@ impl Purpose {
     fn as_str(self) -> &'static str {
         match self {
             Self::Program => agentic_core::replay::PROGRAM_REPLY,
+            Self::Candidate => agentic_core::replay::CANDIDATE_REPLY,
             Self::Llm => "llm",
             Self::Answer => "answer",
         }

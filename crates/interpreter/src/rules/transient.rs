@@ -16,24 +16,38 @@ const TRANSIENT_STATUSES: &[u64] = &[408, 425, 429, 500, 502, 503, 504];
 /// unavailable, overloaded or timed out.
 pub(crate) fn transient_failure(result: &ToolResult) -> bool {
     match result {
-        ToolResult::Success { output } => output
-            .get("status")
-            .and_then(Value::as_u64)
-            .is_some_and(|status| TRANSIENT_STATUSES.contains(&status)),
-        ToolResult::Error { error, .. } => {
-            let error = error.to_ascii_lowercase();
-            [
-                "temporarily unavailable",
-                "try again",
-                "timed out",
-                "overloaded",
-                "connection reset",
-            ]
-            .iter()
-            .any(|words| error.contains(words))
-        }
+        ToolResult::Success { output } => transient_status(output),
+        ToolResult::Error { error, .. } => transient_error(error),
         _ => false,
     }
+}
+
+/// [`transient_failure`] of a result as a dry run holds it.
+pub(crate) fn transient_answer(result: &Result<Value, String>) -> bool {
+    match result {
+        Ok(output) => transient_status(output),
+        Err(error) => transient_error(error),
+    }
+}
+
+fn transient_status(output: &Value) -> bool {
+    output
+        .get("status")
+        .and_then(Value::as_u64)
+        .is_some_and(|status| TRANSIENT_STATUSES.contains(&status))
+}
+
+fn transient_error(error: &str) -> bool {
+    let error = error.to_ascii_lowercase();
+    [
+        "temporarily unavailable",
+        "try again",
+        "timed out",
+        "overloaded",
+        "connection reset",
+    ]
+    .iter()
+    .any(|words| error.contains(words))
 }
 
 #[cfg(test)]

@@ -516,6 +516,10 @@ impl ModelProvider for LocalProvider {
             .unwrap_or_else(|| "local".into())
     }
 
+    fn samples(&self) -> bool {
+        true
+    }
+
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ProviderError> {
         let (sender, receiver) =
             tokio::sync::mpsc::channel::<Result<ModelEvent, ProviderError>>(256);
@@ -523,6 +527,9 @@ impl ModelProvider for LocalProvider {
         let path = self.path.clone();
         let mut sampling = self.config.sampling();
         sampling.temperature = request.temperature(sampling.temperature);
+        if let Some(seed) = request.seed {
+            sampling.seed = seed;
+        }
         let prompt_cache = self.config.prompt_cache;
         let max_tokens = request
             .max_tokens

@@ -74,6 +74,12 @@ impl ModelProvider for OpenAiProvider {
         }
     }
 
+    /// Asked again warmer (the server's own temperature, when none is set, samples too) and
+    /// with another `seed`, an answer may differ.
+    fn samples(&self) -> bool {
+        true
+    }
+
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ProviderError> {
         let model = self.model_name(request.model);
         let names = ToolNameMap::for_request(&request);

@@ -81,6 +81,8 @@ pub(crate) fn request_body<'a>(
             .map(|configured| request.temperature(f64::from(configured)) as f32),
         stop: (!request.stop.is_empty())
             .then(|| StopConfiguration::StringArray(request.stop.clone())),
+        // Bit for bit: a seed is a label, not a quantity.
+        seed: request.seed.map(|seed| seed as i64),
         ..CreateChatCompletionRequest::default()
     };
     RequestBody { request, tools }

@@ -38,6 +38,10 @@ pub struct TimelineCase {
     pub expect: Option<Expect>,
     /// The model's turns, for the history prompts first and then this one.
     pub turns: Vec<Turn>,
+    /// The scripted model plays one that samples ([`agentic_core::ModelProvider::samples`]):
+    /// a mode may ask it again for another answer, which is the next turn.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub samples: bool,
     /// What a recorded run's tools returned: a case that has it replays every tool call from
     /// it instead of running the tool, and answers approval requests as the run did.
     #[serde(default, skip_serializing_if = "Option::is_none")]

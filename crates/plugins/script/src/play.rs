@@ -32,7 +32,7 @@ pub struct Played {
 
 /// The scripted model that plays `case`'s turns; give it to the runtime that plays the case.
 pub fn provider_of(case: &TimelineCase) -> Arc<ScriptedProvider> {
-    Arc::new(ScriptedProvider::new(case.turns.clone()))
+    Arc::new(ScriptedProvider::new(case.turns.clone()).sampling(case.samples))
 }
 
 /// Plays `case` on `runtime`, whose model is `provider` ([`provider_of`]), as `user_id`.

@@ -87,6 +87,7 @@ pub struct ScriptedProvider {
     turns: Mutex<VecDeque<Turn>>,
     requests: Mutex<Vec<ModelRequest>>,
     calls_made: Mutex<u64>,
+    samples: bool,
 }
 
 #[derive(Deserialize)]
@@ -102,6 +103,14 @@ impl ScriptedProvider {
             turns: Mutex::new(turns.into()),
             ..Self::default()
         }
+    }
+
+    /// The same turns, played as a model that samples (or not): asked again, it answers
+    /// with the next turn.
+    #[must_use]
+    pub fn sampling(mut self, samples: bool) -> Self {
+        self.samples = samples;
+        self
     }
 
     /// Parses a YAML list of turns, or a mapping with a `turns` list.
@@ -153,6 +162,10 @@ impl ModelProvider for ScriptedProvider {
 
     fn model_name(&self, kind: ModelKind) -> String {
         format!("script-{}", kind.as_str())
+    }
+
+    fn samples(&self) -> bool {
+        self.samples
     }
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ProviderError> {

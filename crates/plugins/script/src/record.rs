@@ -113,6 +113,7 @@ pub fn case_of(
     let mut calls = Vec::new();
     let mut journal = Vec::new();
     let mut decisions = Vec::new();
+    let mut samples = false;
     for earlier in history.iter().chain(std::iter::once(&run)) {
         let replies: Vec<RecordedReply> = earlier
             .journal
@@ -132,6 +133,10 @@ pub fn case_of(
             );
         }
         let code = earlier.prompt.mode == "code";
+        // A run that sampled candidates asks for them again when played.
+        samples |= replies
+            .iter()
+            .any(|reply| reply.purpose.as_deref() == Some(agentic_core::replay::CANDIDATE_REPLY));
         turns.extend(replies.into_iter().map(|reply| turn_of(reply, code)));
         let verdicts: Vec<(String, Verdict)> =
             earlier.journal.iter().filter_map(decision_of).collect();
@@ -170,6 +175,7 @@ pub fn case_of(
         config: options.config.clone(),
         decisions,
         turns,
+        samples,
         recorded: Some(Recording {
             from: options.from.clone(),
             calls,
@@ -196,7 +202,10 @@ pub fn case_of(
 /// `code:` turn (a code-mode prompt's replies without a purpose too).
 fn turn_of(reply: RecordedReply, code_mode: bool) -> Turn {
     let code = match reply.purpose.as_deref() {
-        Some(purpose) => purpose == agentic_core::replay::PROGRAM_REPLY,
+        Some(purpose) => {
+            purpose == agentic_core::replay::PROGRAM_REPLY
+                || purpose == agentic_core::replay::CANDIDATE_REPLY
+        }
         None => code_mode,
     };
     let text = Some(reply.text).filter(|text| !text.is_empty());

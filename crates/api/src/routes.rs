@@ -532,7 +532,7 @@ async fn invoke_tool(
         Err(error @ ToolError::InvalidInput { .. }) => {
             Err(ApiError::bad_request("invalid_input", error.to_string()))
         }
-        Err(error @ ToolError::Failed(_)) => Err(ApiError::new(
+        Err(error @ (ToolError::Failed(_) | ToolError::NotRecorded(_))) => Err(ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "tool_failed",
             error.to_string(),

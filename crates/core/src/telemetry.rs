@@ -301,6 +301,7 @@ pub(crate) fn tool_called(
                 ToolError::UnknownTool(_) => "unknown_tool",
                 ToolError::InvalidInput { .. } => "invalid_input",
                 ToolError::Failed(_) => "tool_error",
+                ToolError::NotRecorded(_) => "not_recorded",
                 ToolError::Panicked { .. } => "tool_panicked",
             };
             record_error(span, kind, &error.to_string());

@@ -36,10 +36,30 @@ pub(crate) struct DryRun {
     pub(crate) reads: VecDeque<(String, Value, u64)>,
     /// How the program failed, when it did.
     pub(crate) failure: Option<ScriptError>,
+    /// How it ended otherwise.
+    pub(crate) ending: Ending,
     /// Whether the real run could end otherwise than this one for a reason of the dry run's
     /// own: the program looked inside a placeholder, a read met a failure that may pass when
-    /// tried again, or the pass was cut short.
+    /// tried again or had no answer in the recording a replay plays, or the pass was cut
+    /// short.
     pub(crate) uncertain: bool,
+}
+
+/// How a dry run's program ended, besides failing: what the real run's rules look at.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Ending {
+    /// It called `done()` or `complete()`.
+    pub(crate) done: bool,
+    /// Its `done()` or `complete()` gave an answer that is not empty.
+    pub(crate) answered: bool,
+    /// It showed text with `output()`.
+    pub(crate) shown: bool,
+    /// It logged something.
+    pub(crate) logged: bool,
+    /// It returned a value (its last expression or `return`) other than `null`.
+    pub(crate) returned: bool,
+    /// The tool calls and `llm()` requests it made.
+    pub(crate) calls: usize,
 }
 
 /// What a dry run works with.
@@ -212,8 +232,11 @@ struct Pass {
     read_guess: bool,
     /// A read met a failure that may pass when tried again.
     transient: bool,
+    /// A replayed read had no recorded answer.
+    unrecorded: bool,
     /// How the program failed, when it did.
     failure: Option<ScriptError>,
+    ending: Ending,
 }
 
 impl Pass {
@@ -222,7 +245,11 @@ impl Pass {
             input: self.plan.clone(),
             reads: self.reads.clone(),
             failure: self.failure.clone(),
-            uncertain: self.read_guess || self.transient || self.cut_short,
+            ending: Ending {
+                calls: self.trace.len(),
+                ..self.ending
+            },
+            uncertain: self.read_guess || self.transient || self.unrecorded || self.cut_short,
         }
     }
 }
@@ -371,7 +398,9 @@ async fn pass(
         read_guess: false,
         cut_short: false,
         transient: false,
+        unrecorded: false,
         failure: None,
+        ending: Ending::default(),
     };
     loop {
         match execution.next().await {
@@ -436,8 +465,20 @@ async fn pass(
                 }
                 execution.reply(id, reply).await;
             }
-            SandboxEvent::Output(_) | SandboxEvent::Log(_) => {}
+            SandboxEvent::Output(text) => pass.ending.shown |= !text.trim().is_empty(),
+            SandboxEvent::Log(_) => pass.ending.logged = true,
             SandboxEvent::Finished(outcome) => {
+                pass.ending.done = outcome.done;
+                pass.ending.answered = outcome
+                    .complete
+                    .as_ref()
+                    .and_then(|complete| complete.get("response"))
+                    .is_some_and(|response| match response {
+                        Value::Null => false,
+                        Value::String(text) => !text.trim().is_empty(),
+                        _ => true,
+                    });
+                pass.ending.returned = matches!(&outcome.result, Ok(value) if !value.is_null());
                 pass.read_guess |= outcome.guesses_read;
                 pass.cut_short = outcome.result.as_ref().is_err_and(|error| {
                     matches!(
@@ -486,7 +527,11 @@ async fn dry_calls(
                 None => tools
                     .invoke_dry(program.context.clone(), &call.tool, call.input.clone())
                     .await
-                    .map_err(|error| error.to_string()),
+                    .map_err(|error| {
+                        // A replay that has no answer to it: what the read would give is not known.
+                        pass.unrecorded |= matches!(error, agentic_core::ToolError::NotRecorded(_));
+                        error.to_string()
+                    }),
             };
             pass.transient |= crate::rules::transient::transient_answer(&result);
             pass.reads.push_back((

@@ -164,7 +164,7 @@ impl Replay {
                 RecordedResult::Rejected(_) => None,
             });
         found.unwrap_or_else(|| {
-            Err(ToolError::Failed(format!(
+            Err(ToolError::NotRecorded(format!(
                 "not in the recording this run replays ({}); nothing was run",
                 describe(tool, input, DESCRIBED_CHARS)
             )))
@@ -207,7 +207,7 @@ impl Replay {
         let message =
             format!("not in the recording this run replays ({divergence}); nothing was run");
         state.divergences.push(divergence);
-        Err(ToolError::Failed(message))
+        Err(ToolError::NotRecorded(message))
     }
 
     /// The verdict the recording holds for a call that asks for approval: approved when the

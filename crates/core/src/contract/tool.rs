@@ -120,6 +120,9 @@ pub enum ToolError {
     /// The tool ran and failed.
     #[error("{0}")]
     Failed(String),
+    /// A replayed run has no recorded answer to this call, so nothing was run.
+    #[error("{0}")]
+    NotRecorded(String),
     /// The tool panicked; the panic was caught.
     #[error("tool \"{tool}\" panicked: {message}")]
     Panicked {

@@ -5,6 +5,8 @@
 //! through runs. A model that cannot write the right program at its first pick often writes
 //! it at a later one, and a program that fails where the dry run can see it never runs.
 //!
+//! A program fails its check when its dry run throws, ends with `done()` alone in a turn that
+//! has shown the user nothing, or does nothing at all: what the real run would hold back.
 //! Only a failure the real run would meet counts: one after the program looked inside a
 //! placeholder, after a read that may pass when tried again, or after an `llm()` request (not
 //! asked while checking) proves nothing, and the program runs as written. When none of the
@@ -144,11 +146,30 @@ impl CodeExecutor {
         };
         let mut host = Checking { asked: false };
         let dry = plan_program(&program, &mut host).await;
+        let ending = dry.ending;
         match dry.failure {
             Some(error) if !dry.uncertain && !host.asked => {
                 Check::Fails(error.message.lines().next().unwrap_or_default().to_owned())
             }
-            _ => Check::Passes,
+            Some(_) => Check::Passes,
+            // What the real run would hold back: `done()` alone in a turn that has shown the
+            // user nothing, or a program that did nothing at all.
+            None if ending.done
+                && !ending.answered
+                && !ending.shown
+                && !self.timeline().shown_text() =>
+            {
+                Check::Fails("done() without an answer, and nothing shown".to_owned())
+            }
+            None if !ending.done
+                && !ending.returned
+                && !ending.logged
+                && !ending.shown
+                && ending.calls == 0 =>
+            {
+                Check::Fails("the program did nothing".to_owned())
+            }
+            None => Check::Passes,
         }
     }
 }

@@ -42,11 +42,6 @@ pub struct InterpreterConfig {
     /// Plan first: a program that may make calls needing approval runs as a dry run, and the
     /// person approves its plan at once instead of call by call.
     pub plan: bool,
-    /// After a program of a turn failed, the next one is dry-run before it runs; when it
-    /// would fail too, up to this many more programs are sampled from the model (one that
-    /// can answer differently when asked again) and the first that gets through its dry run
-    /// runs instead. 0 turns it off.
-    pub candidates: u32,
     /// Tokens the model reads at most (its context window), for sizing the system prompt.
     pub context_window: u64,
     /// The share of `contextWindow` the tool declarations may take in the code-mode system
@@ -62,7 +57,6 @@ impl Default for InterpreterConfig {
             max_iterations: 10,
             auto_approve: false,
             plan: true,
-            candidates: 3,
             context_window: 16_384,
             declarations_share: 0.25,
             sandbox: SandboxConfig::default(),

@@ -100,6 +100,10 @@ pub struct RuntimeLimits {
     pub tool_result_limit: usize,
     /// Model rounds of one classic prompt.
     pub max_rounds: u32,
+    /// How many more replies a mode may sample from a model that can answer differently
+    /// ([`crate::ModelProvider::samples`]) in place of one it would not use: classic mode's
+    /// call that already succeeded, code mode's program that would fail. 0 turns it off.
+    pub candidates: u32,
 }
 
 impl Default for RuntimeLimits {
@@ -107,6 +111,7 @@ impl Default for RuntimeLimits {
         Self {
             tool_result_limit: 50_000,
             max_rounds: 25,
+            candidates: 3,
         }
     }
 }
@@ -258,7 +263,8 @@ impl Config {
         Ok(Prices { models })
     }
 
-    /// The runtime's limits: the `toolResultLimit` and `maxRounds` keys, else their defaults.
+    /// The runtime's limits: the `toolResultLimit`, `maxRounds` and `candidates` keys, else
+    /// their defaults.
     pub fn limits(&self) -> RuntimeLimits {
         let defaults = RuntimeLimits::default();
         let number = |key: &str| self.root.get(key).and_then(Value::as_u64);
@@ -269,6 +275,9 @@ impl Config {
             max_rounds: number("maxRounds")
                 .and_then(|n| u32::try_from(n).ok())
                 .unwrap_or(defaults.max_rounds),
+            candidates: number("candidates")
+                .and_then(|n| u32::try_from(n).ok())
+                .unwrap_or(defaults.candidates),
         }
     }
 }

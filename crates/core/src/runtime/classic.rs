@@ -14,7 +14,7 @@ use crate::mode::{
 };
 use crate::plugin::Prepared;
 use crate::prompt::{ErrorKind, Prompt, PromptOutput, PromptState, ToolOutput, ToolResult};
-use crate::provider::{ChatMessage, ModelRequest, ToolSpec};
+use crate::provider::{ChatMessage, ModelRequest, ModelResponse, ToolSpec};
 use crate::runtime::executor::{Driven, ExecutorBase, ModeDriver};
 use crate::runtime::takeover;
 use crate::tool::{Approval, ToolContext};
@@ -29,6 +29,9 @@ const QUEUED_REASON: &str = "waiting to run";
 /// The notice of a call not run because the same call already succeeded in the turn. Stored:
 /// never rename it.
 pub const SAME_CALL_NOTICE: &str = "repeated_call";
+
+/// How warm a reply is sampled again in place of one that only repeats calls that succeeded.
+const RESAMPLE_TEMPERATURE: f32 = 0.7;
 
 /// Registers [`ClassicExecutor`] as mode `classic`.
 #[derive(Debug, Default)]
@@ -169,22 +172,24 @@ impl ClassicExecutor {
                 }
             };
             self.base.recorder.add_usage(&response.usage);
-            let mut response = response;
-            if response.tool_calls.is_empty() {
-                // Calls the server passed through as text are calls, not the answer.
-                let (calls, rest) =
-                    crate::text_calls::text_tool_calls(&response.text, &prepared.tools);
-                if !calls.is_empty() {
-                    response.tool_calls = calls;
-                    response.text = rest;
-                }
+            let mut response = self.calls_from_text(response, &prepared);
+            let mut streamed = true;
+            if self.only_repeats(&response) {
+                (response, streamed) = self.sampled_again(response, &prepared).await?;
             }
             self.base
                 .recorder
                 .push_reasoning(&response.reasoning)
                 .await?;
             if !response.text.is_empty() {
-                self.base.recorder.push_text(&response.text).await?;
+                if streamed {
+                    self.base.recorder.push_text(&response.text).await?;
+                } else {
+                    self.base
+                        .recorder
+                        .push_unstreamed_text(&response.text)
+                        .await?;
+                }
             }
             if response.tool_calls.is_empty() {
                 self.base.recorder.complete().await?;
@@ -256,6 +261,84 @@ impl ClassicExecutor {
                 }
             }
         }
+    }
+
+    /// `response`, with calls the server passed through as text taken as calls.
+    fn calls_from_text(&self, mut response: ModelResponse, prepared: &Prepared) -> ModelResponse {
+        if response.tool_calls.is_empty() {
+            let (calls, rest) = crate::text_calls::text_tool_calls(&response.text, &prepared.tools);
+            if !calls.is_empty() {
+                response.tool_calls = calls;
+                response.text = rest;
+            }
+        }
+        response
+    }
+
+    /// Whether `response` only makes calls this turn already made with success (and says
+    /// nothing): a small model in a loop, greedy decoding giving the same reply again.
+    fn only_repeats(&self, response: &ModelResponse) -> bool {
+        response.text.trim().is_empty()
+            && !response.tool_calls.is_empty()
+            && response.tool_calls.iter().all(|call| {
+                serde_json::from_str::<Value>(non_empty_arguments(&call.arguments))
+                    .is_ok_and(|input| self.succeeded_before(&call.name, &input))
+            })
+    }
+
+    /// In place of a reply that only repeats calls that succeeded: the same request asked
+    /// again, warmer and with another seed each time, up to `candidates` times, when the model
+    /// can answer differently; the first reply that does something else is taken. Without one,
+    /// `response` stands, and the repeated-call rule below refuses it.
+    /// The reply, and whether its text was streamed as it came.
+    async fn sampled_again(
+        &mut self,
+        response: ModelResponse,
+        prepared: &Prepared,
+    ) -> Result<(ModelResponse, bool), ExecutorError> {
+        let services = &self.base.options.services;
+        let candidates = services.limits().candidates;
+        let samples = services
+            .completion
+            .provider()
+            .is_some_and(|provider| provider.samples());
+        if candidates == 0 || !samples {
+            return Ok((response, true));
+        }
+        for attempt in 0..candidates {
+            let mut request = self.request(prepared);
+            request.min_temperature = Some(
+                request
+                    .min_temperature
+                    .map_or(RESAMPLE_TEMPERATURE, |floor| floor.max(RESAMPLE_TEMPERATURE)),
+            );
+            // Fixed by round and attempt: a run meets the same samples again.
+            request.seed = Some(u64::from(self.rounds) << 8 | u64::from(attempt + 1));
+            // Not streamed: a sample that is not taken was never said.
+            let sampled = self
+                .base
+                .options
+                .services
+                .completion
+                .complete_messages(request, &mut |_| {})
+                .await;
+            self.base
+                .journal_reply(&sampled, Some(crate::replay::CANDIDATE_REPLY))
+                .await;
+            let Ok(sampled) = sampled else { break };
+            self.base.recorder.add_usage(&sampled.usage);
+            let sampled = self.calls_from_text(sampled, prepared);
+            let says_something =
+                !sampled.text.trim().is_empty() || !sampled.tool_calls.is_empty();
+            if says_something && !self.only_repeats(&sampled) {
+                tracing::info!(
+                    attempt = attempt + 1,
+                    "classic mode takes a sampled reply in place of a repeated call"
+                );
+                return Ok((sampled, false));
+            }
+        }
+        Ok((response, true))
     }
 
     /// Whether this turn already ran `name` with `input`, and it succeeded.

@@ -1,7 +1,7 @@
 //! Programs checked before they run: after a program of the turn failed, the next one is
 //! dry-run first (`crate::dry_run`: reads run, other calls get placeholders). When it would
 //! fail too, the model is asked the same request again, warmer and with other seeds, for up
-//! to `[interpreter] candidates` more programs, each dry-run in turn; the first that gets
+//! to `candidates` (a top-level setting) more programs, each dry-run in turn; the first that gets
 //! through runs. A model that cannot write the right program at its first pick often writes
 //! it at a later one, and a program that fails where the dry run can see it never runs.
 //!
@@ -36,7 +36,7 @@ impl CodeExecutor {
     /// Whether the program about to run is checked first: candidates are on, the model can
     /// give another answer to the same request, and the turn's last program failed.
     pub(super) fn checks_programs(&self) -> bool {
-        self.shared.config.candidates > 0
+        self.base.options.services.limits().candidates > 0
             && self
                 .base
                 .options
@@ -62,7 +62,7 @@ impl CodeExecutor {
         };
         let mut tried = vec![code.clone()];
         let mut errors = vec![first_error];
-        for attempt in 0..self.shared.config.candidates {
+        for attempt in 0..self.base.options.services.limits().candidates {
             let mut asked = request.clone();
             asked.min_temperature = Some(
                 asked

@@ -199,13 +199,12 @@ pub fn case_of(
 }
 
 /// A model reply as the turn that gives it again: a reply the mode ran as a program is a
-/// `code:` turn (a code-mode prompt's replies without a purpose too).
+/// `code:` turn (a code-mode prompt's replies without a purpose, and its candidates, too).
 fn turn_of(reply: RecordedReply, code_mode: bool) -> Turn {
     let code = match reply.purpose.as_deref() {
-        Some(purpose) => {
-            purpose == agentic_core::replay::PROGRAM_REPLY
-                || purpose == agentic_core::replay::CANDIDATE_REPLY
-        }
+        // A sample taken again is what the mode asks for: a program in code mode.
+        Some(purpose) if purpose == agentic_core::replay::CANDIDATE_REPLY => code_mode,
+        Some(purpose) => purpose == agentic_core::replay::PROGRAM_REPLY,
         None => code_mode,
     };
     let text = Some(reply.text).filter(|text| !text.is_empty());

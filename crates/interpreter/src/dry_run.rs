@@ -76,6 +76,9 @@ pub(crate) struct DryProgram<'a> {
     pub(crate) owner: &'a str,
     pub(crate) request: &'a ExecuteRequest,
     pub(crate) wall_time: Option<Duration>,
+    /// Only read-only tools run: a check of a program (`mode/candidates.rs`) that may not
+    /// run at all, where an idempotent tool would still change something.
+    pub(crate) reads_only: bool,
 }
 
 /// Dry-runs the program and gathers the calls it would make that need approval as a plan.
@@ -520,7 +523,9 @@ async fn dry_calls(
             results.push((Err(error.to_string()), false));
             continue;
         }
-        if tools.runs_in_dry_run(&call.tool, &call.input) {
+        let runs = tools.runs_in_dry_run(&call.tool, &call.input)
+            && (!program.reads_only || tools.get(&call.tool).is_some_and(|tool| tool.read_only()));
+        if runs {
             // A second pass reads what the first read, without asking the tool again.
             let result = match feed.read(&call.tool, &call.input).await {
                 Some(result) => result,

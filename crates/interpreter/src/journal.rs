@@ -41,6 +41,10 @@ pub(crate) enum Entry {
         execution: String,
         store: Map<String, Value>,
     },
+    /// Programs were checked before one of them ran (`mode/candidates.rs`): whether each
+    /// one checked passed, the model's own first. A replay takes these verdicts instead of
+    /// checking again: its reads are not in the recording.
+    Checked { passed: Vec<bool> },
 }
 
 impl Entry {
@@ -50,6 +54,7 @@ impl Entry {
             | Self::Clock { execution, .. }
             | Self::Llm { execution, .. }
             | Self::End { execution, .. } => execution,
+            Self::Checked { .. } => "",
         }
     }
 }
@@ -109,7 +114,7 @@ pub(crate) fn record_of(entries: &[Entry], execution: &str) -> ExecutionRecord {
                 reply,
                 ..
             } => record.llm.push_back((prompt.clone(), *json, reply.clone())),
-            Entry::End { .. } => {}
+            Entry::End { .. } | Entry::Checked { .. } => {}
         }
     }
     record

@@ -306,6 +306,7 @@ async fn plan_first(
         owner: &context.user_id,
         request,
         wall_time,
+        reads_only: false,
     };
     let dry = plan_program(&program, &mut RunCodeDry).await;
     if dry.input.calls.is_empty() {

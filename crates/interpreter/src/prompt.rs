@@ -74,12 +74,14 @@ fn example(tools: &[ToolBinding]) -> String {
         // question a tool was for with numbers of its own (BFCL's simple_python_0: "the area
         // is 25 units", no call). Its tool is not one of the prompt's, and says so; one of the
         // prompt's would have to be shown with values the model then copies.
-        _ if !tools.is_empty() => "\n\nExample, with a tool `inventory.count(input: { sku: string; \
+        _ if !tools.is_empty() => {
+            "\n\nExample, with a tool `inventory.count(input: { sku: string; \
               warehouse?: string }): { units: number }` (an example's tool, not one of yours). \
               User: \"How many A-12 do we have in Leeds, in boxes of 6?\" You:\n\
               const { units } = inventory.count({ sku: \"A-12\", warehouse: \"Leeds\" });\n\
               done(`${Math.floor(units / 6)} full boxes (${units} units) of A-12 in Leeds.`);"
-            .to_owned(),
+                .to_owned()
+        }
         _ => "\n\nExample. User: \"What is 17% of 2,340?\" You:\n\
               done(`17% of 2,340 is ${(2340 * 0.17).toFixed(1)}.`);"
             .to_owned(),

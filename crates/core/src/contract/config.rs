@@ -102,7 +102,8 @@ pub struct RuntimeLimits {
     pub max_rounds: u32,
     /// How many more replies a mode may sample from a model that can answer differently
     /// ([`crate::ModelProvider::samples`]) in place of one it would not use: classic mode's
-    /// call that already succeeded, code mode's program that would fail. 0 turns it off.
+    /// call that already succeeded, code mode's program that would fail. 0 turns it off; at
+    /// most [`crate::provider::MAX_CANDIDATES`].
     pub candidates: u32,
 }
 
@@ -277,7 +278,8 @@ impl Config {
                 .unwrap_or(defaults.max_rounds),
             candidates: number("candidates")
                 .and_then(|n| u32::try_from(n).ok())
-                .unwrap_or(defaults.candidates),
+                .unwrap_or(defaults.candidates)
+                .min(crate::provider::MAX_CANDIDATES),
         }
     }
 }

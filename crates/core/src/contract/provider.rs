@@ -151,6 +151,13 @@ pub struct ToolSpec {
     pub parameters: std::sync::Arc<Value>,
 }
 
+/// How warm a reply is sampled when a mode asks again for another answer.
+pub const RESAMPLE_TEMPERATURE: f32 = 0.7;
+
+/// The most replies a mode samples again in place of one ([`crate::config::RuntimeLimits::candidates`]
+/// is held to it).
+pub const MAX_CANDIDATES: u32 = 16;
+
 /// One request to a model: the messages, and the tools it may call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -200,6 +207,19 @@ impl ModelRequest {
             grammar: None,
             seed: None,
         }
+    }
+
+    /// The same request asked again for another answer, as a mode does in place of a reply
+    /// it would not use: at least as warm as [`RESAMPLE_TEMPERATURE`], with a seed of its own
+    /// for the `attempt`-th sample (from 1) of the `step`-th reply (a round, an iteration), so
+    /// that a run meets the same samples again.
+    #[must_use]
+    pub fn sampled_again(mut self, step: u32, attempt: u32) -> Self {
+        self.min_temperature = Some(self.min_temperature.map_or(RESAMPLE_TEMPERATURE, |floor| {
+            floor.max(RESAMPLE_TEMPERATURE)
+        }));
+        self.seed = Some(u64::from(step) << 8 | u64::from(attempt.min(MAX_CANDIDATES)));
+        self
     }
 
     /// The temperature to sample at: the provider's own, raised to `min_temperature`.
@@ -372,6 +392,14 @@ impl CompletionService {
     /// Why its provider answers, or why none does.
     pub fn reason(&self) -> &str {
         &self.reason
+    }
+
+    /// Whether the provider in use may answer the same request differently when asked again
+    /// ([`ModelProvider::samples`]).
+    pub fn samples(&self) -> bool {
+        self.provider
+            .as_ref()
+            .is_some_and(|provider| provider.samples())
     }
 
     /// The provider in use; `None` when no model is configured.

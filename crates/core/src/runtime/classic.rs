@@ -30,9 +30,6 @@ const QUEUED_REASON: &str = "waiting to run";
 /// never rename it.
 pub const SAME_CALL_NOTICE: &str = "repeated_call";
 
-/// How warm a reply is sampled again in place of one that only repeats calls that succeeded.
-const RESAMPLE_TEMPERATURE: f32 = 0.7;
-
 /// Registers [`ClassicExecutor`] as mode `classic`.
 #[derive(Debug, Default)]
 pub struct ClassicModeFactory;
@@ -298,22 +295,11 @@ impl ClassicExecutor {
     ) -> Result<(ModelResponse, bool), ExecutorError> {
         let services = &self.base.options.services;
         let candidates = services.limits().candidates;
-        let samples = services
-            .completion
-            .provider()
-            .is_some_and(|provider| provider.samples());
-        if candidates == 0 || !samples {
+        if candidates == 0 || !services.completion.samples() {
             return Ok((response, true));
         }
-        for attempt in 0..candidates {
-            let mut request = self.request(prepared);
-            request.min_temperature = Some(
-                request
-                    .min_temperature
-                    .map_or(RESAMPLE_TEMPERATURE, |floor| floor.max(RESAMPLE_TEMPERATURE)),
-            );
-            // Fixed by round and attempt: a run meets the same samples again.
-            request.seed = Some(u64::from(self.rounds) << 8 | u64::from(attempt + 1));
+        for attempt in 1..=candidates {
+            let request = self.request(prepared).sampled_again(self.rounds, attempt);
             // Not streamed: a sample that is not taken was never said.
             let sampled = self
                 .base
@@ -328,11 +314,10 @@ impl ClassicExecutor {
             let Ok(sampled) = sampled else { break };
             self.base.recorder.add_usage(&sampled.usage);
             let sampled = self.calls_from_text(sampled, prepared);
-            let says_something =
-                !sampled.text.trim().is_empty() || !sampled.tool_calls.is_empty();
+            let says_something = !sampled.text.trim().is_empty() || !sampled.tool_calls.is_empty();
             if says_something && !self.only_repeats(&sampled) {
                 tracing::info!(
-                    attempt = attempt + 1,
+                    attempt,
                     "classic mode takes a sampled reply in place of a repeated call"
                 );
                 return Ok((sampled, false));

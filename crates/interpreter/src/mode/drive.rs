@@ -108,9 +108,11 @@ impl CodeExecutor {
                 && self.timeline().earlier_iteration_with(&code).is_none()
             {
                 // After a failure: a program that would fail too is sampled again first.
-                (code, path) = self
+                let chosen = self
                     .checked_program(code, path, &request, &prepared, &bindings)
-                    .await;
+                    .await?;
+                self.base.recorder.push_reasoning(&chosen.reasoning).await?;
+                (code, path) = (chosen.code, chosen.path);
             }
             let earlier = self.timeline().earlier_iteration_with(&code);
             // The same program after a failure that may pass by itself (a 503, a timeout): the

@@ -314,9 +314,11 @@ impl CodeExecutor {
             .and_then(response_text)
             .filter(|response| !response.is_empty());
         if outcome.result.is_ok()
-            && outcome.done
-            && response.is_none()
-            && !self.timeline().shown_text()
+            && crate::rules::nothing_shown::ends_unseen(
+                outcome.done,
+                response.is_some(),
+                self.timeline().shown_text(),
+            )
             && self.timeline().count(Notice::NothingShown) == 0
         {
             // `done()` alone, in a turn that showed nothing: the user would get an empty

@@ -84,6 +84,9 @@ pub(crate) struct CodeExecutor {
     plan: Option<plan::PlanState>,
     /// The `llm()` answers its dry run got, for the real run to read the same.
     dry_llm: std::collections::VecDeque<(String, bool, crate::protocol::HostReply)>,
+    /// Programs checked before they ran in this process (`candidates.rs`): a replay takes
+    /// the n-th check's verdicts from its recording.
+    checks: usize,
 }
 
 impl std::fmt::Debug for CodeExecutor {
@@ -128,6 +131,7 @@ impl CodeExecutor {
             system: std::sync::OnceLock::new(),
             grammar: std::sync::OnceLock::new(),
             iterations: 0,
+            checks: 0,
             max_iterations,
             store: Map::new(),
             active: None,

@@ -89,6 +89,7 @@ impl CodeExecutor {
             owner: &owner,
             request: &request,
             wall_time: None,
+            reads_only: false,
         };
         self.dry_llm.clear();
         let mut host = ModeDry {

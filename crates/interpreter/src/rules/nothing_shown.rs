@@ -13,6 +13,13 @@ pub(crate) const NO_ANSWER: &str =
 /// How the error of a program that ended a turn in which the user was shown nothing starts.
 pub(crate) const NOTHING_SHOWN: &str = "the turn was not ended: the user has been shown nothing";
 
+/// Whether a program that ran without failing ends a turn with nothing for the user: it
+/// called `done()` (`done`) without an answer (`answered`), and nothing was shown in the turn,
+/// this program's `output()` included (`shown`).
+pub(crate) fn ends_unseen(done: bool, answered: bool, shown: bool) -> bool {
+    done && !answered && !shown
+}
+
 /// The notice; `empty_text` when `done()` got an empty text rather than nothing.
 pub(crate) fn notice(empty_text: bool) -> String {
     if empty_text {

@@ -101,9 +101,8 @@ pub struct RuntimeLimits {
     /// Model rounds of one classic prompt.
     pub max_rounds: u32,
     /// How many more replies a mode may sample from a model that can answer differently
-    /// ([`crate::ModelProvider::samples`]) in place of one it would not use: classic mode's
-    /// call that already succeeded, code mode's program that would fail. 0 turns it off; at
-    /// most [`crate::provider::MAX_CANDIDATES`].
+    /// ([`crate::ModelProvider::samples`]) in place of one it would not use (code mode's
+    /// program that would fail). 0 turns it off; at most [`crate::provider::MAX_CANDIDATES`].
     pub candidates: u32,
 }
 

@@ -27,8 +27,8 @@ pub const MODEL_REPLY_ENTRY: &str = "modelReply";
 pub const PROGRAM_REPLY: &str = "program";
 
 /// The purpose of a reply a mode sampled again in place of one it would not use (code mode's
-/// program that would fail, classic mode's repeated call): exported as the mode's turn, and
-/// the case plays a model that samples.
+/// program that would fail): exported as the mode's turn, and the case plays a model that
+/// samples.
 pub const CANDIDATE_REPLY: &str = "candidate";
 
 /// One tool call of a recorded run and what it returned.

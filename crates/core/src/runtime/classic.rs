@@ -169,24 +169,13 @@ impl ClassicExecutor {
                 }
             };
             self.base.recorder.add_usage(&response.usage);
-            let mut response = self.calls_from_text(response, &prepared);
-            let mut streamed = true;
-            if self.only_repeats(&response) {
-                (response, streamed) = self.sampled_again(response, &prepared).await?;
-            }
+            let response = self.calls_from_text(response, &prepared);
             self.base
                 .recorder
                 .push_reasoning(&response.reasoning)
                 .await?;
             if !response.text.is_empty() {
-                if streamed {
-                    self.base.recorder.push_text(&response.text).await?;
-                } else {
-                    self.base
-                        .recorder
-                        .push_unstreamed_text(&response.text)
-                        .await?;
-                }
+                self.base.recorder.push_text(&response.text).await?;
             }
             if response.tool_calls.is_empty() {
                 self.base.recorder.complete().await?;
@@ -270,60 +259,6 @@ impl ClassicExecutor {
             }
         }
         response
-    }
-
-    /// Whether `response` only makes calls this turn already made with success (and says
-    /// nothing): a small model in a loop, greedy decoding giving the same reply again.
-    fn only_repeats(&self, response: &ModelResponse) -> bool {
-        response.text.trim().is_empty()
-            && !response.tool_calls.is_empty()
-            && response.tool_calls.iter().all(|call| {
-                serde_json::from_str::<Value>(non_empty_arguments(&call.arguments))
-                    .is_ok_and(|input| self.succeeded_before(&call.name, &input))
-            })
-    }
-
-    /// In place of a reply that only repeats calls that succeeded: the same request asked
-    /// again, warmer and with another seed each time, up to `candidates` times, when the model
-    /// can answer differently; the first reply that does something else is taken. Without one,
-    /// `response` stands, and the repeated-call rule below refuses it.
-    /// The reply, and whether its text was streamed as it came.
-    async fn sampled_again(
-        &mut self,
-        response: ModelResponse,
-        prepared: &Prepared,
-    ) -> Result<(ModelResponse, bool), ExecutorError> {
-        let services = &self.base.options.services;
-        let candidates = services.limits().candidates;
-        if candidates == 0 || !services.completion.samples() {
-            return Ok((response, true));
-        }
-        for attempt in 1..=candidates {
-            let request = self.request(prepared).sampled_again(self.rounds, attempt);
-            // Not streamed: a sample that is not taken was never said.
-            let sampled = self
-                .base
-                .options
-                .services
-                .completion
-                .complete_messages(request, &mut |_| {})
-                .await;
-            self.base
-                .journal_reply(&sampled, Some(crate::replay::CANDIDATE_REPLY))
-                .await;
-            let Ok(sampled) = sampled else { break };
-            self.base.recorder.add_usage(&sampled.usage);
-            let sampled = self.calls_from_text(sampled, prepared);
-            let says_something = !sampled.text.trim().is_empty() || !sampled.tool_calls.is_empty();
-            if says_something && !self.only_repeats(&sampled) {
-                tracing::info!(
-                    attempt,
-                    "classic mode takes a sampled reply in place of a repeated call"
-                );
-                return Ok((sampled, false));
-            }
-        }
-        Ok((response, true))
     }
 
     /// Whether this turn already ran `name` with `input`, and it succeeded.

@@ -20,14 +20,14 @@
 //! Measured (eval, embedded Qwen2.5-Coder-1.5B, `docs/benchmarks.md` round 16): tuning 13/17
 //! and held-out 2/9 with and without it; csv-sum gained, config-port lost.
 
-use agentic_core::{ModelRequest, Prepared, Reasoning, ToolContext};
+use agentic_core::{ModelRequest, Prepared, Reasoning};
 
 use super::CodeExecutor;
 use super::request::Purpose;
 use crate::dry_run::{DryHost, DryProgram, plan_program};
 use crate::journal::Entry;
 use crate::prompt::extract_code;
-use crate::protocol::{CodePath, Determinism, ExecuteRequest, HostReply, ToolBinding};
+use crate::protocol::{CodePath, Determinism, HostReply, ToolBinding};
 
 /// The program a check let through: its code, how it was taken, and the reasoning of the
 /// reply it came from when that was a sample.
@@ -159,32 +159,19 @@ impl CodeExecutor {
         prepared: &Prepared,
         bindings: &[ToolBinding],
     ) -> Option<String> {
-        let request = ExecuteRequest {
-            code: code.to_owned(),
-            tools: bindings.to_vec(),
-            input: None,
-            store: self.store.clone(),
-            limits: self.shared.sandbox.config().script_limits(),
-            same_tools_as_before: false,
-            determinism: Determinism {
-                seed: Some(u64::from(self.iterations)),
-                clock: Vec::new(),
-            },
+        let determinism = Determinism {
+            seed: Some(u64::from(self.iterations)),
+            clock: Vec::new(),
         };
+        let request = self.dry_request(code, bindings, self.store.clone(), determinism);
         let sandbox = self.shared.sandbox.clone();
-        let prompt = self.base.recorder.prompt();
-        let owner = prompt.user_id.clone();
+        let owner = self.base.recorder.prompt().user_id.clone();
         let program = DryProgram {
             code,
             execution: String::new(),
             prepared,
             bindings,
-            context: ToolContext::new(
-                &prompt.user_id,
-                &prompt.id,
-                self.base.options.prompt.state.clone(),
-                self.base.options.services.clone(),
-            ),
+            context: self.dry_context(),
             sandbox: &sandbox,
             owner: &owner,
             request: &request,

@@ -62,29 +62,20 @@ impl CodeExecutor {
         prepared: &Prepared,
         bindings: &[ToolBinding],
     ) -> Result<bool, ExecutorError> {
-        let request = ExecuteRequest {
-            code: launch.code.clone(),
-            tools: bindings.to_vec(),
-            input: None,
-            store: launch.store.clone(),
-            limits: self.shared.sandbox.config().script_limits(),
-            same_tools_as_before: false,
-            determinism: launch.determinism.clone(),
-        };
+        let request = self.dry_request(
+            &launch.code,
+            bindings,
+            launch.store.clone(),
+            launch.determinism.clone(),
+        );
         let sandbox = self.shared.sandbox.clone();
-        let prompt = self.base.recorder.prompt();
-        let owner = prompt.user_id.clone();
+        let owner = self.base.recorder.prompt().user_id.clone();
         let program = DryProgram {
             code: &launch.code,
             execution: launch.code_output_id.clone(),
             prepared,
             bindings,
-            context: ToolContext::new(
-                &prompt.user_id,
-                &prompt.id,
-                self.base.options.prompt.state.clone(),
-                self.base.options.services.clone(),
-            ),
+            context: self.dry_context(),
             sandbox: &sandbox,
             owner: &owner,
             request: &request,
@@ -120,6 +111,36 @@ impl CodeExecutor {
             reads: dry.reads,
         });
         Ok(true)
+    }
+
+    /// What a dry run of `code` starts the sandbox with.
+    pub(super) fn dry_request(
+        &self,
+        code: &str,
+        bindings: &[ToolBinding],
+        store: Map<String, Value>,
+        determinism: Determinism,
+    ) -> ExecuteRequest {
+        ExecuteRequest {
+            code: code.to_owned(),
+            tools: bindings.to_vec(),
+            input: None,
+            store,
+            limits: self.shared.sandbox.config().script_limits(),
+            same_tools_as_before: false,
+            determinism,
+        }
+    }
+
+    /// The context a dry run's reads run in: this prompt's user, id and state.
+    pub(super) fn dry_context(&self) -> ToolContext {
+        let prompt = self.base.recorder.prompt();
+        ToolContext::new(
+            &prompt.user_id,
+            &prompt.id,
+            self.base.options.prompt.state.clone(),
+            self.base.options.services.clone(),
+        )
     }
 
     /// The plan waiting for a decision, if `tool_call_id` is it.

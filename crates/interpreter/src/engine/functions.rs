@@ -113,6 +113,7 @@ pub(super) fn done(
         .and_then(Value::as_str)
     {
         super::absent::check_answer("done()", response)?;
+        super::silent::check_answer("done()")?;
     }
     with_engine(|state| {
         state.done = true;
@@ -135,6 +136,7 @@ pub(super) fn complete(
     let value = completion_of(value, "complete")?;
     if let Some(response) = value.get("response").and_then(Value::as_str) {
         super::absent::check_answer("complete()", response)?;
+        super::silent::check_answer("complete()")?;
     }
     with_engine(|state| {
         state.done = true;

@@ -28,6 +28,7 @@ mod determinism;
 mod errors;
 mod functions;
 mod guess;
+mod silent;
 mod source;
 mod typed;
 mod values;
@@ -122,6 +123,7 @@ pub(crate) fn prepare_context(
         context.runtime_limits_mut().set_loop_iteration_limit(limit);
     }
     seeded_math_random(&mut context)?;
+    silent::install(&mut context)?;
     let functions: [(&str, usize, NativeFunctionPointer); 14] = [
         ("output", 1, output),
         ("done", 1, done),
@@ -212,6 +214,7 @@ pub(crate) fn execute(
             literals: absent::literal_text(&request.code),
             received_words: Vec::new(),
             guesses_read: false,
+            searches: Vec::new(),
         });
     });
     let code = normalize_newlines(&request.code);
@@ -263,6 +266,8 @@ struct EngineState {
     received_words: Vec<&'static str>,
     /// The program read inside a dry run's placeholder (see [`guess`]).
     guesses_read: bool,
+    /// The texts the program's string searches looked for (see [`silent`]).
+    searches: Vec<silent::Search>,
 }
 
 thread_local! {

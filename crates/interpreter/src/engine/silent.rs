@@ -1,0 +1,342 @@
+//! Two ways JavaScript gets data wrong without a word, made loud:
+//!
+//! - **A number with thousands separators, parsed.** `parseFloat("48,250 EUR")` is 48, and
+//!   `parseInt` the same: both stop at the first comma. Given text that starts with a number
+//!   grouped in thousands (`1,234`, `48,250.50`), they throw at their line, saying what they
+//!   would have read.
+//! - **A search that only matched in another case.** `line.includes("Net Profit")` over lines
+//!   that say `Net profit` is false every time, and a total built on it stays 0. The string
+//!   searches (`includes`, `startsWith`, `endsWith`, `indexOf`) note each text they searched
+//!   for; an answer given to `done()` or `complete()` is refused when one of them never
+//!   matched while a text searched held it in another case. A search that matched at least
+//!   once (`ERROR` among lines that also say `error`) is taken as meant.
+//!
+//! Fixes: answers of 0, or of a number cut at its first comma, from files written for people
+//! (reports, invoices, logs). Measured: see `docs/benchmarks.md`, round 17.
+
+use boa_engine::object::FunctionObjectBuilder;
+use boa_engine::{
+    Context, JsNativeError, JsObject, JsResult, JsString, JsValue, NativeFunction, js_string,
+};
+
+use super::with_engine;
+
+/// One text the program searched for, by every string search it made.
+#[derive(Debug, Clone)]
+pub(super) struct Search {
+    method: &'static str,
+    needle: String,
+    calls: u32,
+    matched: bool,
+    /// The first searched text that held the needle in another case (its line, shortened).
+    other_case: Option<String>,
+}
+
+/// How much of a searched text a refusal quotes.
+const QUOTED_CHARS: usize = 80;
+
+/// Wraps the string searches and the number parsers of a fresh context.
+pub(super) fn install(context: &mut Context) -> JsResult<()> {
+    let prototype = context.intrinsics().constructors().string().prototype();
+    for method in ["includes", "startsWith", "endsWith", "indexOf"] {
+        wrap_search(context, &prototype, method)?;
+    }
+    let global = context.global_object();
+    let number = context.intrinsics().constructors().number().constructor();
+    for name in ["parseFloat", "parseInt"] {
+        let original = global.get(JsString::from(name), context)?;
+        let Some(original) = original.as_callable() else {
+            continue;
+        };
+        let wrapped = wrap_parse(context, original, name);
+        global.set(JsString::from(name), wrapped.clone(), true, context)?;
+        // `Number.parseFloat` is the same function as the global one.
+        number.set(JsString::from(name), wrapped, true, context)?;
+    }
+    Ok(())
+}
+
+fn wrap_search(context: &mut Context, prototype: &JsObject, method: &'static str) -> JsResult<()> {
+    let Some(original) = prototype
+        .get(JsString::from(method), context)?
+        .as_callable()
+    else {
+        return Ok(());
+    };
+    let length = original
+        .get(js_string!("length"), context)?
+        .as_number()
+        .unwrap_or(1.0) as usize;
+    let function = FunctionObjectBuilder::new(
+        context.realm(),
+        NativeFunction::from_copy_closure_with_captures(
+            move |this, arguments, original: &JsObject, context| {
+                let result = original.call(this, arguments, context)?;
+                let matched = match method {
+                    "indexOf" => result.as_number().is_some_and(|index| index >= 0.0),
+                    _ => result.to_boolean(),
+                };
+                if let (Some(text), Some(needle)) = (
+                    this.as_string(),
+                    arguments.first().and_then(JsValue::as_string),
+                ) {
+                    note(
+                        method,
+                        &needle.to_std_string_escaped(),
+                        &text.to_std_string_escaped(),
+                        matched,
+                    );
+                }
+                Ok(result)
+            },
+            original,
+        ),
+    )
+    .name(JsString::from(method))
+    .length(length)
+    .build();
+    prototype.set(JsString::from(method), function, true, context)?;
+    Ok(())
+}
+
+/// Notes one search: `needle` looked for in `text`, and whether it was found.
+fn note(method: &'static str, needle: &str, text: &str, matched: bool) {
+    // A needle whose letters have no case, or a single character, cannot be in another case.
+    if needle.chars().count() < 2 || needle.to_lowercase() == needle.to_uppercase() {
+        return;
+    }
+    let other_case = (!matched).then(|| in_other_case(needle, text)).flatten();
+    let _ = with_engine(|state| {
+        let search = match state
+            .searches
+            .iter_mut()
+            .find(|search| search.method == method && search.needle == needle)
+        {
+            Some(search) => search,
+            None => {
+                // A program that searches for thousands of different texts is not one whose
+                // searches this is about.
+                if state.searches.len() >= 256 {
+                    return;
+                }
+                state.searches.push(Search {
+                    method,
+                    needle: needle.to_owned(),
+                    calls: 0,
+                    matched: false,
+                    other_case: None,
+                });
+                let last = state.searches.len() - 1;
+                &mut state.searches[last]
+            }
+        };
+        search.calls += 1;
+        search.matched |= matched;
+        if search.other_case.is_none() {
+            search.other_case = other_case;
+        }
+    });
+}
+
+/// The line of `text` that holds `needle` when case is ignored, shortened for quoting.
+fn in_other_case(needle: &str, text: &str) -> Option<String> {
+    let needle = needle.to_lowercase();
+    let line = text
+        .lines()
+        .find(|line| line.to_lowercase().contains(&needle))?;
+    let line = line.trim();
+    Some(if line.chars().count() > QUOTED_CHARS {
+        let cut: String = line.chars().take(QUOTED_CHARS).collect();
+        format!("{cut}…")
+    } else {
+        line.to_owned()
+    })
+}
+
+/// Refuses an answer (`what` is `done()` or `complete()`) given after a search that never
+/// matched, though a text it searched held what it looked for in another case.
+pub(super) fn check_answer(what: &str) -> JsResult<()> {
+    let missed = with_engine(|state| {
+        state
+            .searches
+            .iter()
+            .find(|search| !search.matched && search.other_case.is_some())
+            .cloned()
+    })?;
+    let Some(search) = missed else {
+        return Ok(());
+    };
+    let times = match search.calls {
+        1 => "once".to_owned(),
+        calls => format!("all {calls} times"),
+    };
+    Err(JsNativeError::typ()
+        .with_message(format!(
+            "the answer given to {what} was not shown: `.{}({:?})` found nothing {times}, but \
+             the text it searched has it in another case: {:?}. Search for it as the text \
+             writes it, or compare both in lower case (`.toLowerCase()`)",
+            search.method,
+            search.needle,
+            search.other_case.unwrap_or_default(),
+        ))
+        .into())
+}
+
+fn wrap_parse(context: &mut Context, original: JsObject, name: &'static str) -> JsObject {
+    FunctionObjectBuilder::new(
+        context.realm(),
+        NativeFunction::from_copy_closure_with_captures(
+            move |this, arguments, original: &JsObject, context| {
+                let result = original.call(this, arguments, context)?;
+                let radix = arguments.get(1).filter(|radix| !radix.is_undefined());
+                if radix.is_none()
+                    && let Some(text) = arguments.first().and_then(JsValue::as_string)
+                {
+                    let text = text.to_std_string_escaped();
+                    if let Some(grouped) = grouped_number(&text) {
+                        let read = result.to_string(context)?.to_std_string_escaped();
+                        return Err(JsNativeError::typ()
+                            .with_message(format!(
+                                "{name}({:?}) would read {read}: it stops at the comma that \
+                                 groups the thousands of {grouped}. Remove the commas first: \
+                                 {name}(text.replace(/,/g, \"\"))",
+                                shortened(&text),
+                            ))
+                            .into());
+                    }
+                }
+                Ok(result)
+            },
+            original,
+        ),
+    )
+    .name(JsString::from(name))
+    .length(if name == "parseInt" { 2 } else { 1 })
+    .build()
+    .into()
+}
+
+/// The number grouped in thousands that `text` starts with (after blanks and a sign), such as
+/// `48,250` or `1,234,567.89`.
+fn grouped_number(text: &str) -> Option<&str> {
+    let trimmed = text.trim_start();
+    let digits_start = trimmed.strip_prefix(['-', '+']).map_or(0, |_| 1);
+    let bytes = trimmed.as_bytes();
+    let mut at = digits_start;
+    let lead = bytes[at..]
+        .iter()
+        .take_while(|b| b.is_ascii_digit())
+        .count();
+    if lead == 0 || lead > 3 {
+        return None;
+    }
+    at += lead;
+    let mut groups = 0;
+    while bytes.get(at) == Some(&b',')
+        && bytes.len() >= at + 4
+        && bytes[at + 1..at + 4].iter().all(u8::is_ascii_digit)
+        && !bytes.get(at + 4).is_some_and(u8::is_ascii_digit)
+    {
+        at += 4;
+        groups += 1;
+    }
+    if groups == 0 {
+        return None;
+    }
+    if bytes.get(at) == Some(&b'.') {
+        at += 1 + bytes[at + 1..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count();
+    }
+    Some(&trimmed[..at])
+}
+
+fn shortened(text: &str) -> String {
+    if text.chars().count() > QUOTED_CHARS {
+        let cut: String = text.chars().take(QUOTED_CHARS).collect();
+        format!("{cut}…")
+    } else {
+        text.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::run;
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn numbers_grouped_in_thousands_are_found_at_the_start_of_text() {
+        assert_eq!(grouped_number("48,250 EUR"), Some("48,250"));
+        assert_eq!(grouped_number(" -1,234,567.89"), Some("-1,234,567.89"));
+        assert_eq!(grouped_number("1,000"), Some("1,000"));
+        assert_eq!(grouped_number("48250"), None);
+        assert_eq!(grouped_number("3,5"), None);
+        assert_eq!(grouped_number("1234,567"), None);
+        assert_eq!(grouped_number("1,2345"), None);
+        assert_eq!(grouped_number("EUR 1,000"), None);
+        assert_eq!(grouped_number(""), None);
+        assert_eq!(grouped_number("-"), None);
+    }
+
+    #[test]
+    fn parsing_a_grouped_number_throws_at_its_line() {
+        let outcome = run(
+            "const profit = 1;\nconst total = parseFloat('48,250 EUR');\ndone(`${total}`)",
+            json!({}),
+        );
+        let error = outcome.result.unwrap_err();
+        assert_eq!(error.line, Some(2), "{error:?}");
+        assert!(
+            error.message.starts_with(
+                "TypeError: parseFloat(\"48,250 EUR\") would read 48: it stops at the comma"
+            ),
+            "{error:?}"
+        );
+        let error = run("Number.parseInt('1,000')", json!({}))
+            .result
+            .unwrap_err();
+        assert!(
+            error.message.contains("parseInt(\"1,000\") would read 1"),
+            "{error:?}"
+        );
+        // What they read right is left alone, and so is an explicit radix.
+        let outcome = run(
+            "done(`${parseFloat('48250.5') + parseInt('12 apples') + parseInt('1,000', 10)}`)",
+            json!({}),
+        );
+        assert_eq!(
+            outcome.complete,
+            Some(json!({ "response": "48263.5" })),
+            "{outcome:?}"
+        );
+    }
+
+    #[test]
+    fn an_answer_after_a_search_that_only_matched_in_another_case_is_refused() {
+        let report = "Revenue: 312,400 EUR\nNet profit: 48,250 EUR";
+        let code = format!(
+            "let found = 0;\nfor (const line of {report:?}.split('\\n')) {{\n  if (line.includes('Net Profit')) found += 1;\n}}\ndone(`${{found}}`)"
+        );
+        let error = run(&code, json!({})).result.unwrap_err();
+        assert_eq!(
+            error.message,
+            "TypeError: the answer given to done() was not shown: `.includes(\"Net Profit\")` \
+             found nothing all 2 times, but the text it searched has it in another case: \
+             \"Net profit: 48,250 EUR\". Search for it as the text writes it, or compare both \
+             in lower case (`.toLowerCase()`)"
+        );
+        // A search that matched once is meant as written; one in the text's case passes.
+        for code in [
+            "const lines = ['ERROR disk', 'INFO an error'];\ndone(`${lines.filter(l => l.startsWith('ERROR')).length}`)",
+            "const lines = ['a Net profit', 'b'];\ndone(`${lines.filter(l => l.indexOf('Net profit') >= 0).length}`)",
+            "done(`${'Net profit'.toLowerCase().includes('net profit')}`)",
+        ] {
+            let outcome = run(code, json!({}));
+            assert!(outcome.result.is_ok(), "{code}: {outcome:?}");
+            assert!(outcome.complete.is_some(), "{code}: {outcome:?}");
+        }
+    }
+}

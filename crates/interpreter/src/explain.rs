@@ -23,9 +23,16 @@ impl Explain for ForModels {
         explain_json_parse_errors(context)
     }
 
-    fn explain(&self, error: &mut ScriptError, context: &mut Context, tools: &[ToolBinding]) {
+    fn explain(
+        &self,
+        error: &mut ScriptError,
+        context: &mut Context,
+        tools: &[ToolBinding],
+        code: &str,
+    ) {
         explain_missing_modules(error, tools);
         explain_missing_field(error, context);
+        explain_block_scoped(error, code);
     }
 }
 
@@ -483,6 +490,113 @@ mod tests {
         assert!(
             few.contains("its functions are shop.customers_list, shop.customers_get."),
             "{few}"
+        );
+    }
+}
+
+/// `x is not defined` where the program declared `x` with `const` or `let` inside a block that
+/// ended before the failing line: Python's habit. The message alone sends the model to declare
+/// it again; the declaration is the place.
+fn explain_block_scoped(error: &mut ScriptError, code: &str) {
+    if error.hint.is_some() {
+        return;
+    }
+    let Some(name) = error
+        .message
+        .strip_prefix("ReferenceError: ")
+        .and_then(|rest| rest.strip_suffix(" is not defined"))
+    else {
+        return;
+    };
+    if let Some(line) = error.line {
+        error.hint = block_scoped(code, name, line);
+    }
+}
+
+/// Where `name`, read at line `used`, was declared with `const` or `let` inside a block (`{…}`)
+/// that ends before that line: a hint that says so, or `None`.
+fn block_scoped(code: &str, name: &str, used: u32) -> Option<String> {
+    let plain = crate::got::without_literals(code);
+    // Literals that span lines were blanked with their line breaks: lines no longer match.
+    if plain.lines().count() != code.lines().count() {
+        return None;
+    }
+    let mut depth = 0usize;
+    // The declaration: its line, its keyword and the depth of its block.
+    let mut declared: Option<(u32, &str, usize)> = None;
+    for (index, text) in plain.lines().enumerate() {
+        let number = index as u32 + 1;
+        let mut previous = "";
+        let mut word_start: Option<usize> = None;
+        for (at, c) in text.char_indices().chain([(text.len(), ' ')]) {
+            if crate::names::is_identifier_char(c) {
+                word_start.get_or_insert(at);
+                continue;
+            }
+            if let Some(start) = word_start.take() {
+                let word = &text[start..at];
+                if declared.is_none() && word == name && matches!(previous, "const" | "let") {
+                    if depth == 0 || number >= used {
+                        return None;
+                    }
+                    declared = Some((
+                        number,
+                        if previous == "const" { "const" } else { "let" },
+                        depth,
+                    ));
+                }
+                previous = word;
+            }
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth = depth.saturating_sub(1);
+                    if let Some((line, keyword, inner)) = declared
+                        && depth < inner
+                    {
+                        if number >= used {
+                            return None;
+                        }
+                        return Some(format!(
+                            "`{name}` is declared with `{keyword}` at line {line}, inside a block \
+                             that ends at line {number}: a `const` or `let` is seen only inside its \
+                             block. Declare it before the block (`let {name};`) and set it inside."
+                        ));
+                    }
+                }
+                c if !c.is_whitespace() => previous = "",
+                _ => {}
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod block_tests {
+    use super::block_scoped;
+
+    #[test]
+    fn a_name_declared_in_a_block_that_ended_is_pointed_at() {
+        let code = "const lines = text.split('\\n');\nfor (const line of lines) {\n  if (line.startsWith('[db]')) {\n    const port = 5;\n  }\n}\ndone(`${port}`);";
+        assert_eq!(
+            block_scoped(code, "port", 7).as_deref(),
+            Some(
+                "`port` is declared with `const` at line 4, inside a block that ends at line 5: \
+                 a `const` or `let` is seen only inside its block. Declare it before the block \
+                 (`let port;`) and set it inside."
+            )
+        );
+        // Declared at the top level, or read inside its block: not this mistake.
+        assert_eq!(block_scoped("const port = 5;\ndone(port)", "port", 2), None);
+        assert_eq!(
+            block_scoped("if (a) {\n  let port = 5;\n  done(port);\n}", "port", 3),
+            None
+        );
+        // `{` in a string is no block.
+        assert_eq!(
+            block_scoped("const s = '{';\nlet port = 5;\ndone(port)", "port", 3),
+            None
         );
     }
 }

@@ -91,7 +91,14 @@ pub(crate) trait Explain: Sync + std::fmt::Debug {
     fn install(&self, context: &mut Context) -> JsResult<()>;
     /// Adds to the error of a script that failed. Its context is the script's, with the
     /// script over and no tool reachable.
-    fn explain(&self, error: &mut ScriptError, context: &mut Context, tools: &[ToolBinding]);
+    /// `code` is the program as it ran.
+    fn explain(
+        &self,
+        error: &mut ScriptError,
+        context: &mut Context,
+        tools: &[ToolBinding],
+        code: &str,
+    );
 }
 
 /// A context with the sandbox functions registered, waiting for its script. It may already
@@ -214,7 +221,7 @@ pub(crate) fn execute(
             literals: absent::literal_text(&request.code),
             received_words: Vec::new(),
             guesses_read: false,
-            searches: Vec::new(),
+            searches: silent::Searches::default(),
         });
     });
     let code = normalize_newlines(&request.code);
@@ -230,7 +237,7 @@ pub(crate) fn execute(
     });
     // With the engine state gone, nothing evaluated here can reach a tool.
     let result = result.map_err(|mut error| {
-        explain.explain(&mut error, &mut context, &request.tools);
+        explain.explain(&mut error, &mut context, &request.tools, &code);
         error
     });
     let (done, complete, store, guesses_read) = state
@@ -267,7 +274,7 @@ struct EngineState {
     /// The program read inside a dry run's placeholder (see [`guess`]).
     guesses_read: bool,
     /// The texts the program's string searches looked for (see [`silent`]).
-    searches: Vec<silent::Search>,
+    searches: silent::Searches,
 }
 
 thread_local! {

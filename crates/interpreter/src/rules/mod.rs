@@ -17,7 +17,8 @@
 //! (`engine/absent.rs`, see `empty_values`), data read wrong without a word (`engine/silent.rs`:
 //! `parseFloat("48,250")` throws, and an answer after a search that only matched in another
 //! case is refused; round 17), and the explanations of Node's and browsers'
-//! globals (`engine/explain.rs`, not measured alone). The system prompt's "look before you
+//! globals (`engine/explain.rs`, not measured alone) and of a name read after the block
+//! that declared it (`explain_block_scoped`, round 17: neutral, it appeared in no run). The system prompt's "look before you
 //! compute" paragraph and worked example (`prompt.rs`) came with round 3 (10 → 16/26, in a
 //! package of seven changes).
 

@@ -8,11 +8,10 @@ use boa_engine::property::PropertyKey;
 use boa_engine::{
     Context, JsNativeError, JsObject, JsResult, JsValue, NativeFunction, Source, js_string,
 };
-use serde_json::Value;
 
 use crate::protocol::{ScriptError, ScriptErrorKind, ToolBinding};
 
-use crate::engine::{Explain, NO_MODULE};
+use crate::engine::{Explain, NO_MODULE, quoted_start};
 
 /// The explanations code mode's models read, plugged into the engine.
 #[derive(Debug)]
@@ -245,13 +244,6 @@ pub(crate) fn member_chains(line: &str) -> Vec<String> {
     chains.dedup();
     chains.sort_by_key(|chain| std::cmp::Reverse(chain.len()));
     chains
-}
-
-/// The first `chars` characters of `text` as a JSON string, then `…` when there is more.
-pub(crate) fn quoted_start(text: &str, chars: usize) -> String {
-    let start: String = text.chars().take(chars).collect();
-    let more = if start.len() < text.len() { "…" } else { "" };
-    format!("{}{more}", Value::String(start))
 }
 
 /// What `name` holds, said so that reading `field` of it was a mistake the model can fix.

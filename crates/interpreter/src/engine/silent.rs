@@ -20,7 +20,7 @@ use boa_engine::{
     Context, JsNativeError, JsObject, JsResult, JsString, JsValue, NativeFunction, js_string,
 };
 
-use super::with_engine;
+use super::{quoted_start, with_engine};
 
 /// What the program's string searches looked for, in one run.
 #[derive(Debug, Default)]
@@ -43,7 +43,7 @@ struct Search {
     needle: String,
     calls: u32,
     matched: bool,
-    /// The first searched text that held the needle in another case (its line, shortened).
+    /// The first searched text that held the needle in another case (its line, quoted).
     other_case: Option<String>,
 }
 
@@ -143,7 +143,7 @@ fn note(method: &'static str, needle: &str, text: &JsString, matched: bool) {
         let search = &mut searches.list[index];
         search.calls += 1;
         search.matched |= matched;
-        if matched || search.matched || search.other_case.is_some() {
+        if search.matched || search.other_case.is_some() {
             return;
         }
         if searches.looked_through + text.len() > OTHER_CASE_BUDGET {
@@ -154,19 +154,13 @@ fn note(method: &'static str, needle: &str, text: &JsString, matched: bool) {
     });
 }
 
-/// The line of `text` that holds `needle` when case is ignored, shortened for quoting.
+/// The line of `text` that holds `needle` when case is ignored, quoted and shortened.
 fn in_other_case(needle: &str, text: &str) -> Option<String> {
     let needle = needle.to_lowercase();
     let line = text
         .lines()
         .find(|line| line.to_lowercase().contains(&needle))?;
-    let line = line.trim();
-    Some(if line.chars().count() > QUOTED_CHARS {
-        let cut: String = line.chars().take(QUOTED_CHARS).collect();
-        format!("{cut}…")
-    } else {
-        line.to_owned()
-    })
+    Some(quoted_start(line.trim(), QUOTED_CHARS))
 }
 
 /// Refuses an answer (`what` is `done()` or `complete()`) given after a search that never
@@ -190,7 +184,7 @@ pub(super) fn check_answer(what: &str) -> JsResult<()> {
     Err(JsNativeError::typ()
         .with_message(format!(
             "the answer given to {what} was not shown: `.{}({:?})` found nothing {times}, but \
-             the text it searched has it in another case: {:?}. Search for it as the text \
+             the text it searched has it in another case: {}. Search for it as the text \
              writes it, or compare both in lower case (`.toLowerCase()`)",
             search.method,
             search.needle,
@@ -214,10 +208,10 @@ fn wrap_parse(context: &mut Context, original: JsObject, name: &'static str) -> 
                         let read = result.to_string(context)?.to_std_string_escaped();
                         return Err(JsNativeError::typ()
                             .with_message(format!(
-                                "{name}({:?}) would read {read}: it stops at the comma that \
+                                "{name}({}) would read {read}: it stops at the comma that \
                                  groups the thousands of {grouped}. Remove the commas first: \
                                  {name}(text.replace(/,/g, \"\"))",
-                                shortened(&text),
+                                quoted_start(&text, QUOTED_CHARS),
                             ))
                             .into());
                     }
@@ -267,15 +261,6 @@ fn grouped_number(text: &str) -> Option<&str> {
             .count();
     }
     Some(&trimmed[..at])
-}
-
-fn shortened(text: &str) -> String {
-    if text.chars().count() > QUOTED_CHARS {
-        let cut: String = text.chars().take(QUOTED_CHARS).collect();
-        format!("{cut}…")
-    } else {
-        text.to_owned()
-    }
 }
 
 #[cfg(test)]

@@ -145,3 +145,10 @@ pub(super) fn to_json_at(
     }
     Ok(Some(Value::Object(map)))
 }
+
+/// The first `chars` characters of `text` as a JSON string, then `…` when there is more.
+pub(crate) fn quoted_start(text: &str, chars: usize) -> String {
+    let start: String = text.chars().take(chars).collect();
+    let more = if start.len() < text.len() { "…" } else { "" };
+    format!("{}{more}", Value::String(start))
+}

@@ -17,7 +17,7 @@ use boa_engine::{
 use crate::shape::Shape;
 
 /// Names read of any value by the language or by habit, which never throw.
-const ALWAYS_READABLE: &[&str] = &[
+pub(super) const ALWAYS_READABLE: &[&str] = &[
     "then",
     "toJSON",
     "constructor",

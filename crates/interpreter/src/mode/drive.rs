@@ -107,7 +107,7 @@ impl CodeExecutor {
             if let Some(request) = checked
                 && self.timeline().earlier_iteration_with(&code).is_none()
             {
-                // After a failure: a program that would fail too is sampled again first.
+                // A program that would fail is sampled again first.
                 let chosen = self
                     .checked_program(code, path, &request, &prepared, &bindings)
                     .await?;

@@ -336,6 +336,9 @@ fn bind_and_run(
             (script, line_offset, fixed.as_str())
         }
     };
+    if let Some(error) = repeated_key(code, line_offset) {
+        return Err(error);
+    }
     let fail = |error: &JsError, context: &mut Context| {
         runtime_error(error, context, code, line_offset, false)
     };

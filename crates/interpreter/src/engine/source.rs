@@ -208,3 +208,120 @@ pub(crate) fn word_column(text: &str, name: &str) -> Option<u32> {
         })
         .map(|(at, _)| text[..at].chars().count() as u32 + 1)
 }
+
+/// An object literal that gives one key twice (`memory.list({ tier: "core", tier: "working" })`):
+/// JavaScript keeps the last value and drops the others without a word, while the program
+/// meant all of them. Refused before it runs, at the object (ES5's strict mode refused it
+/// too). `line_offset` is how many lines `parse_script` put before the code.
+pub(super) fn repeated_key(code: &str, line_offset: u32) -> Option<ScriptError> {
+    use boa_engine::ast::expression::literal::{ObjectLiteral, PropertyDefinition};
+    use boa_engine::ast::property::PropertyName;
+    use boa_engine::ast::scope::Scope;
+    use boa_engine::ast::visitor::{VisitWith, Visitor};
+    use boa_engine::ast::{Position, Spanned};
+    use std::ops::ControlFlow;
+
+    struct Repeated<'i> {
+        interner: &'i Interner,
+    }
+    impl<'ast> Visitor<'ast> for Repeated<'_> {
+        type BreakTy = (String, Position);
+
+        fn visit_object_literal(
+            &mut self,
+            node: &'ast ObjectLiteral,
+        ) -> ControlFlow<Self::BreakTy> {
+            let mut seen: Vec<String> = Vec::new();
+            for property in node.properties() {
+                let name = match property {
+                    PropertyDefinition::Property(PropertyName::Literal(name), _)
+                    | PropertyDefinition::IdentifierReference(name) => name.sym(),
+                    _ => continue,
+                };
+                let name = self.interner.resolve_expect(name).to_string();
+                if seen.contains(&name) {
+                    return ControlFlow::Break((name, node.span().start()));
+                }
+                seen.push(name);
+            }
+            node.visit_with(self)
+        }
+    }
+
+    let wrapped;
+    let source = if line_offset == 0 {
+        code
+    } else {
+        wrapped = format!(
+            "(async () => {{\n{}\n}})()",
+            with_last_expression_returned(code)
+        );
+        &wrapped
+    };
+    let mut interner = Interner::default();
+    let script = Parser::new(Source::from_bytes(source.as_bytes()))
+        .parse_script(&Scope::new_global(), &mut interner)
+        .ok()?;
+    let ControlFlow::Break((name, at)) = script.visit_with(&mut Repeated {
+        interner: &interner,
+    }) else {
+        return None;
+    };
+    let line = at.line_number().saturating_sub(line_offset).max(1);
+    Some(ScriptError {
+        kind: ScriptErrorKind::Syntax,
+        message: format!(
+            "SyntaxError: this object gives `{name}` twice; JavaScript keeps only the last \
+             value and drops the others, so the program was not run. A field takes one value: \
+             to use several, make one call for each"
+        ),
+        line: Some(line),
+        column: Some(at.column_number()),
+        source_line: code.lines().nth(line as usize - 1).map(str::to_owned),
+        hint: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::run;
+    use serde_json::json;
+
+    #[test]
+    fn an_object_that_gives_a_key_twice_is_refused_at_its_line_before_it_runs() {
+        let outcome = run(
+            "const first = 1;\nconst listing = fs.list({ path: 'a', path: 'b' });\nlisting.entries.length",
+            json!({ "entries": [] }),
+        );
+        let error = outcome.result.unwrap_err();
+        assert!(
+            error
+                .message
+                .starts_with("SyntaxError: this object gives `path` twice"),
+            "{error:?}"
+        );
+        assert_eq!((error.line, error.column), (Some(2), Some(25)), "{error:?}");
+        // Nothing before the object ran either.
+        let outcome = run("output('ran');\nconst o = { a: 1, a: 2 };", json!({}));
+        assert!(outcome.result.is_err(), "{outcome:?}");
+        assert!(outcome.complete.is_none() && !outcome.done, "{outcome:?}");
+        // Nested, shorthand and top-level `return` are looked at too.
+        let error = run(
+            "const path = 'a';\nconst x = [{ inner: { path, path: 'b' } }];\nreturn x;",
+            json!({}),
+        )
+        .result
+        .unwrap_err();
+        assert_eq!(error.line, Some(2), "{error:?}");
+        // Different keys, computed keys and spreads pass.
+        let outcome = run(
+            "const k = 'a';\nconst o = { a: 1, b: 2, [k]: 3, ...{ a: 4 } };\ndone(`${o.a}`)",
+            json!({}),
+        );
+        assert_eq!(
+            outcome.complete,
+            Some(json!({ "response": "4" })),
+            "{outcome:?}"
+        );
+    }
+}

@@ -73,8 +73,7 @@ pub(super) fn parse_script(
     match Script::parse(plain, None, context) {
         Ok(script) => Ok((script, 0)),
         Err(script_error) => {
-            let body = with_last_expression_returned(code);
-            let wrapped = format!("(async () => {{\n{body}\n}})()");
+            let wrapped = as_async_body(code);
             let source = Source::from_bytes(wrapped.as_bytes()).with_path(Path::new("script"));
             match Script::parse(source, None, context) {
                 Ok(script) => Ok((script, 1)),
@@ -96,6 +95,15 @@ pub(super) fn parse_script(
             }
         }
     }
+}
+
+/// `code` as the body of an async function called at once, its trailing expression returned:
+/// how a program with top-level `await` or `return` runs (one line before the code).
+fn as_async_body(code: &str) -> String {
+    format!(
+        "(async () => {{\n{}\n}})()",
+        with_last_expression_returned(code)
+    )
 }
 
 /// `fs.write(input: {...})`: the declaration's parameter name pasted into a call. The call
@@ -252,10 +260,7 @@ pub(super) fn repeated_key(code: &str, line_offset: u32) -> Option<ScriptError> 
     let source = if line_offset == 0 {
         code
     } else {
-        wrapped = format!(
-            "(async () => {{\n{}\n}})()",
-            with_last_expression_returned(code)
-        );
+        wrapped = as_async_body(code);
         &wrapped
     };
     let mut interner = Interner::default();

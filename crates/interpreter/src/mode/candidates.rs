@@ -1,9 +1,9 @@
 //! Programs checked before they run: each program is dry-run first (`crate::dry_run`:
-//! read-only tools run, every other call gets a placeholder). When it would fail, the model is asked the same request again, warmer and with other
-//! seeds, for up to `candidates` (a top-level setting) more programs, each dry-run in turn;
-//! the first that gets through runs. A model that cannot write the right program at its first
-//! pick often writes it at a later one, and a program that fails where the dry run can see it
-//! never runs.
+//! read-only tools run, every other call gets a placeholder). When it would fail, the model
+//! is asked the same request again, warmer and with other seeds, for up to `candidates` (a
+//! top-level setting) more programs, each dry-run in turn; the first that gets through runs.
+//! A model that cannot write the right program at its first pick often writes it at a later
+//! one, and a program that fails where the dry run can see it never runs.
 //!
 //! A program fails its check when its dry run throws, ends with `done()` alone in a turn that
 //! has shown the user nothing, or does nothing at all: what the real run would hold back.

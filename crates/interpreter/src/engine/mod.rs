@@ -26,6 +26,7 @@ pub(crate) use values::quoted_start;
 mod absent;
 pub(crate) mod carried;
 mod determinism;
+mod dropped;
 mod errors;
 mod functions;
 mod guess;
@@ -336,7 +337,9 @@ fn bind_and_run(
             (script, line_offset, fixed.as_str())
         }
     };
-    if let Some(error) = repeated_key(code, line_offset) {
+    if let Some(error) = syntax_tree(code, line_offset).and_then(|tree| {
+        repeated_key(&tree, code).or_else(|| dropped::dropped_argument(&tree, code))
+    }) {
         return Err(error);
     }
     let fail = |error: &JsError, context: &mut Context| {

@@ -217,14 +217,43 @@ pub(crate) fn word_column(text: &str, name: &str) -> Option<u32> {
         .map(|(at, _)| text[..at].chars().count() as u32 + 1)
 }
 
+/// The program's syntax tree, for checks that read it before it runs. boa's `Script` keeps
+/// its tree to itself, so the code is parsed again, as `parse_script` parsed it:
+/// `line_offset` is how many lines its wrapper put before the code.
+pub(super) struct SyntaxTree {
+    pub(super) script: boa_engine::ast::Script,
+    pub(super) interner: Interner,
+    pub(super) line_offset: u32,
+}
+
+/// `code`'s syntax tree, or `None` when it does not parse (then `parse_script` said why).
+pub(super) fn syntax_tree(code: &str, line_offset: u32) -> Option<SyntaxTree> {
+    use boa_engine::ast::scope::Scope;
+    let wrapped;
+    let source = if line_offset == 0 {
+        code
+    } else {
+        wrapped = as_async_body(code);
+        &wrapped
+    };
+    let mut interner = Interner::default();
+    let script = Parser::new(Source::from_bytes(source.as_bytes()))
+        .parse_script(&Scope::new_global(), &mut interner)
+        .ok()?;
+    Some(SyntaxTree {
+        script,
+        interner,
+        line_offset,
+    })
+}
+
 /// An object literal that gives one key twice (`memory.list({ tier: "core", tier: "working" })`):
 /// JavaScript keeps the last value and drops the others without a word, while the program
 /// meant all of them. Refused before it runs, at the object (ES5's strict mode refused it
-/// too). `line_offset` is how many lines `parse_script` put before the code.
-pub(super) fn repeated_key(code: &str, line_offset: u32) -> Option<ScriptError> {
+/// too).
+pub(super) fn repeated_key(tree: &SyntaxTree, code: &str) -> Option<ScriptError> {
     use boa_engine::ast::expression::literal::{ObjectLiteral, PropertyDefinition};
     use boa_engine::ast::property::PropertyName;
-    use boa_engine::ast::scope::Scope;
     use boa_engine::ast::visitor::{VisitWith, Visitor};
     use boa_engine::ast::{Position, Spanned};
     use std::ops::ControlFlow;
@@ -256,23 +285,12 @@ pub(super) fn repeated_key(code: &str, line_offset: u32) -> Option<ScriptError> 
         }
     }
 
-    let wrapped;
-    let source = if line_offset == 0 {
-        code
-    } else {
-        wrapped = as_async_body(code);
-        &wrapped
-    };
-    let mut interner = Interner::default();
-    let script = Parser::new(Source::from_bytes(source.as_bytes()))
-        .parse_script(&Scope::new_global(), &mut interner)
-        .ok()?;
-    let ControlFlow::Break((name, at)) = script.visit_with(&mut Repeated {
-        interner: &interner,
+    let ControlFlow::Break((name, at)) = tree.script.visit_with(&mut Repeated {
+        interner: &tree.interner,
     }) else {
         return None;
     };
-    let line = at.line_number().saturating_sub(line_offset).max(1);
+    let line = at.line_number().saturating_sub(tree.line_offset).max(1);
     Some(ScriptError {
         kind: ScriptErrorKind::Syntax,
         message: format!(

@@ -60,6 +60,26 @@ pub(crate) struct Ending {
     pub(crate) returned: bool,
     /// The tool calls and `llm()` requests it made.
     pub(crate) calls: usize,
+    /// It read with tools, and no read gave data: each failed or gave only empty lists
+    /// ([`holds_data`]).
+    pub(crate) found_nothing: bool,
+}
+
+/// Whether a read's result holds data: a value with lists does when one of them is not empty
+/// (`{ "blocks": [] }` does not); a value without lists (a file's text, the time) always does.
+pub(crate) fn holds_data(value: &Value) -> bool {
+    fn walk(value: &Value, lists: &mut usize) -> bool {
+        match value {
+            Value::Array(items) => {
+                *lists += 1;
+                !items.is_empty()
+            }
+            Value::Object(fields) => fields.values().any(|field| walk(field, lists)),
+            _ => false,
+        }
+    }
+    let mut lists = 0;
+    walk(value, &mut lists) || lists == 0
 }
 
 /// What a dry run works with.
@@ -237,6 +257,9 @@ struct Pass {
     transient: bool,
     /// A replayed read had no recorded answer.
     unrecorded: bool,
+    /// How many reads ran, and whether one gave data ([`holds_data`]).
+    reads_run: usize,
+    found: bool,
     /// How the program failed, when it did.
     failure: Option<ScriptError>,
     ending: Ending,
@@ -250,6 +273,7 @@ impl Pass {
             failure: self.failure.clone(),
             ending: Ending {
                 calls: self.trace.len(),
+                found_nothing: self.reads_run > 0 && !self.found,
                 ..self.ending
             },
             uncertain: self.read_guess || self.transient || self.unrecorded || self.cut_short,
@@ -402,6 +426,8 @@ async fn pass(
         cut_short: false,
         transient: false,
         unrecorded: false,
+        reads_run: 0,
+        found: false,
         failure: None,
         ending: Ending::default(),
     };
@@ -539,6 +565,8 @@ async fn dry_calls(
                     }),
             };
             pass.transient |= crate::rules::transient::transient_answer(&result);
+            pass.reads_run += 1;
+            pass.found |= result.as_ref().is_ok_and(holds_data);
             pass.reads.push_back((
                 call.tool.clone(),
                 call.input.clone(),

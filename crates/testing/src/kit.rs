@@ -163,6 +163,7 @@ impl Plugin for Kit {
                     })
                 },
             )
+            .read_only()
             .into_arc(),
         );
         context.add_context("Test context", "The kit plugin is loaded.");

@@ -6,7 +6,10 @@
 //! one, and a program that fails where the dry run can see it never runs.
 //!
 //! A program fails its check when its dry run throws, ends with `done()` alone in a turn that
-//! has shown the user nothing, or does nothing at all: what the real run would hold back.
+//! has shown the user nothing, or does nothing at all: what the real run would hold back. It
+//! also fails when it answers from reads that all came back empty (only empty lists, or
+//! errors): a sample that finds something is preferred, and when none does, the program runs
+//! as written (an empty answer may be the right one).
 //! Only what the real run would meet counts: a dry run that looked inside a placeholder, met
 //! a read that may pass when tried again, or made an `llm()` request (not asked while
 //! checking) proves nothing, and the program runs as written. A reply in prose is not
@@ -201,7 +204,15 @@ impl CodeExecutor {
             && !ending.logged
             && !ending.shown
             && crate::rules::did_nothing::notice(code, ending.calls).is_some();
-        did_nothing.then(|| "the program did nothing".to_owned())
+        if did_nothing {
+            return Some("the program did nothing".to_owned());
+        }
+        // An answer from reads that all came back empty (the todos looked for in `memory`,
+        // a search that matched nothing) may have looked in the wrong place: a sample that
+        // finds something runs in its place. When none does, this program runs as written,
+        // and nothing is said to the model: an empty answer may be the right one.
+        (ending.found_nothing && (ending.answered || ending.shown))
+            .then(|| "every read came back empty".to_owned())
     }
 }
 

@@ -37,6 +37,10 @@ pub struct LocalConfig {
     /// JavaScript that calls only declared tools with their declared fields. Off decodes
     /// freely (to compare).
     pub constrain: bool,
+    /// In classic mode, say the user's question again after tool results, asking for the
+    /// answer from them or the next call (see `restate.rs`: a small model otherwise calls the
+    /// same tool again). Off sends the conversation as it is (to compare).
+    pub restate_question: bool,
 }
 
 impl Default for LocalConfig {
@@ -51,6 +55,7 @@ impl Default for LocalConfig {
             max_tokens: 512,
             prompt_cache: true,
             constrain: true,
+            restate_question: true,
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod config;
 pub mod constrain;
 pub mod provider;
 pub mod pull;
+mod restate;
 pub mod tokenizer;
 
 use std::sync::Arc;

@@ -521,6 +521,11 @@ impl ModelProvider for LocalProvider {
     }
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ProviderError> {
+        let request = if self.config.restate_question {
+            crate::restate::restated(request)
+        } else {
+            request
+        };
         let (sender, receiver) =
             tokio::sync::mpsc::channel::<Result<ModelEvent, ProviderError>>(256);
         let engine = self.engine.clone();

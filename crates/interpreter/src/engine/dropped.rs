@@ -7,9 +7,10 @@
 //! `no-unused-vars` on arguments, made loud where it loses data.
 //!
 //! Only calls by name of a function the program declares once (`function f`, `const f = (…)
-//! =>`, `const f = function`) are looked at, and only arguments that are not literals: a
-//! function that reads `arguments`, takes a rest or destructured parameter, or shares its name
-//! with another declaration is left alone. A parameter counts as read when its name appears
+//! =>`, `const f = function`) and that reads none of its parameters are looked at, and only
+//! arguments that are not literals: a function that reads any parameter (`format(item, i)`
+//! where only `item` is read loses no data), reads `arguments`, takes a rest or destructured
+//! parameter, or shares its name with another declaration is left alone. A parameter counts as read when its name appears
 //! anywhere in the body, shadowed or not, so what is refused is never read at all.
 
 use std::collections::HashMap;
@@ -173,7 +174,13 @@ pub(super) fn dropped_argument(tree: &SyntaxTree, code: &str) -> Option<ScriptEr
         let Some([function]) = collect.functions.get(&call.callee).map(Vec::as_slice) else {
             continue;
         };
-        if function.takes_any {
+        // A function that reads one of its parameters uses what it is given; an argument it
+        // ignores beside that one (an index passed along) loses no data.
+        let reads_one = function
+            .parameters
+            .iter()
+            .any(|parameter| matches!(parameter, Some((_, true)) | None));
+        if function.takes_any || reads_one {
             continue;
         }
         for (index, argument) in call.arguments.iter().enumerate() {
@@ -280,6 +287,9 @@ mod tests {
             // A name declared twice is not followed; methods are not followed.
             "function f(a) { return a; }\n{ const f = () => 1; const x = 1; f(x); }\ndone('ok')",
             "const o = { f: (a) => 1 };\nconst x = 1;\ndone(`${o.f(x)}`)",
+            // A function that reads one parameter may ignore another.
+            "const f = (item, index) => item * 2;\nconst x = 1;\nconst i = 0;\ndone(`${f(x, i)}`)",
+            "const f = (a) => a;\nconst x = 1;\nconst y = 2;\ndone(`${f(x, y)}`)",
             // A default that reads an earlier parameter reads it.
             "const f = (a, b = a) => b;\nconst x = 1;\ndone(`${f(x)}`)",
         ] {

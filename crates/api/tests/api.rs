@@ -1026,7 +1026,7 @@ async fn tools_capabilities_and_direct_invocation() {
         .filter(|tool| tool["idempotent"] == true)
         .map(|tool| tool["id"].as_str().unwrap())
         .collect();
-    assert_eq!(repeatable, ["kit.add", "kit.echo"]);
+    assert_eq!(repeatable, ["kit.add", "kit.echo", "kit.list"]);
     assert_eq!(tool["idempotent"], true);
     assert_eq!(
         error_for(server.get("alice", "/api/tools/kit.nope")).await,

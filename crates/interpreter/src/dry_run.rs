@@ -38,6 +38,9 @@ pub(crate) struct DryRun {
     pub(crate) failure: Option<ScriptError>,
     /// How it ended otherwise.
     pub(crate) ending: Ending,
+    /// The words it gave the user: each text shown with `output()`, then its answer when that
+    /// was text.
+    pub(crate) said: Vec<String>,
     /// Whether the real run could end otherwise than this one for a reason of the dry run's
     /// own: the program looked inside a placeholder, a read met a failure that may pass when
     /// tried again or had no answer in the recording a replay plays, or the pass was cut
@@ -263,6 +266,7 @@ struct Pass {
     /// How the program failed, when it did.
     failure: Option<ScriptError>,
     ending: Ending,
+    said: Vec<String>,
 }
 
 impl Pass {
@@ -276,6 +280,7 @@ impl Pass {
                 found_nothing: self.reads_run > 0 && !self.found,
                 ..self.ending
             },
+            said: self.said.clone(),
             uncertain: self.read_guess || self.transient || self.unrecorded || self.cut_short,
         }
     }
@@ -430,6 +435,7 @@ async fn pass(
         found: false,
         failure: None,
         ending: Ending::default(),
+        said: Vec::new(),
     };
     loop {
         match execution.next().await {
@@ -494,7 +500,10 @@ async fn pass(
                 }
                 execution.reply(id, reply).await;
             }
-            SandboxEvent::Output(text) => pass.ending.shown |= !text.trim().is_empty(),
+            SandboxEvent::Output(text) => {
+                pass.ending.shown |= !text.trim().is_empty();
+                pass.said.push(text);
+            }
             SandboxEvent::Log(_) => pass.ending.logged = true,
             SandboxEvent::Finished(outcome) => {
                 pass.ending.done = outcome.done;
@@ -507,6 +516,13 @@ async fn pass(
                         Value::String(text) => !text.trim().is_empty(),
                         _ => true,
                     });
+                if let Some(Value::String(answer)) = outcome
+                    .complete
+                    .as_ref()
+                    .and_then(|complete| complete.get("response"))
+                {
+                    pass.said.push(answer.clone());
+                }
                 pass.ending.returned = matches!(&outcome.result, Ok(value) if !value.is_null());
                 pass.read_guess |= outcome.guesses_read;
                 pass.cut_short = outcome.result.as_ref().is_err_and(|error| {

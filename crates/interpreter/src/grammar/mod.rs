@@ -198,13 +198,51 @@ fn input_rule(grammar: &mut String, index: usize, schema: Option<&Value>) -> Str
         }
         fields.push(alternatives.join(" | "));
     }
-    let _ = writeln!(grammar, "field_{index}: {}", fields.join(" | "));
     // A variable (or a member of one) may stand for the whole input.
-    let _ = writeln!(
-        grammar,
-        "input_{index}: \"{{\" (field_{index} (\",\" field_{index})* \",\"?)? \"}}\" | NAME tail*"
-    );
+    if (2..=ONCE_FIELDS).contains(&fields.len()) {
+        once_fields(grammar, index, &fields);
+        let _ = writeln!(
+            grammar,
+            "input_{index}: \"{{\" fields_{index}_0? \"}}\" | NAME tail*"
+        );
+    } else {
+        let _ = writeln!(grammar, "field_{index}: {}", fields.join(" | "));
+        let _ = writeln!(
+            grammar,
+            "input_{index}: \"{{\" (field_{index} (\",\" field_{index})* \",\"?)? \"}}\" | NAME tail*"
+        );
+    }
     format!("input_{index}")
+}
+
+/// Up to this many input fields, an object literal written as a tool's input gives each field
+/// at most once, in any order: one rule per set of fields given so far (2^n of them). With
+/// more, a field given twice is left to the sandbox, which refuses the object before the
+/// program runs (`engine/source.rs`).
+const ONCE_FIELDS: usize = 6;
+
+/// The rules `fields_{index}_{given}` of tool `index`'s input fields (`fields`, each a
+/// rule's alternatives): the fields still to come after those in the bit set `given`, each at
+/// most once, separated by commas, a trailing comma allowed.
+fn once_fields(grammar: &mut String, index: usize, fields: &[String]) {
+    for (at, field) in fields.iter().enumerate() {
+        let _ = writeln!(grammar, "field_{index}_{at}: {field}");
+    }
+    let all = (1usize << fields.len()) - 1;
+    for given in 0..all {
+        let next: Vec<String> = (0..fields.len())
+            .filter(|at| given & (1 << at) == 0)
+            .map(|at| {
+                let then = given | (1 << at);
+                if then == all {
+                    format!("field_{index}_{at} \",\"?")
+                } else {
+                    format!("field_{index}_{at} (\",\" fields_{index}_{then}?)?")
+                }
+            })
+            .collect();
+        let _ = writeln!(grammar, "fields_{index}_{given}: {}", next.join(" | "));
+    }
 }
 
 /// The strings a field is restricted to, when its schema (or the one it refers to) is an

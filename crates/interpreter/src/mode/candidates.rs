@@ -9,7 +9,8 @@
 //! has shown the user nothing, or does nothing at all: what the real run would hold back. It
 //! also fails when it answers from reads that all came back empty (only empty lists, or
 //! errors): a sample that finds something is preferred, and when none does, the program runs
-//! as written (an empty answer may be the right one).
+//! as written (an empty answer may be the right one). The same holds for a program that changes
+//! nothing and answers only with words written out in it (`rules::fixed_answer`).
 //! Only what the real run would meet counts: a dry run that looked inside a placeholder, met
 //! a read that may pass when tried again, or made an `llm()` request (not asked while
 //! checking) proves nothing, and the program runs as written. A reply in prose is not
@@ -212,8 +213,16 @@ impl CodeExecutor {
         // a search that matched nothing) may have looked in the wrong place: a sample that
         // finds something runs in its place. When none does, this program runs as written,
         // and nothing is said to the model: an empty answer may be the right one.
-        (ending.found_nothing && (ending.answered || ending.shown))
-            .then(|| "every read came back empty".to_owned())
+        if ending.found_nothing && (ending.answered || ending.shown) {
+            return Some("every read came back empty".to_owned());
+        }
+        // Words written out in the program, by one that changes nothing (`rules::fixed_answer`):
+        // likewise a preference, never said to the model.
+        let timeline = self.timeline();
+        crate::rules::fixed_answer::fixed(code, &dry.said, !dry.input.calls.is_empty(), |text| {
+            timeline.met(text)
+        })
+        .then(|| "it answers only with words written out in it".to_owned())
     }
 }
 

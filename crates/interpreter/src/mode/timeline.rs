@@ -60,6 +60,17 @@ impl<'a> Timeline<'a> {
             })
     }
 
+    /// Whether `text` is in what this turn's calls and programs gave back (results, logs).
+    pub(super) fn met(self, text: &str) -> bool {
+        let escaped = Value::String(text.to_owned()).to_string();
+        let escaped = escaped.trim_matches('"');
+        self.prompt.output.iter().any(|output| match output {
+            PromptOutput::Tool(tool) => serde_json::to_string(&tool.result)
+                .is_ok_and(|result| result.contains(text) || result.contains(escaped)),
+            _ => false,
+        })
+    }
+
     /// Whether the user has been shown text in this turn.
     pub(super) fn shown_text(self) -> bool {
         self.prompt.output.iter().any(

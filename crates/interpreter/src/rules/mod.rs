@@ -29,6 +29,7 @@
 pub(crate) mod afresh;
 pub(crate) mod did_nothing;
 pub(crate) mod empty_values;
+pub(crate) mod fixed_answer;
 pub(crate) mod input_advice;
 pub(crate) mod not_a_program;
 pub(crate) mod nothing_shown;

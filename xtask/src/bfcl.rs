@@ -182,17 +182,19 @@ pub(crate) fn eval(options: &Options, require_completed: bool) -> anyhow::Result
         .unwrap_or("unknown");
     let header = format!(
         "BFCL v4 (bfcl-eval {}), {limit} of each category, scored by BFCL's own checkers. \
-         Model: {model} ({}, {}). Machine: {}. At unix time {}.\n\n\
-         Published leaderboard: bfcl-eval {} carries no leaderboard scores and no Qwen2.5 \
-         entry among its models, so none is shown here (see docs/benchmarks.md).\n\n",
+         Model: {model} ({}, {}). Machine: {}. At unix time {}.\n\n",
         PACKAGE_VERSION,
         crate::provider(),
         crate::sampling(options.temperature, options.constrain),
         crate::machine(),
         crate::unix_time()?,
-        PACKAGE_VERSION,
     );
-    let table = format!("{header}{}", summary(&reports, &options.modes));
+    let published = Published::load(&crate::workspace_root())?;
+    let table = format!(
+        "{header}{}\n{}",
+        summary(&reports, &options.modes),
+        published.table(&options.categories)
+    );
     std::fs::write(options.out.join("report.md"), &table)?;
     println!(
         "\n{table}\nwritten to {}",
@@ -294,6 +296,70 @@ pub(crate) fn summary(reports: &[TaskReport], modes: &[String]) -> String {
         ));
     }
     text
+}
+
+/// The leaderboard's published figures for the nearest entries to the embedded model
+/// (`eval/bfcl/published.toml`, which says where they come from).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Published {
+    source: String,
+    entry: Vec<PublishedEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PublishedEntry {
+    model: String,
+    #[serde(flatten)]
+    scores: BTreeMap<String, f64>,
+}
+
+impl Published {
+    pub(crate) fn load(root: &Path) -> anyhow::Result<Self> {
+        let path = root.join("eval/bfcl/published.toml");
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        let published: Self =
+            toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        for entry in &published.entry {
+            if let Some(unknown) = entry
+                .scores
+                .keys()
+                .find(|key| !CATEGORIES.contains(&key.as_str()))
+            {
+                bail!(
+                    "{}: {} gives `{unknown}`, which is no category of this suite",
+                    path.display(),
+                    entry.model
+                );
+            }
+        }
+        Ok(published)
+    }
+
+    /// The published figures for `categories`, one row per entry, to read beside the run's.
+    pub(crate) fn table(&self, categories: &[String]) -> String {
+        let mut text = format!(
+            "Published ({}), % of each whole category:\n\n| model |",
+            self.source
+        );
+        for category in categories {
+            text.push_str(&format!(" {category} |"));
+        }
+        text.push_str("\n| --- |");
+        text.push_str(&" --- |".repeat(categories.len()));
+        for entry in &self.entry {
+            text.push_str(&format!("\n| {} |", entry.model));
+            for category in categories {
+                match entry.scores.get(category) {
+                    Some(score) => text.push_str(&format!(" {score:.2} |")),
+                    None => text.push_str(" – |"),
+                }
+            }
+        }
+        text.push('\n');
+        text
+    }
 }
 
 /// One BFCL task as `driver.py tasks` lists it: its id and the user's message per turn.
@@ -501,6 +567,24 @@ fn score(root: &Path, category: &str, task: &str, dir: &Path) -> anyhow::Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_published_figures_load_and_are_shown_per_category() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let published = Published::load(&root).unwrap();
+        let table = published.table(&["multiple".to_owned(), "multi_turn_base".to_owned()]);
+        assert!(
+            table.contains("| model | multiple | multi_turn_base |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| Qwen2.5-1.5B-Instruct (FC) | 87.00 | 4.00 |"),
+            "{table}"
+        );
+        for entry in &published.entry {
+            assert_eq!(entry.scores.len(), CATEGORIES.len(), "{}", entry.model);
+        }
+    }
 
     #[test]
     fn suites_name_categories() {

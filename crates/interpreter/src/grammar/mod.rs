@@ -199,7 +199,7 @@ fn input_rule(grammar: &mut String, index: usize, schema: Option<&Value>) -> Str
         fields.push(alternatives.join(" | "));
     }
     // A variable (or a member of one) may stand for the whole input.
-    if (2..=ONCE_FIELDS).contains(&fields.len()) {
+    if (1..=ONCE_FIELDS).contains(&fields.len()) {
         once_fields(grammar, index, &fields);
         let _ = writeln!(
             grammar,
@@ -215,7 +215,7 @@ fn input_rule(grammar: &mut String, index: usize, schema: Option<&Value>) -> Str
     format!("input_{index}")
 }
 
-/// Up to this many input fields, an object literal written as a tool's input gives each field
+/// Up to this many input fields (one included), an object literal written as a tool's input gives each field
 /// at most once, in any order: one rule per set of fields given so far (2^n of them). With
 /// more, a field given twice is left to the sandbox, which refuses the object before the
 /// program runs (`engine/source.rs`).

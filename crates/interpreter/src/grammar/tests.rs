@@ -132,7 +132,7 @@ fn programs_models_write_are_accepted() {
         // one the grammar cannot hold (look-ahead) takes anything.
         "const label = 'x';\nnote.save({ label: \"lena-birthday\", text: ' a ' });\nnote.save({ label });\nnote.save({ label: `n-${label}`, when: '(?=' });\nnote.save({ label: names[0].trim() })",
         // A tool's input fields in any order, each once, a trailing comma or none.
-        "fs.list({ recursive: false, path: 'a', });\nfs.list({ path: 'a', recursive: true });\nfs.read({ encoding: 'utf8', 'path': 'b' });\nfs.list({})",
+        "fs.list({ recursive: false, path: 'a', });\nfs.list({ path: 'a', recursive: true });\nfs.read({ encoding: 'utf8', 'path': 'b' });\nfs.list({});\ntime.now({ timezone: 'UTC', })",
         "const obj = { 'a-b': 1, default: 2, [`k${1}`]: 3, f() { return 1 }, ...{ c: 4 } };\nobj?.a?.[0]?.(1);\nconst t = typeof obj === 'object' && !(obj instanceof Array);",
     ] {
         if let Err(taken) = check(program) {
@@ -168,6 +168,10 @@ fn wrong_calls_fields_and_node_habits_are_refused_where_they_start() {
         (
             "fs.read({ path: 'a', \"path\": 'b' })",
             "fs.read({ path: 'a', ",
+        ),
+        (
+            "time.now({ timezone: 'UTC', timezone: 'Asia/Tokyo' })",
+            "time.now({ timezone: 'UTC', ",
         ),
         // A literal that breaks the field's pattern; keys spread in from elsewhere.
         (

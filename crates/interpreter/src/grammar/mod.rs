@@ -46,29 +46,6 @@ pub fn with_prose_answer(grammar: &str) -> String {
     }
 }
 
-/// The start of the rule for names, to which [`without_names`] adds.
-const NAME_RULE: &str = "NAME: IDENTIFIER & ~(RESERVED | ASYNC_GLUED | ";
-
-/// `grammar` (from [`program_grammar`]) in which `names` are no names at all: neither called,
-/// read nor declared. For names a program of the turn called that exist nowhere
-/// (`rules::undeclared_call`: `requireArtifact('fs')`), so that no later reply of the turn
-/// writes them again. Names that are not identifiers are ignored.
-pub fn without_names(grammar: &str, names: &[String]) -> String {
-    let names: Vec<String> = names
-        .iter()
-        .filter(|name| is_identifier(name))
-        .map(|name| literal(name))
-        .collect();
-    if names.is_empty() {
-        return grammar.to_owned();
-    }
-    grammar.replacen(
-        NAME_RULE,
-        &format!("{NAME_RULE}{} | ", names.join(" | ")),
-        1,
-    )
-}
-
 /// The Lark grammar (llguidance's dialect) of a program that may call the tools of `bindings`.
 /// `input_of` gives a tool's input schema by id.
 pub fn program_grammar<'a>(
@@ -143,7 +120,11 @@ pub fn program_grammar<'a>(
     excluded.sort();
     excluded.dedup();
     let excluded: Vec<String> = excluded.iter().map(|name| literal(name)).collect();
-    let _ = writeln!(grammar, "{NAME_RULE}{})", excluded.join(" | "));
+    let _ = writeln!(
+        grammar,
+        "NAME: IDENTIFIER & ~(RESERVED | ASYNC_GLUED | {})",
+        excluded.join(" | ")
+    );
     grammar.push_str(START);
     grammar
 }

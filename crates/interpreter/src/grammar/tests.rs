@@ -296,34 +296,6 @@ fn after_a_program_ran_an_answer_may_be_words_but_no_code_hides_in_them() {
 }
 
 #[test]
-fn a_name_left_out_is_written_nowhere_and_others_stay() {
-    let grammar = super::without_names(
-        &grammar(),
-        &["requireArtifact".to_owned(), "not a name".to_owned()],
-    );
-    for (program, taken) in [
-        ("const read = requireArtifact('fs').read;", "const read = "),
-        ("function requireArtifact() {}", "function "),
-    ] {
-        match check_with(&grammar, program) {
-            Ok(()) => panic!("accepted: {program}"),
-            Err(refused_after) => assert!(
-                refused_after.starts_with(taken),
-                "{program}: refused after {refused_after:?}, expected after {taken:?}"
-            ),
-        }
-    }
-    for program in [
-        "const required = 1;\nconst artifact = requireArtifacts(required);\ndone(x.requireArtifact)",
-        "done(time.now({}).iso)",
-    ] {
-        if let Err(taken) = check_with(&grammar, program) {
-            panic!("refused after {taken:?}\nin {program}");
-        }
-    }
-}
-
-#[test]
 fn a_program_without_tools_still_has_a_grammar() {
     let grammar = program_grammar(&[], |_| None);
     let env = ApproximateTokEnv::single_byte_env();

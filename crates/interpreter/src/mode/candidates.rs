@@ -71,21 +71,15 @@ impl CodeExecutor {
         let mut recorded = self.recorded_verdicts();
         self.checks += 1;
         let mut passed = Vec::new();
-        let (first, failure) = self
+        let first = self
             .verdict(&mut recorded, &own.code, prepared, bindings)
             .await;
         passed.push(first);
-        // Names a checked program called that exist nowhere: no sample may write them.
-        let mut unwritable: Vec<String> = Vec::new();
-        note_unwritable(&mut unwritable, failure, &own.code);
         let mut chosen = None;
         if !first {
             let mut tried = vec![super::timeline::code_shape(&own.code)];
             for attempt in 1..=self.base.options.services.limits().candidates {
-                let mut asked = request.clone().sampled_again(self.iterations, attempt);
-                asked.grammar = asked
-                    .grammar
-                    .map(|grammar| crate::grammar::without_names(&grammar, &unwritable));
+                let asked = request.clone().sampled_again(self.iterations, attempt);
                 let reply = match self.ask(asked, Purpose::Candidate).await {
                     Ok(reply) => reply,
                     Err(error) => {
@@ -106,11 +100,10 @@ impl CodeExecutor {
                     continue;
                 }
                 tried.push(shape);
-                let (through, failure) = self
+                let through = self
                     .verdict(&mut recorded, &candidate, prepared, bindings)
                     .await;
                 passed.push(through);
-                note_unwritable(&mut unwritable, failure, &candidate);
                 if through {
                     tracing::info!(
                         attempt,
@@ -129,8 +122,7 @@ impl CodeExecutor {
         Ok(chosen.unwrap_or(own))
     }
 
-    /// Whether `code` passes its check, and why not when it does not: as the recording says,
-    /// in a replay that has it (which keeps no reason: the replay's samples are recorded), else
+    /// Whether `code` passes its check: as the recording says, in a replay that has it, else
     /// as its dry run says.
     async fn verdict(
         &mut self,
@@ -138,16 +130,13 @@ impl CodeExecutor {
         code: &str,
         prepared: &Prepared,
         bindings: &[ToolBinding],
-    ) -> (bool, Option<String>) {
+    ) -> bool {
         match recorded
             .as_mut()
             .and_then(std::collections::VecDeque::pop_front)
         {
-            Some(verdict) => (verdict, None),
-            None => {
-                let failure = self.check(code, prepared, bindings).await;
-                (failure.is_none(), failure)
-            }
+            Some(verdict) => verdict,
+            None => self.check(code, prepared, bindings).await.is_none(),
         }
     }
 
@@ -234,17 +223,6 @@ impl CodeExecutor {
             timeline.met(text)
         })
         .then(|| "it answers only with words written out in it".to_owned())
-    }
-}
-
-/// Adds to `unwritable` the name `code` called that exists nowhere, when that is why its
-/// check failed (`failure`).
-fn note_unwritable(unwritable: &mut Vec<String>, failure: Option<String>, code: &str) {
-    if let Some(name) = failure
-        .and_then(|failure| crate::rules::undeclared_call::called(&failure, code))
-        .filter(|name| !unwritable.contains(name))
-    {
-        unwritable.push(name);
     }
 }
 

@@ -106,12 +106,10 @@ impl CodeExecutor {
             .timeline()
             .executions()
             .any(|tool| !not_run(&tool.result));
-        // A name a program of the turn called that exists nowhere is written no more.
-        let grammar = crate::grammar::without_names(grammar, &self.timeline().undeclared_calls());
         request.grammar = Some(if ran {
-            crate::grammar::with_prose_answer(&grammar)
+            crate::grammar::with_prose_answer(grammar)
         } else {
-            grammar
+            grammar.clone()
         });
         // The last reply was the code of an earlier program again. At temperature 0 the
         // model writes it once more however the request is put (eval rounds 7 and 8: asked

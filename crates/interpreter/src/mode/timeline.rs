@@ -158,33 +158,6 @@ impl<'a> Timeline<'a> {
             })
     }
 
-    /// The names this turn's programs called that exist nowhere (`rules::undeclared_call`)
-    /// and that no program of the turn declares, in order, once each.
-    pub(super) fn undeclared_calls(self) -> Vec<String> {
-        let code_of = |tool: &ToolOutput| {
-            tool.input
-                .get("code")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
-        };
-        let mut names: Vec<String> = Vec::new();
-        for tool in self.executions() {
-            if let ToolResult::Error { error, .. } = &tool.result
-                && let Some(name) = crate::rules::undeclared_call::called(error, &code_of(tool))
-                && !names.contains(&name)
-            {
-                names.push(name);
-            }
-        }
-        names.retain(|name| {
-            !self
-                .executions()
-                .any(|tool| crate::names::declares(&code_of(tool), name))
-        });
-        names
-    }
-
     /// This turn's executions (`code.execute` outputs), oldest first.
     pub(super) fn executions(self) -> impl DoubleEndedIterator<Item = &'a ToolOutput> {
         self.prompt.output.iter().filter_map(|output| match output {

@@ -9,7 +9,18 @@
 /// no `name`; `None` otherwise (a name read, not called, or one an earlier program declared,
 /// which `declared_earlier` explains).
 pub(crate) fn note(message: &str, code: &str) -> Option<String> {
-    let name = called(message, code)?;
+    let name = message
+        .strip_prefix("ReferenceError: ")?
+        .strip_suffix(" is not defined")?;
+    let called = code.match_indices(name).any(|(at, _)| {
+        let before = code[..at].chars().next_back();
+        let after = code[at + name.len()..].trim_start();
+        !before.is_some_and(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '$' | '.'))
+            && after.starts_with('(')
+    });
+    if !called || crate::names::declares(code, name) {
+        return None;
+    }
     Some(format!(
         "`{name}` is no function here: nothing is imported or loaded. Call the tools by the \
          names their declarations give (each is already a function that returns its result), \
@@ -17,42 +28,15 @@ pub(crate) fn note(message: &str, code: &str) -> Option<String> {
     ))
 }
 
-/// The name of an error `ReferenceError: name is not defined` (whatever follows it, such as
-/// where), when `code` calls `name(` and declares no `name`. Such a name exists nowhere:
-/// the grammar of the turn's later replies leaves it out (`grammar::without_names`), so the
-/// model cannot write it again, and a sample drawn in place of the program cannot either.
-pub(crate) fn called(message: &str, code: &str) -> Option<String> {
-    let rest = message.strip_prefix("ReferenceError: ")?;
-    let name = &rest[..rest.find(" is not defined")?];
-    if name.is_empty() || !name.chars().all(crate::names::is_identifier_char) {
-        return None;
-    }
-    let called = code.match_indices(name).any(|(at, _)| {
-        let before = code[..at].chars().next_back();
-        let after = code[at + name.len()..].trim_start();
-        !before.is_some_and(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '$' | '.'))
-            && after.starts_with('(')
-    });
-    (called && !crate::names::declares(code, name)).then(|| name.to_owned())
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{called, note};
+    use super::note;
 
     #[test]
     fn a_called_name_nobody_declared_is_explained() {
         let code = "const read = requireArtifact('fs').read;\nread({ path: 'a' });";
         let told = note("ReferenceError: requireArtifact is not defined", code).unwrap();
         assert!(told.starts_with("`requireArtifact` is no function here"));
-        assert_eq!(
-            called(
-                "ReferenceError: requireArtifact is not defined (line 1, column 14)",
-                code
-            )
-            .as_deref(),
-            Some("requireArtifact")
-        );
         // Read rather than called, or declared by the program: not this rule's.
         assert_eq!(
             note("ReferenceError: total is not defined", "done(total)"),

@@ -62,8 +62,8 @@ impl<'a> Timeline<'a> {
 
     /// Whether `text` is in what this turn's calls and programs gave back (results, logs).
     pub(super) fn met(self, text: &str) -> bool {
-        let escaped = Value::String(text.to_owned()).to_string();
-        let escaped = escaped.trim_matches('"');
+        let quoted = Value::String(text.to_owned()).to_string();
+        let escaped = &quoted[1..quoted.len() - 1];
         self.prompt.output.iter().any(|output| match output {
             PromptOutput::Tool(tool) => serde_json::to_string(&tool.result)
                 .is_ok_and(|result| result.contains(text) || result.contains(escaped)),

@@ -191,9 +191,10 @@ pub(crate) fn eval(options: &Options, require_completed: bool) -> anyhow::Result
     );
     let published = Published::load(&crate::workspace_root())?;
     let table = format!(
-        "{header}{}\n{}",
-        summary(&reports, &options.modes),
-        published.table(&options.categories)
+        "{header}{}\n{}\n{}",
+        by_category(&reports, &options.modes),
+        published.table(&options.categories),
+        by_task(&reports)
     );
     std::fs::write(options.out.join("report.md"), &table)?;
     println!(
@@ -245,7 +246,8 @@ pub(crate) fn run_all(options: &Options) -> anyhow::Result<Vec<TaskReport>> {
 
 /// Per category and mode: BFCL's accuracy (tasks its checker passed, of those run), then per
 /// task.
-pub(crate) fn summary(reports: &[TaskReport], modes: &[String]) -> String {
+/// Accuracy and medians per category and mode.
+fn by_category(reports: &[TaskReport], modes: &[String]) -> String {
     let median = |mut values: Vec<u64>| -> u64 {
         values.sort_unstable();
         values.get(values.len() / 2).copied().unwrap_or(0)
@@ -274,8 +276,15 @@ pub(crate) fn summary(reports: &[TaskReport], modes: &[String]) -> String {
             ));
         }
     }
-    text.push_str("\n| task | mode | result | calls | model calls | wall s | failure |\n");
-    text.push_str("| --- | --- | --- | --- | --- | --- | --- |\n");
+    text
+}
+
+/// One row per task and mode, with why it failed.
+fn by_task(reports: &[TaskReport]) -> String {
+    let mut text = String::from(
+        "| task | mode | result | calls | model calls | wall s | failure |\n\
+         | --- | --- | --- | --- | --- | --- | --- |\n",
+    );
     let mut by_task: BTreeMap<(&str, &str), &TaskReport> = BTreeMap::new();
     for report in reports {
         by_task.insert((&report.task, &report.mode), report);

@@ -198,25 +198,23 @@ fn input_rule(grammar: &mut String, index: usize, schema: Option<&Value>) -> Str
         }
         fields.push(alternatives.join(" | "));
     }
-    // A variable (or a member of one) may stand for the whole input.
-    if (1..=ONCE_FIELDS).contains(&fields.len()) {
+    let object = if (1..=ONCE_FIELDS).contains(&fields.len()) {
         once_fields(grammar, index, &fields);
-        let _ = writeln!(
-            grammar,
-            "input_{index}: \"{{\" fields_{index}_0? \"}}\" | NAME tail*"
-        );
+        format!("fields_{index}_0?")
     } else {
         let _ = writeln!(grammar, "field_{index}: {}", fields.join(" | "));
-        let _ = writeln!(
-            grammar,
-            "input_{index}: \"{{\" (field_{index} (\",\" field_{index})* \",\"?)? \"}}\" | NAME tail*"
-        );
-    }
+        format!("(field_{index} (\",\" field_{index})* \",\"?)?")
+    };
+    // A variable (or a member of one) may stand for the whole input.
+    let _ = writeln!(
+        grammar,
+        "input_{index}: \"{{\" {object} \"}}\" | NAME tail*"
+    );
     format!("input_{index}")
 }
 
-/// Up to this many input fields (one included), an object literal written as a tool's input gives each field
-/// at most once, in any order: one rule per set of fields given so far (2^n of them). With
+/// Up to this many input fields (one included), an object literal written as a tool's input
+/// gives each field at most once, in any order: one rule per set of fields given so far (2^n of them). With
 /// more, a field given twice is left to the sandbox, which refuses the object before the
 /// program runs (`engine/source.rs`).
 const ONCE_FIELDS: usize = 6;

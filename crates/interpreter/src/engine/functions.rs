@@ -114,6 +114,7 @@ pub(super) fn done(
     {
         super::absent::check_answer("done()", response)?;
         super::silent::check_answer("done()")?;
+        super::pieces::check_answer("done()", response)?;
     }
     with_engine(|state| {
         state.done = true;
@@ -137,6 +138,7 @@ pub(super) fn complete(
     if let Some(response) = value.get("response").and_then(Value::as_str) {
         super::absent::check_answer("complete()", response)?;
         super::silent::check_answer("complete()")?;
+        super::pieces::check_answer("complete()", response)?;
     }
     with_engine(|state| {
         state.done = true;
@@ -289,6 +291,7 @@ pub(super) fn parallel(
     let reply = host_request(HostRequest::Parallel { calls })?;
     if let HostReply::Value { value } = &reply {
         super::absent::received(value);
+        super::pieces::received(value);
     }
     reply_to_js(reply, context)
 }

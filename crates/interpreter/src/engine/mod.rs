@@ -30,6 +30,7 @@ mod dropped;
 mod errors;
 mod functions;
 mod guess;
+mod pieces;
 mod silent;
 mod source;
 mod typed;
@@ -133,6 +134,7 @@ pub(crate) fn prepare_context(
     }
     seeded_math_random(&mut context)?;
     silent::install(&mut context)?;
+    pieces::install(&mut context)?;
     let functions: [(&str, usize, NativeFunctionPointer); 14] = [
         ("output", 1, output),
         ("done", 1, done),
@@ -224,6 +226,7 @@ pub(crate) fn execute(
             received_words: Vec::new(),
             guesses_read: false,
             searches: silent::Searches::default(),
+            pieces: pieces::Pieces::default(),
         });
     });
     let code = normalize_newlines(&request.code);
@@ -277,6 +280,8 @@ struct EngineState {
     guesses_read: bool,
     /// The texts the program's string searches looked for (see [`silent`]).
     searches: silent::Searches,
+    /// Splits of tool texts with empty pieces at their ends (see [`pieces`]).
+    pieces: pieces::Pieces,
 }
 
 thread_local! {
@@ -411,6 +416,7 @@ fn bind_tools(context: &mut Context, bindings: &[ToolBinding]) -> JsResult<()> {
                     let reply = host_request(HostRequest::CallTool { tool, input })?;
                     if let HostReply::Value { value } = &reply {
                         absent::received(value);
+                        pieces::received(value);
                     }
                     let list_field = list_field_of(&reply);
                     let guessed = matches!(reply, HostReply::Guess { .. });

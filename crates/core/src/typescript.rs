@@ -17,17 +17,14 @@ use serde_json::{Map, Value};
 
 /// How deep nested types are spelled out before they become `object`.
 const MAX_DEPTH: usize = 5;
-/// A tool's description is shown in at most this many characters: its whole sentences that
-/// fit (`summary`).
-const SUMMARY_CHARS: usize = 240;
-/// A field's comment, likewise.
-const COMMENT_CHARS: usize = 120;
+/// Property comments are cut to this many characters.
+const COMMENT_CHARS: usize = 90;
 
 /// The declaration of one tool: its description as a comment, then `call(input): output`,
 /// with the input's top-level fields one per line and commented.
 pub fn declaration(call: &str, description: &str, input: &Value, output: Option<&Value>) -> String {
     let mut text = String::new();
-    let summary = summary(description, SUMMARY_CHARS);
+    let summary = first_sentence(description);
     if !summary.is_empty() {
         text.push_str(&format!("// {summary}\n"));
     }
@@ -149,71 +146,18 @@ pub fn allowed_values(schema: &Value, path: &str) -> Vec<Value> {
     values
 }
 
-/// What a description says first, for a comment on one line, cut to as many whole sentences
-/// as fit in `max` characters (a first sentence longer than that is cut after a word and ends
-/// in `…`). Its first paragraph is taken: the lines of a wrapped doc comment are joined (a line
-/// that goes on in lower case, or follows the end of a sentence), while a first line without
-/// a full stop, followed by one in capitals, is a summary line standing alone.
-fn summary(text: &str, max: usize) -> String {
-    let mut paragraph = String::new();
-    for line in text.trim().lines().map(str::trim) {
-        let goes_on = line
-            .chars()
-            .next()
-            .is_some_and(|c| !c.is_uppercase() && !matches!(c, '-' | '*' | '#'));
-        let after_a_sentence = paragraph.ends_with(['.', '!', '?']);
-        if line.is_empty() || (!paragraph.is_empty() && !goes_on && !after_a_sentence) {
-            break;
-        }
-        if !paragraph.is_empty() {
-            paragraph.push(' ');
-        }
-        paragraph.push_str(&line.split_whitespace().collect::<Vec<_>>().join(" "));
-    }
-    if paragraph.chars().count() <= max {
-        return paragraph;
-    }
-    match sentence_ends(&paragraph)
-        .into_iter()
-        .rev()
-        .find(|&end| paragraph[..end].chars().count() <= max)
-    {
-        Some(end) => paragraph[..end].to_owned(),
-        None => cut(&paragraph, max),
-    }
+fn first_sentence(text: &str) -> String {
+    let line = text.lines().next().unwrap_or_default().trim();
+    cut(line, 160)
 }
 
-/// Byte offsets just past each sentence's end mark (`.`, `!` or `?` before a space and a
-/// capital letter, so `e.g. \`ls\`` does not end one), but the last's.
-fn sentence_ends(text: &str) -> Vec<usize> {
-    let mut ends = Vec::new();
-    for (at, c) in text.char_indices() {
-        if !matches!(c, '.' | '!' | '?') {
-            continue;
-        }
-        let rest = &text[at + c.len_utf8()..];
-        if rest
-            .strip_prefix(' ')
-            .and_then(|rest| rest.chars().next())
-            .is_some_and(char::is_uppercase)
-        {
-            ends.push(at + c.len_utf8());
-        }
-    }
-    ends
-}
-
-/// `text` in at most `max` characters: cut after its last whole word that fits, with `…`.
 fn cut(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         return text.to_owned();
     }
-    let head: String = text.chars().take(max.saturating_sub(1)).collect();
-    let head = match head.rfind(' ') {
-        Some(space) if space > head.len() / 2 => &head[..space],
-        _ => head.as_str(),
-    };
-    format!("{}…", head.trim_end_matches([',', ';', ':', ' ']))
+    let mut cut: String = text.chars().take(max - 1).collect();
+    cut.push('…');
+    cut
 }
 
 fn required_of(schema: &Value) -> Vec<&str> {
@@ -391,10 +335,10 @@ impl<'a> Renderer<'a> {
                 .get("description")
                 .or_else(|| self.resolve(property).get("description"))
                 .and_then(Value::as_str)
-                .map(|description| summary(description, COMMENT_CHARS))
+                .map(first_sentence)
                 .unwrap_or_default();
             if !description.is_empty() {
-                text.push_str(&format!(" // {description}"));
+                text.push_str(&format!(" // {}", cut(&description, COMMENT_CHARS)));
             }
         }
         text.push_str("\n}");
@@ -537,41 +481,6 @@ mod tests {
                priority?: \"low\" | \"high\";\n  \
                tags?: string[];\n\
              }): { id: string; done: boolean; due?: string | null }"
-        );
-    }
-
-    #[test]
-    fn a_wrapped_doc_comment_is_one_comment_of_whole_sentences() {
-        // schemars keeps the line breaks of a doc comment; its first line alone stopped
-        // mid-sentence ("without it, only the directory's").
-        assert_eq!(
-            summary(
-                "Also list what subdirectories hold, at every depth; without it, only the \
-                 directory's\nown entries.",
-                120
-            ),
-            "Also list what subdirectories hold, at every depth; without it, only the \
-             directory's own entries."
-        );
-        // A summary line, then details in capitals: the summary alone.
-        assert_eq!(summary("Add a todo\nMore detail.", 120), "Add a todo");
-        // Sentences after the first come while they fit, whole.
-        let text = "Run a command and return its output. It runs in the base directory, with \
-                    a timeout.\nThe output is cut at 64 KiB.";
-        assert_eq!(summary(text, 60), "Run a command and return its output.");
-        assert_eq!(
-            summary(text, 110),
-            "Run a command and return its output. It runs in the base directory, with a \
-             timeout."
-        );
-        // `e.g. ` in a sentence does not end it; a long first sentence is cut after a word.
-        assert_eq!(
-            summary("A date, e.g. `2026-12-01` or `Friday`, in any form.", 30),
-            "A date, e.g. `2026-12-01` or…"
-        );
-        assert_eq!(
-            summary("First paragraph.\n\nSecond.", 120),
-            "First paragraph."
         );
     }
 

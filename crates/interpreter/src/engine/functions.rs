@@ -72,7 +72,8 @@ pub(super) fn log(
     for argument in arguments {
         parts.push(text_of(Some(argument), context)?);
     }
-    if let Some(text) = spend_output(parts.join(" "))? {
+    let text = super::pieces::annotate_log(parts.join(" "))?;
+    if let Some(text) = spend_output(text)? {
         notify(ToHost::Log { text })?;
     }
     Ok(JsValue::undefined())

@@ -8,7 +8,9 @@
 //! three pieces or more, the first or last of them empty: the blank text split off its
 //! start (for separators that are not line breaks, as an empty first line is a line) or its
 //! end. An answer given to `done()` or `complete()` that says that number of pieces, and not
-//! the number without the empty ones, is refused at its line, saying why and how to count.
+//! the number without the empty ones, is refused at its line, saying why and how to count; a
+//! `log()` line that says it gets the same words as a note (the model may answer in words from
+//! its logs).
 //! Only texts as a tool returned them are noted, so a count over pieces of the program's own
 //! making (the fields of each line) is left alone.
 //!
@@ -242,14 +244,14 @@ fn numbers_in(text: &str) -> Vec<usize> {
     numbers
 }
 
-/// Refuses an answer (`what` is `done()` or `complete()`) that says the number of pieces of
-/// a split noted above and not the number without its empty ones.
-pub(super) fn check_answer(what: &str, answer: &str) -> JsResult<()> {
-    let numbers = numbers_in(answer);
+/// The split noted above whose number of pieces `text` says, without also saying the number
+/// without its empty ones.
+fn miscounted(text: &str) -> JsResult<Option<Split>> {
+    let numbers = numbers_in(text);
     if numbers.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
-    let miscounted = with_engine(|state| {
+    with_engine(|state| {
         state
             .pieces
             .splits
@@ -258,24 +260,53 @@ pub(super) fn check_answer(what: &str, answer: &str) -> JsResult<()> {
                 numbers.contains(&split.pieces) && !numbers.contains(&(split.pieces - split.empty))
             })
             .cloned()
-    })?;
-    let Some(split) = miscounted else {
-        return Ok(());
-    };
+    })
+}
+
+/// What is wrong with `split`'s count, and how to count.
+fn why(split: &Split) -> String {
     let (piece, side) = match split.ends {
         "last" => ("piece is an empty string", "ends"),
         "first" => ("piece is an empty string", "begins"),
         _ => ("pieces are empty strings", "begins and ends"),
     };
-    Err(JsNativeError::typ()
-        .with_message(format!(
-            "the answer given to {what} was not shown: it says {}, the number of pieces of a \
-             text split at {}, and the {} {piece} (the text {side} with the separator: {}), \
-             so it counts {} too many. Count only the pieces that are not empty \
-             (`.filter(Boolean)`), or split the trimmed text (`text.trim().split(…)`)",
-            split.pieces, split.separator, split.ends, split.quoted, split.empty
-        ))
-        .into())
+    format!(
+        "{}, the number of pieces of a text split at {}, and the {} {piece} (the text {side} \
+         with the separator: {}), so it counts {} too many: {} without {}. Count only the \
+         pieces that are not empty (`.filter(Boolean)`), or split the trimmed text \
+         (`text.trim().split(…)`)",
+        split.pieces,
+        split.separator,
+        split.ends,
+        split.quoted,
+        split.empty,
+        split.pieces - split.empty,
+        if split.empty == 1 { "it" } else { "them" },
+    )
+}
+
+/// Refuses an answer (`what` is `done()` or `complete()`) that says the number of pieces of
+/// a split noted above and not the number without its empty ones.
+pub(super) fn check_answer(what: &str, answer: &str) -> JsResult<()> {
+    match miscounted(answer)? {
+        Some(split) => Err(JsNativeError::typ()
+            .with_message(format!(
+                "the answer given to {what} was not shown: it says {}",
+                why(&split)
+            ))
+            .into()),
+        None => Ok(()),
+    }
+}
+
+/// A `log()` line that says such a number, with a note saying what it counts: the line is
+/// for the model, which may answer from it in words (a program that logs the count and then
+/// a reply "44 words" would get past the refusal above).
+pub(super) fn annotate_log(text: String) -> JsResult<String> {
+    Ok(match miscounted(&text)? {
+        Some(split) => format!("{text} (note from the sandbox: {})", why(&split)),
+        None => text,
+    })
 }
 
 #[cfg(test)]
@@ -319,7 +350,10 @@ mod tests {
             ),
             "{error}"
         );
-        assert!(error.contains("so it counts 1 too many"), "{error}");
+        assert!(
+            error.contains("so it counts 1 too many: 9 without it."),
+            "{error}"
+        );
         let error = answer_of("done(fs.list({}).note.split('\\n').length)").unwrap_err();
         assert!(error.contains("it says 3, "), "{error}");
     }

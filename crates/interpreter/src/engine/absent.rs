@@ -15,34 +15,15 @@ use super::with_engine;
 pub(crate) const NO_VALUE: &str = "a variable or field it was built from has no value; check where it comes from (the \
      declarations say what each result has)";
 
-/// Notes the words a tool result holds, so text carrying them on is not refused.
-pub(super) fn received(value: &Value) {
-    let mut words = Vec::new();
-    collect(value, &mut words);
-    if words.is_empty() {
-        return;
-    }
-    let _ = with_engine(|state| {
-        for word in words {
+/// Notes the words the texts of a tool result hold (`super::received`), so text carrying
+/// them on is not refused.
+pub(super) fn received(state: &mut super::EngineState, texts: &[&str]) {
+    for text in texts {
+        for word in words_in(text) {
             if !state.received_words.contains(&word) {
                 state.received_words.push(word);
             }
         }
-    });
-}
-
-fn collect(value: &Value, words: &mut Vec<&'static str>) {
-    match value {
-        Value::String(text) => {
-            for word in words_in(text) {
-                if !words.contains(&word) {
-                    words.push(word);
-                }
-            }
-        }
-        Value::Array(items) => items.iter().for_each(|item| collect(item, words)),
-        Value::Object(fields) => fields.values().for_each(|field| collect(field, words)),
-        _ => {}
     }
 }
 

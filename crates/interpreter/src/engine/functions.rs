@@ -291,8 +291,7 @@ pub(super) fn parallel(
     count_tool_calls(u32::try_from(calls.len()).unwrap_or(u32::MAX))?;
     let reply = host_request(HostRequest::Parallel { calls })?;
     if let HostReply::Value { value } = &reply {
-        super::absent::received(value);
-        super::pieces::received(value);
+        super::received(value);
     }
     reply_to_js(reply, context)
 }

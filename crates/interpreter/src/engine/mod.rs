@@ -292,6 +292,29 @@ thread_local! {
     static RUN_INPUTS: RefCell<RunInputs> = RefCell::new(RunInputs::default());
 }
 
+/// Notes what a tool's result holds for the checks that look at received data: the words of
+/// a missing value that are data ([`absent`]) and the texts whose pieces are counted
+/// ([`pieces`]). The result is walked once.
+fn received(value: &Value) {
+    fn texts<'a>(value: &'a Value, found: &mut Vec<&'a str>) {
+        match value {
+            Value::String(text) => found.push(text),
+            Value::Array(items) => items.iter().for_each(|item| texts(item, found)),
+            Value::Object(fields) => fields.values().for_each(|field| texts(field, found)),
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    texts(value, &mut found);
+    if found.is_empty() {
+        return;
+    }
+    let _ = with_engine(|state| {
+        absent::received(state, &found);
+        pieces::received(state, &found);
+    });
+}
+
 fn with_engine<T>(f: impl FnOnce(&mut EngineState) -> T) -> JsResult<T> {
     ENGINE.with(|engine| {
         let mut engine = engine.borrow_mut();
@@ -415,8 +438,7 @@ fn bind_tools(context: &mut Context, bindings: &[ToolBinding]) -> JsResult<()> {
                     count_tool_calls(1)?;
                     let reply = host_request(HostRequest::CallTool { tool, input })?;
                     if let HostReply::Value { value } = &reply {
-                        absent::received(value);
-                        pieces::received(value);
+                        received(value);
                     }
                     let list_field = list_field_of(&reply);
                     let guessed = matches!(reply, HostReply::Guess { .. });

@@ -24,7 +24,7 @@ use boa_engine::object::FunctionObjectBuilder;
 use boa_engine::{Context, JsNativeError, JsObject, JsResult, JsString, JsValue, NativeFunction};
 use serde_json::Value;
 
-use super::{quoted_start, with_engine};
+use super::{quoted_end, quoted_start, with_engine};
 
 /// The texts tools returned, and the splits of them noted, in one run.
 #[derive(Debug, Default)]
@@ -45,8 +45,10 @@ struct Split {
     pieces: usize,
     empty: usize,
     separator: String,
-    /// Which end: "last", "first" or "first and last".
-    ends: &'static str,
+    /// Whether the first piece is empty (and counted as such).
+    first: bool,
+    /// Whether the last piece is empty.
+    last: bool,
     /// The text's end the empty piece came from, quoted.
     quoted: String,
 }
@@ -57,29 +59,14 @@ fn hash(text: &str) -> u64 {
     hasher.finish()
 }
 
-/// Notes the texts a tool result holds.
-pub(super) fn received(value: &Value) {
-    fn collect(value: &Value, hashes: &mut Vec<u64>) {
-        match value {
-            Value::String(text) if text.len() >= MIN_TEXT => hashes.push(hash(text)),
-            Value::Array(items) => items.iter().for_each(|item| collect(item, hashes)),
-            Value::Object(fields) => fields.values().for_each(|field| collect(field, hashes)),
-            _ => {}
+/// Notes the texts of a tool result (`super::received`).
+pub(super) fn received(state: &mut super::EngineState, texts: &[&str]) {
+    for text in texts.iter().filter(|text| text.len() >= MIN_TEXT) {
+        if state.pieces.received.len() >= MAX_NOTED {
+            break;
         }
+        state.pieces.received.insert(hash(text));
     }
-    let mut hashes = Vec::new();
-    collect(value, &mut hashes);
-    if hashes.is_empty() {
-        return;
-    }
-    let _ = with_engine(|state| {
-        for hash in hashes {
-            if state.pieces.received.len() >= MAX_NOTED {
-                break;
-            }
-            state.pieces.received.insert(hash);
-        }
-    });
 }
 
 /// Wraps `String.prototype.split` of a fresh context.
@@ -176,16 +163,17 @@ fn note(
     if !noted {
         return Ok(());
     }
-    let (ends, quoted) = match (first, last) {
-        (true, true) => ("first and last", quoted_ends(&text)),
-        (true, false) => ("first", quoted_start(&text, 24)),
-        _ => ("last", quoted_end(&text)),
+    let quoted = match (first, last) {
+        (true, true) => format!("{} … {}", quoted_start(&text, 16), quoted_end(&text, 24)),
+        (true, false) => quoted_start(&text, 24),
+        _ => quoted_end(&text, 24),
     };
     let split = Split {
         pieces: count,
         empty: usize::from(first) + usize::from(last),
         separator: shown,
-        ends,
+        first,
+        last,
         quoted,
     };
     with_engine(|state| {
@@ -193,22 +181,6 @@ fn note(
             state.pieces.splits.push(split);
         }
     })
-}
-
-/// The end of `text`, quoted with its escapes (`…reason.\n`).
-fn quoted_end(text: &str) -> String {
-    let tail: Vec<char> = text.chars().rev().take(24).collect();
-    let tail: String = tail.into_iter().rev().collect();
-    let quoted = Value::String(tail).to_string();
-    if text.chars().count() > 24 {
-        format!("\"…{}", &quoted[1..])
-    } else {
-        quoted
-    }
-}
-
-fn quoted_ends(text: &str) -> String {
-    format!("{} … {}", quoted_start(text, 16), quoted_end(text))
 }
 
 /// The whole numbers an answer says (`1,234` read as 1234).
@@ -247,6 +219,11 @@ fn numbers_in(text: &str) -> Vec<usize> {
 /// The split noted above whose number of pieces `text` says, without also saying the number
 /// without its empty ones.
 fn miscounted(text: &str) -> JsResult<Option<Split>> {
+    // Every `log()` line comes here: most runs split nothing, and then there is nothing to
+    // read the numbers of.
+    if with_engine(|state| state.pieces.splits.is_empty())? {
+        return Ok(None);
+    }
     let numbers = numbers_in(text);
     if numbers.is_empty() {
         return Ok(None);
@@ -265,10 +242,14 @@ fn miscounted(text: &str) -> JsResult<Option<Split>> {
 
 /// What is wrong with `split`'s count, and how to count.
 fn why(split: &Split) -> String {
-    let (piece, side) = match split.ends {
-        "last" => ("piece is an empty string", "ends"),
-        "first" => ("piece is an empty string", "begins"),
-        _ => ("pieces are empty strings", "begins and ends"),
+    let (ends, piece, side) = match (split.first, split.last) {
+        (true, true) => (
+            "first and last",
+            "pieces are empty strings",
+            "begins and ends",
+        ),
+        (true, false) => ("first", "piece is an empty string", "begins"),
+        _ => ("last", "piece is an empty string", "ends"),
     };
     format!(
         "{}, the number of pieces of a text split at {}, and the {} {piece} (the text {side} \
@@ -277,7 +258,7 @@ fn why(split: &Split) -> String {
          (`text.trim().split(…)`)",
         split.pieces,
         split.separator,
-        split.ends,
+        ends,
         split.quoted,
         split.empty,
         split.pieces - split.empty,

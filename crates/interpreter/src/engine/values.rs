@@ -152,3 +152,16 @@ pub(crate) fn quoted_start(text: &str, chars: usize) -> String {
     let more = if start.len() < text.len() { "…" } else { "" };
     format!("{}{more}", Value::String(start))
 }
+
+/// The last `chars` characters of `text` as a JSON string, after `…` when there is more (the
+/// mirror of [`quoted_start`]).
+pub(crate) fn quoted_end(text: &str, chars: usize) -> String {
+    let count = text.chars().count();
+    let end: String = text.chars().skip(count.saturating_sub(chars)).collect();
+    let quoted = Value::String(end).to_string();
+    if count > chars {
+        format!("\"…{}", &quoted[1..])
+    } else {
+        quoted
+    }
+}

@@ -1,4 +1,4 @@
-//! Three ways JavaScript gets data wrong without a word, made loud:
+//! Four ways JavaScript gets data wrong without a word, made loud:
 //!
 //! - **A number with thousands separators, parsed.** `parseFloat("48,250 EUR")` is 48, and
 //!   `parseInt` the same: both stop at the first comma. Given text that starts with a number
@@ -10,6 +10,12 @@
 //!   for; an answer given to `done()` or `complete()` is refused when one of them never
 //!   matched while a text searched held it in another case. A search that matched at least
 //!   once (`ERROR` among lines that also say `error`) is taken as meant.
+//! - **A search at one end that only matched further in.** `row.startsWith("Germany")` over
+//!   CSV rows `1,Hans,Germany` is false every time, and the count built on it is 0.
+//!   `startsWith` and `endsWith` (without a position) that never matched, while a text they
+//!   searched held the needle where a word starts, refuse the answer the same way, naming the
+//!   field of the line to compare when it has fields. Fixes: germany-customers (tuning) in a
+//!   round-21 run. Measured in round 22.
 //! - **A field read on a string, a number or a boolean.** `contact.email`, where `contact`
 //!   is a character of a file's text that was never parsed (`for (const contact of text)`),
 //!   is `undefined`, and the list built from it is empty. The prototypes of strings, numbers
@@ -53,6 +59,19 @@ struct Search {
     matched: bool,
     /// The first searched text that held the needle in another case (its line, quoted).
     other_case: Option<String>,
+    /// For `startsWith` and `endsWith`: the first searched text that held the needle in its
+    /// case, but not at the end searched (its line, quoted), and the field of that line it
+    /// fills, when the line has fields.
+    elsewhere: Option<(String, Option<Field>)>,
+}
+
+/// Where a needle stands in a line of fields: `line.split(separator)[index]`.
+#[derive(Debug, Clone)]
+struct Field {
+    separator: char,
+    index: usize,
+    /// The field is the needle, not only starts or ends with it.
+    whole: bool,
 }
 
 /// How much of a searched text a refusal quotes.
@@ -183,7 +202,16 @@ fn wrap_search(context: &mut Context, prototype: &JsObject, method: &'static str
                     this.as_string(),
                     arguments.first().and_then(JsValue::as_string),
                 ) {
-                    note(method, &needle.to_std_string_escaped(), &text, matched);
+                    // `startsWith(text, 5)` looks where the program said: not at an end.
+                    let at_an_end = matches!(method, "startsWith" | "endsWith")
+                        && arguments.get(1).is_none_or(JsValue::is_undefined);
+                    note(
+                        method,
+                        &needle.to_std_string_escaped(),
+                        &text,
+                        matched,
+                        at_an_end,
+                    );
                 }
                 Ok(result)
             },
@@ -198,10 +226,14 @@ fn wrap_search(context: &mut Context, prototype: &JsObject, method: &'static str
 }
 
 /// Notes one search: `needle` looked for in `text`, and whether it was found. The text is
-/// read only for a search that found nothing and has not yet seen its needle in another case.
-fn note(method: &'static str, needle: &str, text: &JsString, matched: bool) {
-    // A needle whose letters have no case, or a single character, cannot be in another case.
-    if needle.chars().count() < 2 || needle.to_lowercase() == needle.to_uppercase() {
+/// read only for a search that has found nothing and has not yet seen its needle in another
+/// case or (a search at one of its ends: `at_an_end`) elsewhere in it.
+fn note(method: &'static str, needle: &str, text: &JsString, matched: bool, at_an_end: bool) {
+    // A single character, or a needle whose letters have no case, cannot be in another case.
+    let cased = needle.to_lowercase() != needle.to_uppercase();
+    // A needle of punctuation (`//`, `- `) is found inside lines as a matter of course.
+    let at_an_end = at_an_end && needle.chars().filter(|c| c.is_alphanumeric()).count() >= 2;
+    if needle.chars().count() < 2 || !(cased || at_an_end) {
         return;
     }
     let _ = with_engine(|state| {
@@ -224,6 +256,7 @@ fn note(method: &'static str, needle: &str, text: &JsString, matched: bool) {
                     calls: 0,
                     matched: false,
                     other_case: None,
+                    elsewhere: None,
                 });
                 searches.list.len() - 1
             }
@@ -231,35 +264,94 @@ fn note(method: &'static str, needle: &str, text: &JsString, matched: bool) {
         let search = &mut searches.list[index];
         search.calls += 1;
         search.matched |= matched;
-        if search.matched || search.other_case.is_some() {
+        let look_other_case = cased && search.other_case.is_none();
+        let look_elsewhere = at_an_end && search.elsewhere.is_none();
+        if search.matched || !(look_other_case || look_elsewhere) {
             return;
         }
         if searches.looked_through + text.len() > OTHER_CASE_BUDGET {
             return;
         }
         searches.looked_through += text.len();
-        search.other_case = in_other_case(needle, &text.to_std_string_escaped());
+        let text = text.to_std_string_escaped();
+        if look_elsewhere {
+            search.elsewhere = elsewhere(needle, &text, method == "startsWith");
+        }
+        if look_other_case {
+            search.other_case = in_other_case(needle, &text);
+        }
     });
 }
 
-/// The line of `text` that holds `needle` when case is ignored, quoted and shortened.
+/// The line of `text` that holds `needle` where a word starts (after a blank or a separator,
+/// not inside a word), quoted, and the field of it the needle is or starts (`from_start`) or
+/// ends, when the line has fields.
+fn elsewhere(needle: &str, text: &str, from_start: bool) -> Option<(String, Option<Field>)> {
+    // Where the needle begins or ends with a letter or digit, the text's must not go on with
+    // one: `Germany` in `3,Hans,Germany,Berlin`, not `land` in `Finland`. (At the start of a
+    // line is further in: the search did not find it at the start of the text.)
+    let word = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
+    let (first, last) = (needle.chars().next(), needle.chars().next_back());
+    let line = text.lines().find(|line| {
+        line.match_indices(needle).any(|(at, _)| {
+            let before = line[..at].chars().next_back();
+            let after = line[at + needle.len()..].chars().next();
+            let inside_a_word = (word(first) && word(before)) || (word(last) && word(after));
+            !inside_a_word
+        })
+    })?;
+    let field = [',', '\t', ';', '|'].into_iter().find_map(|separator| {
+        let fields: Vec<&str> = line.split(separator).collect();
+        if fields.len() < 2 {
+            return None;
+        }
+        fields.iter().enumerate().find_map(|(index, field)| {
+            let field = field.trim();
+            let whole = field == needle;
+            let fits = if from_start {
+                field.starts_with(needle)
+            } else {
+                field.ends_with(needle)
+            };
+            (whole || fits).then_some(Field {
+                separator,
+                index,
+                whole,
+            })
+        })
+    });
+    Some((quoted_start(line.trim(), QUOTED_CHARS), field))
+}
+
+/// The line of `text` that holds `needle` in another case (as written, it is not a case
+/// mistake: see [`elsewhere`]), quoted and shortened.
 fn in_other_case(needle: &str, text: &str) -> Option<String> {
-    let needle = needle.to_lowercase();
-    let line = text
-        .lines()
-        .find(|line| line.to_lowercase().contains(&needle))?;
+    let lower = needle.to_lowercase();
+    let line = text.lines().find(|line| {
+        let folded = line.to_lowercase();
+        if folded.len() != line.len() {
+            // Lower case changed the text's length: its offsets are not the line's.
+            return folded.contains(&lower) && !line.contains(needle);
+        }
+        folded
+            .match_indices(&lower)
+            .any(|(at, _)| line.get(at..at + lower.len()) != Some(needle))
+    })?;
     Some(quoted_start(line.trim(), QUOTED_CHARS))
 }
 
 /// Refuses an answer (`what` is `done()` or `complete()`) given after a search that never
-/// matched, though a text it searched held what it looked for in another case.
+/// matched, though a text it searched held what it looked for in another case, or (a search
+/// at one end of the text) further in.
 pub(super) fn check_answer(what: &str) -> JsResult<()> {
     let missed = with_engine(|state| {
         state
             .searches
             .list
             .iter()
-            .find(|search| !search.matched && search.other_case.is_some())
+            .find(|search| {
+                !search.matched && (search.other_case.is_some() || search.elsewhere.is_some())
+            })
             .cloned()
     })?;
     let Some(search) = missed else {
@@ -269,14 +361,51 @@ pub(super) fn check_answer(what: &str) -> JsResult<()> {
         1 => "once".to_owned(),
         calls => format!("all {calls} times"),
     };
+    let call = format!("`.{}({:?})`", search.method, search.needle);
+    let why = match (search.elsewhere, search.other_case) {
+        (Some((line, field)), _) => {
+            let (end, mode) = if search.method == "startsWith" {
+                ("starts with", "startsWith")
+            } else {
+                ("ends with", "endsWith")
+            };
+            let instead = match field {
+                Some(Field {
+                    separator,
+                    index,
+                    whole,
+                }) => {
+                    let separator = serde_json::Value::String(separator.to_string());
+                    let field = format!("line.split({separator})[{index}].trim()");
+                    if whole {
+                        format!(
+                            "compare the field it is (`{field} === {:?}`)",
+                            search.needle
+                        )
+                    } else {
+                        format!(
+                            "look at the field it is in (`{field}.{mode}({:?})`)",
+                            search.needle
+                        )
+                    }
+                }
+                None => "look anywhere in it (`.includes(…)`), or at the part you mean".to_owned(),
+            };
+            format!(
+                "found nothing {times}, but the text it searched has it further in: {line}. \
+                 It is true only of a text that {end} it: {instead}"
+            )
+        }
+        (None, Some(line)) => format!(
+            "found nothing {times}, but the text it searched has it in another case: {line}. \
+             Search for it as the text writes it, or compare both in lower case \
+             (`.toLowerCase()`)"
+        ),
+        (None, None) => return Ok(()),
+    };
     Err(JsNativeError::typ()
         .with_message(format!(
-            "the answer given to {what} was not shown: `.{}({:?})` found nothing {times}, but \
-             the text it searched has it in another case: {}. Search for it as the text \
-             writes it, or compare both in lower case (`.toLowerCase()`)",
-            search.method,
-            search.needle,
-            search.other_case.unwrap_or_default(),
+            "the answer given to {what} was not shown: {call} {why}"
         ))
         .into())
 }
@@ -428,6 +557,61 @@ mod tests {
             assert!(outcome.result.is_ok(), "{code}: {outcome:?}");
             assert!(outcome.complete.is_some(), "{code}: {outcome:?}");
         }
+    }
+
+    #[test]
+    fn an_answer_after_a_search_at_an_end_that_only_matched_further_in_is_refused() {
+        let rows = "id,name,country\n1,Hans,Germany\n2,Ana,Spain\n3,Lena,Germany\n";
+        let code = format!(
+            "const rows = {rows:?}.split('\\n').slice(1);\nconst found = rows.filter(row => row.startsWith('Germany'));\ndone(`${{found.length}} customers`)"
+        );
+        let error = run(&code, json!({})).result.unwrap_err();
+        assert_eq!(error.line, Some(3), "{error:?}");
+        assert_eq!(
+            error.message,
+            "TypeError: the answer given to done() was not shown: `.startsWith(\"Germany\")` \
+             found nothing all 4 times, but the text it searched has it further in: \
+             \"1,Hans,Germany\". It is true only of a text that starts with it: compare the \
+             field it is (`line.split(\",\")[2].trim() === \"Germany\"`)"
+        );
+        let error = run(
+            "const lines = ['2024-05-01 ERROR disk full', '2024-05-01 INFO ok'];\ndone(`${lines.filter(l => l.endsWith('ERROR')).length}`)",
+            json!({}),
+        )
+        .result
+        .unwrap_err();
+        assert!(
+            error.message.ends_with(
+                "has it further in: \"2024-05-01 ERROR disk full\". It is true only of a text \
+                 that ends with it: look anywhere in it (`.includes(…)`), or at the part you mean"
+            ),
+            "{error:?}"
+        );
+        // Left alone: a search that matched once, a needle of punctuation or found only inside
+        // a word, a search from a position the program gave, and a needle seen nowhere.
+        for code in [
+            "const rows = ['Germany,1', '2,Germany'];\ndone(`${rows.filter(r => r.startsWith('Germany')).length}`)",
+            "const lines = ['x = 1 // one', 'y = 2'];\ndone(`${lines.filter(l => l.startsWith('//')).length}`)",
+            "const names = ['Finland', 'Iceland'];\ndone(`${names.filter(n => n.startsWith('land')).length}`)",
+            "const rows = ['1,Germany'];\ndone(`${rows.filter(r => r.startsWith('Germany', 0)).length}`)",
+            "const rows = ['1,Spain'];\ndone(`${rows.filter(r => r.startsWith('Germany')).length}`)",
+            "const paths = ['docs/a.md', 'src/b.rs'];\ndone(`${paths.filter(p => p.endsWith('.md')).length}`)",
+        ] {
+            let outcome = run(code, json!({}));
+            assert!(outcome.result.is_ok(), "{code}: {outcome:?}");
+            assert!(outcome.complete.is_some(), "{code}: {outcome:?}");
+        }
+        // A path searched from its start for a folder it is inside of.
+        let error = run(
+            "const paths = ['./docs/a.md', './src/b.rs'];\ndone(`${paths.filter(p => p.startsWith('docs/')).length}`)",
+            json!({}),
+        )
+        .result
+        .unwrap_err();
+        assert!(
+            error.message.contains("has it further in: \"./docs/a.md\""),
+            "{error:?}"
+        );
     }
 
     #[test]

@@ -72,7 +72,7 @@ pub(super) fn log(
     for argument in arguments {
         parts.push(text_of(Some(argument), context)?);
     }
-    let text = super::pieces::annotate_log(parts.join(" "))?;
+    let text = super::silent::annotate_log(super::pieces::annotate_log(parts.join(" "))?)?;
     if let Some(text) = spend_output(text)? {
         notify(ToHost::Log { text })?;
     }

@@ -14,7 +14,8 @@
 //!   CSV rows `1,Hans,Germany` is false every time, and the count built on it is 0.
 //!   `startsWith` and `endsWith` (without a position) that never matched, while a text they
 //!   searched held the needle where a word starts, refuse the answer the same way, naming the
-//!   field of the line to compare when it has fields. Fixes: germany-customers (tuning) in a
+//!   field of the line to compare when it has fields. The first `log()` line after either
+//!   kind of missed search gets the same words as a note. Fixes: germany-customers (tuning) in a
 //!   round-21 run. Measured in round 22.
 //! - **A field read on a string, a number or a boolean.** `contact.email`, where `contact`
 //!   is a character of a file's text that was never parsed (`for (const contact of text)`),
@@ -43,6 +44,8 @@ pub(super) struct Searches {
     /// Characters of searched text looked through in another case so far: past
     /// [`OTHER_CASE_BUDGET`], searches are counted but no longer looked through.
     looked_through: usize,
+    /// A `log()` line has been given the note of a missed search ([`annotate_log`]).
+    logged: bool,
 }
 
 /// How many characters of searched text one run looks through in another case: enough for
@@ -340,11 +343,14 @@ fn in_other_case(needle: &str, text: &str) -> Option<String> {
     Some(quoted_start(line.trim(), QUOTED_CHARS))
 }
 
-/// Refuses an answer (`what` is `done()` or `complete()`) given after a search that never
-/// matched, though a text it searched held what it looked for in another case, or (a search
-/// at one end of the text) further in.
-pub(super) fn check_answer(what: &str) -> JsResult<()> {
-    let missed = with_engine(|state| {
+/// A search that never matched, though a text it searched held what it looked for in another
+/// case, or (a search at one end of the text) further in; `None` once `noted` (see
+/// [`annotate_log`]) when `unnoted` is asked for.
+fn missed(unnoted: bool) -> JsResult<Option<Search>> {
+    with_engine(|state| {
+        if unnoted && state.searches.logged {
+            return None;
+        }
         state
             .searches
             .list
@@ -353,16 +359,20 @@ pub(super) fn check_answer(what: &str) -> JsResult<()> {
                 !search.matched && (search.other_case.is_some() || search.elsewhere.is_some())
             })
             .cloned()
-    })?;
-    let Some(search) = missed else {
-        return Ok(());
-    };
-    let times = match search.calls {
-        1 => "once".to_owned(),
-        calls => format!("all {calls} times"),
+    })
+}
+
+/// What is wrong with `search`, which found nothing `so_far` (in a log line: the run goes on),
+/// and what to do instead.
+fn why(search: Search, so_far: bool) -> String {
+    let times = match (search.calls, so_far) {
+        (1, false) => "once".to_owned(),
+        (1, true) => "the one time so far".to_owned(),
+        (calls, false) => format!("all {calls} times"),
+        (calls, true) => format!("all {calls} times so far"),
     };
     let call = format!("`.{}({:?})`", search.method, search.needle);
-    let why = match (search.elsewhere, search.other_case) {
+    match (search.elsewhere, search.other_case) {
         (Some((line, field)), _) => {
             let (end, mode) = if search.method == "startsWith" {
                 ("starts with", "startsWith")
@@ -392,22 +402,46 @@ pub(super) fn check_answer(what: &str) -> JsResult<()> {
                 None => "look anywhere in it (`.includes(…)`), or at the part you mean".to_owned(),
             };
             format!(
-                "found nothing {times}, but the text it searched has it further in: {line}. \
-                 It is true only of a text that {end} it: {instead}"
+                "{call} found nothing {times}, but the text it searched has it further in: \
+                 {line}. It is true only of a text that {end} it: {instead}"
             )
         }
-        (None, Some(line)) => format!(
-            "found nothing {times}, but the text it searched has it in another case: {line}. \
-             Search for it as the text writes it, or compare both in lower case \
-             (`.toLowerCase()`)"
+        (None, line) => format!(
+            "{call} found nothing {times}, but the text it searched has it in another case: \
+             {}. Search for it as the text writes it, or compare both in lower case \
+             (`.toLowerCase()`)",
+            line.unwrap_or_default()
         ),
-        (None, None) => return Ok(()),
+    }
+}
+
+/// Refuses an answer (`what` is `done()` or `complete()`) given after a search that never
+/// matched, though a text it searched held what it looked for in another case, or (a search
+/// at one end of the text) further in.
+pub(super) fn check_answer(what: &str) -> JsResult<()> {
+    match missed(false)? {
+        Some(search) => Err(JsNativeError::typ()
+            .with_message(format!(
+                "the answer given to {what} was not shown: {}",
+                why(search, false)
+            ))
+            .into()),
+        None => Ok(()),
+    }
+}
+
+/// The first `log()` line after such a search, with a note saying what it missed: the model
+/// may answer in words from its logs (a program that logs the count of 0 and then a reply
+/// "0 customers" would get past the refusal above). Once a run.
+pub(super) fn annotate_log(text: String) -> JsResult<String> {
+    let Some(search) = missed(true)? else {
+        return Ok(text);
     };
-    Err(JsNativeError::typ()
-        .with_message(format!(
-            "the answer given to {what} was not shown: {call} {why}"
-        ))
-        .into())
+    with_engine(|state| state.searches.logged = true)?;
+    Ok(format!(
+        "{text} (note from the sandbox: {})",
+        why(search, true)
+    ))
 }
 
 fn wrap_parse(context: &mut Context, original: JsObject, name: &'static str) -> JsObject {

@@ -192,6 +192,13 @@ pub struct ModelRequest {
     /// leaves it to chance ([`ModelProvider::samples`] says whether asking again can differ).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+    /// With a `grammar` of JavaScript programs: the functions a program may call by a bare
+    /// name without declaring them (the language's globals, the sandbox's functions, the
+    /// tools as bound). A provider that decodes under the grammar keeps a program from
+    /// calling any other bare name it has not declared before the call (`requireArtifact(…)`):
+    /// it takes the name back and writes something else there. One that cannot ignores it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callable: Option<Vec<String>>,
 }
 
 impl ModelRequest {
@@ -206,6 +213,7 @@ impl ModelRequest {
             min_temperature: None,
             grammar: None,
             seed: None,
+            callable: None,
         }
     }
 

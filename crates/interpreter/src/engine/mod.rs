@@ -184,6 +184,41 @@ pub(crate) fn prepare_context(
     })
 }
 
+/// The names a program may call without declaring them, tools aside: the language's global
+/// functions and constructors (`parseInt`, `Date`) and the sandbox's own (`done`, `log`), as
+/// a fresh engine has them. Read once per process.
+pub(crate) fn global_functions() -> &'static [String] {
+    static NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    NAMES.get_or_init(|| {
+        let options = EngineOptions {
+            loop_iteration_limit: None,
+            explain: &crate::explain::ForModels,
+        };
+        let Ok(PreparedContext { mut context, .. }) = prepare_context(options, Some(&[])) else {
+            return Vec::new();
+        };
+        let global = context.global_object();
+        let Ok(keys) = global.own_property_keys(&mut context) else {
+            return Vec::new();
+        };
+        let mut names = Vec::new();
+        for key in keys {
+            let boa_engine::property::PropertyKey::String(name) = &key else {
+                continue;
+            };
+            // An explanation's getter (`process`) throws: no function.
+            let callable = global
+                .get(key.clone(), &mut context)
+                .is_ok_and(|value| value.is_callable());
+            if callable {
+                names.push(name.to_std_string_escaped());
+            }
+        }
+        names.sort();
+        names
+    })
+}
+
 type NativeFunctionPointer = fn(&JsValue, &[JsValue], &mut Context) -> JsResult<JsValue>;
 
 /// Runs one script to the end and reports what happened.

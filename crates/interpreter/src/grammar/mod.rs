@@ -129,6 +129,20 @@ pub fn program_grammar<'a>(
     grammar
 }
 
+/// The names a program may call without declaring them, for a provider that checks the
+/// program's calls as it decodes it (`ModelRequest::callable`): the engine's global functions
+/// and the tools' function bindings. A call of any other bare name the program has not
+/// declared before it throws a `ReferenceError` in the sandbox.
+pub fn callable(bindings: &[ToolBinding]) -> Vec<String> {
+    let mut names: Vec<String> = crate::engine::global_functions().to_vec();
+    for binding in bindings {
+        names.extend(binding.function.iter().chain(&binding.aliases).cloned());
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
 /// The grammar for tools given by id, input schema and output schema, bound as code mode binds
 /// them (for benches and tools outside a prompt).
 pub fn program_grammar_for_schemas<'a>(

@@ -303,3 +303,21 @@ fn a_program_without_tools_still_has_a_grammar() {
     let matcher = Matcher::new(factory.create_parser(TopLevelGrammar::from_lark(grammar)));
     assert_eq!(matcher.get_error(), None);
 }
+
+#[test]
+fn callable_names_are_the_engines_functions_and_the_tools_bindings() {
+    let bindings = [binding("fs.list", Some("fsList"), json!({}))];
+    let names = super::callable(&bindings);
+    for name in [
+        "parseInt", "Date", "Map", "Error", "done", "log", "parallel", "fsList",
+    ] {
+        assert!(names.iter().any(|known| known == name), "{name}: {names:?}");
+    }
+    // Objects are no functions; a namespace is called through (`fs.list(…)`).
+    for name in ["Math", "JSON", "console", "fs", "tools", "globalThis"] {
+        assert!(
+            !names.iter().any(|known| known == name),
+            "{name}: {names:?}"
+        );
+    }
+}

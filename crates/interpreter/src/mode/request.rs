@@ -101,6 +101,7 @@ impl CodeExecutor {
                     .map(|tool| tool.input_schema())
             })
         });
+        request.callable = Some(crate::grammar::callable(bindings));
         // Once a program of this turn has run, the answer may be words (`with_prose_answer`).
         let ran = self
             .timeline()

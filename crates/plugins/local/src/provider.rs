@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use candle_core::quantized::gguf_file;
 
 use crate::config::LocalConfig;
-use crate::constrain::{Constraint, Grammars, Vocabulary};
+use crate::constrain::{CallGuard, Constraint, Grammars, Vocabulary};
 use crate::tokenizer::ChatTokenizer;
 use agentic_inference::{Decoder, Model};
 
@@ -305,11 +305,19 @@ impl Engine {
             grammar_chars = request.grammar.as_ref().map_or(0, String::len),
             "decoding"
         );
+        // Under a program's grammar, calls of names nobody declared are taken back.
+        let mut calls = match (&constraint, &request.callable) {
+            (Some(_), Some(names)) => Some(CallGuard::new(names)),
+            _ => None,
+        };
         let mut rng = fastrand::Rng::with_seed(sampling.seed);
         let mut context = prompt.clone();
         // Text decoded so far, and how much of it has gone out.
         let mut sent = 0;
         while generated.tokens.len() < max_tokens {
+            if let Some(guard) = &calls {
+                guard.ban(generated.tokens.len(), &mut logits);
+            }
             let token = match constraint.as_mut() {
                 Some(grammar) => {
                     match sample_allowed(grammar, &mut logits, &context, sampling, &mut rng) {
@@ -330,6 +338,32 @@ impl Engine {
             generated.tokens.push(token);
             context.push(token);
             let text = self.tokenizer.decode(&generated.tokens)?;
+            if let (Some(guard), Some(grammar)) = (calls.as_mut(), constraint.as_mut()) {
+                let from = common_prefix(&generated.text, &text);
+                if let Some(start) = guard.undeclared(&text, from) {
+                    // Back to the token the name starts in, unless part of it has gone out.
+                    let mut keep = generated.tokens.len() - 1;
+                    let mut kept = self.tokenizer.decode(&generated.tokens[..keep])?;
+                    while keep > 0 && kept.len() > start {
+                        keep -= 1;
+                        kept = self.tokenizer.decode(&generated.tokens[..keep])?;
+                    }
+                    let taken = generated.tokens[keep];
+                    if kept.len() >= sent && guard.take_back(keep, taken) {
+                        grammar.rollback(generated.tokens.len() - keep)?;
+                        generated.tokens.truncate(keep);
+                        context.truncate(prompt.len() + keep);
+                        generated.text = kept;
+                        match self.model.prefill(&context, &mut keep_going)? {
+                            Some(again) => logits = again,
+                            None => return Ok(generated),
+                        }
+                        continue;
+                    }
+                    tracing::debug!("calls of undeclared names are no longer taken back");
+                    calls = None;
+                }
+            }
             // A stop sequence ends the answer before it.
             if let Some(cut) = request
                 .stop
@@ -355,6 +389,10 @@ impl Engine {
                     }
                 }
             }
+            // A name at the end may still be taken back (see `CallGuard`).
+            if calls.is_some() {
+                ready = ready.min(CallGuard::settled(&text[..ready]));
+            }
             if ready > sent && text.is_char_boundary(ready) {
                 if !emit(&text[sent..ready]) {
                     generated.text = text;
@@ -378,6 +416,14 @@ impl Engine {
         }
         Ok(generated)
     }
+}
+
+/// How many bytes `a` and `b` start with in common, at a character boundary.
+fn common_prefix(a: &str, b: &str) -> usize {
+    a.char_indices()
+        .zip(b.chars())
+        .find(|((_, x), y)| x != y)
+        .map_or(a.len().min(b.len()), |((at, _), _)| at)
 }
 
 /// Picks the next token from `logits` (which it may change) among those `grammar` allows, and

@@ -271,3 +271,76 @@ fn a_code_mode_answer_under_its_grammar_is_a_program_on_declared_tools() {
         }
     }
 }
+
+#[test]
+fn a_code_mode_answer_calls_no_name_it_has_not_declared() {
+    let path = ensure(&SMOLLM2, &Quiet).expect("SmolLM2 is available");
+    let mut engine = Engine::load(&path).unwrap();
+    let tools = tools();
+    let schemas: Vec<(String, Arc<serde_json::Value>, Option<serde_json::Value>)> = tools
+        .iter()
+        .map(|tool| {
+            (
+                tool.id().to_owned(),
+                tool.shared_input_schema(),
+                tool.output_schema().cloned(),
+            )
+        })
+        .collect();
+    let grammar = agentic_interpreter::grammar::program_grammar_for_schemas(
+        schemas
+            .iter()
+            .map(|(id, input, output)| (id.as_str(), input.as_ref(), output.as_ref())),
+    );
+    let callable: Vec<String> = ["done", "log", "output", "parseInt", "String", "JSON"]
+        .map(str::to_owned)
+        .to_vec();
+    let known = |name: &str| callable.iter().any(|known| known == name);
+    // A prompt that names helpers the sandbox does not have, as a model that imagines a
+    // module writes them.
+    let mut request = ModelRequest::new(
+        ModelKind::Normal,
+        vec![
+            ChatMessage::system(
+                "Answer with a JavaScript program. Read files with loadFile(path) and \
+                 format text with formatText(text), then end with done(answer).",
+            ),
+            ChatMessage::user("What does a.txt say?"),
+            ChatMessage::assistant("const text = loadFile(\"a.txt\");\ndone(formatText(text));"),
+            ChatMessage::user("What does notes.txt say?"),
+        ],
+    );
+    request.grammar = Some(grammar);
+    let free = engine
+        .generate(&request, &greedy(true), 120, &mut |_| true, &|| false)
+        .unwrap();
+    let called = agentic_jscalls::undeclared_call(&free.text, 0, &known);
+    assert!(called.is_some(), "{:?}", free.text);
+    request.callable = Some(callable.clone());
+    let mut streamed = String::new();
+    let guarded = engine
+        .generate(
+            &request,
+            &greedy(true),
+            120,
+            &mut |piece| {
+                streamed.push_str(piece);
+                true
+            },
+            &|| false,
+        )
+        .unwrap();
+    assert_eq!(
+        agentic_jscalls::undeclared_call(&guarded.text, 0, &known),
+        None,
+        "{:?}",
+        guarded.text
+    );
+    assert!(
+        accepted(&mut engine, &request, &guarded.text, false),
+        "{:?}",
+        guarded.text
+    );
+    // What went out is the answer: nothing taken back was sent.
+    assert_eq!(streamed, guarded.text);
+}

@@ -9,6 +9,7 @@
 //! The result is the same as masking first: greedy takes the best allowed token either way,
 //! and sampling from the masked distribution equals sampling and retrying on a miss.
 
+mod calls;
 mod tool_calls;
 mod vocabulary;
 
@@ -18,6 +19,7 @@ use llguidance::api::TopLevelGrammar;
 use llguidance::toktrie::{TokEnv, TokenId};
 use llguidance::{Matcher, ParserFactory};
 
+pub use calls::CallGuard;
 pub use tool_calls::{CLOSE, OPEN, tool_call_grammar};
 pub use vocabulary::Vocabulary;
 
@@ -98,6 +100,11 @@ impl Constraint {
     /// Whether `token` may come next.
     pub fn allows(&mut self, token: u32) -> anyhow::Result<bool> {
         Ok(self.matcher.validate_tokens(&[token as TokenId])? == 1)
+    }
+
+    /// Takes the last `tokens` accepted tokens back.
+    pub fn rollback(&mut self, tokens: usize) -> anyhow::Result<()> {
+        self.matcher.rollback(tokens)
     }
 
     /// Moves past `token`, which [`Constraint::allows`].

@@ -1,0 +1,124 @@
+use super::{Undeclared, undeclared_call};
+
+const KNOWN: &[&str] = &[
+    "parseInt",
+    "parseFloat",
+    "Number",
+    "String",
+    "Date",
+    "Map",
+    "Set",
+    "Error",
+    "done",
+    "log",
+    "output",
+    "fsRead",
+    "JSON",
+    "Promise",
+];
+
+fn known(name: &str) -> bool {
+    KNOWN.contains(&name)
+}
+
+fn first(source: &str) -> Option<(String, usize)> {
+    undeclared_call(source, 0, &known).map(|Undeclared { name, start }| (name, start))
+}
+
+#[track_caller]
+fn refused(source: &str, name: &str) {
+    let found = first(source);
+    let start = found.as_ref().map(|(_, start)| *start);
+    assert_eq!(
+        found.as_ref().map(|(name, _)| name.as_str()),
+        Some(name),
+        "{source}"
+    );
+    let start = start.unwrap();
+    assert_eq!(&source[start..start + name.len()], name, "{source}");
+}
+
+#[track_caller]
+fn passes(source: &str) {
+    assert_eq!(first(source), None, "{source}");
+}
+
+#[test]
+fn a_call_of_a_name_nobody_declared_is_found_where_the_name_starts() {
+    refused(
+        "const read = requireArtifact('fs').read;",
+        "requireArtifact",
+    );
+    refused("const data = readFileSync(\"a.json\");", "readFileSync");
+    refused("const x = 1;\nawait fetchData(x);", "fetchData");
+    refused("const rows = [];\nrows.push(makeRow(1));", "makeRow");
+    refused("done(`${format(total)}`)", "format");
+    refused("const d = new Dayjs();", "Dayjs");
+    // Cut short right after the `(`, as a model writes it.
+    refused("const fsReadJson = requireArtifact(", "requireArtifact");
+    // Declared only after the call (hoisting is not followed).
+    refused("main();\nfunction main() { done('x') }", "main");
+    // A function of an earlier program is gone.
+    refused("const total = sumRows(rows)", "sumRows");
+}
+
+#[test]
+fn declared_known_member_and_keyword_calls_pass() {
+    passes("function total(rows) { return rows.length }\ndone(`${total([])}`)");
+    passes("const f = (a, b) => a + b;\ndone(f(1, 2));");
+    passes("const g = x => x * 2; log(g(3));");
+    passes("async function main() { return 1 }\nmain();");
+    passes("const { parse, stringify: show } = JSON;\nparse('1'); show(2);");
+    passes("const [first, second] = [parseInt, parseFloat];\nfirst('1'); second('2');");
+    passes("let handler;\nhandler = () => 1;\nhandler();");
+    passes("try { fsRead({ path: 'a' }) } catch (error) { log(error) }");
+    passes("const lines = text.split('\\n').map(line => line.trim());");
+    passes("if (x) { log(1) } else if (y) { log(2) }\nfor (const a of b) {}\nwhile (z) {}");
+    passes("const r = fsRead({ path: 'a' }).content.replace(/,/g, '');");
+    passes("switch (kind) { case 'a': log(1); }\nreturn typeof (x);");
+    passes("const x = new Date(); const m = new Map(); throw new Error('no');");
+    passes("(function () { log(1) })();\n(async () => { done('a') })();");
+    passes("function* gen(n) { yield n }\ngen(1);");
+    passes("const api = { get(id) { return id }, async load() {}, set(v) {} };\napi.get(1);");
+    passes(
+        "class Report { constructor(rows) { this.rows = rows } total() { return 1 } }\nnew Report([]).total();",
+    );
+    passes("const o = { value: parseInt('1'), nested: { f() {} } };");
+    passes("const f = function inner(n) { return n ? inner(n - 1) : 0 };\nf(3);");
+}
+
+#[test]
+fn strings_templates_comments_and_regexes_hold_no_calls() {
+    passes("log('requireArtifact(1)'); log(\"readFile(x)\");");
+    passes("// requireArtifact('fs')\n/* readFile(a) */ done('x')");
+    passes("const t = `call foo(1) and ${parseInt('2')} then bar(3)`;");
+    passes("const re = /foo\\(bar\\)/g; const d = 4 / 2 / (1);");
+    passes("const s = 'unterminated foo(");
+    // Inside a template's `${…}` a call is code again.
+    refused("const t = `a ${helper(1)} b`;", "helper");
+    refused("const t = `a ${`inner ${deep(1)}`} b`;", "deep");
+    // A division is not a regular expression: `(a) / b(` is a call.
+    refused("const r = (a) / scale(2);", "scale");
+}
+
+#[test]
+fn only_calls_from_the_given_offset_are_reported() {
+    let source = "const a = undefinedOne(1);\nconst b = undefinedTwo(2);";
+    let second = source.find("undefinedTwo").unwrap();
+    assert_eq!(
+        undeclared_call(source, second, &known),
+        Some(Undeclared {
+            name: "undefinedTwo".to_owned(),
+            start: second,
+        })
+    );
+    assert_eq!(undeclared_call(source, source.len(), &known), None);
+}
+
+#[test]
+fn the_readme_example_holds() {
+    let known = |name: &str| matches!(name, "parseInt" | "done");
+    let found = undeclared_call("const read = requireArtifact(", 0, &known).unwrap();
+    assert_eq!((found.name.as_str(), found.start), ("requireArtifact", 13));
+    assert!(undeclared_call("function f(x) { return parseInt(x) }\ndone(f(", 0, &known).is_none());
+}

@@ -39,10 +39,12 @@ impl CallGuard {
         if !text[from..].contains('(') {
             return None;
         }
+        let start = program_start(text)?;
         let known = |name: &str| self.known.contains(name);
-        agentic_jscalls::undeclared_call(text, from, &known).map(|call| {
+        let program = &text[start..];
+        agentic_jscalls::undeclared_call(program, from.saturating_sub(start), &known).map(|call| {
             tracing::debug!(name = %call.name, "a call of an undeclared name, taken back");
-            call.start
+            start + call.start
         })
     }
 
@@ -79,6 +81,22 @@ impl CallGuard {
     }
 }
 
+/// Where the program of a reply starts: after the line that opens its fence (```` ```js ````
+/// at the start of a line, the first line or after a line of words), else at the start.
+/// `None` while the fence's line is not yet finished. A closing fence reads as a template
+/// literal to the scanner, so what follows it holds no calls.
+fn program_start(text: &str) -> Option<usize> {
+    let fence = if text.starts_with("```") {
+        Some(0)
+    } else {
+        text.find("\n```").map(|at| at + 1)
+    };
+    match fence {
+        None => Some(0),
+        Some(at) => text[at..].find('\n').map(|end| at + end + 1),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::CallGuard;
@@ -91,6 +109,19 @@ mod tests {
         // A token without `(` adds no call.
         assert_eq!(guard.undeclared("const read = requireArtifact", 20), None);
         assert_eq!(guard.undeclared("const n = parseInt(", 17), None);
+        // In a fence, alone or after a line of words.
+        for text in [
+            "```javascript\nconst read = requireArtifact(",
+            "Here is the code:\n```js\nconst read = requireArtifact(",
+        ] {
+            let start = text.find("requireArtifact").unwrap();
+            assert_eq!(
+                guard.undeclared(text, text.len() - 1),
+                Some(start),
+                "{text}"
+            );
+        }
+        assert_eq!(guard.undeclared("```js\ndone(parseInt(", 17), None);
     }
 
     #[test]

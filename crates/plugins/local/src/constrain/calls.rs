@@ -147,7 +147,7 @@ mod tests {
     fn a_name_at_the_end_is_not_settled() {
         assert_eq!(
             CallGuard::settled("const x = requireArt"),
-            "const x = ".len()
+            "const x =".len()
         );
         assert_eq!(CallGuard::settled("done(x);\n"), "done(x);".len());
         assert_eq!(CallGuard::settled("log(1)"), "log(1)".len());

@@ -424,11 +424,14 @@ impl<'a> Scanner<'a> {
                 self.parameters_next = false;
                 self.open(open);
             }
+            // The `}` of a template's `${…}`: its text goes on.
+            "}" if self.stack.last() == Some(&Open::Substitution) => {
+                self.close();
+                self.skip_template();
+                return None;
+            }
             "}" => {
-                if self.close() == Some(Open::Substitution) {
-                    self.skip_template();
-                    return None;
-                }
+                self.close();
             }
             "=>" => match self.previous {
                 Some(Token::Name(name, _)) => {

@@ -186,13 +186,13 @@ pub(crate) fn prepare_context(
 
 /// The names a program may call without declaring them, tools aside: the language's global
 /// functions and constructors (`parseInt`, `Date`) and the sandbox's own (`done`, `log`), as
-/// a fresh engine has them. Read once per process.
-pub(crate) fn global_functions() -> &'static [String] {
+/// a fresh engine with `explain`'s explanations has them. Read once per process.
+pub(crate) fn global_functions(explain: &'static dyn Explain) -> &'static [String] {
     static NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
     NAMES.get_or_init(|| {
         let options = EngineOptions {
             loop_iteration_limit: None,
-            explain: &crate::explain::ForModels,
+            explain,
         };
         let Ok(PreparedContext { mut context, .. }) = prepare_context(options, Some(&[])) else {
             return Vec::new();

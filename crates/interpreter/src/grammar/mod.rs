@@ -134,7 +134,8 @@ pub fn program_grammar<'a>(
 /// and the tools' function bindings. A call of any other bare name the program has not
 /// declared before it throws a `ReferenceError` in the sandbox.
 pub fn callable(bindings: &[ToolBinding]) -> Vec<String> {
-    let mut names: Vec<String> = crate::engine::global_functions().to_vec();
+    let mut names: Vec<String> =
+        crate::engine::global_functions(&crate::explain::ForModels).to_vec();
     for binding in bindings {
         names.extend(binding.function.iter().chain(&binding.aliases).cloned());
     }

@@ -53,7 +53,7 @@ impl CallGuard {
     }
 
     /// Notes that `token`, chosen after `position` tokens of the answer, is taken back; the
-    /// bans past that place no longer apply. False once [`MAX_TAKEN_BACK`] names have been.
+    /// bans past that place no longer apply. False once 24 names have been (`MAX_TAKEN_BACK`).
     pub fn take_back(&mut self, position: usize, token: u32) -> bool {
         if self.taken_back >= MAX_TAKEN_BACK {
             return false;

@@ -159,16 +159,32 @@ async fn a_dropped_call_is_cancelled_on_the_server() {
     let runtime = runtime(json!({ "probe": { "command": "python3", "args": [probe] } })).await;
     let marker = std::env::temp_dir().join(format!("agentic-cancel-{}", std::process::id()));
     let _ = std::fs::remove_file(&marker);
-    let call = call(&runtime, "probe.wait", json!({ "marker": marker }));
-    let dropped = tokio::time::timeout(Duration::from_secs(2), call).await;
-    assert!(dropped.is_err(), "the call ended by itself: {dropped:?}");
+    let running = {
+        let runtime = runtime.clone();
+        let marker = marker.clone();
+        tokio::spawn(async move { call(&runtime, "probe.wait", json!({ "marker": marker })).await })
+    };
+    // Dropped once the server runs it (a server that starts slowly on a busy machine would
+    // otherwise never see the call it is to see cancelled).
+    let said = |marker: &Path| std::fs::read_to_string(marker).unwrap_or_default();
+    wait_for(
+        "the call to reach the server",
+        Duration::from_secs(60),
+        || said(&marker) == "started" || running.is_finished(),
+    )
+    .await;
+    assert!(
+        !running.is_finished(),
+        "the call ended by itself: {running:?}"
+    );
+    running.abort();
+    assert!(running.await.unwrap_err().is_cancelled());
     wait_for(
         "the server to see the cancellation",
         Duration::from_secs(10),
-        || marker.exists(),
+        || said(&marker) == "cancelled",
     )
     .await;
-    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "cancelled");
     let _ = std::fs::remove_file(&marker);
 }
 

@@ -1,6 +1,7 @@
-"""An MCP server (official Python SDK) whose `wait` tool runs until the client cancels it,
-and then writes the file `marker` names: the mcp plugin's tests see from that file that a
-dropped call sent `notifications/cancelled`. Run: python3 cancel_probe.py (MCP on stdio)."""
+"""An MCP server (official Python SDK) whose `wait` tool writes "started" to the file `marker`
+names, runs until the client cancels it, and then writes "cancelled" there: the mcp plugin's
+tests see from that file that the call reached the server, and that dropping it sent
+`notifications/cancelled`. Run: python3 cancel_probe.py (MCP on stdio)."""
 
 import asyncio
 import pathlib
@@ -27,6 +28,7 @@ async def list_tools(ctx, params):
 
 async def call_tool(ctx, params):
     marker = pathlib.Path(params.arguments["marker"])
+    marker.write_text("started")
     try:
         await anyio.sleep(60)
     except anyio.get_cancelled_exc_class():

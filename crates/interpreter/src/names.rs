@@ -5,53 +5,9 @@ use std::collections::{HashMap, HashSet};
 use crate::engine::RESERVED_NAMES;
 use crate::protocol::ToolBinding;
 
-const JS_RESERVED: &[&str] = &[
-    "break",
-    "case",
-    "catch",
-    "class",
-    "const",
-    "continue",
-    "debugger",
-    "default",
-    "delete",
-    "do",
-    "else",
-    "export",
-    "extends",
-    "false",
-    "finally",
-    "for",
-    "function",
-    "if",
-    "import",
-    "in",
-    "instanceof",
-    "new",
-    "null",
-    "return",
-    "super",
-    "switch",
-    "this",
-    "throw",
-    "true",
-    "try",
-    "typeof",
-    "var",
-    "void",
-    "while",
-    "with",
-    "yield",
-    "let",
-    "static",
-    "enum",
-    "await",
-    "implements",
-    "package",
-    "protected",
-    "interface",
-    "private",
-    "public",
+/// Names of the language besides its reserved words (`agentic_jscalls::RESERVED_WORDS`): its
+/// global values and the constructors a program reaches for.
+const JS_GLOBALS: &[&str] = &[
     "undefined",
     "NaN",
     "Infinity",
@@ -138,7 +94,12 @@ pub(crate) fn bindings<'a>(tools: impl IntoIterator<Item = ToolNames<'a>>) -> Ve
             *counts.entry(name).or_default() += 1;
         }
     }
-    let reserved: HashSet<&str> = RESERVED_NAMES.iter().chain(JS_RESERVED).copied().collect();
+    let reserved: HashSet<&str> = RESERVED_NAMES
+        .iter()
+        .chain(agentic_jscalls::RESERVED_WORDS)
+        .chain(JS_GLOBALS)
+        .copied()
+        .collect();
     // Every own name counts as taken, even one left out because two tools share it: an alias
     // must not quietly pick the winner between them.
     let own_names: HashSet<String> = counts.keys().cloned().collect();
@@ -199,7 +160,7 @@ pub(crate) fn bindings<'a>(tools: impl IntoIterator<Item = ToolNames<'a>>) -> Ve
         .collect()
 }
 
-/// Globals of the JavaScript engine that [`JS_RESERVED`] leaves out; never a namespace.
+/// Globals of the JavaScript engine that the reserved words and [`JS_GLOBALS`] leave out; never a namespace.
 const EXTRA_GLOBALS: &[&str] = &[
     "Reflect",
     "Proxy",

@@ -32,9 +32,8 @@ pub fn undeclared_call(
     Scanner::new(source).find(from, known)
 }
 
-/// Names that are the language's own: never a call of a declared function, even before `(`.
-const KEYWORDS: &[&str] = &[
-    "async",
+/// JavaScript's reserved words, strict mode's included: never the name of a binding.
+pub const RESERVED_WORDS: &[&str] = &[
     "await",
     "break",
     "case",
@@ -47,23 +46,33 @@ const KEYWORDS: &[&str] = &[
     "delete",
     "do",
     "else",
+    "enum",
     "export",
     "extends",
+    "false",
     "finally",
     "for",
     "function",
     "if",
+    "implements",
     "import",
     "in",
     "instanceof",
+    "interface",
     "let",
     "new",
-    "of",
+    "null",
+    "package",
+    "private",
+    "protected",
+    "public",
     "return",
+    "static",
     "super",
     "switch",
     "this",
     "throw",
+    "true",
     "try",
     "typeof",
     "var",
@@ -72,6 +81,12 @@ const KEYWORDS: &[&str] = &[
     "with",
     "yield",
 ];
+
+/// Whether `name` is the language's own: never a call of a declared function, even before
+/// `(`. The reserved words, and `async` and `of`, which are keywords where they stand here.
+fn keyword(name: &str) -> bool {
+    RESERVED_WORDS.contains(&name) || matches!(name, "async" | "of")
+}
 
 /// After these keywords a `/` starts a regular expression, not a division.
 const BEFORE_AN_OPERAND: &[&str] = &[
@@ -234,8 +249,16 @@ impl<'a> Scanner<'a> {
         self.skip_while(|c| c != '\n');
     }
 
+    /// Reads a string literal's text past its closing `quote`, or up to the line's end.
     fn skip_string(&mut self, quote: char) {
         self.at += 1;
+        self.skip_line_until(|c| c == quote);
+    }
+
+    /// Reads on, past escapes, to the first character `closes` (which tells it by what it
+    /// has seen) and past it, or up to the line's end, where a string or a regular
+    /// expression ends unclosed. Returns whether it was closed.
+    fn skip_line_until(&mut self, mut closes: impl FnMut(char) -> bool) -> bool {
         let mut chars = self.rest().char_indices();
         while let Some((offset, c)) = chars.next() {
             match c {
@@ -244,16 +267,17 @@ impl<'a> Scanner<'a> {
                 }
                 '\n' => {
                     self.at += offset;
-                    return;
+                    return false;
                 }
-                c if c == quote => {
+                c if closes(c) => {
                     self.at += offset + 1;
-                    return;
+                    return true;
                 }
                 _ => {}
             }
         }
         self.at = self.source.len();
+        false
     }
 
     /// Reads a template literal's text up to its end (an operand) or to a `${`, whose
@@ -292,30 +316,26 @@ impl<'a> Scanner<'a> {
         }
     }
 
+    /// Reads a regular expression past its closing `/` (one inside `[…]` does not close it)
+    /// and its flags.
     fn skip_regex(&mut self) {
         self.at += 1;
         let mut in_class = false;
-        let mut chars = self.rest().char_indices();
-        while let Some((offset, c)) = chars.next() {
-            match c {
-                '\\' => {
-                    chars.next();
-                }
-                '\n' => {
-                    self.at += offset;
-                    return;
-                }
-                '[' => in_class = true,
-                ']' => in_class = false,
-                '/' if !in_class => {
-                    self.at += offset + 1;
-                    self.skip_while(is_name_char);
-                    return;
-                }
-                _ => {}
+        let closed = self.skip_line_until(|c| match c {
+            '[' => {
+                in_class = true;
+                false
             }
+            ']' => {
+                in_class = false;
+                false
+            }
+            '/' => !in_class,
+            _ => false,
+        });
+        if closed {
+            self.skip_while(is_name_char);
         }
-        self.at = self.source.len();
     }
 
     fn push(&mut self, token: Token<'a>) {
@@ -332,7 +352,7 @@ impl<'a> Scanner<'a> {
         if let Some(group) = self.groups.last_mut() {
             group.push(name);
         }
-        let keyword = KEYWORDS.contains(&name);
+        let keyword = keyword(name);
         if self.declaring() && !keyword {
             self.declared.insert(name);
         }
@@ -476,7 +496,7 @@ impl<'a> Scanner<'a> {
         let Some(Token::Name(name, start)) = self.previous else {
             return None;
         };
-        if KEYWORDS.contains(&name) {
+        if keyword(name) {
             return None;
         }
         match self.before_previous {

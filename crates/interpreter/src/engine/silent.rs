@@ -348,19 +348,21 @@ fn in_other_case(needle: &str, text: &str) -> Option<String> {
 /// case, or (a search at one end of the text) further in; `None` once `noted` (see
 /// [`annotate_log`]) when `unnoted` is asked for.
 fn missed(unnoted: bool) -> JsResult<Option<Search>> {
-    with_engine(|state| {
-        if unnoted && state.searches.logged {
-            return None;
-        }
-        state
-            .searches
-            .list
-            .iter()
-            .find(|search| {
-                !search.matched && (search.other_case.is_some() || search.elsewhere.is_some())
-            })
-            .cloned()
-    })
+    with_engine(|state| first_missed(state, unnoted))
+}
+
+fn first_missed(state: &super::EngineState, unnoted: bool) -> Option<Search> {
+    if unnoted && state.searches.logged {
+        return None;
+    }
+    state
+        .searches
+        .list
+        .iter()
+        .find(|search| {
+            !search.matched && (search.other_case.is_some() || search.elsewhere.is_some())
+        })
+        .cloned()
 }
 
 /// What is wrong with `search`, which found nothing `so_far` (in a log line: the run goes on),
@@ -435,10 +437,14 @@ pub(super) fn check_answer(what: &str) -> JsResult<()> {
 /// may answer in words from its logs (a program that logs the count of 0 and then a reply
 /// "0 customers" would get past the refusal above). Once a run.
 pub(super) fn annotate_log(text: String) -> JsResult<String> {
-    let Some(search) = missed(true)? else {
+    let missed = with_engine(|state| {
+        let search = first_missed(state, true)?;
+        state.searches.logged = true;
+        Some(search)
+    })?;
+    let Some(search) = missed else {
         return Ok(text);
     };
-    with_engine(|state| state.searches.logged = true)?;
     Ok(format!(
         "{text} (note from the sandbox: {})",
         why(search, true)

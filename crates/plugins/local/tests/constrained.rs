@@ -201,11 +201,8 @@ fn accepted(engine: &mut Engine, request: &ModelRequest, text: &str, ended: bool
     !ended || grammar.is_finished() || grammar.may_end().unwrap()
 }
 
-#[test]
-fn a_code_mode_answer_under_its_grammar_is_a_program_on_declared_tools() {
-    let path = ensure(&SMOLLM2, &Quiet).expect("SmolLM2 is available");
-    let mut engine = Engine::load(&path).unwrap();
-    let tools = tools();
+/// The grammar code mode gives a program on `tools`.
+fn code_mode_grammar(tools: &ToolSet) -> String {
     let schemas: Vec<(String, Arc<serde_json::Value>, Option<serde_json::Value>)> = tools
         .iter()
         .map(|tool| {
@@ -216,11 +213,18 @@ fn a_code_mode_answer_under_its_grammar_is_a_program_on_declared_tools() {
             )
         })
         .collect();
-    let grammar = agentic_interpreter::grammar::program_grammar_for_schemas(
+    agentic_interpreter::grammar::program_grammar_for_schemas(
         schemas
             .iter()
             .map(|(id, input, output)| (id.as_str(), input.as_ref(), output.as_ref())),
-    );
+    )
+}
+
+#[test]
+fn a_code_mode_answer_under_its_grammar_is_a_program_on_declared_tools() {
+    let path = ensure(&SMOLLM2, &Quiet).expect("SmolLM2 is available");
+    let mut engine = Engine::load(&path).unwrap();
+    let grammar = code_mode_grammar(&tools());
     let sampling = greedy(true);
     for question in ["What time is it in Tokyo?", "What does notes.txt say?"] {
         let mut request = ModelRequest::new(
@@ -276,22 +280,7 @@ fn a_code_mode_answer_under_its_grammar_is_a_program_on_declared_tools() {
 fn a_code_mode_answer_calls_no_name_it_has_not_declared() {
     let path = ensure(&SMOLLM2, &Quiet).expect("SmolLM2 is available");
     let mut engine = Engine::load(&path).unwrap();
-    let tools = tools();
-    let schemas: Vec<(String, Arc<serde_json::Value>, Option<serde_json::Value>)> = tools
-        .iter()
-        .map(|tool| {
-            (
-                tool.id().to_owned(),
-                tool.shared_input_schema(),
-                tool.output_schema().cloned(),
-            )
-        })
-        .collect();
-    let grammar = agentic_interpreter::grammar::program_grammar_for_schemas(
-        schemas
-            .iter()
-            .map(|(id, input, output)| (id.as_str(), input.as_ref(), output.as_ref())),
-    );
+    let grammar = code_mode_grammar(&tools());
     let callable: Vec<String> = ["done", "log", "output", "parseInt", "String", "JSON"]
         .map(str::to_owned)
         .to_vec();

@@ -5,7 +5,8 @@
 //! A model that cannot write the right program at its first pick often writes it at a later
 //! one, and a program that fails where the dry run can see it never runs.
 //!
-//! A program fails its check when its dry run throws, ends with `done()` alone in a turn that
+//! A program fails its check when it copies an earlier program of the turn (not run again:
+//! `rules::repeated`), when its dry run throws, ends with `done()` alone in a turn that
 //! has shown the user nothing, or does nothing at all: what the real run would hold back. It
 //! also fails when it answers from reads that all came back empty (only empty lists, or
 //! errors): a sample that finds something is preferred, and when none does, the program runs
@@ -51,11 +52,13 @@ impl CodeExecutor {
     }
 
     /// The program to run in place of `code` (written for `request`): `code` itself when its
-    /// check passes, else the first sampled candidate whose check does, else `code`.
+    /// check passes, else the first sampled candidate whose check does, else `code`. A `copy`
+    /// of an earlier program fails its check without a dry run: it would give what it gave.
     pub(super) async fn checked_program(
         &mut self,
         code: String,
         path: CodePath,
+        copy: bool,
         request: &ModelRequest,
         prepared: &Prepared,
         bindings: &[ToolBinding],
@@ -71,9 +74,16 @@ impl CodeExecutor {
         let mut recorded = self.recorded_verdicts();
         self.checks += 1;
         let mut passed = Vec::new();
-        let first = self
-            .verdict(&mut recorded, &own.code, prepared, bindings)
-            .await;
+        let first = if copy {
+            // Journaled as a verdict like any other, so a replay pops it in its place.
+            recorded
+                .as_mut()
+                .and_then(std::collections::VecDeque::pop_front);
+            false
+        } else {
+            self.verdict(&mut recorded, &own.code, prepared, bindings)
+                .await
+        };
         passed.push(first);
         let mut chosen = None;
         if !first {

@@ -104,25 +104,17 @@ impl CodeExecutor {
                 return Ok(self.base.recorder.prompt().clone());
             }
             let (mut code, mut path) = extract_code(&reply.text);
-            if let Some(request) = checked
-                && self.timeline().earlier_iteration_with(&code).is_none()
-            {
-                // A program that would fail is sampled again first.
+            if let Some(request) = checked {
+                // A program that would fail is sampled again first; so is a copy of an earlier
+                // program (`rules::repeated`), which would give what it gave.
+                let copy = self.copy_of_earlier(&code).is_some();
                 let chosen = self
-                    .checked_program(code, path, &request, &prepared, &bindings)
+                    .checked_program(code, path, copy, &request, &prepared, &bindings)
                     .await?;
                 self.base.recorder.push_reasoning(&chosen.reasoning).await?;
                 (code, path) = (chosen.code, chosen.path);
             }
-            let earlier = self.timeline().earlier_iteration_with(&code);
-            // The same program after a failure that may pass by itself (a 503, a timeout): the
-            // rule below assumes a program gives the same result twice, which a flaky service
-            // breaks. Such a program is run once more.
-            let rerun = earlier.is_some_and(|earlier| {
-                self.timeline().iteration_met_transient_failure(earlier)
-                    && self.timeline().executions_of(&code).count() == 1
-            });
-            let earlier = if rerun { None } else { earlier };
+            let earlier = self.copy_of_earlier(&code);
             let code_output_id = new_call_id();
             self.base
                 .recorder
@@ -233,6 +225,16 @@ impl CodeExecutor {
             }
             self.start_program(launch).await;
         }
+    }
+
+    /// The iteration whose program `code` copies, when running it again would give what it
+    /// gave. A copy after a failure that may pass by itself (a 503, a timeout) is not one the
+    /// first time: a flaky service breaks that assumption, so such a program runs once more.
+    fn copy_of_earlier(&self, code: &str) -> Option<usize> {
+        let earlier = self.timeline().earlier_iteration_with(code)?;
+        let rerun = self.timeline().iteration_met_transient_failure(earlier)
+            && self.timeline().executions_of(code).count() == 1;
+        (!rerun).then_some(earlier)
     }
 
     /// The seed and clock readings of the recorded execution this one replays: the n-th

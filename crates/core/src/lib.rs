@@ -34,7 +34,7 @@ pub use prompt::{
     PromptUsage, Reasoning, ReasoningOutput, TextOutput, ToolOutput, ToolResult,
 };
 pub use provider::{
-    ChatMessage, ChatRole, CompletionService, ModelEvent, ModelProvider, ModelRequest,
+    ChatMessage, ChatRole, CompletionService, FailedCall, ModelEvent, ModelProvider, ModelRequest,
     ModelResponse, ModelStream, ProviderError, ProviderFactory, ToolCallRequest, ToolSpec,
 };
 pub use recorder::PromptRecorder;

@@ -648,7 +648,7 @@ pub(crate) fn names_a_gated_tool(
 }
 
 /// Every name code may call `binding`'s tool by.
-fn names_of(binding: &ToolBinding) -> Vec<String> {
+pub(crate) fn names_of(binding: &ToolBinding) -> Vec<String> {
     let mut names: Vec<String> = binding
         .member
         .iter()

@@ -7,10 +7,17 @@
 //! Names are declared generously (every name in a destructuring pattern, every name assigned
 //! to): a name taken for declared that is not only lets a wrong call through, while the
 //! opposite would refuse a right one.
+//!
+//! [`literal_calls`] finds the calls of one function whose argument is a literal, read as
+//! JSON (`fs.list({ path: "data.csv" })`): what a caller needs to tell a call written again.
 
 #![forbid(unsafe_code)]
 
 use std::collections::HashSet;
+
+mod literal;
+
+pub use literal::{Argument, LiteralCall, literal_calls};
 
 /// A call of a bare name that is neither known nor declared before it.
 #[derive(Debug, Clone, PartialEq, Eq)]

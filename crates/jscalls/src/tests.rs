@@ -122,3 +122,109 @@ fn the_readme_example_holds() {
     assert_eq!((found.name.as_str(), found.start), ("requireArtifact", 13));
     assert!(undeclared_call("function f(x) { return parseInt(x) }\ndone(f(", 0, &known).is_none());
 }
+
+mod literals {
+    use serde_json::json;
+
+    use crate::{Argument, literal_calls};
+
+    fn arguments(source: &str, callee: &str) -> Vec<Argument> {
+        literal_calls(source, callee)
+            .into_iter()
+            .map(|call| call.argument)
+            .collect()
+    }
+
+    fn literal(value: serde_json::Value, source: &str) -> Argument {
+        Argument::Literal {
+            value,
+            end: source.rfind(')').unwrap() + 1,
+        }
+    }
+
+    #[test]
+    fn a_literal_argument_is_read_as_json() {
+        for (source, value) in [
+            (
+                r#"fs.list({ path: "timesheet.csv" })"#,
+                json!({ "path": "timesheet.csv" }),
+            ),
+            (
+                "fs.list({ 'path': 'a\\'b', recursive: true, depth: -2, size: 1.5, })",
+                json!({ "path": "a'b", "recursive": true, "depth": -2, "size": 1.5 }),
+            ),
+            (
+                "fs.list ( {\n  tier: `core`, // the first\n  tags: [1, \"x\", null, { a: [] }] /* done */ } )",
+                json!({ "tier": "core", "tags": [1, "x", null, { "a": [] }] }),
+            ),
+            ("fs.list()", json!({})),
+            ("fs.list({ path: undefined })", json!({ "path": null })),
+            ("fs.list(\"\\u0041\\n\")", json!("A\n")),
+        ] {
+            assert_eq!(
+                arguments(source, "fs.list"),
+                [literal(value, source)],
+                "{source}"
+            );
+        }
+    }
+
+    #[test]
+    fn anything_but_one_literal_is_other() {
+        for source in [
+            "fs.list({ path })",
+            "fs.list({ path: dir })",
+            "fs.list({ path: \"a\" + name })",
+            "fs.list({ path: `${dir}/a` })",
+            "fs.list({ path: \"a\" }, 2)",
+            "fs.list(dir)",
+            "fs.list({ [key]: 1 })",
+            "fs.list({ f() { return 1 } })",
+            "fs.list(NaN)",
+        ] {
+            assert_eq!(arguments(source, "fs.list"), [Argument::Other], "{source}");
+        }
+    }
+
+    #[test]
+    fn a_call_cut_short_is_unfinished() {
+        let whole = "fs.list({ path: \"timesheet.csv\", recursive: true })";
+        for end in "fs.list(".len()..whole.len() {
+            assert_eq!(
+                arguments(&whole[..end], "fs.list"),
+                [Argument::Unfinished],
+                "{}",
+                &whole[..end]
+            );
+        }
+        assert_eq!(
+            arguments("fs.list({ n: 12", "fs.list"),
+            [Argument::Unfinished]
+        );
+        assert_eq!(
+            arguments("fs.list({ ok: tru", "fs.list"),
+            [Argument::Unfinished]
+        );
+        assert_eq!(
+            arguments("fs.list({ // a note", "fs.list"),
+            [Argument::Unfinished]
+        );
+    }
+
+    #[test]
+    fn only_calls_of_the_whole_name_count() {
+        let source = "myfs.list({}); fs.lister({}); a.fs.list({}); fs.list; x = fs.list ({})";
+        let calls = literal_calls(source, "fs.list");
+        assert_eq!(calls.len(), 1);
+        let start = source.rfind("fs.list").unwrap();
+        assert_eq!((calls[0].start, calls[0].method), (start, start + 3));
+        assert_eq!(
+            calls[0].argument,
+            Argument::Literal {
+                value: json!({}),
+                end: source.len()
+            }
+        );
+        assert_eq!(literal_calls("done(1)", "done")[0].method, 0);
+    }
+}

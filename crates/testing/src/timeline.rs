@@ -212,6 +212,9 @@ impl TimelineRunner {
                 if let Some(seed) = request.seed {
                     seen["seed"] = seed.into();
                 }
+                if !request.failed_calls.is_empty() {
+                    seen["failedCalls"] = serde_json::json!(request.failed_calls);
+                }
                 seen
             })
             .collect();

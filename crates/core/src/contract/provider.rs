@@ -199,6 +199,22 @@ pub struct ModelRequest {
     /// it takes the name back and writes something else there. One that cannot ignores it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub callable: Option<Vec<String>>,
+    /// With a `grammar` of JavaScript programs: tool calls this turn made that failed, for a
+    /// reason that trying again does not change (a missing file, a refused input). A
+    /// provider that decodes under the grammar keeps a program from making one of them again
+    /// with the same literal input: it takes the method's name back and writes something
+    /// else there. One that cannot ignores them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_calls: Vec<FailedCall>,
+}
+
+/// A tool call that failed, as a program writes it (see [`ModelRequest::failed_calls`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FailedCall {
+    /// The function a program calls (`fs.list`).
+    pub callee: String,
+    /// The input it failed with.
+    pub input: Value,
 }
 
 impl ModelRequest {
@@ -214,6 +230,7 @@ impl ModelRequest {
             grammar: None,
             seed: None,
             callable: None,
+            failed_calls: Vec::new(),
         }
     }
 

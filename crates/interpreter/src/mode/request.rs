@@ -2,7 +2,7 @@
 //! this turn so far, grammar, sampling), and the `llm()` / `llmJson()` calls scripts make.
 
 use agentic_core::tool::cap_text;
-use agentic_core::{ChatMessage, ModelRequest, ModelResponse, Prepared, ProviderError};
+use agentic_core::{ChatMessage, FailedCall, ModelRequest, ModelResponse, Prepared, ProviderError};
 use serde_json::Value;
 
 use super::CodeExecutor;
@@ -102,6 +102,7 @@ impl CodeExecutor {
             })
         });
         request.callable = Some(crate::grammar::callable(bindings));
+        request.failed_calls = self.failed_calls(bindings);
         // Once a program of this turn has run, the answer may be words (`with_prose_answer`).
         let ran = self
             .timeline()
@@ -120,6 +121,27 @@ impl CodeExecutor {
             request.min_temperature = Some(crate::rules::afresh::RESAMPLE_TEMPERATURE);
         }
         request
+    }
+
+    /// This turn's failed tool calls (see `Timeline::failed_calls`), under every name a
+    /// program may call their tools by.
+    fn failed_calls(&self, bindings: &[ToolBinding]) -> Vec<FailedCall> {
+        let mut failed = Vec::new();
+        for (function, input) in self.timeline().failed_calls() {
+            let Some(binding) = bindings.iter().find(|binding| binding.id == function) else {
+                continue;
+            };
+            for callee in crate::dry_run::names_of(binding) {
+                let call = FailedCall {
+                    callee,
+                    input: input.clone(),
+                };
+                if !failed.contains(&call) {
+                    failed.push(call);
+                }
+            }
+        }
+        failed
     }
 
     /// `system`, then the conversation's history and this prompt's user message.

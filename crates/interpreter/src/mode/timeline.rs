@@ -291,6 +291,33 @@ impl<'a> Timeline<'a> {
         !fetched && !rejected && self.count(Notice::Afresh) == 0 && self.last_failure().is_some()
     }
 
+    /// The tool calls of this turn that failed or a person rejected, for a reason that
+    /// trying again does not change (not a 503 or a timeout): each function and input once.
+    pub(super) fn failed_calls(self) -> Vec<(&'a str, &'a Value)> {
+        let mut failed: Vec<(&'a str, &'a Value)> = Vec::new();
+        for output in &self.prompt.output {
+            let PromptOutput::Tool(tool) = output else {
+                continue;
+            };
+            let gives_up = matches!(
+                tool.result.error_kind(),
+                Some(ErrorKind::Failed | ErrorKind::Rejected)
+            );
+            if tool.function == CODE_EXECUTE
+                || tool.function == CODE_PLAN
+                || !gives_up
+                || crate::rules::transient::transient_failure(&tool.result)
+            {
+                continue;
+            }
+            let call = (tool.function.as_str(), &tool.input);
+            if !failed.contains(&call) {
+                failed.push(call);
+            }
+        }
+        failed
+    }
+
     /// The whole error of this turn's last program that ran and failed, hint included: not a
     /// notice about a reply that was not run.
     pub(super) fn last_failure(self) -> Option<&'a str> {

@@ -305,18 +305,27 @@ impl Engine {
             grammar_chars = request.grammar.as_ref().map_or(0, String::len),
             "decoding"
         );
-        // Under a program's grammar, calls of names nobody declared are taken back.
-        let mut calls = match (&constraint, &request.callable) {
-            (Some(_), Some(names)) => Some(CallGuard::new(names)),
-            _ => None,
-        };
+        // Under a program's grammar, calls of names nobody declared, and failed calls written
+        // again, are taken back.
+        let mut calls = constraint.as_ref().and_then(|_| CallGuard::new(request));
         let mut rng = fastrand::Rng::with_seed(sampling.seed);
         let mut context = prompt.clone();
         // Text decoded so far, and how much of it has gone out.
         let mut sent = 0;
         while generated.tokens.len() < max_tokens {
-            if let Some(guard) = &calls {
-                guard.ban(generated.tokens.len(), &mut logits);
+            // Tokens taken back here are ruled out, unless that leaves the grammar nothing
+            // (a namespace's only method): then the guard takes the call back until it gives
+            // up (`MAX_TAKEN_BACK`).
+            if let (Some(guard), Some(grammar)) = (&calls, constraint.as_mut())
+                && guard.bans_at(generated.tokens.len())
+            {
+                let mut banned = logits.clone();
+                if grammar.mask(&mut banned).is_ok() {
+                    guard.ban(generated.tokens.len(), &mut banned);
+                    if banned.iter().any(|logit| logit.is_finite()) {
+                        logits = banned;
+                    }
+                }
             }
             let token = match constraint.as_mut() {
                 Some(grammar) => {
@@ -340,7 +349,7 @@ impl Engine {
             let text = self.tokenizer.decode(&generated.tokens)?;
             if let (Some(guard), Some(grammar)) = (calls.as_mut(), constraint.as_mut()) {
                 let from = common_prefix(&generated.text, &text);
-                if let Some(start) = guard.undeclared(&text, from) {
+                if let Some(start) = guard.to_take_back(&text, from) {
                     // Back to the token the name starts in, unless part of it has gone out.
                     let mut keep = generated.tokens.len() - 1;
                     let mut kept = self.tokenizer.decode(&generated.tokens[..keep])?;
@@ -360,7 +369,7 @@ impl Engine {
                         }
                         continue;
                     }
-                    tracing::debug!("calls of undeclared names are no longer taken back");
+                    tracing::debug!("calls are no longer taken back");
                     calls = None;
                 }
             }
@@ -390,8 +399,8 @@ impl Engine {
                 }
             }
             // A name at the end may still be taken back (see `CallGuard`).
-            if calls.is_some() {
-                ready = ready.min(CallGuard::settled(&text[..ready]));
+            if let Some(guard) = &calls {
+                ready = ready.min(guard.settled(&text[..ready]));
             }
             if ready > sent && text.is_char_boundary(ready) {
                 if !emit(&text[sent..ready]) {

@@ -333,3 +333,81 @@ fn a_code_mode_answer_calls_no_name_it_has_not_declared() {
     // What went out is the answer: nothing taken back was sent.
     assert_eq!(streamed, guarded.text);
 }
+
+#[test]
+fn a_code_mode_answer_does_not_make_a_failed_call_again() {
+    async fn nothing(_context: ToolContext) -> Result<Output, ToolError> {
+        Ok(Output {
+            text: String::new(),
+        })
+    }
+    let tools = ToolSet::new(vec![
+        Arc::new(define_tool(
+            "fs.list",
+            "Lists a folder",
+            |context, _input: ReadInput| nothing(context),
+        )),
+        Arc::new(define_tool(
+            "fs.read",
+            "Reads a file",
+            |context, _input: ReadInput| nothing(context),
+        )),
+    ]);
+    let path = ensure(&SMOLLM2, &Quiet).expect("SmolLM2 is available");
+    let mut engine = Engine::load(&path).unwrap();
+    let failed = serde_json::json!({ "path": "notes.txt" });
+    let again = |text: &str| {
+        agentic_jscalls::literal_calls(text, "fs.list")
+            .into_iter()
+            .any(|call| match call.argument {
+                agentic_jscalls::Argument::Literal { value, .. } => value == failed,
+                _ => false,
+            })
+    };
+    // The model's own program failed; asked again, it writes the same call.
+    let program = "const entries = fs.list({ path: \"notes.txt\" });\ndone(entries);";
+    let mut request = ModelRequest::new(
+        ModelKind::Normal,
+        vec![
+            ChatMessage::system(
+                "Answer with a JavaScript program. Tools are functions: fs.list({ path }) \
+                 lists a folder; fs.read({ path }) returns { text }. End with done(answer).",
+            ),
+            ChatMessage::user("What is in notes.txt?"),
+            ChatMessage::assistant(program),
+            ChatMessage::user(
+                "Error: \"notes.txt\" is a file, not a folder (line 1). What is in notes.txt?",
+            ),
+        ],
+    );
+    request.grammar = Some(code_mode_grammar(&tools));
+    let free = engine
+        .generate(&request, &greedy(true), 120, &mut |_| true, &|| false)
+        .unwrap();
+    assert!(again(&free.text), "{:?}", free.text);
+    request.failed_calls = vec![agentic_core::FailedCall {
+        callee: "fs.list".to_owned(),
+        input: failed.clone(),
+    }];
+    let mut streamed = String::new();
+    let guarded = engine
+        .generate(
+            &request,
+            &greedy(true),
+            120,
+            &mut |piece| {
+                streamed.push_str(piece);
+                true
+            },
+            &|| false,
+        )
+        .unwrap();
+    assert!(!again(&guarded.text), "{:?}", guarded.text);
+    assert!(
+        accepted(&mut engine, &request, &guarded.text, false),
+        "{:?}",
+        guarded.text
+    );
+    // What went out is the answer: nothing taken back was sent.
+    assert_eq!(streamed, guarded.text);
+}

@@ -1,18 +1,30 @@
-//! Calls of names nobody declared, taken back while the program is written. A grammar cannot
-//! know which names a program declares (that depends on what came before), so code mode's
-//! grammar lets a program call any name; a 1.5B model then writes module loaders under names
-//! of its own (`requireArtifact('fs')`) that throw a `ReferenceError` when it runs. With the
-//! names the request says a program may call without declaring them
-//! (`ModelRequest::callable`), each `(` the model writes is checked (`agentic-jscalls`): a
-//! call of a bare name that is neither one of them nor declared earlier in the program is
-//! taken back to the name's first token, that token is not chosen again at that place, and
-//! decoding goes on from there, so the model writes a name that exists (or something else).
+//! Calls of names nobody declared, and calls that failed this turn, taken back while the
+//! program is written. A grammar cannot know which names a program declares (that depends on
+//! what came before), so code mode's grammar lets a program call any name; a 1.5B model then
+//! writes module loaders under names of its own (`requireArtifact('fs')`) that throw a
+//! `ReferenceError` when it runs. With the names the request says a program may call without
+//! declaring them (`ModelRequest::callable`), each `(` the model writes is checked
+//! (`agentic-jscalls`): a call of a bare name that is neither one of them nor declared earlier
+//! in the program is taken back to the name's first token, that token is not chosen again at
+//! that place, and decoding goes on from there, so the model writes a name that exists (or
+//! something else).
 //!
 //! Measured (round 22, `docs/benchmarks.md`): undefined calls 2 → 0 on the tuning split;
 //! json-to-csv passes (the model declared the reader it had been importing), csv-sum lost;
 //! tuning 21 → 21/24, held-out 6 → 6/12 task for task.
+//!
+//! In the same way, a call the request lists as failed this turn
+//! (`ModelRequest::failed_calls`: `fs.list({ path: "data.csv" })` on a file) is taken back
+//! to its method's name when the model writes it again with the same literal input, and the
+//! method's first token is not chosen again there: once a small model has seen its program,
+//! it writes the failing call again in every sample (round 23: csv-sum, 3 samples of 3).
+//! While such a call is being written, nothing of it goes out.
 
 use std::collections::HashSet;
+
+use agentic_core::{FailedCall, ModelRequest};
+use agentic_jscalls::{Argument, literal_calls};
+use serde_json::Value;
 
 /// The most names taken back in one answer; past it the answer is left as the model writes
 /// it (the sandbox still says what was wrong when it runs).
@@ -21,34 +33,63 @@ const MAX_TAKEN_BACK: usize = 24;
 /// The call check of one answer.
 #[derive(Debug)]
 pub struct CallGuard {
-    known: HashSet<String>,
+    /// The names a program may call without declaring them, when the request says.
+    known: Option<HashSet<String>>,
+    failed: Vec<FailedCall>,
     /// Tokens not to choose again, by the number of tokens before them in the answer.
     banned: Vec<(usize, u32)>,
     taken_back: usize,
 }
 
 impl CallGuard {
-    /// A guard for a program that may call `names` (and what it declares) by a bare name.
-    pub fn new(names: &[String]) -> Self {
-        Self {
-            known: names.iter().cloned().collect(),
+    /// The guard of an answer to `request`: `None` when it names neither callable names nor
+    /// failed calls.
+    pub fn new(request: &ModelRequest) -> Option<Self> {
+        if request.callable.is_none() && request.failed_calls.is_empty() {
+            return None;
+        }
+        Some(Self {
+            known: request
+                .callable
+                .as_ref()
+                .map(|names| names.iter().cloned().collect()),
+            failed: request.failed_calls.clone(),
             banned: Vec::new(),
             taken_back: 0,
-        }
+        })
     }
 
-    /// Where a call of a name neither known nor declared starts in `text`, when the text
-    /// from byte `from` on (what the last token added) makes one.
-    pub fn undeclared(&self, text: &str, from: usize) -> Option<usize> {
-        if !text[from..].contains('(') {
+    /// Where what is to be taken back starts in `text`, when the text from byte `from` on
+    /// (what the last token added) makes a call of a name neither known nor declared (its
+    /// name), or a failed call again (its method's name).
+    pub fn to_take_back(&self, text: &str, from: usize) -> Option<usize> {
+        let added = &text[from..];
+        if !added.contains('(') && !added.contains(')') {
             return None;
         }
         let start = program_start(text)?;
-        let known = |name: &str| self.known.contains(name);
         let program = &text[start..];
-        agentic_jscalls::undeclared_call(program, from.saturating_sub(start), &known).map(|call| {
+        let from = from.saturating_sub(start);
+        if let Some(known) = &self.known
+            && let Some(call) =
+                agentic_jscalls::undeclared_call(program, from, &|name| known.contains(name))
+        {
             tracing::debug!(name = %call.name, "a call of an undeclared name, taken back");
-            start + call.start
+            return Some(start + call.start);
+        }
+        self.failed.iter().find_map(|failed| {
+            literal_calls(program, &failed.callee)
+                .into_iter()
+                .find(|call| match &call.argument {
+                    Argument::Literal { value, end } => {
+                        *end > from && same_input(value, &failed.input)
+                    }
+                    _ => false,
+                })
+                .map(|call| {
+                    tracing::debug!(callee = %failed.callee, "a failed call again, taken back");
+                    start + call.method
+                })
         })
     }
 
@@ -64,6 +105,11 @@ impl CallGuard {
         true
     }
 
+    /// Whether a token taken back at `position` (the number of tokens so far) is ruled out.
+    pub fn bans_at(&self, position: usize) -> bool {
+        self.banned.iter().any(|(at, _)| *at == position)
+    }
+
     /// Rules out the tokens taken back at `position` (the number of tokens so far).
     pub fn ban(&self, position: usize, logits: &mut [f32]) {
         for (at, token) in &self.banned {
@@ -75,13 +121,58 @@ impl CallGuard {
         }
     }
 
-    /// How much of `text` may go out: not the name (and the blanks after it) it ends with,
-    /// which a `(` may still make a call to take back.
-    pub fn settled(text: &str) -> usize {
-        text.trim_end_matches(|c: char| {
-            c.is_alphanumeric() || c == '_' || c == '$' || c.is_whitespace()
-        })
-        .len()
+    /// How much of `text` may go out: not the name (and the blanks and dots after it) it
+    /// ends with, which a `(` may still make a call to take back, nor a call of a failed
+    /// function whose argument is still being written.
+    pub fn settled(&self, text: &str) -> usize {
+        let mut settled = text
+            .trim_end_matches(|c: char| {
+                c.is_alphanumeric() || c == '_' || c == '$' || c == '.' || c.is_whitespace()
+            })
+            .len();
+        if let Some(start) = program_start(text) {
+            for failed in &self.failed {
+                for call in literal_calls(&text[start..], &failed.callee) {
+                    if call.argument == Argument::Unfinished {
+                        settled = settled.min(start + call.start);
+                    }
+                }
+            }
+        }
+        settled
+    }
+}
+
+/// Whether a program's literal `written` is the input `failed`: numbers by value, and a
+/// field set to `null` (or `undefined`) as one left out.
+fn same_input(written: &Value, failed: &Value) -> bool {
+    let present = |object: &serde_json::Map<String, Value>| {
+        object.iter().filter(|(_, value)| !value.is_null()).count()
+    };
+    match (written, failed) {
+        (Value::Object(written), Value::Object(failed)) => {
+            present(written) == present(failed)
+                && written
+                    .iter()
+                    .filter(|(_, value)| !value.is_null())
+                    .all(|(key, value)| {
+                        failed
+                            .get(key)
+                            .is_some_and(|other| same_input(value, other))
+                    })
+        }
+        (Value::Object(object), Value::Null) | (Value::Null, Value::Object(object)) => {
+            present(object) == 0
+        }
+        (Value::Array(written), Value::Array(failed)) => {
+            written.len() == failed.len()
+                && written
+                    .iter()
+                    .zip(failed)
+                    .all(|(value, other)| same_input(value, other))
+        }
+        (Value::Number(written), Value::Number(failed)) => written.as_f64() == failed.as_f64(),
+        _ => written == failed,
     }
 }
 
@@ -103,16 +194,38 @@ fn program_start(text: &str) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
+    use agentic_core::{FailedCall, ModelKind, ModelRequest};
+    use serde_json::json;
+
     use super::CallGuard;
+
+    fn guard(callable: &[&str], failed: &[(&str, serde_json::Value)]) -> CallGuard {
+        let mut request = ModelRequest::new(ModelKind::Normal, Vec::new());
+        request.callable = Some(callable.iter().map(|name| (*name).to_owned()).collect());
+        request.failed_calls = failed
+            .iter()
+            .map(|(callee, input)| FailedCall {
+                callee: (*callee).to_owned(),
+                input: input.clone(),
+            })
+            .collect();
+        CallGuard::new(&request).unwrap()
+    }
+
+    #[test]
+    fn a_guard_needs_callable_names_or_failed_calls() {
+        let request = ModelRequest::new(ModelKind::Normal, Vec::new());
+        assert!(CallGuard::new(&request).is_none());
+    }
 
     #[test]
     fn an_undeclared_call_is_found_only_in_what_the_last_token_added() {
-        let guard = CallGuard::new(&["parseInt".to_owned(), "done".to_owned()]);
+        let guard = guard(&["parseInt", "done"], &[]);
         let text = "const read = requireArtifact(";
-        assert_eq!(guard.undeclared(text, text.len() - 1), Some(13));
+        assert_eq!(guard.to_take_back(text, text.len() - 1), Some(13));
         // A token without `(` adds no call.
-        assert_eq!(guard.undeclared("const read = requireArtifact", 20), None);
-        assert_eq!(guard.undeclared("const n = parseInt(", 17), None);
+        assert_eq!(guard.to_take_back("const read = requireArtifact", 20), None);
+        assert_eq!(guard.to_take_back("const n = parseInt(", 17), None);
         // In a fence, alone or after a line of words.
         for text in [
             "```javascript\nconst read = requireArtifact(",
@@ -120,17 +233,62 @@ mod tests {
         ] {
             let start = text.find("requireArtifact").unwrap();
             assert_eq!(
-                guard.undeclared(text, text.len() - 1),
+                guard.to_take_back(text, text.len() - 1),
                 Some(start),
                 "{text}"
             );
         }
-        assert_eq!(guard.undeclared("```js\ndone(parseInt(", 17), None);
+        assert_eq!(guard.to_take_back("```js\ndone(parseInt(", 17), None);
+    }
+
+    #[test]
+    fn a_failed_call_written_again_is_taken_back_to_its_method() {
+        let guard = guard(
+            &["done"],
+            &[("fs.list", json!({ "path": "timesheet.csv" }))],
+        );
+        let text = "```js\nconst rows = fs.list({ path: 'timesheet.csv', recursive: null })";
+        let method = text.find("list").unwrap();
+        assert_eq!(guard.to_take_back(text, text.len() - 1), Some(method));
+        // Only when its `)` is new.
+        assert_eq!(guard.to_take_back(&format!("{text};"), text.len()), None);
+        // Another input, another function, an input that is not a literal: written.
+        for other in [
+            "fs.list({ path: \"data\" })",
+            "fs.list({ path: \"timesheet.csv\", recursive: true })",
+            "fs.read({ path: \"timesheet.csv\" })",
+            "fs.list({ path: name })",
+        ] {
+            assert_eq!(guard.to_take_back(other, other.len() - 1), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn inputs_are_the_same_by_value() {
+        for (written, failed, same) in [
+            (json!({ "n": 2.0 }), json!({ "n": 2 }), true),
+            (json!({ "a": null }), json!({}), true),
+            (json!({}), serde_json::Value::Null, true),
+            (
+                json!({ "a": [1, { "b": "x" }] }),
+                json!({ "a": [1, { "b": "x" }] }),
+                true,
+            ),
+            (json!({ "a": [1] }), json!({ "a": [1, 2] }), false),
+            (json!({ "a": 1 }), json!({ "a": 1, "b": 2 }), false),
+            (json!({ "a": "1" }), json!({ "a": 1 }), false),
+        ] {
+            assert_eq!(
+                super::same_input(&written, &failed),
+                same,
+                "{written} {failed}"
+            );
+        }
     }
 
     #[test]
     fn taken_back_tokens_are_ruled_out_at_their_place_only() {
-        let mut guard = CallGuard::new(&[]);
+        let mut guard = guard(&[], &[]);
         assert!(guard.take_back(5, 2));
         assert!(guard.take_back(7, 1));
         let mut logits = vec![0.0; 4];
@@ -148,12 +306,19 @@ mod tests {
     }
 
     #[test]
-    fn a_name_at_the_end_is_not_settled() {
+    fn a_name_at_the_end_or_a_failed_call_being_written_is_not_settled() {
+        let guard = guard(&[], &[("fs.list", json!({ "path": "a" }))]);
+        assert_eq!(guard.settled("const x = requireArt"), "const x =".len());
+        assert_eq!(guard.settled("const x = fs."), "const x =".len());
+        assert_eq!(guard.settled("done(x);\n"), "done(x);".len());
+        assert_eq!(guard.settled("log(1)"), "log(1)".len());
         assert_eq!(
-            CallGuard::settled("const x = requireArt"),
-            "const x =".len()
+            guard.settled("log(1);\nconst x = fs.list({ path: \"a"),
+            "log(1);\nconst x = ".len()
         );
-        assert_eq!(CallGuard::settled("done(x);\n"), "done(x);".len());
-        assert_eq!(CallGuard::settled("log(1)"), "log(1)".len());
+        assert_eq!(
+            guard.settled("const x = fs.list({ path: \"b\" })"),
+            "const x = fs.list({ path: \"b\" })".len()
+        );
     }
 }

@@ -102,7 +102,7 @@ impl CodeExecutor {
             })
         });
         request.callable = Some(crate::grammar::callable(bindings));
-        request.failed_calls = self.failed_calls(bindings);
+        request.failed_calls = self.failed_calls(prepared, bindings);
         // Once a program of this turn has run, the answer may be words (`with_prose_answer`).
         let ran = self
             .timeline()
@@ -125,9 +125,10 @@ impl CodeExecutor {
 
     /// This turn's failed tool calls (see `Timeline::failed_calls`), under every name a
     /// program may call their tools by.
-    fn failed_calls(&self, bindings: &[ToolBinding]) -> Vec<FailedCall> {
+    fn failed_calls(&self, prepared: &Prepared, bindings: &[ToolBinding]) -> Vec<FailedCall> {
+        let read_only = |id: &str| prepared.tools.get(id).is_some_and(|tool| tool.read_only());
         let mut failed = Vec::new();
-        for (function, input) in self.timeline().failed_calls() {
+        for (function, input) in self.timeline().failed_calls(&read_only) {
             let Some(binding) = bindings.iter().find(|binding| binding.id == function) else {
                 continue;
             };

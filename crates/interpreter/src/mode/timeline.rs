@@ -292,13 +292,26 @@ impl<'a> Timeline<'a> {
     }
 
     /// The tool calls of this turn that failed or a person rejected, for a reason that
-    /// trying again does not change (not a 503 or a timeout): each function and input once.
-    pub(super) fn failed_calls(self) -> Vec<(&'a str, &'a Value)> {
+    /// trying again does not change (not a 503 or a timeout), each function and input once;
+    /// only those since the last call of a tool that is not `read_only` succeeded, which may
+    /// have changed what they meet (a file written since a read of it failed).
+    pub(super) fn failed_calls(
+        self,
+        read_only: &dyn Fn(&str) -> bool,
+    ) -> Vec<(&'a str, &'a Value)> {
         let mut failed: Vec<(&'a str, &'a Value)> = Vec::new();
         for output in &self.prompt.output {
             let PromptOutput::Tool(tool) = output else {
                 continue;
             };
+            if tool.function != CODE_EXECUTE
+                && tool.function != CODE_PLAN
+                && matches!(tool.result, ToolResult::Success { .. })
+                && !read_only(&tool.function)
+            {
+                failed.clear();
+                continue;
+            }
             let gives_up = matches!(
                 tool.result.error_kind(),
                 Some(ErrorKind::Failed | ErrorKind::Rejected)

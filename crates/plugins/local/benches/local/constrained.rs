@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use agentic_core::{ChatMessage, ModelKind, ModelRequest, ToolSpec};
+use agentic_core::{ChatMessage, FailedCall, ModelKind, ModelRequest, ToolSpec};
 use agentic_plugin_local::provider::{sample, sample_allowed};
 use agentic_plugin_local::{Engine, Sampling};
 use serde_json::json;
@@ -79,6 +79,55 @@ fn generate(
         grammar_ms,
         pick_us: picking.as_secs_f64() * 1e6 / (written + 1) as f64,
     }
+}
+
+/// Names a code-mode program may call without declaring them, for the call guard's rows: the
+/// sandbox's functions and the globals programs use most (the guard's cost is its scan of
+/// the answer at each `(` and `)`, not the list's length).
+const CALLABLE: &[&str] = &[
+    "done",
+    "output",
+    "log",
+    "parseInt",
+    "parseFloat",
+    "Number",
+    "String",
+    "Boolean",
+    "Array",
+    "Object",
+    "JSON",
+    "Math",
+    "Date",
+    "Map",
+    "Set",
+    "Error",
+    "RegExp",
+    "isNaN",
+];
+
+/// One greedy answer of at most `limit` tokens as the provider decodes it (`Engine::generate`:
+/// the grammar and the call guard when `constrain`, each piece sent out as it settles), the
+/// prompt already in the cache: tokens per second and tokens.
+fn provider_answer(
+    engine: &mut Engine,
+    request: &ModelRequest,
+    constrain: bool,
+    limit: usize,
+) -> (f64, usize) {
+    let sampling = Sampling {
+        temperature: 0.0,
+        top_p: 1.0,
+        seed: 0,
+        repeat_penalty: 1.1,
+        repeat_last_n: 64,
+        constrain,
+    };
+    let started = Instant::now();
+    let generated = engine
+        .generate(request, &sampling, limit, &mut |_| true, &|| false)
+        .unwrap();
+    let tokens = generated.tokens.len();
+    (tokens as f64 / started.elapsed().as_secs_f64(), tokens)
 }
 
 fn tool(name: &str, description: &str, parameters: serde_json::Value) -> ToolSpec {
@@ -189,6 +238,36 @@ pub(crate) fn compare(engine: &mut Engine, runs: usize, code_mode_system: &str) 
             median_of(&free, |run| run.pick_us),
             median_of(&constrained, |run| run.pick_us),
             median_of(&constrained, |run| run.grammar_ms),
+        );
+    }
+    // The provider's own loop, with what code mode asks besides the grammar: the names a
+    // program may call (undeclared calls are taken back) and a failed call (not written
+    // again), one the model does not write here, so both answers are the same program.
+    for (label, request) in prompts
+        .iter()
+        .filter(|(label, _)| label.starts_with("code mode"))
+    {
+        let mut guarded = request.clone();
+        guarded.callable = Some(CALLABLE.iter().map(|name| (*name).to_owned()).collect());
+        guarded.failed_calls = vec![FailedCall {
+            callee: "fs.read".to_owned(),
+            input: json!({ "path": "missing.txt" }),
+        }];
+        // Once for the prompt's cache.
+        provider_answer(engine, &guarded, false, 1);
+        let mut free = Vec::new();
+        let mut constrained = Vec::new();
+        for _ in 0..runs {
+            free.push(provider_answer(engine, &guarded, false, 128));
+            constrained.push(provider_answer(engine, &guarded, true, 128));
+        }
+        let free_rate = crate::median(free.iter().map(|run| run.0).collect());
+        let constrained_rate = crate::median(constrained.iter().map(|run| run.0).collect());
+        println!(
+            "| generation as the provider decodes, {label}: free / grammar and call guard ({} / {} tokens) | {free_rate:.1} / {constrained_rate:.1} tokens/s ({:.3}×) |",
+            free[0].1,
+            constrained[0].1,
+            constrained_rate / free_rate,
         );
     }
 }

@@ -136,6 +136,7 @@ fn report_free_space(root: &Path) {
 }
 
 fn ci(root: &Path) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
     report_free_space(root);
     run(root, "cargo", &["fmt", "--all", "--check"], &[])?;
     run(
@@ -257,7 +258,10 @@ fn ci(root: &Path) -> anyhow::Result<()> {
     } else {
         println!("xtask ci: the eval's smoke run is for the embedded model; a provider is set");
     }
-    println!("xtask ci: all checks passed");
+    println!(
+        "xtask ci: all checks passed in {} s",
+        started.elapsed().as_secs()
+    );
     Ok(())
 }
 
@@ -359,12 +363,19 @@ pub(crate) fn run(
     env: &[(&str, &str)],
 ) -> anyhow::Result<()> {
     println!("$ {program} {}", arguments.join(" "));
+    let started = std::time::Instant::now();
     let status = Command::new(program)
         .current_dir(root)
         .args(arguments)
         .envs(env.iter().copied())
         .status()
         .with_context(|| format!("could not start {program}"))?;
+    // What each step took, so that a CI run that grows says where.
+    println!(
+        "$ {program} {}: {} s",
+        arguments.join(" "),
+        started.elapsed().as_secs()
+    );
     if !status.success() {
         bail!("{program} {} failed ({status})", arguments.join(" "));
     }

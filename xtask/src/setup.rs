@@ -11,6 +11,7 @@ use anyhow::{Context as _, bail, ensure};
 /// Runs `.ci/setup`, then every check with the environment it printed.
 pub(crate) fn then_ci(root: &Path) -> anyhow::Result<()> {
     println!("xtask ci: setting up what the tests need (.ci/setup; --no-setup skips it)");
+    let started = std::time::Instant::now();
     let output = Command::new("bash")
         .current_dir(root)
         .arg(".ci/setup")
@@ -23,6 +24,7 @@ pub(crate) fn then_ci(root: &Path) -> anyhow::Result<()> {
         ".ci/setup failed ({})",
         output.status
     );
+    println!("xtask ci: set up in {} s", started.elapsed().as_secs());
     let printed = String::from_utf8(output.stdout).context(".ci/setup printed non-UTF-8")?;
     let mut environment = Vec::new();
     for line in printed.lines().filter(|line| !line.trim().is_empty()) {

@@ -35,7 +35,8 @@ pub use prompt::{
 };
 pub use provider::{
     ChatMessage, ChatRole, CompletionService, FailedCall, ModelEvent, ModelProvider, ModelRequest,
-    ModelResponse, ModelStream, ProviderError, ProviderFactory, ToolCallRequest, ToolSpec,
+    ModelResponse, ModelStream, ProviderError, ProviderFactory, ResultFields, ToolCallRequest,
+    ToolSpec,
 };
 pub use recorder::PromptRecorder;
 pub use runtime::{

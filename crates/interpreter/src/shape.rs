@@ -13,9 +13,13 @@ const MAX_DEPTH: usize = 8;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]
 pub enum Shape {
-    /// Not checked: no schema, an open map, a scalar, or a union of different kinds.
+    /// Not checked: no schema, an open map, a number or boolean, or a union of different
+    /// kinds.
     #[default]
     Any,
+    /// A string. Not checked in the sandbox (a string has no fields to check, and its methods
+    /// are JavaScript's); the grammar lets a read chained on one name only what a string has.
+    Text,
     /// An object with exactly these fields declared, in the schema's order.
     Record { fields: Vec<(String, Shape)> },
     /// A list whose items have this shape.
@@ -73,6 +77,9 @@ impl Shape {
                 item: Box::new(Self::at(item, root, depth + 1)),
             };
         }
+        if is_string(object) {
+            return Self::Text;
+        }
         Self::Any
     }
 
@@ -96,6 +103,7 @@ impl Shape {
                 (Some(Self::List { item }), Self::List { item: other }) if item == other => {
                     Self::List { item }
                 }
+                (Some(Self::Text), Self::Text) => Self::Text,
                 _ => return Self::Any,
             });
         }
@@ -131,6 +139,18 @@ pub(crate) fn resolve<'a>(target: &str, root: &'a Value) -> Option<&'a Value> {
     path.split('/').try_fold(root, |node, part| {
         node.get(part.replace("~1", "/").replace("~0", "~"))
     })
+}
+
+/// `"type": "string"`, or `["string", "null"]`: a string (or nothing).
+fn is_string(object: &Map<String, Value>) -> bool {
+    match object.get("type") {
+        Some(Value::String(kind)) => kind == "string",
+        Some(Value::Array(kinds)) => {
+            kinds.iter().any(|kind| kind == "string")
+                && kinds.iter().all(|kind| kind == "string" || kind == "null")
+        }
+        _ => false,
+    }
 }
 
 fn is_null(schema: &Value) -> bool {
@@ -187,16 +207,29 @@ mod tests {
     }
 
     #[test]
-    fn maps_scalars_and_mixed_unions_are_not_checked() {
+    fn maps_numbers_and_mixed_unions_are_not_checked() {
         for schema in [
             json!({ "type": "object", "additionalProperties": { "type": "number" } }),
             json!({ "type": "object", "properties": { "a": {} }, "additionalProperties": true }),
-            json!({ "type": "string" }),
+            json!({ "type": "number" }),
+            json!({ "type": ["string", "number"] }),
             json!({ "anyOf": [{ "type": "string" }, { "type": "object", "properties": { "a": {} } }] }),
             json!({ "$ref": "#/$defs/Missing" }),
             json!(true),
         ] {
             assert_eq!(Shape::of_schema(&schema), Shape::Any, "{schema}");
+        }
+    }
+
+    #[test]
+    fn strings_are_text() {
+        for schema in [
+            json!({ "type": "string" }),
+            json!({ "type": ["string", "null"] }),
+            json!({ "anyOf": [{ "type": "string" }, { "type": "null" }] }),
+            json!({ "type": "string", "enum": ["a", "b"] }),
+        ] {
+            assert_eq!(Shape::of_schema(&schema), Shape::Text, "{schema}");
         }
     }
 

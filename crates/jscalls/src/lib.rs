@@ -10,13 +10,19 @@
 //!
 //! [`literal_calls`] finds the calls of one function whose argument is a literal, read as
 //! JSON (`fs.list({ path: "data.csv" })`): what a caller needs to tell a call written again.
+//!
+//! [`bound_reads`] finds the reads of a field of a `const` bound to a call's result
+//! (`const r = fs.read({…});` then `r.content`): what a caller needs to check them against the
+//! fields the result declares.
 
 #![forbid(unsafe_code)]
 
 use std::collections::HashSet;
 
+mod bound;
 mod literal;
 
+pub use bound::{BoundRead, bound_reads, undecided_pattern};
 pub use literal::{Argument, LiteralCall, literal_calls};
 
 /// A call of a bare name that is neither known nor declared before it.

@@ -228,3 +228,157 @@ mod literals {
         assert_eq!(literal_calls("done(1)", "done")[0].method, 0);
     }
 }
+
+mod bound {
+    use crate::{BoundRead, bound_reads, undecided_pattern};
+
+    fn reads(source: &str) -> Vec<(String, String, String, bool)> {
+        bound_reads(source, &|callee| {
+            matches!(callee, "fs.read" | "fsList" | "time.now")
+        })
+        .into_iter()
+        .map(
+            |BoundRead {
+                 name,
+                 callee,
+                 field,
+                 start,
+                 complete,
+                 pattern,
+             }| {
+                assert!(source[start..].starts_with(&field), "{source}");
+                assert_eq!(pattern.is_some(), name == field && name != "r", "{source}");
+                (name, callee, field, complete)
+            },
+        )
+        .collect()
+    }
+
+    fn read(
+        name: &str,
+        callee: &str,
+        field: &str,
+        complete: bool,
+    ) -> (String, String, String, bool) {
+        (
+            name.to_owned(),
+            callee.to_owned(),
+            field.to_owned(),
+            complete,
+        )
+    }
+
+    #[test]
+    fn the_readme_example_holds() {
+        let source = "const r = fs.read({ path: 'a.csv' });\nconst rows = r.entries";
+        let reads = bound_reads(source, &|callee| callee == "fs.read");
+        assert_eq!(
+            (reads[0].field.as_str(), reads[0].complete),
+            ("entries", false)
+        );
+        assert_eq!(reads[0].start, source.len() - "entries".len());
+    }
+
+    #[test]
+    fn reads_of_a_const_bound_to_a_call_are_found() {
+        let source = "const r = fs.read({ path: 'a.csv' });\nconst rows = r.entries.map(e => e.x);\nlog(`${r?.content}`);\ndone(r.cont";
+        assert_eq!(
+            reads(source),
+            [
+                read("r", "fs.read", "entries", true),
+                read("r", "fs.read", "content", true),
+                read("r", "fs.read", "cont", false),
+            ]
+        );
+        // Ended by a line break, a comma, or a block's end; a bare function name too.
+        for source in [
+            "const r = fs.read({ path: 'a' }) // the file\nlog(r.x)",
+            "const r = fsList({}), n = 1; log(r.x)",
+            "if (a) { const r = time.now({}) }\nlog(r.x)",
+        ] {
+            assert_eq!(reads(source).len(), 1, "{source}");
+        }
+    }
+
+    #[test]
+    fn the_fields_a_pattern_takes_from_a_call_are_found() {
+        let source = "let { content, size: n = 0, 'q': z, nested: { deep }, ...rest } = fs.read({});\nconst { iso } = time.now({})\nlog(1)";
+        let found = bound_reads(source, &|callee| {
+            callee == "fs.read" || callee == "time.now"
+        });
+        let fields: Vec<(&str, usize)> = found
+            .iter()
+            .map(|read| (read.field.as_str(), read.pattern.unwrap()))
+            .collect();
+        let second = source.find("{ iso").unwrap();
+        assert_eq!(
+            fields,
+            [("content", 4), ("size", 4), ("nested", 4), ("iso", second)]
+        );
+        // Chained, or not yet ended: not bound.
+        for source in [
+            "const { name } = fs.read({}).entries[0];",
+            "const { name } = fs.read({})",
+            "const { name } = other;",
+        ] {
+            assert_eq!(
+                bound_reads(source, &|callee| callee == "fs.read"),
+                [],
+                "{source}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_pattern_is_undecided_until_what_it_takes_apart_is_told() {
+        let callees = |callee: &str| callee == "fs.read";
+        for (source, undecided) in [
+            ("const { a", true),
+            ("const { a } ", true),
+            ("const { a } = fs", true),
+            ("const { a } = fs.read({ path: 'x' ", true),
+            ("const { a } = fs.read({ path: 'x' })", true),
+            ("const { a } = fs.read({ path: 'x' });", false),
+            ("const { a } = fs.read({}).b", false),
+            ("const { a } = other;", false),
+            ("const { a } = web.fetch({});", false),
+            ("const { a } = JSON.parse(x", false),
+            ("const x = 1;", false),
+            ("for (const { a } of list) {", false),
+        ] {
+            let found = undecided_pattern(source, &callees);
+            assert_eq!(found.is_some(), undecided, "{source}");
+            if let Some(open) = found {
+                assert_eq!(&source[open..open + 1], "{", "{source}");
+            }
+        }
+    }
+
+    #[test]
+    fn other_reads_and_other_bindings_are_not() {
+        for source in [
+            // Something chained on the call, or more after it.
+            "const r = fs.read({ path: 'a' }).content;\nlog(r.x)",
+            "const r = fs.read({ path: 'a' })\n  .content;\nlog(r.x)",
+            "const r = fs.read({ path: 'a' }) || {};\nlog(r.x)",
+            // Not yet known whether the call is all.
+            "const r = fs.read({ path: 'a' })",
+            // Another function, `let`, a property of another object, a read before.
+            "const r = web.fetch({});\nlog(r.x)",
+            "let r = fs.read({});\nr = {};\nlog(r.x)",
+            "log(r.x);\nconst r = fs.read({});",
+            "const r = fs.read({});\nlog(o.r.x)",
+            // In a string, a comment or a template's text.
+            "const r = fs.read({});\nlog('r.x', \"r.y\", `r.z ${1}`) // r.w",
+            // The name declared again: a parameter, another declaration, a pattern.
+            "const r = fs.read({});\nlist.map(r => r.x)",
+            "const r = fs.read({});\nlist.map((a, r) => r.x)",
+            "const r = fs.read({});\nfunction f(r) { return r.x }",
+            "const r = fs.read({});\nfor (const r of rows) log(r.x)",
+            "const r = fs.read({});\nconst { r } = o;\nlog(r.x)",
+            "const r = fs.read({});\ntry {} catch (r) { log(r.x) }",
+        ] {
+            assert_eq!(reads(source), [], "{source}");
+        }
+    }
+}

@@ -206,6 +206,23 @@ pub struct ModelRequest {
     /// else there. One that cannot ignores them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed_calls: Vec<FailedCall>,
+    /// With a `grammar` of JavaScript programs: the fields a read of a tool's result may
+    /// name, per function a program calls the tool by. A provider that decodes under the
+    /// grammar keeps a program from reading any other field of a `const` bound to such a
+    /// call (`const r = fs.read({…});` then `r.entries`): it takes the field back and writes
+    /// another there. One that cannot ignores them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub result_fields: Vec<ResultFields>,
+}
+
+/// The fields a read of a tool's result may name (see [`ModelRequest::result_fields`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResultFields {
+    /// The function a program calls (`fs.read`).
+    pub callee: String,
+    /// What its result has: the fields it declares, and what every value of its kind has
+    /// (`toString`; a string's `length` and methods).
+    pub fields: Vec<String>,
 }
 
 /// A tool call that failed, as a program writes it (see [`ModelRequest::failed_calls`]).
@@ -231,6 +248,7 @@ impl ModelRequest {
             seed: None,
             callable: None,
             failed_calls: Vec::new(),
+            result_fields: Vec::new(),
         }
     }
 

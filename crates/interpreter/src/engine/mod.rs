@@ -21,6 +21,7 @@ use crate::protocol::{
 pub(crate) use absent::NO_VALUE;
 pub(crate) use functions::NO_MODULE;
 pub(crate) use source::word_column;
+pub(crate) use typed::ALWAYS_READABLE;
 pub(crate) use values::quoted_start;
 
 mod absent;

@@ -17,7 +17,7 @@ use boa_engine::{
 use crate::shape::Shape;
 
 /// Names read of any value by the language or by habit, which never throw.
-pub(super) const ALWAYS_READABLE: &[&str] = &[
+pub(crate) const ALWAYS_READABLE: &[&str] = &[
     "then",
     "toJSON",
     "constructor",
@@ -50,7 +50,7 @@ pub(super) fn typed_result(
     tool: &str,
     context: &mut Context,
 ) -> JsResult<JsValue> {
-    if shape.is_any() {
+    if matches!(shape, Shape::Any | Shape::Text) {
         return Ok(value);
     }
     let checked = build(shape, tool, "", context)?;
@@ -59,7 +59,7 @@ pub(super) fn typed_result(
 
 fn build(shape: &Shape, tool: &str, place: &str, context: &mut Context) -> JsResult<Checked> {
     Ok(match shape {
-        Shape::Any => Checked::Any,
+        Shape::Any | Shape::Text => Checked::Any,
         Shape::List { item } => Checked::List(Box::new(build(
             item,
             tool,

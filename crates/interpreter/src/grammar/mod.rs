@@ -7,15 +7,18 @@
 //! - an object literal written as a tool's input has only that tool's input fields as keys,
 //!   and a field with an enum of strings takes one of them (or a variable);
 //! - a read chained on a call (`fs.list({…}).entries[0].name`) names only fields the tool's
-//!   declared result has, as the sandbox checks them (`crate::shape`).
+//!   declared result has, as the sandbox checks them (`crate::shape`), and on a string only
+//!   what a string has (`.length`, its methods);
 //!
 //! Everything else a program writes is free: calls of its own functions, of JavaScript's
-//! built-ins and of the sandbox functions, reads of variables. What the grammar cannot see
-//! (a read of a `const` bound to a result) the sandbox still checks when it runs.
+//! built-ins and of the sandbox functions, reads of variables. What the grammar cannot see (a
+//! read of a `const` bound to a result, a pattern that takes one apart) the embedded model's
+//! provider checks beside it ([`result_fields`]), and the sandbox when the program runs.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
+use agentic_core::ResultFields;
 use serde_json::Value;
 
 use crate::protocol::ToolBinding;
@@ -142,6 +145,37 @@ pub fn callable(bindings: &[ToolBinding]) -> Vec<String> {
     names.sort();
     names.dedup();
     names
+}
+
+/// What a read of each tool's result may name, under every name a program calls it by, for a
+/// provider that checks the reads of a `const` bound to a call as it decodes the program
+/// (`ModelRequest::result_fields`): a record's declared fields and what every object
+/// answers; a string's `length` and methods. A result of another shape is not listed.
+pub fn result_fields(bindings: &[ToolBinding]) -> Vec<ResultFields> {
+    let mut listed = Vec::new();
+    for binding in bindings {
+        let fields: Vec<String> = match &binding.result {
+            Shape::Record { fields } => fields
+                .iter()
+                .map(|(name, _)| name.as_str())
+                .chain(crate::engine::ALWAYS_READABLE.iter().copied())
+                .map(str::to_owned)
+                .collect(),
+            Shape::Text => STRING_METHODS
+                .iter()
+                .chain(&["length"])
+                .map(|name| (*name).to_owned())
+                .collect(),
+            Shape::Any | Shape::List { .. } => continue,
+        };
+        for callee in crate::dry_run::names_of(binding) {
+            listed.push(ResultFields {
+                callee,
+                fields: fields.clone(),
+            });
+        }
+    }
+    listed
 }
 
 /// The grammar for tools given by id, input schema and output schema, bound as code mode binds
@@ -319,13 +353,52 @@ struct Shapes {
     rules: HashMap<Shape, String>,
 }
 
+/// What a string has, as a read chained on one may name it.
+const STRING_METHODS: &[&str] = &[
+    "at",
+    "charAt",
+    "charCodeAt",
+    "codePointAt",
+    "concat",
+    "endsWith",
+    "includes",
+    "indexOf",
+    "lastIndexOf",
+    "localeCompare",
+    "match",
+    "matchAll",
+    "normalize",
+    "padEnd",
+    "padStart",
+    "repeat",
+    "replace",
+    "replaceAll",
+    "search",
+    "slice",
+    "split",
+    "startsWith",
+    "substr",
+    "substring",
+    "toLocaleLowerCase",
+    "toLocaleUpperCase",
+    "toLowerCase",
+    "toString",
+    "toUpperCase",
+    "trim",
+    "trimEnd",
+    "trimStart",
+    "valueOf",
+];
+
 impl Shapes {
+    /// The name `shape_k` of `shape`'s rules (written to `grammar` the first time).
     fn rule(&mut self, grammar: &mut String, shape: &Shape) -> String {
         if let Some(name) = self.rules.get(shape) {
             return name.clone();
         }
         let name = format!("shape_{}", self.rules.len());
         self.rules.insert(shape.clone(), name.clone());
+        let computed = "(\"[\" expr \"]\" | \"?.[\" expr \"]\")";
         let body = match shape {
             Shape::Any => "tail*".to_owned(),
             Shape::Record { fields } => {
@@ -338,13 +411,19 @@ impl Shapes {
                     reads.push(format!("(\".\" | \"?.\") {} {inner}", literal(field)));
                 }
                 // A computed read (`result[key]`) is left to the sandbox.
-                reads.push("(\"[\" expr \"]\" | \"?.[\" expr \"]\") tail*".to_owned());
+                reads.push(format!("{computed} tail*"));
                 format!("({})?", reads.join(" | "))
             }
             Shape::List { item } => {
                 let item = self.rule(grammar, item);
+                format!("({computed} {item} | (\".\" PROP_NAME | \"?.\" PROP_NAME) tail*)?")
+            }
+            // A string's length and methods, or a character.
+            Shape::Text => {
+                let methods: Vec<String> = STRING_METHODS.iter().map(|m| literal(m)).collect();
                 format!(
-                    "((\"[\" expr \"]\" | \"?.[\" expr \"]\") {item} | (\".\" PROP_NAME | \"?.\" PROP_NAME) tail*)?"
+                    "((\".\" | \"?.\") ({}) args tail* | (\".\" | \"?.\") \"length\" tail* | {computed} tail*)?",
+                    methods.join(" | ")
                 )
             }
         };

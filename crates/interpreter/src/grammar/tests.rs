@@ -72,6 +72,7 @@ fn grammar() -> String {
                 "iso": { "type": "string" }, "weekday": { "type": "string" } } }),
         ),
         binding("web.fetch", None, json!({})),
+        binding("calc.area", None, json!({ "type": "string" })),
         binding("note.save", None, json!({})),
     ];
     program_grammar(&bindings, inputs)
@@ -134,6 +135,13 @@ fn programs_models_write_are_accepted() {
         // A tool's input fields in any order, each once, a trailing comma or none.
         "fs.list({ recursive: false, path: 'a', });\nfs.list({ path: 'a', recursive: true });\nfs.read({ encoding: 'utf8', 'path': 'b' });\nfs.list({});\ntime.now({ timezone: 'UTC', })",
         "const obj = { 'a-b': 1, default: 2, [`k${1}`]: 3, f() { return 1 }, ...{ c: 4 } };\nobj?.a?.[0]?.(1);\nconst t = typeof obj === 'object' && !(obj instanceof Array);",
+        // A result taken apart (the embedded model's provider checks the fields beside the
+        // grammar).
+        "const { entries } = fs.list({ path: '.' });\nconst { content: text = '', ...rest } = fs.read({ path: 'a' });\nconst { \"iso\": iso } = time.now({});",
+        "const { a, b } = JSON.parse(fs.read({ path: 'x' }).content);\nconst { c } = other;\nconst { d } = (fs.list({}));\nconst {} = time.now({});\nconst { e = 1 } = !x ? y : z",
+        "const { length } = calc.area({});\nconst { e } = web.fetch({});\nconst [first] = fs.list({}).entries;\nconst { f } = parallel([]) || {}",
+        // A string result: its length and its methods.
+        "const n = calc.area({}).length;\nconst parts = calc.area({}).split(',').map(Number);\nconst t = fs.read({ path: 'a' }).content.trim().toUpperCase();\nconst c = calc.area({})[0];\nconst s = `${calc.area({})}`;\nconst v = Number(calc.area({}))",
     ] {
         if let Err(taken) = check(program) {
             panic!("refused after {taken:?}\nin {program}");
@@ -244,6 +252,23 @@ fn wrong_calls_fields_and_node_habits_are_refused_where_they_start() {
                 refused_after.starts_with(taken),
                 "{program}: refused after {refused_after:?}, expected after {taken:?}"
             ),
+        }
+    }
+}
+
+#[test]
+fn a_string_result_is_read_by_what_a_string_has() {
+    for (program, taken) in [
+        // A field a string result does not have.
+        ("calc.area({}).area", "calc.area({}).a"),
+        (
+            "fs.read({ path: 'a' }).content.lines",
+            "fs.read({ path: 'a' }).content.l",
+        ),
+    ] {
+        match check(program) {
+            Ok(()) => panic!("accepted: {program}"),
+            Err(refused_after) => assert_eq!(refused_after, taken, "{program}"),
         }
     }
 }

@@ -103,6 +103,7 @@ impl CodeExecutor {
         });
         request.callable = Some(crate::grammar::callable(bindings));
         request.failed_calls = self.failed_calls(prepared, bindings);
+        request.result_fields = crate::grammar::result_fields(bindings);
         // Once a program of this turn has run, the answer may be words (`with_prose_answer`).
         let ran = self
             .timeline()

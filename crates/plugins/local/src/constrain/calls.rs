@@ -23,11 +23,16 @@
 //! Measured (round 24, `docs/benchmarks.md`): fired in csv-sum alone (`fs.list` taken back,
 //! the model wrote `fs.read`; the task fails further on, as before); tuning 21 → 21/24 task for
 //! task, held-out 6 → 5/12 (dentist-done, where it did not fire: sampling variance).
+//!
+//! And a read of a field of a `const` bound to a tool's call (`const r = fs.read({…});` then
+//! `r.entries`) is taken back to the field when the result does not have it
+//! (`ModelRequest::result_fields`), as soon as no field it has starts with what is written:
+//! the grammar checks a read chained on the call, but cannot know which names a program binds.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use agentic_core::{FailedCall, ModelRequest};
-use agentic_jscalls::{Argument, literal_calls};
+use agentic_jscalls::{Argument, bound_reads, literal_calls, undecided_pattern};
 use serde_json::Value;
 
 /// The most names taken back in one answer; past it the answer is left as the model writes
@@ -40,16 +45,21 @@ pub struct CallGuard {
     /// The names a program may call without declaring them, when the request says.
     known: Option<HashSet<String>>,
     failed: Vec<FailedCall>,
+    /// The fields a read of each function's result may name (`ModelRequest::result_fields`).
+    results: HashMap<String, HashSet<String>>,
     /// Tokens not to choose again, by the number of tokens before them in the answer.
     banned: Vec<(usize, u32)>,
     taken_back: usize,
 }
 
 impl CallGuard {
-    /// The guard of an answer to `request`: `None` when it names neither callable names nor
-    /// failed calls.
+    /// The guard of an answer to `request`: `None` when it names no callable names, failed
+    /// calls or result fields.
     pub fn new(request: &ModelRequest) -> Option<Self> {
-        if request.callable.is_none() && request.failed_calls.is_empty() {
+        if request.callable.is_none()
+            && request.failed_calls.is_empty()
+            && request.result_fields.is_empty()
+        {
             return None;
         }
         Some(Self {
@@ -58,6 +68,16 @@ impl CallGuard {
                 .as_ref()
                 .map(|names| names.iter().cloned().collect()),
             failed: request.failed_calls.clone(),
+            results: request
+                .result_fields
+                .iter()
+                .map(|result| {
+                    (
+                        result.callee.clone(),
+                        result.fields.iter().cloned().collect(),
+                    )
+                })
+                .collect(),
             banned: Vec::new(),
             taken_back: 0,
         })
@@ -65,21 +85,60 @@ impl CallGuard {
 
     /// Where what is to be taken back starts in `text`, when the text from byte `from` on
     /// (what the last token added) makes a call of a name neither known nor declared (its
-    /// name), or a failed call again (its method's name).
+    /// name), a failed call again (its method's name), or a read of a field that the result
+    /// bound to a `const` does not have (the field; while it is being written, as soon as no
+    /// field it has starts so).
     pub fn to_take_back(&self, text: &str, from: usize) -> Option<usize> {
         let added = &text[from..];
-        if !added.contains('(') && !added.contains(')') {
-            return None;
-        }
         let start = program_start(text)?;
         let program = &text[start..];
         let from = from.saturating_sub(start);
+        if (added.contains('(') || added.contains(')'))
+            && let Some(at) = self.call_to_take_back(program, from)
+        {
+            return Some(start + at);
+        }
+        if self.results.is_empty() {
+            return None;
+        }
+        let reads = bound_reads(program, &|callee| self.results.contains_key(callee));
+        reads.into_iter().find_map(|read| {
+            let fields = self.results.get(&read.callee)?;
+            // A pattern that takes a field the result does not have: back to its `{`, where
+            // the model may bind the result whole instead.
+            if let Some(open) = read.pattern {
+                if fields.contains(&read.field) {
+                    return None;
+                }
+                tracing::debug!(callee = %read.callee, field = %read.field, "a pattern's field the result does not have, taken back");
+                return Some(start + open);
+            }
+            // Only a read the last token wrote or ended.
+            if read.start + read.field.len() < from {
+                return None;
+            }
+            let has = if read.complete {
+                fields.contains(&read.field)
+            } else {
+                fields.iter().any(|field| field.starts_with(&read.field))
+            };
+            if has {
+                return None;
+            }
+            tracing::debug!(callee = %read.callee, field = %read.field, "a field the result does not have, taken back");
+            Some(start + read.start)
+        })
+    }
+
+    /// Where a call of a name neither known nor declared, or a failed call again, starts in
+    /// `program` (see `to_take_back`).
+    fn call_to_take_back(&self, program: &str, from: usize) -> Option<usize> {
         if let Some(known) = &self.known
             && let Some(call) =
                 agentic_jscalls::undeclared_call(program, from, &|name| known.contains(name))
         {
             tracing::debug!(name = %call.name, "a call of an undeclared name, taken back");
-            return Some(start + call.start);
+            return Some(call.start);
         }
         self.failed.iter().find_map(|failed| {
             literal_calls(program, &failed.callee)
@@ -92,7 +151,7 @@ impl CallGuard {
                 })
                 .map(|call| {
                     tracing::debug!(callee = %failed.callee, "a failed call again, taken back");
-                    start + call.method
+                    call.method
                 })
         })
     }
@@ -127,7 +186,8 @@ impl CallGuard {
 
     /// How much of `text` may go out: not the name (and the blanks and dots after it) it
     /// ends with, which a `(` may still make a call to take back, nor a call of a failed
-    /// function whose argument is still being written.
+    /// function whose argument is still being written, nor an object pattern whose call is
+    /// not yet told.
     pub fn settled(&self, text: &str) -> usize {
         let mut settled = text
             .trim_end_matches(|c: char| {
@@ -141,6 +201,13 @@ impl CallGuard {
                         settled = settled.min(start + call.start);
                     }
                 }
+            }
+            if !self.results.is_empty()
+                && let Some(open) =
+                    undecided_pattern(&text[start..], &|callee| self.results.contains_key(callee))
+            {
+                // The blank before it too: the token the `{` is in may begin with it.
+                settled = settled.min(text[..start + open].trim_end().len());
             }
         }
         settled
@@ -265,6 +332,45 @@ mod tests {
         ] {
             assert_eq!(guard.to_take_back(other, other.len() - 1), None, "{other}");
         }
+    }
+
+    #[test]
+    fn a_field_the_bound_result_does_not_have_is_taken_back() {
+        let mut request = ModelRequest::new(ModelKind::Normal, Vec::new());
+        request.result_fields = vec![agentic_core::ResultFields {
+            callee: "fs.read".to_owned(),
+            fields: vec!["content".to_owned(), "toString".to_owned()],
+        }];
+        let guard = CallGuard::new(&request).unwrap();
+        let program = "```js\nconst r = fs.read({ path: 'a.csv' });\nconst rows = r.";
+        // As soon as no field starts so.
+        let text = format!("{program}entries");
+        let field = program.len();
+        assert_eq!(guard.to_take_back(&text, text.len() - 3), Some(field));
+        // A field it has, whole or begun; only what the last token wrote is judged.
+        for (text, from) in [
+            (format!("{program}cont"), program.len()),
+            (format!("{program}content.split"), program.len() + 8),
+            (format!("{program}toString()"), program.len() + 8),
+            (format!("{program}entries;\nlog(1)"), program.len() + 10),
+        ] {
+            assert_eq!(guard.to_take_back(&text, from), None, "{text}");
+        }
+        // Ended by what follows.
+        let text = format!("{program}contents;");
+        assert_eq!(guard.to_take_back(&text, text.len() - 1), Some(field));
+        // A pattern: back to its `{` once the call is told, held back until then.
+        let text = "const { area } = fs.read({ path: 'a' })";
+        assert_eq!(guard.to_take_back(text, text.len() - 1), None);
+        assert_eq!(guard.settled(text), "const".len());
+        let text = format!("{text};");
+        assert_eq!(
+            guard.to_take_back(&text, text.len() - 1),
+            Some("const ".len())
+        );
+        let text = "const { content } = fs.read({ path: 'a' });";
+        assert_eq!(guard.to_take_back(text, text.len() - 1), None);
+        assert_eq!(guard.settled(text), text.len());
     }
 
     #[test]

@@ -184,19 +184,31 @@ pub fn program_grammar_for_schemas<'a>(
     tools: impl IntoIterator<Item = (&'a str, &'a Value, Option<&'a Value>)>,
 ) -> String {
     let tools: Vec<(&str, &Value, Option<&Value>)> = tools.into_iter().collect();
-    let bindings =
-        crate::names::bindings(tools.iter().map(|(id, _, output)| crate::names::ToolNames {
-            id,
-            description: "",
-            aliases: &[],
-            output: *output,
-        }));
+    let bindings = bindings_for_schemas(&tools);
     program_grammar(&bindings, |id| {
         tools
             .iter()
             .find(|(tool, _, _)| *tool == id)
             .map(|(_, input, _)| *input)
     })
+}
+
+/// [`result_fields`] for tools given by id, input schema and output schema, bound as code
+/// mode binds them (for benches and tools outside a prompt).
+pub fn result_fields_for_schemas<'a>(
+    tools: impl IntoIterator<Item = (&'a str, &'a Value, Option<&'a Value>)>,
+) -> Vec<ResultFields> {
+    let tools: Vec<(&str, &Value, Option<&Value>)> = tools.into_iter().collect();
+    result_fields(&bindings_for_schemas(&tools))
+}
+
+fn bindings_for_schemas(tools: &[(&str, &Value, Option<&Value>)]) -> Vec<ToolBinding> {
+    crate::names::bindings(tools.iter().map(|(id, _, output)| crate::names::ToolNames {
+        id,
+        description: "",
+        aliases: &[],
+        output: *output,
+    }))
 }
 
 /// Rules for a tool's input; returns the rule to call it with.

@@ -203,7 +203,26 @@ fn accepted(engine: &mut Engine, request: &ModelRequest, text: &str, ended: bool
 
 /// The grammar code mode gives a program on `tools`.
 fn code_mode_grammar(tools: &ToolSet) -> String {
-    let schemas: Vec<(String, Arc<serde_json::Value>, Option<serde_json::Value>)> = tools
+    let schemas = schemas(tools);
+    agentic_interpreter::grammar::program_grammar_for_schemas(
+        schemas
+            .iter()
+            .map(|(id, input, output)| (id.as_str(), input.as_ref(), output.as_ref())),
+    )
+}
+
+/// What code mode says a read of each tool's result on `tools` may name.
+fn result_fields(tools: &ToolSet) -> Vec<agentic_core::ResultFields> {
+    let schemas = schemas(tools);
+    agentic_interpreter::grammar::result_fields_for_schemas(
+        schemas
+            .iter()
+            .map(|(id, input, output)| (id.as_str(), input.as_ref(), output.as_ref())),
+    )
+}
+
+fn schemas(tools: &ToolSet) -> Vec<(String, Arc<serde_json::Value>, Option<serde_json::Value>)> {
+    tools
         .iter()
         .map(|tool| {
             (
@@ -212,12 +231,25 @@ fn code_mode_grammar(tools: &ToolSet) -> String {
                 tool.output_schema().cloned(),
             )
         })
-        .collect();
-    agentic_interpreter::grammar::program_grammar_for_schemas(
-        schemas
-            .iter()
-            .map(|(id, input, output)| (id.as_str(), input.as_ref(), output.as_ref())),
-    )
+        .collect()
+}
+
+/// The greedy, constrained answer to `request`, and what of it went out as it was written.
+fn streamed(engine: &mut Engine, request: &ModelRequest) -> (String, String) {
+    let mut streamed = String::new();
+    let answer = engine
+        .generate(
+            request,
+            &greedy(true),
+            120,
+            &mut |piece| {
+                streamed.push_str(piece);
+                true
+            },
+            &|| false,
+        )
+        .unwrap();
+    (answer.text, streamed)
 }
 
 #[test]
@@ -306,32 +338,18 @@ fn a_code_mode_answer_calls_no_name_it_has_not_declared() {
     let called = agentic_jscalls::undeclared_call(&free.text, 0, &known);
     assert!(called.is_some(), "{:?}", free.text);
     request.callable = Some(callable.clone());
-    let mut streamed = String::new();
-    let guarded = engine
-        .generate(
-            &request,
-            &greedy(true),
-            120,
-            &mut |piece| {
-                streamed.push_str(piece);
-                true
-            },
-            &|| false,
-        )
-        .unwrap();
+    let (guarded, sent) = streamed(&mut engine, &request);
     assert_eq!(
-        agentic_jscalls::undeclared_call(&guarded.text, 0, &known),
+        agentic_jscalls::undeclared_call(&guarded, 0, &known),
         None,
-        "{:?}",
-        guarded.text
+        "{guarded:?}"
     );
     assert!(
-        accepted(&mut engine, &request, &guarded.text, false),
-        "{:?}",
-        guarded.text
+        accepted(&mut engine, &request, &guarded, false),
+        "{guarded:?}"
     );
     // What went out is the answer: nothing taken back was sent.
-    assert_eq!(streamed, guarded.text);
+    assert_eq!(sent, guarded);
 }
 
 #[test]
@@ -389,25 +407,74 @@ fn a_code_mode_answer_does_not_make_a_failed_call_again() {
         callee: "fs.list".to_owned(),
         input: failed.clone(),
     }];
-    let mut streamed = String::new();
-    let guarded = engine
-        .generate(
-            &request,
-            &greedy(true),
-            120,
-            &mut |piece| {
-                streamed.push_str(piece);
-                true
-            },
-            &|| false,
-        )
-        .unwrap();
-    assert!(!again(&guarded.text), "{:?}", guarded.text);
+    let (guarded, sent) = streamed(&mut engine, &request);
+    assert!(!again(&guarded), "{guarded:?}");
     assert!(
-        accepted(&mut engine, &request, &guarded.text, false),
-        "{:?}",
-        guarded.text
+        accepted(&mut engine, &request, &guarded, false),
+        "{guarded:?}"
     );
     // What went out is the answer: nothing taken back was sent.
-    assert_eq!(streamed, guarded.text);
+    assert_eq!(sent, guarded);
+}
+
+#[test]
+fn a_code_mode_answer_reads_only_fields_its_bound_result_has() {
+    #[derive(Serialize, schemars::JsonSchema)]
+    struct File {
+        content: String,
+        size: u64,
+    }
+    async fn empty(_context: ToolContext) -> Result<File, ToolError> {
+        Ok(File {
+            content: String::new(),
+            size: 0,
+        })
+    }
+    let tools = ToolSet::new(vec![Arc::new(define_tool(
+        "fs.read",
+        "Reads a file",
+        |context, _input: ReadInput| empty(context),
+    ))]);
+    let path = ensure(&SMOLLM2, &Quiet).expect("SmolLM2 is available");
+    let mut engine = Engine::load(&path).unwrap();
+    let fields = result_fields(&tools);
+    let has: Vec<String> = fields
+        .iter()
+        .find(|result| result.callee == "fs.read")
+        .map(|result| result.fields.clone())
+        .unwrap();
+    assert!(has.contains(&"content".to_owned()) && !has.contains(&"text".to_owned()));
+    let wrong = |text: &str| {
+        agentic_jscalls::bound_reads(text, &|callee| callee == "fs.read")
+            .into_iter()
+            .any(|read| read.complete && !has.contains(&read.field))
+    };
+    // Told the result has `text` (a small model's guess), it reads `text`.
+    let mut request = ModelRequest::new(
+        ModelKind::Normal,
+        vec![
+            ChatMessage::system(
+                "Answer with a JavaScript program. Tools are functions: fs.read({ path }) \
+                 returns { text }. End with done(answer).",
+            ),
+            ChatMessage::user("What does a.txt say?"),
+            ChatMessage::assistant("const file = fs.read({ path: \"a.txt\" });\ndone(file.text);"),
+            ChatMessage::user("What does notes.txt say?"),
+        ],
+    );
+    request.grammar = Some(code_mode_grammar(&tools));
+    let free = engine
+        .generate(&request, &greedy(true), 120, &mut |_| true, &|| false)
+        .unwrap();
+    assert!(wrong(&free.text), "{:?}", free.text);
+    // With what the result has, the field is taken back and another written (SmolLM2:
+    // `file.toString()`).
+    request.result_fields = fields;
+    let (guarded, sent) = streamed(&mut engine, &request);
+    assert!(!wrong(&guarded), "{guarded:?}");
+    assert!(
+        accepted(&mut engine, &request, &guarded, false),
+        "{guarded:?}"
+    );
+    assert_eq!(sent, guarded);
 }

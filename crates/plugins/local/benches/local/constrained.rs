@@ -241,8 +241,19 @@ pub(crate) fn compare(engine: &mut Engine, runs: usize, code_mode_system: &str) 
         );
     }
     // The provider's own loop, with what code mode asks besides the grammar: the names a
-    // program may call (undeclared calls are taken back) and a failed call (not written
-    // again), one the model does not write here, so both answers are the same program.
+    // program may call (undeclared calls are taken back), a failed call (not written
+    // again), one the model does not write here, so both answers are the same program, and
+    // what a read of each tool's result may name.
+    let tools: Vec<serde_json::Value> =
+        serde_json::from_str(include_str!("../code-mode-tools.json")).unwrap();
+    let result_fields =
+        agentic_interpreter::grammar::result_fields_for_schemas(tools.iter().map(|tool| {
+            (
+                tool["id"].as_str().unwrap_or_default(),
+                &tool["input"],
+                tool.get("output").filter(|output| !output.is_null()),
+            )
+        }));
     for (label, request) in prompts
         .iter()
         .filter(|(label, _)| label.starts_with("code mode"))
@@ -253,6 +264,7 @@ pub(crate) fn compare(engine: &mut Engine, runs: usize, code_mode_system: &str) 
             callee: "fs.read".to_owned(),
             input: json!({ "path": "missing.txt" }),
         }];
+        guarded.result_fields = result_fields.clone();
         // Once for the prompt's cache.
         provider_answer(engine, &guarded, false, 1);
         let mut free = Vec::new();

@@ -35,6 +35,14 @@ use crate::journal::Entry;
 use crate::prompt::extract_code;
 use crate::protocol::{CodePath, Determinism, HostReply, ToolBinding};
 
+/// A program the model wrote again, as an earlier one of the turn: whether that one failed
+/// (what it changes may not have been changed) or ran (it has been).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Again {
+    AfterFailure,
+    AfterRun,
+}
+
 /// The program a check let through: its code, how it was taken, and the reasoning of the
 /// reply it came from when that was a sample.
 pub(super) struct Checked {
@@ -54,11 +62,13 @@ impl CodeExecutor {
     /// The program to run in place of `code` (written for `request`): `code` itself when its
     /// check passes, else the first sampled candidate whose check does, else `code`. A `copy`
     /// of an earlier program fails its check without a dry run: it would give what it gave.
+    /// A sample that changes what `code` would not change is skipped
+    /// (`rules::sampled_changes`).
     pub(super) async fn checked_program(
         &mut self,
         code: String,
         path: CodePath,
-        copy: bool,
+        copy: Option<Again>,
         request: &ModelRequest,
         prepared: &Prepared,
         bindings: &[ToolBinding],
@@ -74,7 +84,7 @@ impl CodeExecutor {
         let mut recorded = self.recorded_verdicts();
         self.checks += 1;
         let mut passed = Vec::new();
-        let first = if copy {
+        let first = if copy.is_some() {
             // Journaled as a verdict like any other, so a replay pops it in its place.
             recorded
                 .as_mut()
@@ -87,6 +97,13 @@ impl CodeExecutor {
         passed.push(first);
         let mut chosen = None;
         if !first {
+            // What a sample may change: what the model's own program changes, unless that is
+            // a copy of a program that ran, whose changes are made.
+            let allowed = if copy == Some(Again::AfterRun) {
+                Vec::new()
+            } else {
+                crate::rules::sampled_changes::changing_tools(&own.code, prepared, bindings)
+            };
             let mut tried = vec![super::timeline::code_shape(&own.code)];
             for attempt in 1..=self.base.options.services.limits().candidates {
                 let asked = request.clone().sampled_again(self.iterations, attempt);
@@ -110,6 +127,16 @@ impl CodeExecutor {
                     continue;
                 }
                 tried.push(shape);
+                let changes =
+                    crate::rules::sampled_changes::changing_tools(&candidate, prepared, bindings);
+                if let Some(tool) = crate::rules::sampled_changes::beyond(&changes, &allowed) {
+                    tracing::info!(
+                        attempt,
+                        tool,
+                        "a sampled program that changes what the model's own does not is skipped"
+                    );
+                    continue;
+                }
                 let through = self
                     .verdict(&mut recorded, &candidate, prepared, bindings)
                     .await;

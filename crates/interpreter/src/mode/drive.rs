@@ -5,6 +5,7 @@ use agentic_core::tool::cap_text;
 use agentic_core::{ChatMessage, ExecutorError, ModelRequest, Prompt};
 use serde_json::json;
 
+use super::candidates::Again;
 use super::plan::Launch;
 use super::request::Purpose;
 use super::timeline::LastRun;
@@ -107,7 +108,12 @@ impl CodeExecutor {
             if let Some(request) = checked {
                 // A program that would fail is sampled again first; so is a copy of an earlier
                 // program (`rules::repeated`), which would give what it gave.
-                let copy = self.copy_of_earlier(&code).is_some();
+                let copy = self.copy_of_earlier(&code).map(|_| {
+                    match self.timeline().last_run_of(&code, "") {
+                        Some((_, LastRun::Failed(_))) => Again::AfterFailure,
+                        _ => Again::AfterRun,
+                    }
+                });
                 let chosen = self
                     .checked_program(code, path, copy, &request, &prepared, &bindings)
                     .await?;

@@ -35,6 +35,7 @@ pub(crate) mod not_a_program;
 pub(crate) mod nothing_shown;
 pub(crate) mod parameter_name;
 pub(crate) mod repeated;
+pub(crate) mod sampled_changes;
 pub(crate) mod transient;
 pub(crate) mod undeclared_call;
 pub(crate) mod unsaid;

@@ -1,0 +1,104 @@
+//! **Sampled changes.** Fixes: a program sampled in place of the model's own (the check of
+//! `mode/candidates.rs`) that changes something the model never asked to change. A sample is
+//! drawn warmer, to find a read or an input the greedy pick got wrong; it is not a license to
+//! act. In round 25, the model copied a `todo.list()` after adding a todo; a sample in its place,
+//! `todo.delete({ id })` of the todo just added, passed its dry run (a call that changes
+//! things gets a placeholder there) and ran: the user's todo was gone, and a later sample
+//! deleted a trigger. Round 24's dentist-done lost a todo the same way.
+//!
+//! So a sample may call a tool that changes things (one that is not read-only) only when the
+//! model's own program calls that tool too: the sample can fix how it is called, never choose
+//! a new effect. When the model's own program is a copy of one that already ran without
+//! failing, what it changes has been changed, and a sample may change nothing at all (no
+//! todo added twice). Read-only tools are free in both cases. A sample refused here is
+//! skipped like one that only repeats another; nothing is said to the model.
+//!
+//! Calls are found in the source by every name the tool is bound as (`todo.delete`,
+//! `todoDelete`, `tools["todo.delete"]`): a mention counts, run or not, which errs toward
+//! refusing a sample and toward allowing the model's own program.
+//!
+//! Designed on the tuning split (todo-add); measured in round 26, `docs/benchmarks.md`.
+
+use agentic_core::Prepared;
+
+use crate::protocol::ToolBinding;
+
+/// The tools that change things (not read-only) that `code` names, by any name they are
+/// bound as, in the order of `bindings`.
+pub(crate) fn changing_tools(
+    code: &str,
+    prepared: &Prepared,
+    bindings: &[ToolBinding],
+) -> Vec<String> {
+    bindings
+        .iter()
+        .filter(|binding| {
+            prepared
+                .tools
+                .get(&binding.id)
+                .is_some_and(|tool| !tool.read_only())
+        })
+        .filter(|binding| {
+            crate::dry_run::names_of(binding)
+                .iter()
+                .any(|name| names(code, name))
+        })
+        .map(|binding| binding.id.clone())
+        .collect()
+}
+
+/// The first tool the sample changes things with that `allowed` (what the model's own
+/// program may change) does not hold.
+pub(crate) fn beyond<'a>(sample: &'a [String], allowed: &[String]) -> Option<&'a str> {
+    sample
+        .iter()
+        .find(|tool| !allowed.contains(tool))
+        .map(String::as_str)
+}
+
+/// Whether `name` stands in `code` as a name of its own: not part of a longer one
+/// (`fs.write` is not named by `fs.writeFile` nor by `myfs.write`).
+fn names(code: &str, name: &str) -> bool {
+    let part = |c: char| c.is_alphanumeric() || c == '_' || c == '$';
+    code.match_indices(name).any(|(start, _)| {
+        let before = code[..start]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !(part(c) || c == '.'));
+        let after = code[start + name.len()..]
+            .chars()
+            .next()
+            .is_none_or(|c| !part(c));
+        before && after
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{beyond, names};
+
+    #[test]
+    fn a_name_counts_only_when_it_stands_alone() {
+        assert!(names("todo.delete({ id })", "todo.delete"));
+        assert!(names("await tools[\"todo.delete\"]({ id })", "todo.delete"));
+        assert!(names("const f = todoDelete;", "todoDelete"));
+        assert!(!names("fs.writeFile('a', 'b')", "fs.write"));
+        assert!(!names("myfs.write({})", "fs.write"));
+        assert!(!names("x.todo.delete()", "todo.delete"));
+    }
+
+    #[test]
+    fn a_sample_may_change_only_what_the_model_s_own_program_changes() {
+        let own = vec!["todo.create".to_owned()];
+        assert_eq!(beyond(&["todo.create".to_owned()], &own), None);
+        assert_eq!(beyond(&[], &own), None);
+        assert_eq!(
+            beyond(&["todo.create".to_owned(), "todo.delete".to_owned()], &own),
+            Some("todo.delete")
+        );
+        assert_eq!(
+            beyond(&["todo.create".to_owned()], &[]),
+            Some("todo.create")
+        );
+    }
+}

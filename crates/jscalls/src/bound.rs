@@ -163,21 +163,7 @@ fn bound_at<'a>(
     if !callees(&callee) {
         return None;
     }
-    // The matching `)`.
-    let mut depth = 0usize;
-    let close = loop {
-        match text(index)? {
-            "(" | "[" | "{" => depth += 1,
-            ")" | "]" | "}" => {
-                depth = depth.checked_sub(1)?;
-                if depth == 0 {
-                    break index;
-                }
-            }
-            _ => {}
-        }
-        index += 1;
-    };
+    let close = matching(tokens, source, index)?;
     let after = tokens.get(close + 1)?;
     let bare = match after.text(source) {
         ";" | "," | "}" => true,
@@ -429,11 +415,6 @@ fn mask(source: &str) -> String {
     let mut at = 0;
     // Open template substitutions: the depth of braces inside each.
     let mut substitutions: Vec<usize> = Vec::new();
-    let blank = |out: &mut Vec<u8>, from: usize, to: usize| {
-        for byte in &mut out[from..to] {
-            *byte = 0;
-        }
-    };
     let space = |out: &mut Vec<u8>, from: usize, to: usize| {
         for byte in &mut out[from..to] {
             if *byte != b'\n' {
@@ -488,6 +469,11 @@ fn mask(source: &str) -> String {
     String::from_utf8(out).unwrap_or_default()
 }
 
+/// Turns `out[from..to]` into NUL bytes.
+fn blank(out: &mut [u8], from: usize, to: usize) {
+    out[from..to].fill(0);
+}
+
 /// Blanks a template's text from `at` to its closing backtick (past it) or to a `${` (past
 /// it, pushing a substitution); returns where to go on.
 fn template_text(bytes: &[u8], at: usize, out: &mut [u8], substitutions: &mut Vec<usize>) -> usize {
@@ -496,15 +482,11 @@ fn template_text(bytes: &[u8], at: usize, out: &mut [u8], substitutions: &mut Ve
         match bytes[end] {
             b'\\' => end += 2,
             b'`' => {
-                for byte in &mut out[at.saturating_sub(1)..=end] {
-                    *byte = 0;
-                }
+                blank(out, at.saturating_sub(1), end + 1);
                 return end + 1;
             }
             b'$' if bytes.get(end + 1) == Some(&b'{') => {
-                for byte in &mut out[at.saturating_sub(1)..end + 2] {
-                    *byte = 0;
-                }
+                blank(out, at.saturating_sub(1), end + 2);
                 substitutions.push(0);
                 return end + 2;
             }
@@ -512,8 +494,6 @@ fn template_text(bytes: &[u8], at: usize, out: &mut [u8], substitutions: &mut Ve
         }
     }
     let end = end.min(bytes.len());
-    for byte in &mut out[at.saturating_sub(1)..end] {
-        *byte = 0;
-    }
+    blank(out, at.saturating_sub(1), end);
     end
 }

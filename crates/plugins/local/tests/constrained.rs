@@ -252,6 +252,43 @@ fn streamed(engine: &mut Engine, request: &ModelRequest) -> (String, String) {
     (answer.text, streamed)
 }
 
+/// A code-mode request under `grammar`: `system`, then `turns`, the user's and the model's in
+/// turn, the user's last.
+fn program_request(grammar: String, system: &str, turns: &[&str]) -> ModelRequest {
+    let mut messages = vec![ChatMessage::system(system)];
+    for (index, turn) in turns.iter().enumerate() {
+        messages.push(if index % 2 == 0 {
+            ChatMessage::user(*turn)
+        } else {
+            ChatMessage::assistant(*turn)
+        });
+    }
+    let mut request = ModelRequest::new(ModelKind::Normal, messages);
+    request.grammar = Some(grammar);
+    request
+}
+
+/// The greedy answer to `request` under its grammar alone, with no call guard.
+fn unguarded(engine: &mut Engine, request: &ModelRequest) -> String {
+    let mut request = request.clone();
+    request.callable = None;
+    request.failed_calls.clear();
+    request.result_fields.clear();
+    engine
+        .generate(&request, &greedy(true), 120, &mut |_| true, &|| false)
+        .unwrap()
+        .text
+}
+
+/// The greedy answer to `request` as the provider streams it, with its call guard: one the
+/// grammar accepts, and exactly what went out (nothing taken back was sent).
+fn guarded(engine: &mut Engine, request: &ModelRequest) -> String {
+    let (answer, sent) = streamed(engine, request);
+    assert!(accepted(engine, request, &answer, false), "{answer:?}");
+    assert_eq!(sent, answer);
+    answer
+}
+
 #[test]
 fn a_code_mode_answer_under_its_grammar_is_a_program_on_declared_tools() {
     let path = ensure(&SMOLLM2, &Quiet).expect("SmolLM2 is available");
@@ -319,37 +356,26 @@ fn a_code_mode_answer_calls_no_name_it_has_not_declared() {
     let known = |name: &str| callable.iter().any(|known| known == name);
     // A prompt that names helpers the sandbox does not have, as a model that imagines a
     // module writes them.
-    let mut request = ModelRequest::new(
-        ModelKind::Normal,
-        vec![
-            ChatMessage::system(
-                "Answer with a JavaScript program. Read files with loadFile(path) and \
-                 format text with formatText(text), then end with done(answer).",
-            ),
-            ChatMessage::user("What does a.txt say?"),
-            ChatMessage::assistant("const text = loadFile(\"a.txt\");\ndone(formatText(text));"),
-            ChatMessage::user("What does notes.txt say?"),
+    let mut request = program_request(
+        grammar,
+        "Answer with a JavaScript program. Read files with loadFile(path) and format text \
+         with formatText(text), then end with done(answer).",
+        &[
+            "What does a.txt say?",
+            "const text = loadFile(\"a.txt\");\ndone(formatText(text));",
+            "What does notes.txt say?",
         ],
     );
-    request.grammar = Some(grammar);
-    let free = engine
-        .generate(&request, &greedy(true), 120, &mut |_| true, &|| false)
-        .unwrap();
-    let called = agentic_jscalls::undeclared_call(&free.text, 0, &known);
-    assert!(called.is_some(), "{:?}", free.text);
+    let free = unguarded(&mut engine, &request);
+    let called = agentic_jscalls::undeclared_call(&free, 0, &known);
+    assert!(called.is_some(), "{free:?}");
     request.callable = Some(callable.clone());
-    let (guarded, sent) = streamed(&mut engine, &request);
+    let guarded = guarded(&mut engine, &request);
     assert_eq!(
         agentic_jscalls::undeclared_call(&guarded, 0, &known),
         None,
         "{guarded:?}"
     );
-    assert!(
-        accepted(&mut engine, &request, &guarded, false),
-        "{guarded:?}"
-    );
-    // What went out is the answer: nothing taken back was sent.
-    assert_eq!(sent, guarded);
 }
 
 #[test]
@@ -383,38 +409,24 @@ fn a_code_mode_answer_does_not_make_a_failed_call_again() {
             })
     };
     // The model's own program failed; asked again, it writes the same call.
-    let program = "const entries = fs.list({ path: \"notes.txt\" });\ndone(entries);";
-    let mut request = ModelRequest::new(
-        ModelKind::Normal,
-        vec![
-            ChatMessage::system(
-                "Answer with a JavaScript program. Tools are functions: fs.list({ path }) \
-                 lists a folder; fs.read({ path }) returns { text }. End with done(answer).",
-            ),
-            ChatMessage::user("What is in notes.txt?"),
-            ChatMessage::assistant(program),
-            ChatMessage::user(
-                "Error: \"notes.txt\" is a file, not a folder (line 1). What is in notes.txt?",
-            ),
+    let mut request = program_request(
+        code_mode_grammar(&tools),
+        "Answer with a JavaScript program. Tools are functions: fs.list({ path }) lists a \
+         folder; fs.read({ path }) returns { text }. End with done(answer).",
+        &[
+            "What is in notes.txt?",
+            "const entries = fs.list({ path: \"notes.txt\" });\ndone(entries);",
+            "Error: \"notes.txt\" is a file, not a folder (line 1). What is in notes.txt?",
         ],
     );
-    request.grammar = Some(code_mode_grammar(&tools));
-    let free = engine
-        .generate(&request, &greedy(true), 120, &mut |_| true, &|| false)
-        .unwrap();
-    assert!(again(&free.text), "{:?}", free.text);
+    let free = unguarded(&mut engine, &request);
+    assert!(again(&free), "{free:?}");
     request.failed_calls = vec![agentic_core::FailedCall {
         callee: "fs.list".to_owned(),
         input: failed.clone(),
     }];
-    let (guarded, sent) = streamed(&mut engine, &request);
+    let guarded = guarded(&mut engine, &request);
     assert!(!again(&guarded), "{guarded:?}");
-    assert!(
-        accepted(&mut engine, &request, &guarded, false),
-        "{guarded:?}"
-    );
-    // What went out is the answer: nothing taken back was sent.
-    assert_eq!(sent, guarded);
 }
 
 #[test]
@@ -450,31 +462,21 @@ fn a_code_mode_answer_reads_only_fields_its_bound_result_has() {
             .any(|read| read.complete && !has.contains(&read.field))
     };
     // Told the result has `text` (a small model's guess), it reads `text`.
-    let mut request = ModelRequest::new(
-        ModelKind::Normal,
-        vec![
-            ChatMessage::system(
-                "Answer with a JavaScript program. Tools are functions: fs.read({ path }) \
-                 returns { text }. End with done(answer).",
-            ),
-            ChatMessage::user("What does a.txt say?"),
-            ChatMessage::assistant("const file = fs.read({ path: \"a.txt\" });\ndone(file.text);"),
-            ChatMessage::user("What does notes.txt say?"),
+    let mut request = program_request(
+        code_mode_grammar(&tools),
+        "Answer with a JavaScript program. Tools are functions: fs.read({ path }) returns \
+         { text }. End with done(answer).",
+        &[
+            "What does a.txt say?",
+            "const file = fs.read({ path: \"a.txt\" });\ndone(file.text);",
+            "What does notes.txt say?",
         ],
     );
-    request.grammar = Some(code_mode_grammar(&tools));
-    let free = engine
-        .generate(&request, &greedy(true), 120, &mut |_| true, &|| false)
-        .unwrap();
-    assert!(wrong(&free.text), "{:?}", free.text);
+    let free = unguarded(&mut engine, &request);
+    assert!(wrong(&free), "{free:?}");
     // With what the result has, the field is taken back and another written (SmolLM2:
     // `file.toString()`).
     request.result_fields = fields;
-    let (guarded, sent) = streamed(&mut engine, &request);
+    let guarded = guarded(&mut engine, &request);
     assert!(!wrong(&guarded), "{guarded:?}");
-    assert!(
-        accepted(&mut engine, &request, &guarded, false),
-        "{guarded:?}"
-    );
-    assert_eq!(sent, guarded);
 }

@@ -76,6 +76,9 @@ pub struct Generated {
     /// Prompt tokens that were actually processed (the rest came from the cache).
     pub processed_tokens: usize,
     pub stopped: bool,
+    /// Tokens decoded and then taken back by the call guard (`CallGuard`): decoding work the
+    /// answer does not show.
+    pub taken_back_tokens: usize,
 }
 
 impl Engine {
@@ -291,6 +294,7 @@ impl Engine {
             prompt_tokens: prompt.len(),
             processed_tokens: prompt.len() - reused,
             stopped: false,
+            taken_back_tokens: 0,
         };
         let Some(mut logits) = logits else {
             return Ok(generated);
@@ -359,6 +363,7 @@ impl Engine {
                     }
                     let taken = generated.tokens[keep];
                     if kept.len() >= sent && guard.take_back(keep, taken) {
+                        generated.taken_back_tokens += generated.tokens.len() - keep;
                         grammar.rollback(generated.tokens.len() - keep)?;
                         generated.tokens.truncate(keep);
                         context.truncate(prompt.len() + keep);

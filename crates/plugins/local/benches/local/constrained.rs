@@ -107,13 +107,13 @@ const CALLABLE: &[&str] = &[
 
 /// One greedy answer of at most `limit` tokens as the provider decodes it (`Engine::generate`:
 /// the grammar and the call guard when `constrain`, each piece sent out as it settles), the
-/// prompt already in the cache: tokens per second and tokens.
+/// prompt already in the cache: tokens per second, tokens, and tokens decoded then taken back.
 fn provider_answer(
     engine: &mut Engine,
     request: &ModelRequest,
     constrain: bool,
     limit: usize,
-) -> (f64, usize) {
+) -> (f64, usize, usize) {
     let sampling = Sampling {
         temperature: 0.0,
         top_p: 1.0,
@@ -127,7 +127,11 @@ fn provider_answer(
         .generate(request, &sampling, limit, &mut |_| true, &|| false)
         .unwrap();
     let tokens = generated.tokens.len();
-    (tokens as f64 / started.elapsed().as_secs_f64(), tokens)
+    (
+        tokens as f64 / started.elapsed().as_secs_f64(),
+        tokens,
+        generated.taken_back_tokens,
+    )
 }
 
 fn tool(name: &str, description: &str, parameters: serde_json::Value) -> ToolSpec {
@@ -164,19 +168,28 @@ fn classic_tools() -> Vec<ToolSpec> {
     ]
 }
 
-/// A code-mode request under the grammar of the tools `code_mode_system` declares
-/// (`benches/code-mode-tools.json`, their schemas as `agentic tool-schema` prints them).
-fn code_mode(code_mode_system: &str, question: &str) -> ModelRequest {
-    let tools: Vec<serde_json::Value> =
-        serde_json::from_str(include_str!("../code-mode-tools.json")).unwrap();
-    let grammar =
-        agentic_interpreter::grammar::program_grammar_for_schemas(tools.iter().map(|tool| {
-            (
-                tool["id"].as_str().unwrap_or_default(),
-                &tool["input"],
-                tool.get("output").filter(|output| !output.is_null()),
-            )
-        }));
+/// The tools `code_mode_system` declares (`benches/code-mode-tools.json`, their schemas as
+/// `agentic tool-schema` prints them).
+fn code_mode_tools() -> Vec<serde_json::Value> {
+    serde_json::from_str(include_str!("../code-mode-tools.json")).unwrap()
+}
+
+/// Each of `tools` as its id, input schema and output schema, if it declares one.
+fn schemas(
+    tools: &[serde_json::Value],
+) -> impl Iterator<Item = (&str, &serde_json::Value, Option<&serde_json::Value>)> {
+    tools.iter().map(|tool| {
+        (
+            tool["id"].as_str().unwrap_or_default(),
+            &tool["input"],
+            tool.get("output").filter(|output| !output.is_null()),
+        )
+    })
+}
+
+/// A code-mode request under the grammar of `tools`, which `code_mode_system` declares.
+fn code_mode(tools: &[serde_json::Value], code_mode_system: &str, question: &str) -> ModelRequest {
+    let grammar = agentic_interpreter::grammar::program_grammar_for_schemas(schemas(tools));
     let mut request = ModelRequest::new(
         ModelKind::Normal,
         vec![
@@ -196,16 +209,21 @@ pub(crate) fn compare(engine: &mut Engine, runs: usize, code_mode_system: &str) 
         request.tools = classic_tools();
         request
     };
+    let tools = code_mode_tools();
     let prompts = [
         ("classic, a call", classic("What time is it in Tokyo?")),
         (
             "classic, prose",
             classic("Explain in two paragraphs what a time zone is."),
         ),
-        ("code mode", code_mode(code_mode_system, "What time is it?")),
+        (
+            "code mode",
+            code_mode(&tools, code_mode_system, "What time is it?"),
+        ),
         (
             "code mode, files",
             code_mode(
+                &tools,
                 code_mode_system,
                 "Which file under logs/ is the biggest, and how many lines has it?",
             ),
@@ -244,16 +262,7 @@ pub(crate) fn compare(engine: &mut Engine, runs: usize, code_mode_system: &str) 
     // program may call (undeclared calls are taken back), a failed call (not written
     // again), one the model does not write here, so both answers are the same program, and
     // what a read of each tool's result may name.
-    let tools: Vec<serde_json::Value> =
-        serde_json::from_str(include_str!("../code-mode-tools.json")).unwrap();
-    let result_fields =
-        agentic_interpreter::grammar::result_fields_for_schemas(tools.iter().map(|tool| {
-            (
-                tool["id"].as_str().unwrap_or_default(),
-                &tool["input"],
-                tool.get("output").filter(|output| !output.is_null()),
-            )
-        }));
+    let result_fields = agentic_interpreter::grammar::result_fields_for_schemas(schemas(&tools));
     for (label, request) in prompts
         .iter()
         .filter(|(label, _)| label.starts_with("code mode"))
@@ -276,9 +285,10 @@ pub(crate) fn compare(engine: &mut Engine, runs: usize, code_mode_system: &str) 
         let free_rate = crate::median(free.iter().map(|run| run.0).collect());
         let constrained_rate = crate::median(constrained.iter().map(|run| run.0).collect());
         println!(
-            "| generation as the provider decodes, {label}: free / grammar and call guard ({} / {} tokens) | {free_rate:.1} / {constrained_rate:.1} tokens/s ({:.3}×) |",
+            "| generation as the provider decodes, {label}: free / grammar and call guard ({} / {} tokens, {} more decoded and taken back) | {free_rate:.1} / {constrained_rate:.1} tokens/s ({:.3}×) |",
             free[0].1,
             constrained[0].1,
+            constrained[0].2,
             constrained_rate / free_rate,
         );
     }

@@ -17,7 +17,11 @@
 //! `todoDelete`, `tools["todo.delete"]`): a mention counts, run or not, which errs toward
 //! refusing a sample and toward allowing the model's own program.
 //!
-//! Designed on the tuning split (todo-add); measured in round 26, `docs/benchmarks.md`.
+//! Designed on the tuning split (todo-add). Measured (round 26, `docs/benchmarks.md`): tuning
+//! 20 → 20/24 (todo-add passes; misplaced-report timed out, with no sample the rule could
+//! skip), held-out 6 → 6/12 task for task; it skipped 1 sample on tuning and 4 on held-out
+//! (a `todo.delete` in place of a copied `todo.complete`, `shell.exec` writing a file the
+//! user had refused).
 
 use agentic_core::Prepared;
 

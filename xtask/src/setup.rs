@@ -11,6 +11,9 @@ use anyhow::{Context as _, bail, ensure};
 /// Runs `.ci/setup`, then every check with the environment it printed.
 pub(crate) fn then_ci(root: &Path) -> anyhow::Result<()> {
     println!("xtask ci: setting up what the tests need (.ci/setup; --no-setup skips it)");
+    // Taken now: `.ci/setup` builds the workspace's tests, this binary among them, and once
+    // the file is replaced, the running process's own path names a deleted file.
+    let checks = std::env::current_exe().context("could not find the xtask binary")?;
     let started = std::time::Instant::now();
     let output = Command::new("bash")
         .current_dir(root)
@@ -33,7 +36,7 @@ pub(crate) fn then_ci(root: &Path) -> anyhow::Result<()> {
         };
         environment.push((key.to_owned(), value.to_owned()));
     }
-    let status = Command::new(std::env::current_exe()?)
+    let status = Command::new(&checks)
         .current_dir(root)
         .args(["ci", "--no-setup"])
         .envs(environment)

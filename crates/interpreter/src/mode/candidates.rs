@@ -36,7 +36,8 @@ use crate::prompt::extract_code;
 use crate::protocol::{CodePath, Determinism, HostReply, ToolBinding};
 
 /// A program the model wrote again, as an earlier one of the turn: whether that one failed
-/// (what it changes may not have been changed) or ran (it has been).
+/// (what it changes may not have been changed) or not (it ran, and has changed it, or it was
+/// not run: refused, or held back by a rule).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Again {
     AfterFailure,

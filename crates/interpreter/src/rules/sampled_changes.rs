@@ -8,9 +8,10 @@
 //!
 //! So a sample may call a tool that changes things (one that is not read-only) only when the
 //! model's own program calls that tool too: the sample can fix how it is called, never choose
-//! a new effect. When the model's own program is a copy of one that already ran without
-//! failing, what it changes has been changed, and a sample may change nothing at all (no
-//! todo added twice). Read-only tools are free in both cases. A sample refused here is
+//! a new effect. When the model's own program is a copy of one that did not fail, a sample
+//! may change nothing at all: if it ran, what it changes has been changed (no todo added
+//! twice); if it was not run (a person refused it, a rule held it back), nobody asked for a
+//! change in its place. Read-only tools are free in both cases. A sample refused here is
 //! skipped like one that only repeats another; nothing is said to the model.
 //!
 //! Calls are found in the source by every name the tool is bound as (`todo.delete`,

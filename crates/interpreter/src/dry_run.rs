@@ -66,6 +66,8 @@ pub(crate) struct Ending {
     /// It read with tools, and no read gave data: each failed or gave only empty lists
     /// ([`holds_data`]).
     pub(crate) found_nothing: bool,
+    /// The distinct reads (tool and input) that gave data.
+    pub(crate) data_reads: usize,
 }
 
 /// Whether a read's result holds data: a value with lists does when one of them is not empty
@@ -260,9 +262,10 @@ struct Pass {
     transient: bool,
     /// A replayed read had no recorded answer.
     unrecorded: bool,
-    /// How many reads ran, and whether one gave data ([`holds_data`]).
+    /// How many reads ran, and the distinct ones (tool and input) that gave data
+    /// ([`holds_data`]).
     reads_run: usize,
-    found: bool,
+    found: Vec<(String, Value)>,
     /// How the program failed, when it did.
     failure: Option<ScriptError>,
     ending: Ending,
@@ -277,7 +280,8 @@ impl Pass {
             failure: self.failure.clone(),
             ending: Ending {
                 calls: self.trace.len(),
-                found_nothing: self.reads_run > 0 && !self.found,
+                found_nothing: self.reads_run > 0 && self.found.is_empty(),
+                data_reads: self.found.len(),
                 ..self.ending
             },
             said: self.said.clone(),
@@ -432,7 +436,7 @@ async fn pass(
         transient: false,
         unrecorded: false,
         reads_run: 0,
-        found: false,
+        found: Vec::new(),
         failure: None,
         ending: Ending::default(),
         said: Vec::new(),
@@ -582,7 +586,10 @@ async fn dry_calls(
             };
             pass.transient |= crate::rules::transient::transient_answer(&result);
             pass.reads_run += 1;
-            pass.found |= result.as_ref().is_ok_and(holds_data);
+            let read = (call.tool.clone(), call.input.clone());
+            if result.as_ref().is_ok_and(holds_data) && !pass.found.contains(&read) {
+                pass.found.push(read);
+            }
             pass.reads.push_back((
                 call.tool.clone(),
                 call.input.clone(),

@@ -43,8 +43,14 @@ pub(crate) enum Entry {
     },
     /// Programs were checked before one of them ran (`mode/candidates.rs`): whether each
     /// one checked passed, the model's own first. A replay takes these verdicts instead of
-    /// checking again: its reads are not in the recording.
-    Checked { passed: Vec<bool> },
+    /// checking again: its reads are not in the recording. `further`: when none passed, the
+    /// place in `passed` of the sample that ran instead of the model's own program, as its
+    /// dry run got further (`mode/candidates.rs`).
+    Checked {
+        passed: Vec<bool>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        further: Option<usize>,
+    },
 }
 
 impl Entry {
@@ -151,4 +157,37 @@ pub(crate) fn diverged(position: usize, did: &str, journal: &str) -> String {
          as before (see docs/code-mode.md); it was stopped there. Tool calls before call \
          {position} did run. Continue the task from their results with a new program."
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Entry;
+
+    #[test]
+    fn a_check_journaled_before_samples_could_run_for_getting_further_still_reads() {
+        let old: Entry =
+            serde_json::from_str(r#"{"type":"checked","passed":[false,true]}"#).unwrap();
+        assert_eq!(
+            old,
+            Entry::Checked {
+                passed: vec![false, true],
+                further: None,
+            }
+        );
+        // `further` is written only when a sample ran for it, so older readers read the rest.
+        assert_eq!(
+            serde_json::to_string(&old).unwrap(),
+            r#"{"type":"checked","passed":[false,true]}"#
+        );
+        let further = Entry::Checked {
+            passed: vec![false, false, false],
+            further: Some(1),
+        };
+        let text = serde_json::to_string(&further).unwrap();
+        assert_eq!(
+            text,
+            r#"{"type":"checked","passed":[false,false,false],"further":1}"#
+        );
+        assert_eq!(serde_json::from_str::<Entry>(&text).unwrap(), further);
+    }
 }

@@ -16,7 +16,13 @@
 //! a read that may pass when tried again, or made an `llm()` request (not asked while
 //! checking) proves nothing, and the program runs as written. A reply in prose is not
 //! checked (the mode may take it as the answer). When none of the candidates gets through,
-//! the model's own program runs, and its error is fed back as before.
+//! the model's own program runs, and its error is fed back as before, unless a sample got
+//! further: its failure would go back to the model too (it throws, ends with `done()` alone
+//! unseen, or does nothing), after more distinct reads that gave data than the model's own
+//! program made. Then the sample that read most (the first of those) runs in its place, so
+//! the model is told the error of a program that reached the data, with what its reads gave,
+//! rather than that of one that never did: `fs.list` of a CSV file, where a sample had read
+//! it and then failed on its header line.
 //!
 //! The verdicts are journaled (`Entry::Checked`): a replay of the prompt takes them instead
 //! of checking again, as the reads a check made are not in its recording.
@@ -24,7 +30,10 @@
 //! Measured (eval, embedded Qwen2.5-Coder-1.5B, `docs/benchmarks.md`): checked only after a
 //! failure (round 16), tuning 13/17 and held-out 2/9 with and without it; every program
 //! (round 18), see there; an answer from empty reads failing the check (round 19): neutral,
-//! tuning 14/17 and held-out 3/9 with and without it.
+//! tuning 14/17 and held-out 3/9 with and without it; a failing sample that got further run
+//! in place of the model's own program (round 27): tuning 20 → 20/24 (misplaced-report passes
+//! where it fired), held-out 6 → 5/12 on a task it did not fire in, which main's build also
+//! failed on the day.
 
 use agentic_core::{ModelRequest, Prepared, Reasoning};
 
@@ -82,7 +91,11 @@ impl CodeExecutor {
         if own.path == CodePath::Plain && crate::prose::looks_like_prose(&own.code) {
             return Ok(own);
         }
-        let mut recorded = self.recorded_verdicts();
+        let (mut recorded, recorded_further) = match self.recorded_verdicts() {
+            Some((passed, further)) => (Some(passed), further),
+            None => (None, None),
+        };
+        let replaying = recorded.is_some();
         self.checks += 1;
         let mut passed = Vec::new();
         let first = if copy.is_some() {
@@ -90,14 +103,18 @@ impl CodeExecutor {
             recorded
                 .as_mut()
                 .and_then(std::collections::VecDeque::pop_front);
-            false
+            Verdict::Failed(Failure::default())
         } else {
             self.verdict(&mut recorded, &own.code, prepared, bindings)
                 .await
         };
-        passed.push(first);
+        passed.push(first.passed());
         let mut chosen = None;
-        if !first {
+        // A failing sample whose failure goes back to the model, after more reads that gave
+        // data than the model's own program made: it runs in its place when none passes.
+        let mut further: Option<(usize, Checked)> = None;
+        let mut best = first.data_reads();
+        if !first.passed() {
             // What a sample may change: what the model's own program changes, unless that is
             // a copy of a program that ran, whose changes are made.
             let allowed = if copy == Some(Again::AfterRun) {
@@ -141,65 +158,95 @@ impl CodeExecutor {
                 let through = self
                     .verdict(&mut recorded, &candidate, prepared, bindings)
                     .await;
-                passed.push(through);
-                if through {
-                    tracing::info!(
-                        attempt,
-                        "code mode runs a sampled program in place of one that would fail"
-                    );
-                    chosen = Some(Checked {
-                        code: candidate,
-                        path: candidate_path,
-                        reasoning: reply.reasoning,
-                    });
-                    break;
+                passed.push(through.passed());
+                let program = Checked {
+                    code: candidate,
+                    path: candidate_path,
+                    reasoning: reply.reasoning,
+                };
+                let failure = match through {
+                    Verdict::Passed => {
+                        tracing::info!(
+                            attempt,
+                            "code mode runs a sampled program in place of one that would fail"
+                        );
+                        chosen = Some(program);
+                        break;
+                    }
+                    Verdict::Failed(failure) => failure,
+                };
+                let goes_further = if replaying {
+                    recorded_further == Some(passed.len() - 1)
+                } else {
+                    failure.told && failure.data_reads > best
+                };
+                if goes_further {
+                    best = failure.data_reads;
+                    further = Some((passed.len() - 1, program));
                 }
             }
         }
-        self.journal(Entry::Checked { passed }).await?;
-        Ok(chosen.unwrap_or(own))
+        let further = further.filter(|_| chosen.is_none());
+        if let Some((place, _)) = &further {
+            tracing::info!(
+                place,
+                "code mode runs a failing sample that got further than the model's own program"
+            );
+        }
+        self.journal(Entry::Checked {
+            passed,
+            further: further.as_ref().map(|(place, _)| *place),
+        })
+        .await?;
+        Ok(chosen
+            .or(further.map(|(_, program)| program))
+            .unwrap_or(own))
     }
 
-    /// Whether `code` passes its check: as the recording says, in a replay that has it, else
-    /// as its dry run says.
+    /// How `code`'s check comes out: as the recording says, in a replay that has it, else as
+    /// its dry run says.
     async fn verdict(
         &mut self,
         recorded: &mut Option<std::collections::VecDeque<bool>>,
         code: &str,
         prepared: &Prepared,
         bindings: &[ToolBinding],
-    ) -> bool {
+    ) -> Verdict {
         match recorded
             .as_mut()
             .and_then(std::collections::VecDeque::pop_front)
         {
-            Some(verdict) => verdict,
-            None => self.check(code, prepared, bindings).await.is_none(),
+            Some(true) => Verdict::Passed,
+            Some(false) => Verdict::Failed(Failure::default()),
+            None => match self.check(code, prepared, bindings).await {
+                None => Verdict::Passed,
+                Some(failure) => Verdict::Failed(failure),
+            },
         }
     }
 
-    /// The verdicts the recording this prompt replays journaled for its next check, if it
-    /// is a replay and has them.
-    fn recorded_verdicts(&self) -> Option<std::collections::VecDeque<bool>> {
+    /// The verdicts the recording this prompt replays journaled for its next check, and the
+    /// sample that ran for getting further, if it is a replay and has them.
+    fn recorded_verdicts(&self) -> Option<(std::collections::VecDeque<bool>, Option<usize>)> {
         let replay = self.base.options.prompt.replay.as_ref()?;
         replay
             .journal()
             .iter()
             .filter_map(|entry| match serde_json::from_value(entry.clone()) {
-                Ok(Entry::Checked { passed }) => Some(passed),
+                Ok(Entry::Checked { passed, further }) => Some((passed, further)),
                 _ => None,
             })
             .nth(self.checks)
-            .map(Into::into)
+            .map(|(passed, further)| (passed.into(), further))
     }
 
-    /// Dry-runs `code` with this turn's tools and variables: why it would fail, or `None`.
+    /// Dry-runs `code` with this turn's tools and variables: how it would fail, or `None`.
     async fn check(
         &mut self,
         code: &str,
         prepared: &Prepared,
         bindings: &[ToolBinding],
-    ) -> Option<String> {
+    ) -> Option<Failure> {
         let determinism = Determinism {
             seed: Some(u64::from(self.iterations)),
             clock: Vec::new(),
@@ -225,8 +272,14 @@ impl CodeExecutor {
             return None;
         }
         let ending = dry.ending;
+        // The failures the real run gives back to the model, with what it read before them.
+        let told = Failure {
+            told: true,
+            data_reads: ending.data_reads,
+        };
         if let Some(error) = dry.failure {
-            return Some(error.message.lines().next().unwrap_or_default().to_owned());
+            tracing::debug!(error = error.message.lines().next(), "a check failed");
+            return Some(told);
         }
         // What the real run would hold back: `done()` alone in a turn that has shown the
         // user nothing, or a program that did nothing at all.
@@ -235,7 +288,7 @@ impl CodeExecutor {
             ending.answered,
             ending.shown || self.timeline().shown_text(),
         ) {
-            return Some("done() without an answer, and nothing shown".to_owned());
+            return Some(told);
         }
         // As the real run judges it (`rules::did_nothing`): no tool called, or tools called
         // and the last line declares what they found, shown to no one.
@@ -245,14 +298,19 @@ impl CodeExecutor {
             && !ending.shown
             && crate::rules::did_nothing::notice(code, ending.calls).is_some();
         if did_nothing {
-            return Some("the program did nothing".to_owned());
+            return Some(told);
         }
         // An answer from reads that all came back empty (the todos looked for in `memory`,
         // a search that matched nothing) may have looked in the wrong place: a sample that
         // finds something runs in its place. When none does, this program runs as written,
         // and nothing is said to the model: an empty answer may be the right one.
+        // Both end the turn in the real run, so nothing goes back to the model.
+        let ends = Failure {
+            told: false,
+            data_reads: ending.data_reads,
+        };
         if ending.found_nothing && (ending.answered || ending.shown) {
-            return Some("every read came back empty".to_owned());
+            return Some(ends);
         }
         // Words written out in the program, by one that changes nothing (`rules::fixed_answer`):
         // likewise a preference, never said to the model.
@@ -260,8 +318,41 @@ impl CodeExecutor {
         crate::rules::fixed_answer::fixed(code, &dry.said, !dry.input.calls.is_empty(), |text| {
             timeline.met(text)
         })
-        .then(|| "it answers only with words written out in it".to_owned())
+        .then_some(ends)
     }
+}
+
+/// How a program's check came out.
+#[derive(Debug, Clone, Copy)]
+enum Verdict {
+    Passed,
+    Failed(Failure),
+}
+
+impl Verdict {
+    fn passed(self) -> bool {
+        matches!(self, Self::Passed)
+    }
+
+    /// The distinct reads that gave data before the program failed (none when it passed).
+    fn data_reads(self) -> usize {
+        match self {
+            Self::Passed => 0,
+            Self::Failed(failure) => failure.data_reads,
+        }
+    }
+}
+
+/// How a program would fail. A verdict taken from a recording, or a copy not dry-run, is the
+/// default: nothing read, nothing told.
+#[derive(Debug, Clone, Copy, Default)]
+struct Failure {
+    /// The real run would give the failure back to the model (it throws, ends with `done()`
+    /// alone in a turn that has shown nothing, or does nothing), rather than end the turn
+    /// with an answer the check only likes less (from empty reads, or written out in it).
+    told: bool,
+    /// The distinct reads (tool and input) that gave data before it failed.
+    data_reads: usize,
 }
 
 /// The host of a check: `llm()` is not asked (an answer costs a model call, and the program's

@@ -262,10 +262,11 @@ struct Pass {
     transient: bool,
     /// A replayed read had no recorded answer.
     unrecorded: bool,
-    /// How many reads ran, and the distinct ones (tool and input) that gave data
-    /// ([`holds_data`]).
+    /// How many reads ran.
     reads_run: usize,
-    found: Vec<(String, Value)>,
+    /// The distinct reads that gave data ([`holds_data`]), by tool and input as JSON text
+    /// (a loop of reads stays linear).
+    found: std::collections::HashSet<(String, String)>,
     /// How the program failed, when it did.
     failure: Option<ScriptError>,
     ending: Ending,
@@ -436,7 +437,7 @@ async fn pass(
         transient: false,
         unrecorded: false,
         reads_run: 0,
-        found: Vec::new(),
+        found: std::collections::HashSet::new(),
         failure: None,
         ending: Ending::default(),
         said: Vec::new(),
@@ -586,9 +587,9 @@ async fn dry_calls(
             };
             pass.transient |= crate::rules::transient::transient_answer(&result);
             pass.reads_run += 1;
-            let read = (call.tool.clone(), call.input.clone());
-            if result.as_ref().is_ok_and(holds_data) && !pass.found.contains(&read) {
-                pass.found.push(read);
+            if result.as_ref().is_ok_and(holds_data) {
+                pass.found
+                    .insert((call.tool.clone(), call.input.to_string()));
             }
             pass.reads.push_back((
                 call.tool.clone(),

@@ -32,8 +32,7 @@
 //! (round 18), see there; an answer from empty reads failing the check (round 19): neutral,
 //! tuning 14/17 and held-out 3/9 with and without it; a failing sample that got further run
 //! in place of the model's own program (round 27): tuning 20 → 20/24 (misplaced-report passes
-//! where it fired), held-out 6 → 5/12 on a task it did not fire in, which main's build also
-//! failed on the day.
+//! where it fired), held-out 5/12 with and without it, task for task, on the same day.
 
 use agentic_core::{ModelRequest, Prepared, Reasoning};
 

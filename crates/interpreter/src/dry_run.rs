@@ -647,11 +647,31 @@ pub(crate) fn names_a_gated_tool(
     prepared: &Prepared,
     bindings: &[ToolBinding],
 ) -> bool {
-    bindings.iter().any(|binding| {
-        prepared.tools.may_need_approval(&binding.id)
-            && names_of(binding)
-                .iter()
-                .any(|name| code.contains(name.as_str()))
+    bindings
+        .iter()
+        .any(|binding| prepared.tools.may_need_approval(&binding.id) && names_tool(code, binding))
+}
+
+/// Whether `code` names `binding`'s tool by any name it is bound as, each as a name of its own
+/// (`fs.write` is not named by `fs.writeFile` nor by `myfs.write`): a mention counts, called
+/// or not.
+pub(crate) fn names_tool(code: &str, binding: &ToolBinding) -> bool {
+    names_of(binding).iter().any(|name| stands_in(code, name))
+}
+
+/// Whether `name` stands in `code` as a name of its own: not part of a longer one.
+fn stands_in(code: &str, name: &str) -> bool {
+    let part = |c: char| c.is_alphanumeric() || c == '_' || c == '$';
+    code.match_indices(name).any(|(start, _)| {
+        let before = code[..start]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !(part(c) || c == '.'));
+        let after = code[start + name.len()..]
+            .chars()
+            .next()
+            .is_none_or(|c| !part(c));
+        before && after
     })
 }
 
@@ -666,4 +686,19 @@ pub(crate) fn names_of(binding: &ToolBinding) -> Vec<String> {
         .collect();
     names.push(binding.id.clone());
     names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stands_in as names;
+
+    #[test]
+    fn a_name_counts_only_when_it_stands_alone() {
+        assert!(names("todo.delete({ id })", "todo.delete"));
+        assert!(names("await tools[\"todo.delete\"]({ id })", "todo.delete"));
+        assert!(names("const f = todoDelete;", "todoDelete"));
+        assert!(!names("fs.writeFile('a', 'b')", "fs.write"));
+        assert!(!names("myfs.write({})", "fs.write"));
+        assert!(!names("x.todo.delete()", "todo.delete"));
+    }
 }

@@ -94,7 +94,6 @@ impl CodeExecutor {
             Some((passed, further)) => (Some(passed), further),
             None => (None, None),
         };
-        let replaying = recorded.is_some();
         self.checks += 1;
         let mut passed = Vec::new();
         let first = if copy.is_some() {
@@ -102,18 +101,18 @@ impl CodeExecutor {
             recorded
                 .as_mut()
                 .and_then(std::collections::VecDeque::pop_front);
-            Verdict::Failed(Failure::default())
+            Some(Failure::default())
         } else {
             self.verdict(&mut recorded, &own.code, prepared, bindings)
                 .await
         };
-        passed.push(first.passed());
+        passed.push(first.is_none());
         let mut chosen = None;
         // A failing sample whose failure goes back to the model, after more reads that gave
         // data than the model's own program made: it runs in its place when none passes.
         let mut further: Option<(usize, Checked)> = None;
-        let mut best = first.data_reads();
-        if !first.passed() {
+        let mut best = first.map_or(0, |failure| failure.data_reads);
+        if first.is_some() {
             // What a sample may change: what the model's own program changes, unless that is
             // a copy of a program that ran, whose changes are made.
             let allowed = if copy == Some(Again::AfterRun) {
@@ -154,27 +153,26 @@ impl CodeExecutor {
                     );
                     continue;
                 }
+                // A recording that runs out mid-check is checked live from there on.
+                let from_recording = recorded.as_ref().is_some_and(|left| !left.is_empty());
                 let through = self
                     .verdict(&mut recorded, &candidate, prepared, bindings)
                     .await;
-                passed.push(through.passed());
+                passed.push(through.is_none());
                 let program = Checked {
                     code: candidate,
                     path: candidate_path,
                     reasoning: reply.reasoning,
                 };
-                let failure = match through {
-                    Verdict::Passed => {
-                        tracing::info!(
-                            attempt,
-                            "code mode runs a sampled program in place of one that would fail"
-                        );
-                        chosen = Some(program);
-                        break;
-                    }
-                    Verdict::Failed(failure) => failure,
+                let Some(failure) = through else {
+                    tracing::info!(
+                        attempt,
+                        "code mode runs a sampled program in place of one that would fail"
+                    );
+                    chosen = Some(program);
+                    break;
                 };
-                let goes_further = if replaying {
+                let goes_further = if from_recording {
                     recorded_further == Some(passed.len() - 1)
                 } else {
                     failure.told && failure.data_reads > best
@@ -202,25 +200,22 @@ impl CodeExecutor {
             .unwrap_or(own))
     }
 
-    /// How `code`'s check comes out: as the recording says, in a replay that has it, else as
-    /// its dry run says.
+    /// How `code` would fail its check (`None`: it passes): as the recording says, in a
+    /// replay that has it, else as its dry run says.
     async fn verdict(
         &mut self,
         recorded: &mut Option<std::collections::VecDeque<bool>>,
         code: &str,
         prepared: &Prepared,
         bindings: &[ToolBinding],
-    ) -> Verdict {
+    ) -> Option<Failure> {
         match recorded
             .as_mut()
             .and_then(std::collections::VecDeque::pop_front)
         {
-            Some(true) => Verdict::Passed,
-            Some(false) => Verdict::Failed(Failure::default()),
-            None => match self.check(code, prepared, bindings).await {
-                None => Verdict::Passed,
-                Some(failure) => Verdict::Failed(failure),
-            },
+            Some(true) => None,
+            Some(false) => Some(Failure::default()),
+            None => self.check(code, prepared, bindings).await,
         }
     }
 
@@ -318,27 +313,6 @@ impl CodeExecutor {
             timeline.met(text)
         })
         .then_some(ends)
-    }
-}
-
-/// How a program's check came out.
-#[derive(Debug, Clone, Copy)]
-enum Verdict {
-    Passed,
-    Failed(Failure),
-}
-
-impl Verdict {
-    fn passed(self) -> bool {
-        matches!(self, Self::Passed)
-    }
-
-    /// The distinct reads that gave data before the program failed (none when it passed).
-    fn data_reads(self) -> usize {
-        match self {
-            Self::Passed => 0,
-            Self::Failed(failure) => failure.data_reads,
-        }
     }
 }
 

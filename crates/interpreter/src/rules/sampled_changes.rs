@@ -43,11 +43,7 @@ pub(crate) fn changing_tools(
                 .get(&binding.id)
                 .is_some_and(|tool| !tool.read_only())
         })
-        .filter(|binding| {
-            crate::dry_run::names_of(binding)
-                .iter()
-                .any(|name| names(code, name))
-        })
+        .filter(|binding| crate::dry_run::names_tool(code, binding))
         .map(|binding| binding.id.clone())
         .collect()
 }
@@ -61,36 +57,9 @@ pub(crate) fn beyond<'a>(sample: &'a [String], allowed: &[String]) -> Option<&'a
         .map(String::as_str)
 }
 
-/// Whether `name` stands in `code` as a name of its own: not part of a longer one
-/// (`fs.write` is not named by `fs.writeFile` nor by `myfs.write`).
-fn names(code: &str, name: &str) -> bool {
-    let part = |c: char| c.is_alphanumeric() || c == '_' || c == '$';
-    code.match_indices(name).any(|(start, _)| {
-        let before = code[..start]
-            .chars()
-            .next_back()
-            .is_none_or(|c| !(part(c) || c == '.'));
-        let after = code[start + name.len()..]
-            .chars()
-            .next()
-            .is_none_or(|c| !part(c));
-        before && after
-    })
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{beyond, names};
-
-    #[test]
-    fn a_name_counts_only_when_it_stands_alone() {
-        assert!(names("todo.delete({ id })", "todo.delete"));
-        assert!(names("await tools[\"todo.delete\"]({ id })", "todo.delete"));
-        assert!(names("const f = todoDelete;", "todoDelete"));
-        assert!(!names("fs.writeFile('a', 'b')", "fs.write"));
-        assert!(!names("myfs.write({})", "fs.write"));
-        assert!(!names("x.todo.delete()", "todo.delete"));
-    }
+    use super::beyond;
 
     #[test]
     fn a_sample_may_change_only_what_the_model_s_own_program_changes() {

@@ -63,13 +63,25 @@ fn unexplained(text: &str) -> JsResult<Option<&'static str>> {
     Ok(None)
 }
 
+/// Why text holding `word` was refused: for `NaN` made by a conversion of this run, the call
+/// that made it (`numbers.rs`); else [`NO_VALUE`].
+fn why(word: &str) -> JsResult<String> {
+    if word == "NaN"
+        && let Some(origin) = super::numbers::origin()?
+    {
+        return Ok(origin);
+    }
+    Ok(NO_VALUE.to_owned())
+}
+
 /// Refuses an answer (`what` is `done()` or `complete()`) built from a missing value.
 pub(super) fn check_answer(what: &str, text: &str) -> JsResult<()> {
     match unexplained(text)? {
         Some(word) => Err(JsNativeError::typ()
             .with_message(format!(
                 "the answer given to {what} contains `{word}`, so nothing was shown to the \
-                 user: {NO_VALUE}"
+                 user: {}",
+                why(word)?
             ))
             .into()),
         None => Ok(()),
@@ -81,7 +93,8 @@ pub(super) fn check_output(text: &str) -> JsResult<()> {
     match unexplained(text)? {
         Some(word) => Err(JsNativeError::typ()
             .with_message(format!(
-                "the text given to output() contains `{word}`, so it was not shown: {NO_VALUE}"
+                "the text given to output() contains `{word}`, so it was not shown: {}",
+                why(word)?
             ))
             .into()),
         None => Ok(()),
@@ -124,6 +137,7 @@ pub(super) fn check_input(tool: &str, input: &Value) -> JsResult<()> {
     let Some((field, word)) = find(input, "")? else {
         return Ok(());
     };
+    let why = why(word)?;
     let word = if word == "only blank lines" {
         word.to_owned()
     } else {
@@ -136,7 +150,7 @@ pub(super) fn check_input(tool: &str, input: &Value) -> JsResult<()> {
     };
     Err(JsNativeError::typ()
         .with_message(format!(
-            "{tool} was given {word} in {place}, so the call was not made: {NO_VALUE}"
+            "{tool} was given {word} in {place}, so the call was not made: {why}"
         ))
         .into())
 }

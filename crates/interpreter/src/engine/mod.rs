@@ -31,6 +31,7 @@ mod dropped;
 mod errors;
 mod functions;
 mod guess;
+mod numbers;
 mod pieces;
 mod silent;
 mod source;
@@ -136,6 +137,7 @@ pub(crate) fn prepare_context(
     seeded_math_random(&mut context)?;
     silent::install(&mut context)?;
     pieces::install(&mut context)?;
+    numbers::install(&mut context)?;
     let functions: [(&str, usize, NativeFunctionPointer); 14] = [
         ("output", 1, output),
         ("done", 1, done),
@@ -263,6 +265,9 @@ pub(crate) fn execute(
             guesses_read: false,
             searches: silent::Searches::default(),
             pieces: pieces::Pieces::default(),
+            not_a_number: None,
+            code: String::new(),
+            line_offset: 0,
         });
     });
     let code = normalize_newlines(&request.code);
@@ -318,6 +323,11 @@ struct EngineState {
     searches: silent::Searches,
     /// Splits of tool texts with empty pieces at their ends (see [`pieces`]).
     pieces: pieces::Pieces,
+    /// The first conversion of text that gave `NaN` (see [`numbers`]).
+    not_a_number: Option<numbers::NotANumber>,
+    /// The program as it runs, and how many lines its wrapper put before it.
+    code: String,
+    line_offset: u32,
 }
 
 thread_local! {
@@ -401,6 +411,11 @@ fn bind_and_run(
             (script, line_offset, fixed.as_str())
         }
     };
+    with_engine(|state| {
+        state.code = code.to_owned();
+        state.line_offset = line_offset;
+    })
+    .map_err(|error| runtime_error(&error, context, code, line_offset, false))?;
     if let Some(error) = syntax_tree(code, line_offset).and_then(|tree| {
         repeated_key(&tree, code).or_else(|| dropped::dropped_argument(&tree, code))
     }) {

@@ -457,6 +457,7 @@ fn wrap_parse(context: &mut Context, original: JsObject, name: &'static str) -> 
         NativeFunction::from_copy_closure_with_captures(
             move |this, arguments, original: &JsObject, context| {
                 let result = original.call(this, arguments, context)?;
+                super::numbers::note(name, &result, arguments.first(), context);
                 let radix = arguments.get(1).filter(|radix| !radix.is_undefined());
                 if radix.is_none()
                     && let Some(text) = arguments.first().and_then(JsValue::as_string)

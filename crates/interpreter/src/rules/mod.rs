@@ -14,7 +14,8 @@
 //! Checks that run inside the sandbox stay with the engine, which runs them: typed results
 //! (`engine/typed.rs`: a read of a field the result does not declare throws at its line;
 //! round 12 build A, tuning 13 → 14/17, held-out 3 → 3/9), refused absent values
-//! (`engine/absent.rs`, see `empty_values`), data read wrong without a word (`engine/silent.rs`:
+//! (`engine/absent.rs`, see `empty_values`; a refused `NaN` names the conversion of text that
+//! made it, `engine/numbers.rs`, round 28), data read wrong without a word (`engine/silent.rs`:
 //! `parseFloat("48,250")` throws, an answer after a search that only matched in another case
 //! is refused, round 17; a field read of a string or a number throws, round 18: tuning 13 →
 //! 14/17 with every program checked, held-out 3/9), an object literal that gives one key

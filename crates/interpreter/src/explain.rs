@@ -418,7 +418,7 @@ pub(crate) fn member_calls(line: &str) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::testing::context;
+    use crate::testing::context;
     use boa_engine::{Script, Source};
 
     fn error_of(code: &str) -> String {

@@ -27,6 +27,8 @@ mod rules;
 mod sandbox;
 mod sandbox_metrics;
 pub mod shape;
+#[cfg(test)]
+mod testing;
 mod worker;
 
 pub use plugin::{InterpreterConfig, InterpreterPlugin, create_plugin};

@@ -211,8 +211,8 @@ pub(super) fn literal_text(code: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::run;
     use super::*;
+    use crate::testing::run;
     use serde_json::json;
 
     fn error_of(code: &str) -> String {

@@ -235,7 +235,7 @@ pub(super) fn dropped_argument(tree: &SyntaxTree, code: &str) -> Option<ScriptEr
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::run;
+    use crate::testing::run;
     use serde_json::json;
 
     #[test]

@@ -110,7 +110,7 @@ pub(crate) trait Explain: Sync + std::fmt::Debug {
 /// have tool functions bound: those of the previous script, which the next iteration of the
 /// same prompt usually needs again.
 pub(crate) struct PreparedContext {
-    context: Context,
+    pub(crate) context: Context,
     bound_tools: Option<Vec<ToolBinding>>,
     explain: &'static dyn Explain,
 }
@@ -606,93 +606,6 @@ fn count_tool_calls(calls: u32) -> JsResult<()> {
 }
 
 #[cfg(test)]
-pub(crate) mod testing {
-    use super::{EngineOptions, HostLink, execute, prepare_context};
-    use crate::protocol::{
-        ExecuteRequest, ExecutionOutcome, HostReply, HostRequest, ScriptLimits, ToHost, ToolBinding,
-    };
-    use crate::shape::Shape;
-    use boa_engine::Context;
-    use serde_json::{Value, json};
-
-    /// Answers every tool call with the same result.
-    struct Answers(Value);
-
-    impl HostLink for Answers {
-        fn request(&mut self, _request: HostRequest, _clock: Vec<i64>) -> HostReply {
-            HostReply::Value {
-                value: self.0.clone(),
-            }
-        }
-        fn notify(&mut self, _message: ToHost) {}
-    }
-
-    /// A fresh context with the sandbox functions and code mode's explanations, no tools.
-    pub(crate) fn context() -> Context {
-        let options = EngineOptions {
-            loop_iteration_limit: None,
-            explain: &crate::explain::ForModels,
-        };
-        prepare_context(options, Some(&[])).unwrap().context
-    }
-
-    /// Runs `code` with two tools, `fs.list` and `todo.list` with the shapes of their
-    /// schemas, whose every call returns `result`.
-    pub(crate) fn run(code: &str, result: Value) -> ExecutionOutcome {
-        let schema = json!({
-            "type": "object",
-            "properties": {
-                "entries": { "type": "array", "items": { "type": "object", "properties": {
-                    "path": { "type": "string" }, "kind": { "type": "string" },
-                    "size": { "type": "integer" }
-                } } },
-                "truncated": { "type": "boolean" },
-                "note": { "type": "string" }
-            }
-        });
-        let tools = vec![
-            ToolBinding {
-                id: "fs.list".into(),
-                function: Some("fsList".into()),
-                aliases: Vec::new(),
-                member: Some("fs.list".into()),
-                description: String::new(),
-                result: Shape::of_schema(&schema),
-            },
-            ToolBinding {
-                id: "todo.list".into(),
-                function: Some("todoList".into()),
-                aliases: Vec::new(),
-                member: Some("todo.list".into()),
-                description: String::new(),
-                result: Shape::of_schema(&json!({
-                    "type": "object", "properties": { "todos": { "type": "array" } }
-                })),
-            },
-        ];
-        let options = EngineOptions {
-            loop_iteration_limit: None,
-            explain: &crate::explain::ForModels,
-        };
-        let prepared = prepare_context(options, None).unwrap();
-        let request = ExecuteRequest {
-            code: code.to_owned(),
-            tools,
-            input: None,
-            store: Default::default(),
-            limits: ScriptLimits {
-                max_output_chars: 10_000,
-                max_tool_calls: 10,
-                recursion_limit: 100,
-            },
-            same_tools_as_before: false,
-            determinism: Default::default(),
-        };
-        execute(prepared, request, Box::new(Answers(result)))
-    }
-}
-
-#[cfg(test)]
 mod tests {
     use super::*;
     use boa_engine::{Script, Source};
@@ -701,7 +614,7 @@ mod tests {
     #[test]
     fn an_undefined_name_is_placed_on_a_line_that_uses_it() {
         let code = "const report = read().length;\nlet total = 0;\nfor (const line of lines) {\n  total += 1;\n}\ntotal";
-        let mut context = super::testing::context();
+        let mut context = crate::testing::context();
         context
             .eval(Source::from_bytes("function read() { return 'x'; }"))
             .unwrap();
@@ -725,7 +638,7 @@ mod tests {
     /// carry is left behind without being converted, and a small one beside it still goes.
     #[test]
     fn a_variable_too_big_to_carry_is_left_and_the_rest_carried() {
-        let outcome = super::testing::run(
+        let outcome = crate::testing::run(
             "const big = []; for (let i = 0; i < 100000; i++) { big.push({ id: i }); }\n\
              const small = { a: 1, skipped: undefined };\n\
              let words = ['x'.repeat(100)];\n\

@@ -183,7 +183,7 @@ pub(super) fn origin() -> JsResult<Option<String>> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::run;
+    use crate::testing::run;
     use serde_json::{Value, json};
 
     fn outcome(code: &str) -> Result<Value, String> {

@@ -294,8 +294,8 @@ pub(super) fn annotate_log(text: String) -> JsResult<String> {
 mod tests {
     use serde_json::json;
 
-    use super::super::testing::run;
     use super::numbers_in;
+    use crate::testing::run;
 
     const ESSAY: &str = "Cities grow in layers.\nThe oldest streets follow paths.\n";
 

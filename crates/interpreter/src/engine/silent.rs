@@ -524,8 +524,8 @@ fn grouped_number(text: &str) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::run;
     use super::*;
+    use crate::testing::run;
     use serde_json::json;
 
     #[test]

@@ -307,7 +307,7 @@ pub(super) fn repeated_key(tree: &SyntaxTree, code: &str) -> Option<ScriptError>
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::run;
+    use crate::testing::run;
     use serde_json::json;
 
     #[test]

@@ -230,7 +230,7 @@ fn missing_field(tool: &str, place: &str, name: &str, known: &[String]) -> Strin
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::run;
+    use crate::testing::run;
     use serde_json::{Value, json};
 
     fn listing() -> Value {

@@ -184,7 +184,8 @@ pub struct ModelRequest {
     /// A grammar the answer must follow, in llguidance's Lark dialect. A provider that
     /// decodes the model itself (the embedded one) generates under it; a provider that cannot
     /// ignores it, so it is a help to the model, never a check of the answer. Code mode sets
-    /// it to the JavaScript its sandbox runs with this prompt's tools.
+    /// it to the JavaScript its sandbox runs with this prompt's tools, and to one JSON value
+    /// for a script's `llmJson()`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grammar: Option<String>,
     /// The sampler's seed for this answer, for a caller that asks one request several times

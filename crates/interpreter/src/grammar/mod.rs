@@ -24,6 +24,12 @@ use serde_json::Value;
 use crate::protocol::ToolBinding;
 use crate::shape::Shape;
 
+/// The grammar of an answer to a script's `llmJson()`: one JSON value and nothing around it.
+/// A model that decodes under it cannot answer "Paris" to a question whose script parses the
+/// answer as JSON; it writes `"Paris"`. Others ignore it, and the answer is looked for in
+/// fences and sentences.
+pub const JSON_VALUE: &str = "start: %json {}\n";
+
 /// The part of the grammar that is the same for every prompt.
 const PROGRAM: &str = include_str!("program.lark");
 

@@ -14,7 +14,11 @@
 //! nothing and answers only with words written out in it (`rules::fixed_answer`).
 //! Only what the real run would meet counts: a dry run that looked inside a placeholder, met
 //! a read that may pass when tried again, or made an `llm()` request (not asked while
-//! checking) proves nothing, and the program runs as written. A reply in prose is not
+//! checking) proves nothing, and the program runs as written. Such a sample gets through in
+//! place of a program that would fail, but not in place of one whose answer the check only
+//! likes less: a program that answers "What is the capital of France?" with
+//! `done("Paris")` (written out in it) is not replaced by a sample that asks `llmJson()`,
+//! whose answer the check cannot see and which may fail. A reply in prose is not
 //! checked (the mode may take it as the answer). When none of the candidates gets through,
 //! the model's own program runs, and its error is fed back as before, unless a sample got
 //! further: its failure would go back to the model too (it throws, ends with `done()` alone
@@ -101,9 +105,13 @@ impl CodeExecutor {
             recorded
                 .as_mut()
                 .and_then(std::collections::VecDeque::pop_front);
-            Some(Failure::default())
+            // Not run: the model is told it wrote the same program again.
+            Some(Failure {
+                told: true,
+                data_reads: 0,
+            })
         } else {
-            self.verdict(&mut recorded, &own.code, prepared, bindings)
+            self.verdict(&mut recorded, &own.code, prepared, bindings, false)
                 .await
         };
         passed.push(first.is_none());
@@ -112,6 +120,10 @@ impl CodeExecutor {
         // data than the model's own program made: it runs in its place when none passes.
         let mut further: Option<(usize, Checked)> = None;
         let mut best = first.map_or(0, |failure| failure.data_reads);
+        // A program the check only likes less (its answer ends the turn) gives way to a
+        // sample the check has seen through, not to one it cannot judge (`llm()` asked, a
+        // placeholder looked inside): that one may fail where this one answers.
+        let proof_needed = first.is_some_and(|failure| !failure.told);
         if first.is_some() {
             // What a sample may change: what the model's own program changes, unless that is
             // a copy of a program that ran, whose changes are made.
@@ -156,7 +168,7 @@ impl CodeExecutor {
                 // A recording that runs out mid-check is checked live from there on.
                 let from_recording = recorded.as_ref().is_some_and(|left| !left.is_empty());
                 let through = self
-                    .verdict(&mut recorded, &candidate, prepared, bindings)
+                    .verdict(&mut recorded, &candidate, prepared, bindings, proof_needed)
                     .await;
                 passed.push(through.is_none());
                 let program = Checked {
@@ -201,13 +213,15 @@ impl CodeExecutor {
     }
 
     /// How `code` would fail its check (`None`: it passes): as the recording says, in a
-    /// replay that has it, else as its dry run says.
+    /// replay that has it, else as its dry run says. With `proof_needed`, a program whose dry
+    /// run proves nothing fails (told nothing, nothing read).
     async fn verdict(
         &mut self,
         recorded: &mut Option<std::collections::VecDeque<bool>>,
         code: &str,
         prepared: &Prepared,
         bindings: &[ToolBinding],
+        proof_needed: bool,
     ) -> Option<Failure> {
         match recorded
             .as_mut()
@@ -215,7 +229,7 @@ impl CodeExecutor {
         {
             Some(true) => None,
             Some(false) => Some(Failure::default()),
-            None => self.check(code, prepared, bindings).await,
+            None => self.check(code, prepared, bindings, proof_needed).await,
         }
     }
 
@@ -235,11 +249,13 @@ impl CodeExecutor {
     }
 
     /// Dry-runs `code` with this turn's tools and variables: how it would fail, or `None`.
+    /// A dry run that proves nothing passes, unless `proof_needed`.
     async fn check(
         &mut self,
         code: &str,
         prepared: &Prepared,
         bindings: &[ToolBinding],
+        proof_needed: bool,
     ) -> Option<Failure> {
         let determinism = Determinism {
             seed: Some(u64::from(self.iterations)),
@@ -263,7 +279,7 @@ impl CodeExecutor {
         let mut host = Checking { asked: false };
         let dry = plan_program(&program, &mut host).await;
         if dry.uncertain || host.asked {
-            return None;
+            return proof_needed.then(Failure::default);
         }
         let ending = dry.ending;
         // The failures the real run gives back to the model, with what it read before them.

@@ -20,7 +20,10 @@ impl CodeExecutor {
             ));
         }
         messages.push(ChatMessage::user(prompt));
-        let request = ModelRequest::new(self.base.recorder.prompt().model, messages);
+        let mut request = ModelRequest::new(self.base.recorder.prompt().model, messages);
+        if json {
+            request.grammar = Some(crate::grammar::JSON_VALUE.to_owned());
+        }
         match self.ask(request, Purpose::Llm).await {
             Ok(reply) => {
                 if !json {

@@ -480,3 +480,23 @@ fn a_code_mode_answer_reads_only_fields_its_bound_result_has() {
     let guarded = guarded(&mut engine, &request);
     assert!(!wrong(&guarded), "{guarded:?}");
 }
+
+#[test]
+fn an_llm_json_answer_under_its_grammar_is_one_json_value() {
+    let path = ensure(&SMOLLM2, &Quiet).expect("SmolLM2 is available");
+    let mut engine = Engine::load(&path).unwrap();
+    // As a script's `llmJson("What is the capital of France?")` asks it.
+    let mut request = ModelRequest::new(
+        ModelKind::Normal,
+        vec![
+            ChatMessage::system("Answer with one JSON value only: no prose, no code fences."),
+            ChatMessage::user("What is the capital of France?"),
+        ],
+    );
+    let json = |text: &str| serde_json::from_str::<serde_json::Value>(text.trim()).is_ok();
+    let free = unguarded(&mut engine, &request);
+    assert!(!json(&free), "{free:?}");
+    request.grammar = Some(agentic_interpreter::grammar::JSON_VALUE.to_owned());
+    let constrained = unguarded(&mut engine, &request);
+    assert!(json(&constrained), "{constrained:?}");
+}

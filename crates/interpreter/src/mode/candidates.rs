@@ -149,10 +149,27 @@ impl CodeExecutor {
                 let shape = super::timeline::code_shape(&candidate);
                 if tried.contains(&shape)
                     || self.timeline().earlier_iteration_with(&candidate).is_some()
-                    || candidate_path == CodePath::Plain
-                        && crate::prose::looks_like_prose(&candidate)
                 {
                     continue;
+                }
+                if candidate_path == CodePath::Plain && crate::prose::looks_like_prose(&candidate) {
+                    // A sample in prose that says what the last program found, which the user
+                    // has not seen, is the answer the mode would take from the model's own
+                    // reply. Decided from the turn alone, so a replay decides it the same way
+                    // and no verdict is journaled for it.
+                    if !self.timeline().prose_says_the_finding(&candidate) {
+                        continue;
+                    }
+                    tracing::info!(
+                        attempt,
+                        "code mode takes a sampled answer in prose that says what the turn found"
+                    );
+                    chosen = Some(Checked {
+                        code: candidate,
+                        path: candidate_path,
+                        reasoning: reply.reasoning,
+                    });
+                    break;
                 }
                 tried.push(shape);
                 let changes =

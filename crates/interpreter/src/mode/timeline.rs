@@ -209,6 +209,17 @@ impl<'a> Timeline<'a> {
         (!found.trim().is_empty()).then_some(found)
     }
 
+    /// Whether `prose`, a reply in words before the next program runs, says what the last
+    /// program found (`crate::rules::unsaid::says_some`), in a turn that has shown the user
+    /// nothing, after a program that ran without failing: the answer the mode would take.
+    pub(super) fn prose_says_the_finding(self, prose: &str) -> bool {
+        !self.shown_text()
+            && !self.previous_execution_failed("")
+            && self
+                .unshown_finding("")
+                .is_some_and(|found| crate::rules::unsaid::says_some(prose, &found))
+    }
+
     /// Replies of this turn that were refused (see [`crate::rules::not_a_program`]).
     pub(super) fn refusals(self) -> usize {
         self.count(Notice::NotAProgram)

@@ -12,7 +12,7 @@ use std::time::Duration;
 use agentic_conformance::{FakeServer, Recorded, Reply, events, fixture};
 use agentic_core::{
     ChatMessage, CompletionService, Config, ModelKind, ModelProvider, ModelRequest, ModelResponse,
-    ProviderError, Reasoning, ToolCallRequest, ToolSpec,
+    ProviderError, Reasoning, ToolCallRequest, ToolChoice, ToolSpec,
 };
 use futures::StreamExt as _;
 use serde_json::{Value, json};
@@ -20,6 +20,9 @@ use serde_json::{Value, json};
 /// A tool result as a request sent it: the call's id, its text, and whether it was flagged
 /// as an error.
 type SentResult = (Option<String>, String, bool);
+
+/// Where a request says a tool call is required (a JSON pointer), and what it says there.
+type RequiredChoice = (&'static str, fn() -> Value);
 
 /// A provider's row of the table.
 struct Wire {
@@ -38,6 +41,9 @@ struct Wire {
     signatures: fn(&Value) -> Vec<String>,
     /// The path (and query) requests go to.
     path: &'static str,
+    /// Where a request that must call a tool says so (a JSON pointer), and what it says;
+    /// `None` for a wire configured so that its API takes no such choice.
+    required_choice: Option<RequiredChoice>,
 }
 
 const IDLE_MS: u64 = 400;
@@ -71,6 +77,7 @@ fn wires() -> Vec<Wire> {
             },
             signatures: |_| Vec::new(),
             path: "/v1/chat/completions",
+            required_choice: Some(("/tool_choice", || json!("required"))),
         },
         Wire {
             name: "openai-responses",
@@ -105,6 +112,7 @@ fn wires() -> Vec<Wire> {
                     .collect()
             },
             path: "/v1/responses",
+            required_choice: Some(("/tool_choice", || json!("required"))),
         },
         Wire {
             name: "anthropic",
@@ -138,6 +146,9 @@ fn wires() -> Vec<Wire> {
                     .collect()
             },
             path: "/v1/messages",
+            // Thinking is on, and then the API takes no choice but `auto` (tested on its own
+            // in the provider's tests).
+            required_choice: None,
         },
         Wire {
             name: "gemini",
@@ -171,6 +182,7 @@ fn wires() -> Vec<Wire> {
                     .collect()
             },
             path: "/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+            required_choice: Some(("/toolConfig/functionCallingConfig/mode", || json!("ANY"))),
         },
     ]
 }
@@ -280,6 +292,34 @@ async fn streamed_text_arrives_in_pieces_with_usage() {
         assert_eq!(sent.uri, wire.path, "{}", wire.name);
         // The declarations name tools as the wire allows (`time_now`), and come back dotted.
         assert!(sent.body.to_string().contains("time_now"), "{}", wire.name);
+    }
+}
+
+#[tokio::test]
+async fn a_request_that_must_call_a_tool_says_so_in_its_apis_words() {
+    for wire in wires() {
+        let (server, service) = wire
+            .serve(vec![
+                wire.stream("tool_call.sse"),
+                wire.stream("tool_call.sse"),
+            ])
+            .await;
+        complete(&service, request(question())).await;
+        let mut required = request(question());
+        required.tool_choice = ToolChoice::Required;
+        complete(&service, required).await;
+        let sent = server.requests();
+        let Some((pointer, value)) = wire.required_choice else {
+            assert_eq!(sent[0].body, sent[1].body, "{}", wire.name);
+            continue;
+        };
+        assert_eq!(sent[0].body.pointer(pointer), None, "{}", wire.name);
+        assert_eq!(
+            sent[1].body.pointer(pointer),
+            Some(&value()),
+            "{}",
+            wire.name
+        );
     }
 }
 

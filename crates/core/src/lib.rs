@@ -36,7 +36,7 @@ pub use prompt::{
 pub use provider::{
     ChatMessage, ChatRole, CompletionService, FailedCall, ModelEvent, ModelProvider, ModelRequest,
     ModelResponse, ModelStream, ProviderError, ProviderFactory, ResultFields, ToolCallRequest,
-    ToolSpec,
+    ToolChoice, ToolSpec,
 };
 pub use recorder::PromptRecorder;
 pub use runtime::{

@@ -214,6 +214,35 @@ pub struct ModelRequest {
     /// another there. One that cannot ignores them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub result_fields: Vec<ResultFields>,
+    /// Whether the answer may be text, or must call one or more of `tools`. Every provider
+    /// passes it on in its API's words (`tool_choice: "required"`, `{"type": "any"}`, mode
+    /// `ANY`); the embedded one decodes under a grammar of calls alone.
+    #[serde(default, skip_serializing_if = "ToolChoice::is_auto")]
+    pub tool_choice: ToolChoice,
+}
+
+/// Whether an answer may be text or must call a tool (see [`ModelRequest::tool_choice`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ToolChoice {
+    /// The model chooses between answering in text and calling tools.
+    #[default]
+    Auto,
+    /// The answer calls one or more of the offered tools, and says nothing else. Without
+    /// tools offered, it is the same as `Auto`.
+    Required,
+}
+
+impl ToolChoice {
+    /// Whether the model may answer in text.
+    pub fn is_auto(&self) -> bool {
+        *self == Self::Auto
+    }
+
+    /// Whether `request` must call a tool: `Required`, with tools offered.
+    pub fn required(request: &ModelRequest) -> bool {
+        request.tool_choice == Self::Required && !request.tools.is_empty()
+    }
 }
 
 /// The fields a read of a tool's result may name (see [`ModelRequest::result_fields`]).
@@ -250,6 +279,7 @@ impl ModelRequest {
             callable: None,
             failed_calls: Vec::new(),
             result_fields: Vec::new(),
+            tool_choice: ToolChoice::Auto,
         }
     }
 

@@ -1,7 +1,7 @@
 //! Requests in the Messages API's shape: a system prompt apart, user and assistant turns that
 //! alternate, tool results as blocks of a user turn, and `cache_control` breakpoints.
 
-use agentic_core::{ChatMessage, ChatRole, ModelRequest};
+use agentic_core::{ChatMessage, ChatRole, ModelRequest, ToolChoice};
 use agentic_wire::ToolNameMap;
 use serde::Serialize;
 use serde_json::Value;
@@ -18,6 +18,8 @@ pub(crate) struct RequestBody<'a> {
     messages: Vec<Message<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<Tool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<ToolChoiceBlock>,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     stop_sequences: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -25,6 +27,13 @@ pub(crate) struct RequestBody<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     thinking: Option<Thinking>,
     stream: bool,
+}
+
+/// `{"type": "any"}`: the answer calls one of the tools.
+#[derive(Debug, Serialize)]
+struct ToolChoiceBlock {
+    #[serde(rename = "type")]
+    kind: &'static str,
 }
 
 #[derive(Debug, Serialize)]
@@ -190,12 +199,16 @@ pub(crate) fn request_body<'a>(
             budget_tokens: budget,
         }
     });
+    // With thinking on, the API takes no tool choice but `auto` (and `none`).
+    let tool_choice = (ToolChoice::required(request) && thinking.is_none())
+        .then_some(ToolChoiceBlock { kind: "any" });
     RequestBody {
         model,
         max_tokens,
         system,
         messages,
         tools,
+        tool_choice,
         stop_sequences: &request.stop,
         // The API takes 0 to 1.
         temperature: temperature.map(|value| value.clamp(0.0, 1.0)),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use agentic_conformance::{FakeServer, Reply as Served};
 use agentic_core::{
     ChatMessage, CompletionService, Config, ModelKind, ModelRequest, ProviderError,
-    ToolCallRequest, ToolSpec,
+    ToolCallRequest, ToolChoice, ToolSpec,
 };
 use agentic_plugin_anthropic::{AnthropicConfig, AnthropicProvider};
 use serde_json::{Value, json};
@@ -444,6 +444,32 @@ async fn a_classic_prompt_runs_its_tool_calls_and_answers() {
     assert_eq!(
         results[1]["is_error"], true,
         "fs.read is not offered here: {second}"
+    );
+}
+
+#[tokio::test]
+async fn a_required_call_is_asked_as_any_tool_unless_thinking_is_on() {
+    let server =
+        FakeAnthropic::start(vec![Reply::Stream("text.sse"), Reply::Stream("text.sse")]).await;
+    let mut required = second_round();
+    required.tool_choice = ToolChoice::Required;
+    service(settings(&server))
+        .complete_messages(required.clone(), &mut |_| {})
+        .await
+        .unwrap();
+    let mut thinking = settings(&server);
+    thinking.thinking = Some(2_048);
+    service(thinking)
+        .complete_messages(required, &mut |_| {})
+        .await
+        .unwrap();
+    let sent = server.requests();
+    assert_eq!(sent[0].body["tool_choice"], json!({ "type": "any" }));
+    // The API takes no choice but `auto` with thinking on.
+    assert!(
+        sent[1].body.get("tool_choice").is_none(),
+        "{}",
+        sent[1].body
     );
 }
 

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use agentic_core::{ChatMessage, ChatRole, ModelRequest};
+use agentic_core::{ChatMessage, ChatRole, ModelRequest, ToolChoice};
 use agentic_wire::ToolNameMap;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -23,6 +23,8 @@ pub(crate) struct RequestBody<'a> {
     contents: Vec<Content<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<Tools<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_config: Option<Value>,
     generation_config: GenerationConfig<'a>,
 }
 
@@ -195,6 +197,9 @@ pub(crate) fn request_body<'a>(
         }),
         contents,
         tools,
+        // Mode `ANY`: the answer calls one of the declared functions.
+        tool_config: ToolChoice::required(request)
+            .then(|| json!({ "functionCallingConfig": { "mode": "ANY" } })),
         generation_config: GenerationConfig {
             temperature,
             max_output_tokens: request.max_tokens.or(config.max_tokens),

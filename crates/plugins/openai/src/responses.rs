@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use agentic_core::{
     ChatRole, ModelEvent, ModelRequest, PromptUsage, ProviderError, Reasoning, ToolCallRequest,
+    ToolChoice,
 };
 use agentic_wire::{ToolNameMap, shorten};
 use serde_json::{Map, Value, json};
@@ -90,6 +91,9 @@ pub(crate) fn request_body(
     body.insert("input".to_owned(), Value::Array(input));
     if !tools.is_empty() {
         body.insert("tools".to_owned(), Value::Array(tools));
+        if ToolChoice::required(request) {
+            body.insert("tool_choice".to_owned(), json!("required"));
+        }
     }
     body.insert("stream".to_owned(), json!(true));
     body.insert("store".to_owned(), json!(false));

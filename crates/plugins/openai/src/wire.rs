@@ -1,6 +1,6 @@
 //! Requests in the Chat Completions wire format, built from async-openai's types.
 
-use agentic_core::{ChatMessage, ChatRole, ModelRequest};
+use agentic_core::{ChatMessage, ChatRole, ModelRequest, ToolChoice};
 use async_openai::types::chat::{
     ChatCompletionMessageToolCall, ChatCompletionMessageToolCalls,
     ChatCompletionRequestAssistantMessage, ChatCompletionRequestAssistantMessageContent,
@@ -8,7 +8,8 @@ use async_openai::types::chat::{
     ChatCompletionRequestSystemMessageContent, ChatCompletionRequestToolMessage,
     ChatCompletionRequestToolMessageContent, ChatCompletionRequestUserMessage,
     ChatCompletionRequestUserMessageContent, ChatCompletionStreamOptions,
-    CreateChatCompletionRequest, FunctionCall, StopConfiguration,
+    ChatCompletionToolChoiceOption, CreateChatCompletionRequest, FunctionCall, StopConfiguration,
+    ToolChoiceOptions,
 };
 
 use crate::config::OpenAiConfig;
@@ -83,6 +84,9 @@ pub(crate) fn request_body<'a>(
             .then(|| StopConfiguration::StringArray(request.stop.clone())),
         // Bit for bit: a seed is a label, not a quantity.
         seed: request.seed.map(|seed| seed as i64),
+        tool_choice: ToolChoice::required(request).then_some(ChatCompletionToolChoiceOption::Mode(
+            ToolChoiceOptions::Required,
+        )),
         ..CreateChatCompletionRequest::default()
     };
     RequestBody { request, tools }

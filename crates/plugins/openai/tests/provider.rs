@@ -465,4 +465,56 @@ async fn a_classic_prompt_runs_end_to_end_and_malformed_arguments_reach_the_mode
             .starts_with("Error: invalid JSON in tool arguments"),
         "{tool}"
     );
+    // After a round whose calls all failed, the next answer must call a tool; once.
+    assert_eq!(second["tool_choice"], "required");
+    assert!(server.requests()[0].body.get("tool_choice").is_none());
+    assert!(server.requests()[2].body.get("tool_choice").is_none());
+}
+
+#[tokio::test]
+async fn a_server_that_refuses_a_required_call_is_asked_again_without_it() {
+    let server = FakeOpenAi::start(vec![
+        Reply::Sse(vec![
+            tool_chunk(0, Some("call_bad"), Some("math_add"), "{\"a\": 1}"),
+            finish_chunk("tool_calls"),
+        ]),
+        Reply::Status {
+            status: 400,
+            headers: Vec::new(),
+            body: r#"{"error": {"message": "tool_choice 'required' is not supported"}}"#.to_owned(),
+        },
+        Reply::Sse(vec![
+            text_chunk("I could not add them."),
+            finish_chunk("stop"),
+        ]),
+    ])
+    .await;
+    let runtime = Runtime::builder()
+        .config(Config::from_value(
+            json!({"openai": {"baseUrl": server.base_url}}),
+        ))
+        .registered_plugins()
+        .plugin(Arc::new(Adder))
+        .provider_spec("openai")
+        .build()
+        .await
+        .unwrap();
+    let prompt = runtime
+        .prompts()
+        .create_and_run(PromptOptions {
+            user_id: "alice".to_owned(),
+            input: Some("What is 1 + 2?".to_owned()),
+            ..PromptOptions::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(prompt.state, PromptState::Completed, "{:?}", prompt.output);
+    assert!(
+        matches!(prompt.output.last(), Some(PromptOutput::Text(text)) if text.content == "I could not add them.")
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[1].body["tool_choice"], "required");
+    assert!(requests[2].body.get("tool_choice").is_none());
+    assert_eq!(requests[1].body["messages"], requests[2].body["messages"]);
 }

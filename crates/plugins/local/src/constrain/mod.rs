@@ -13,7 +13,7 @@ mod calls;
 mod tool_calls;
 mod vocabulary;
 
-use agentic_core::ModelRequest;
+use agentic_core::{ModelRequest, ToolChoice};
 use anyhow::anyhow;
 use llguidance::api::TopLevelGrammar;
 use llguidance::toktrie::{TokEnv, TokenId};
@@ -61,12 +61,12 @@ impl Grammars {
 
     /// The constraint for `request`, or `None` when it leaves the answer free: the grammar
     /// the request brings (code mode's program), else, with tools offered, the grammar of
-    /// their calls (classic mode).
+    /// their calls (classic mode), calls alone when the request requires one.
     pub fn for_request(&self, request: &ModelRequest) -> anyhow::Result<Option<Constraint>> {
         if let Some(grammar) = &request.grammar {
             return self.from_lark(grammar).map(Some);
         }
-        match tool_call_grammar(&request.tools) {
+        match tool_call_grammar(&request.tools, ToolChoice::required(request)) {
             Some(grammar) => self.from_lark(&grammar).map(Some),
             None => Ok(None),
         }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use agentic_core::{ChatMessage, ModelKind, ModelRequest, ToolSpec};
+use agentic_core::{ChatMessage, ModelKind, ModelRequest, ToolChoice, ToolSpec};
 use llguidance::toktrie::{TokEnv, TokTrie};
 use serde_json::json;
 
@@ -66,6 +66,11 @@ fn tools() -> Vec<ToolSpec> {
 /// end after it, `Ok(false)` when all is allowed but the answer may not end there yet, and
 /// `Err(prefix)` with the part that was allowed before the first forbidden token.
 fn check(text: &str) -> Result<bool, String> {
+    check_with(text, ToolChoice::Auto)
+}
+
+/// [`check`], for a request with tool choice `choice`.
+fn check_with(text: &str, choice: ToolChoice) -> Result<bool, String> {
     let vocabulary = vocabulary();
     // Two extra unnamed rows, as real models have.
     let logits = vocabulary.len() + 2;
@@ -73,6 +78,7 @@ fn check(text: &str) -> Result<bool, String> {
     let grammars = Grammars::new(&vocabulary, logits, &[end_token()]).unwrap();
     let mut request = ModelRequest::new(ModelKind::Normal, vec![ChatMessage::user("hi")]);
     request.tools = tools();
+    request.tool_choice = choice;
     let mut constraint = grammars.for_request(&request).unwrap().unwrap();
     let mut allowed = Vec::new();
     for token in env.tokenize_bytes(text.as_bytes()) {
@@ -134,6 +140,38 @@ fn a_reply_that_opens_with_json_is_a_call_held_to_the_schema() {
     // Other fences and JSON after words stay free.
     assert_eq!(check("```python\nprint({\"a\": 1})\n```"), Ok(true));
     assert_eq!(check("The file holds:\n```json\n{\"a\": 1}\n```"), Ok(true));
+}
+
+#[test]
+fn a_required_call_leaves_no_room_for_words() {
+    let required = |text: &str| check_with(text, ToolChoice::Required);
+    // Calls in tags, or one as a JSON object, are what it may be.
+    assert_eq!(
+        required("<tool_call>\n{\"name\": \"time.now\", \"arguments\": {}}\n</tool_call>"),
+        Ok(true)
+    );
+    assert_eq!(
+        required(
+            "<tool_call>{\"name\":\"time.now\",\"arguments\":{}}</tool_call>\n<tool_call>{\"name\":\"fs.read\",\"arguments\":{\"path\":\"b\"}}</tool_call>\n"
+        ),
+        Ok(true)
+    );
+    assert_eq!(
+        required("```json\n{\"name\": \"fs.read\", \"arguments\": {\"path\": \"a\"}}\n```"),
+        Ok(true)
+    );
+    // Nothing at all, words, or words after a call, it may not.
+    assert_eq!(required(""), Ok(false));
+    assert_eq!(required("The file"), Err(String::new()));
+    assert_eq!(
+        required("<tool_call>{\"name\":\"time.now\",\"arguments\":{}}</tool_call> done"),
+        Err("<tool_call>{\"name\":\"time.now\",\"arguments\":{}}</tool_call> ".into())
+    );
+    // Still held to the offered tools and their schemas.
+    assert_eq!(
+        required("<tool_call>\n{\"name\": \"time.later\", \"arguments\": {}}\n</tool_call>"),
+        Err("<tool_call>\n{\"name\": \"time.".into())
+    );
 }
 
 #[test]

@@ -13,17 +13,29 @@ pub const OPEN: &str = "<tool_call>";
 /// The tag that ends it.
 pub const CLOSE: &str = "</tool_call>";
 
-/// The Lark grammar (llguidance's dialect) of an answer that may call `tools`; `None` when
+/// The Lark grammar (llguidance's dialect) of an answer that may call `tools`, or, when
+/// `required`, that calls them and says nothing else (`ToolChoice::Required`); `None` when
 /// none is offered, since free text needs no grammar.
-pub fn tool_call_grammar(tools: &[ToolSpec]) -> Option<String> {
+pub fn tool_call_grammar(tools: &[ToolSpec], required: bool) -> Option<String> {
     if tools.is_empty() {
         return None;
     }
     let mut grammar = String::new();
-    // `lead` is lazy: it ends at the first tag, so a tag always starts a call. A reply that
-    // opens with a JSON object, bare or in a ```json fence, is a call too (small models write
-    // one more often than the tag, and classic mode reads it as one): held to the same schema.
-    grammar.push_str("start: bare_call | first_lead call_body (lead call_body)* PROSE | OPENING\n");
+    if required {
+        // One call as a JSON object (bare or fenced), or calls in tags, and nothing around.
+        grammar.push_str(&format!(
+            "start: bare_call | (SPACE? {} call_body)+ SPACE?\n",
+            lark_string(OPEN)
+        ));
+    } else {
+        // `lead` is lazy: it ends at the first tag, so a tag always starts a call. A reply that
+        // opens with a JSON object, bare or in a ```json fence, is a call too (small models
+        // write one more often than the tag, and classic mode reads it as one): held to the
+        // same schema.
+        grammar.push_str(
+            "start: bare_call | first_lead call_body (lead call_body)* PROSE | OPENING\n",
+        );
+    }
     grammar.push_str(&format!(
         "first_lead[lazy]: OPENING {}\n",
         lark_string(OPEN)

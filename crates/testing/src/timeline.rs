@@ -215,9 +215,6 @@ impl TimelineRunner {
                 if !request.failed_calls.is_empty() {
                     seen["failedCalls"] = serde_json::json!(request.failed_calls);
                 }
-                if !request.tool_choice.is_auto() {
-                    seen["toolChoice"] = serde_json::json!(request.tool_choice);
-                }
                 seen
             })
             .collect();

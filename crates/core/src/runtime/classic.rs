@@ -14,9 +14,7 @@ use crate::mode::{
 };
 use crate::plugin::Prepared;
 use crate::prompt::{ErrorKind, Prompt, PromptOutput, PromptState, ToolOutput, ToolResult};
-use crate::provider::{
-    ChatMessage, ModelRequest, ModelResponse, ProviderError, ToolChoice, ToolSpec,
-};
+use crate::provider::{ChatMessage, ModelRequest, ModelResponse, ToolSpec};
 use crate::runtime::executor::{Driven, ExecutorBase, ModeDriver};
 use crate::runtime::takeover;
 use crate::tool::{Approval, ToolContext};
@@ -54,8 +52,6 @@ pub struct ClassicExecutor {
     rounds: u32,
     max_rounds: u32,
     approved: HashSet<String>,
-    /// Whether a round of this turn was asked for calls alone (see [`Self::must_call`]).
-    asked_for_a_call: bool,
 }
 
 impl std::fmt::Debug for ClassicExecutor {
@@ -83,7 +79,6 @@ impl ClassicExecutor {
             rounds: 0,
             max_rounds,
             approved: HashSet::new(),
-            asked_for_a_call: false,
         }
     }
 
@@ -156,32 +151,15 @@ impl ClassicExecutor {
                 return Ok(self.base.recorder.prompt().clone());
             }
             self.rounds += 1;
-            let mut request = self.request(&prepared);
-            if self.must_call() {
-                self.asked_for_a_call = true;
-                request.tool_choice = ToolChoice::Required;
-            }
-            let retry = (request.tool_choice == ToolChoice::Required).then(|| request.clone());
+            let request = self.request(&prepared);
             let mut on_delta = self.base.recorder.stream_sink();
-            let completion = &self.base.options.services.completion;
-            let mut response = completion.complete_messages(request, &mut on_delta).await;
-            let refused = matches!(
-                &response,
-                Err(ProviderError::Status {
-                    status: 400 | 422,
-                    ..
-                })
-            );
-            if let Some(mut request) = retry.filter(|_| refused) {
-                // A server that does not take a required tool choice (some OpenAI-compatible
-                // ones refuse it) is asked again without one.
-                if let Err(error) = &response {
-                    tracing::warn!(%error, "the provider refused a required tool call; asking again with the choice left to the model");
-                }
-                request.tool_choice = ToolChoice::Auto;
-                response = completion.complete_messages(request, &mut on_delta).await;
-            }
-            drop(on_delta);
+            let response = self
+                .base
+                .options
+                .services
+                .completion
+                .complete_messages(request, &mut on_delta)
+                .await;
             self.base.journal_reply(&response, None).await;
             let response = match response {
                 Ok(response) => response,
@@ -281,46 +259,6 @@ impl ClassicExecutor {
             }
         }
         response
-    }
-
-    /// Whether the next answer must call a tool: every call since the model's last words
-    /// failed with the tool's own error (not a person's refusal, not a call the mode did not
-    /// run), and no round of this turn was asked for calls alone yet. Without it,
-    /// Qwen2.5-Coder-1.5B answered right after a failed call in every such run of the eval's
-    /// tuning split (5 of 24, round 29), with the error's words or a guess, though the error
-    /// named the call to make instead (`fs.read({ path: … })` for a file listed as a
-    /// folder). Asked once per turn, so a model with nothing better to call answers after
-    /// one more round. `callAfterFailure = false` in config turns it off.
-    fn must_call(&self) -> bool {
-        if self.asked_for_a_call
-            || !self
-                .base
-                .options
-                .services
-                .config
-                .get("callAfterFailure")
-                .and_then(Value::as_bool)
-                .unwrap_or(true)
-        {
-            return false;
-        }
-        let last_round: Vec<&ToolOutput> = self
-            .base
-            .recorder
-            .prompt()
-            .output
-            .iter()
-            .rev()
-            .take_while(|output| !matches!(output, PromptOutput::Text(_)))
-            .filter_map(|output| match output {
-                PromptOutput::Tool(tool) => Some(tool),
-                _ => None,
-            })
-            .collect();
-        !last_round.is_empty()
-            && last_round
-                .iter()
-                .all(|tool| tool.result.error_kind() == Some(ErrorKind::Failed))
     }
 
     /// Whether this turn already ran `name` with `input`, and it succeeded.

@@ -27,7 +27,7 @@ pub(crate) fn context() -> Context {
         loop_iteration_limit: None,
         explain: &crate::explain::ForModels,
     };
-    prepare_context(options, Some(&[])).unwrap().context
+    prepare_context(options, Some(&[])).unwrap().into_context()
 }
 
 /// Runs `code` with two tools, `fs.list` and `todo.list` with the shapes of their

@@ -110,9 +110,17 @@ pub(crate) trait Explain: Sync + std::fmt::Debug {
 /// have tool functions bound: those of the previous script, which the next iteration of the
 /// same prompt usually needs again.
 pub(crate) struct PreparedContext {
-    pub(crate) context: Context,
+    context: Context,
     bound_tools: Option<Vec<ToolBinding>>,
     explain: &'static dyn Explain,
+}
+
+impl PreparedContext {
+    /// The context itself, for the unit tests' helpers (`crate::testing`).
+    #[cfg(test)]
+    pub(crate) fn into_context(self) -> Context {
+        self.context
+    }
 }
 
 impl std::fmt::Debug for PreparedContext {

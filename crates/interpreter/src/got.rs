@@ -300,7 +300,8 @@ fn preceded_by_identifier(chars: &[char], at: usize) -> bool {
     !chars[index].is_ascii_digit()
 }
 
-/// `Math.PI`, `Number.MAX_SAFE_INTEGER`: members of JavaScript's own objects.
+/// `Math.PI`, `Number.MAX_SAFE_INTEGER`, `CSV.parse`: members of JavaScript's own objects and
+/// the sandbox's parsers.
 fn on_builtin(chars: &[char], dot: usize) -> bool {
     let mut start = dot;
     while start > 0 && is_identifier_char(chars[start - 1]) {
@@ -309,7 +310,17 @@ fn on_builtin(chars: &[char], dot: usize) -> bool {
     let receiver: String = chars[start..dot].iter().collect();
     matches!(
         receiver.as_str(),
-        "Math" | "Number" | "JSON" | "Object" | "Array" | "String" | "Date" | "console"
+        "Math"
+            | "Number"
+            | "JSON"
+            | "TOML"
+            | "YAML"
+            | "CSV"
+            | "Object"
+            | "Array"
+            | "String"
+            | "Date"
+            | "console"
     )
 }
 

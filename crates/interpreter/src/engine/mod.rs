@@ -29,6 +29,7 @@ pub(crate) mod carried;
 mod determinism;
 mod dropped;
 mod errors;
+mod formats;
 mod functions;
 mod guess;
 mod numbers;
@@ -76,6 +77,9 @@ pub(crate) const RESERVED_NAMES: &[&str] = &[
     "input",
     "console",
     "require",
+    "TOML",
+    "YAML",
+    "CSV",
 ];
 
 /// Options of the engine that are not per script.
@@ -146,6 +150,7 @@ pub(crate) fn prepare_context(
     silent::install(&mut context)?;
     pieces::install(&mut context)?;
     numbers::install(&mut context)?;
+    formats::install(&mut context)?;
     let functions: [(&str, usize, NativeFunctionPointer); 14] = [
         ("output", 1, output),
         ("done", 1, done),

@@ -140,13 +140,18 @@ pub(crate) fn text_format(text: &str) -> Option<&'static str> {
         })
     };
     let assignments = lines.iter().filter(|line| assignment(line)).count();
-    if lines.iter().any(|line| section(line)) && assignments > 0 {
-        return Some(
-            "TOML or INI: `[section]` headers, then `key = value` lines; split it into lines \
-             and read the `key = value` lines under the section you need",
-        );
-    }
-    if assignments * 2 > lines.len() {
+    let sections = lines.iter().any(|line| section(line));
+    if (sections && assignments > 0) || assignments * 2 > lines.len() {
+        if crate::engine::parse_toml(text).is_ok() {
+            return Some("TOML: TOML.parse(text) gives its data, each `[section]` an object");
+        }
+        if sections {
+            return Some(
+                "INI: `[section]` headers, then `key = value` lines, not valid TOML (TOML.parse \
+                 refuses it); split it into lines and read the `key = value` lines under the \
+                 section you need",
+            );
+        }
         return Some("`key = value` lines; split it into lines, then each line at the first `=`");
     }
     let commas = |line: &str| line.matches(',').count();
@@ -158,8 +163,8 @@ pub(crate) fn text_format(text: &str) -> Option<&'static str> {
             .all(|line| commas(line) == header && !line.starts_with('{'))
     {
         return Some(
-            "CSV: a header line, then one row per line; split it into lines, then each line \
-             at `,`",
+            "CSV: a header line, then one row per line; CSV.parse(text) gives one object per \
+             row, keyed by the header line",
         );
     }
     let yaml = |line: &str| {
@@ -171,7 +176,7 @@ pub(crate) fn text_format(text: &str) -> Option<&'static str> {
     if lines.iter().filter(|line| yaml(line)).count() * 2 > lines.len()
         && !lines[0].starts_with('{')
     {
-        return Some("YAML: `key: value` lines; split it into lines, then each line at `: `");
+        return Some("YAML: YAML.parse(text) gives its data");
     }
     None
 }
@@ -211,7 +216,13 @@ mod tests {
     #[test]
     fn common_formats_are_named() {
         let toml = "# Service configuration\n[server]\nport = 8080\n\n[database]\nport = 5433\n";
-        assert!(text_format(toml).unwrap().starts_with("TOML or INI"));
+        assert!(
+            text_format(toml)
+                .unwrap()
+                .starts_with("TOML: TOML.parse(text)")
+        );
+        let ini = "[server]\nhost = db.internal\nport = 5433\n";
+        assert!(text_format(ini).unwrap().starts_with("INI"));
         assert!(
             text_format("NAME=web\nDEBUG=true\n")
                 .unwrap()

@@ -98,7 +98,7 @@ fn toml_parse(_: &JsValue, arguments: &[JsValue], context: &mut Context) -> JsRe
 }
 
 /// A TOML document as JSON: tables as objects, dates and times as their text.
-fn parse_toml(text: &str) -> Result<Value, String> {
+pub(crate) fn parse_toml(text: &str) -> Result<Value, String> {
     let table: toml::Table = text.parse().map_err(|error: toml::de::Error| {
         let message = error.message().trim_end_matches('.').to_owned();
         match error.span() {

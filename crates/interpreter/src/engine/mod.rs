@@ -19,6 +19,7 @@ use crate::protocol::{
     ScriptErrorKind, ScriptLimits, Shape, ToHost, ToolBinding,
 };
 pub(crate) use absent::NO_VALUE;
+pub(crate) use formats::parse_toml;
 pub(crate) use functions::NO_MODULE;
 pub(crate) use source::word_column;
 pub(crate) use typed::ALWAYS_READABLE;

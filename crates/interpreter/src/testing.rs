@@ -30,6 +30,14 @@ pub(crate) fn context() -> Context {
     prepare_context(options, Some(&[])).unwrap().into_context()
 }
 
+/// What `code` ends with, run as [`run`] does with tools that return no entries: its value,
+/// or its error's message.
+pub(crate) fn outcome(code: &str) -> Result<Value, String> {
+    run(code, json!({ "entries": [] }))
+        .result
+        .map_err(|error| error.message)
+}
+
 /// Runs `code` with two tools, `fs.list` and `todo.list` with the shapes of their
 /// schemas, whose every call returns `result`.
 pub(crate) fn run(code: &str, result: Value) -> ExecutionOutcome {

@@ -348,14 +348,8 @@ fn csv_field(field: &str, numbers: bool) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::run;
+    use crate::testing::outcome;
     use serde_json::json;
-
-    fn outcome(code: &str) -> Result<Value, String> {
-        run(code, json!({ "entries": [] }))
-            .result
-            .map_err(|error| error.message)
-    }
 
     #[test]
     fn a_config_file_in_toml_is_data() {

@@ -183,14 +183,8 @@ pub(super) fn origin() -> JsResult<Option<String>> {
 
 #[cfg(test)]
 mod tests {
-    use crate::testing::run;
+    use crate::testing::outcome;
     use serde_json::{Value, json};
-
-    fn outcome(code: &str) -> Result<Value, String> {
-        run(code, json!({ "entries": [] }))
-            .result
-            .map_err(|error| error.message)
-    }
 
     const TAIL: &str = "leave out or check what is not a number before computing with it";
 

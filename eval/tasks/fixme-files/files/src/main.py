@@ -1,0 +1,4 @@
+import sys
+
+def main():
+    print("hi")

@@ -1,0 +1,3 @@
+class User:
+    name: str
+    # TODO: add email

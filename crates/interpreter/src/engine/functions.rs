@@ -57,6 +57,7 @@ pub(super) fn output(
 ) -> JsResult<JsValue> {
     let text = text_of(arguments.first(), context)?;
     super::absent::check_output(&text)?;
+    super::caught::check("the text given to output()", &text)?;
     if let Some(text) = spend_output(text)? {
         notify(ToHost::Output { text })?;
     }
@@ -114,6 +115,7 @@ pub(super) fn done(
         .and_then(Value::as_str)
     {
         super::absent::check_answer("done()", response)?;
+        super::caught::check("the answer given to done()", response)?;
         super::silent::check_answer("done()")?;
         super::pieces::check_answer("done()", response)?;
     }
@@ -138,6 +140,7 @@ pub(super) fn complete(
     let value = completion_of(value, "complete")?;
     if let Some(response) = value.get("response").and_then(Value::as_str) {
         super::absent::check_answer("complete()", response)?;
+        super::caught::check("the answer given to complete()", response)?;
         super::silent::check_answer("complete()")?;
         super::pieces::check_answer("complete()", response)?;
     }
@@ -287,6 +290,7 @@ pub(super) fn parallel(
         })?;
     for call in &calls {
         super::absent::check_input(&call.tool, &call.input)?;
+        super::caught::check_input(&call.tool, &call.input)?;
     }
     count_tool_calls(u32::try_from(calls.len()).unwrap_or(u32::MAX))?;
     let reply = host_request(HostRequest::Parallel { calls })?;

@@ -23,10 +23,11 @@ pub(crate) use formats::parse_toml;
 pub(crate) use functions::NO_MODULE;
 pub(crate) use source::word_column;
 pub(crate) use typed::ALWAYS_READABLE;
-pub(crate) use values::quoted_start;
+pub(crate) use values::{quoted_start, texts_in};
 
 mod absent;
 pub(crate) mod carried;
+mod caught;
 mod determinism;
 mod dropped;
 mod errors;
@@ -152,6 +153,7 @@ pub(crate) fn prepare_context(
     pieces::install(&mut context)?;
     numbers::install(&mut context)?;
     formats::install(&mut context)?;
+    caught::install(&mut context)?;
     let functions: [(&str, usize, NativeFunctionPointer); 14] = [
         ("output", 1, output),
         ("done", 1, done),
@@ -227,7 +229,7 @@ pub(crate) fn global_functions(explain: &'static dyn Explain) -> &'static [Strin
             let callable = global
                 .get(key.clone(), &mut context)
                 .is_ok_and(|value| value.is_callable());
-            if callable {
+            if callable && name.to_std_string_escaped() != caught::HOOK {
                 names.push(name.to_std_string_escaped());
             }
         }
@@ -280,6 +282,7 @@ pub(crate) fn execute(
             searches: silent::Searches::default(),
             pieces: pieces::Pieces::default(),
             not_a_number: None,
+            caught: Vec::new(),
             code: String::new(),
             line_offset: 0,
         });
@@ -339,6 +342,8 @@ struct EngineState {
     pieces: pieces::Pieces,
     /// The first conversion of text that gave `NaN` (see [`numbers`]).
     not_a_number: Option<numbers::NotANumber>,
+    /// The mistakes the program's `catch` blocks caught ([`caught`]).
+    caught: Vec<caught::Caught>,
     /// The program as it runs, and how many lines its wrapper put before it.
     code: String,
     line_offset: u32,
@@ -356,16 +361,7 @@ thread_local! {
 /// a missing value that are data ([`absent`]) and the texts whose pieces are counted
 /// ([`pieces`]). The result is walked once.
 fn received(value: &Value) {
-    fn texts<'a>(value: &'a Value, found: &mut Vec<&'a str>) {
-        match value {
-            Value::String(text) => found.push(text),
-            Value::Array(items) => items.iter().for_each(|item| texts(item, found)),
-            Value::Object(fields) => fields.values().for_each(|field| texts(field, found)),
-            _ => {}
-        }
-    }
-    let mut found = Vec::new();
-    texts(value, &mut found);
+    let found = texts_in(value);
     if found.is_empty() {
         return;
     }
@@ -417,11 +413,11 @@ fn bind_and_run(
             .map_err(|error| runtime_error(&error, context, code, 0, false))?;
     }
     let fixed;
-    let (script, line_offset, code) = match parse_script(context, code) {
+    let (script, line_offset, code) = match parse_noted(context, code) {
         Ok((script, line_offset)) => (script, line_offset, code),
         Err(error) => {
             fixed = strip_pasted_parameters(code, &request.tools).ok_or_else(|| error.clone())?;
-            let (script, line_offset) = parse_script(context, &fixed).map_err(|_| error)?;
+            let (script, line_offset) = parse_noted(context, &fixed).map_err(|_| error)?;
             (script, line_offset, fixed.as_str())
         }
     };
@@ -464,6 +460,20 @@ fn bind_and_run(
     }
 }
 
+/// Parses `code` with its `catch` blocks noting what they catch (`caught`), or as written
+/// when the noted form does not parse; errors are those of `code` as written.
+fn parse_noted(
+    context: &mut Context,
+    code: &str,
+) -> Result<(boa_engine::Script, u32), ScriptError> {
+    if let Some(noted) = caught::with_catches_noted(code)
+        && let Ok(parsed) = parse_script(context, &noted)
+    {
+        return Ok(parsed);
+    }
+    parse_script(context, code)
+}
+
 /// Binds the global `input` when the request gives one (`interpreter.run-code`). Code mode
 /// gives none, so that `fs.search(input)`, the declarations' parameter name written as a
 /// value, is a `ReferenceError` at its line rather than a call with `undefined`.
@@ -500,6 +510,7 @@ fn bind_tools(context: &mut Context, bindings: &[ToolBinding]) -> JsResult<()> {
                     })?
                     .unwrap_or_else(|| (tool.clone(), Shape::Any));
                     absent::check_input(&name, &input)?;
+                    caught::check_input(&name, &input)?;
                     count_tool_calls(1)?;
                     let reply = host_request(HostRequest::CallTool { tool, input })?;
                     if let HostReply::Value { value } = &reply {

@@ -7,6 +7,21 @@ use boa_engine::property::{PropertyDescriptor, PropertyKey};
 use boa_engine::{Context, JsNativeError, JsResult, JsString, JsValue, js_string};
 use serde_json::{Map, Value};
 
+/// The texts (strings) `value` holds, at any depth, in order; keys aside.
+pub(crate) fn texts_in(value: &Value) -> Vec<&str> {
+    fn walk<'a>(value: &'a Value, found: &mut Vec<&'a str>) {
+        match value {
+            Value::String(text) => found.push(text),
+            Value::Array(items) => items.iter().for_each(|item| walk(item, found)),
+            Value::Object(fields) => fields.values().for_each(|field| walk(field, found)),
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    walk(value, &mut found);
+    found
+}
+
 /// Deepest value converted between JavaScript and JSON.
 pub(super) const MAX_VALUE_DEPTH: usize = 100;
 

@@ -343,7 +343,7 @@ impl CodeExecutor {
         // likewise a preference, never said to the model.
         let timeline = self.timeline();
         crate::rules::fixed_answer::fixed(code, &dry.said, !dry.input.calls.is_empty(), |text| {
-            timeline.met(text)
+            timeline.met(text) || timeline.met_data(text)
         })
         .then_some(ends)
     }

@@ -269,7 +269,7 @@ impl CodeExecutor {
             // the answer with what the program found beneath it, so it is never lost.
             if !self.timeline().shown_text()
                 && let Some(found) = self.timeline().unshown_finding(&active.code_output_id)
-                && !crate::rules::unsaid::says_any(&answer, &found)
+                && !crate::rules::unsaid::says_any(&answer, &found, self.timeline().asked())
             {
                 if self.timeline().count(Notice::Unsaid) == 0 {
                     let error = crate::rules::unsaid::notice(&found);

@@ -60,6 +60,11 @@ impl<'a> Timeline<'a> {
             })
     }
 
+    /// What the user asked in this turn (empty for a prompt started without text).
+    pub(super) fn asked(self) -> &'a str {
+        self.prompt.input.as_deref().unwrap_or_default()
+    }
+
     /// Whether `text` is in what this turn's calls and programs gave back (results, logs).
     pub(super) fn met(self, text: &str) -> bool {
         let quoted = Value::String(text.to_owned()).to_string();
@@ -68,6 +73,30 @@ impl<'a> Timeline<'a> {
             PromptOutput::Tool(tool) => serde_json::to_string(&tool.result)
                 .is_ok_and(|result| result.contains(text) || result.contains(escaped)),
             _ => false,
+        })
+    }
+
+    /// Whether `text` says a data word of what this turn's calls and programs gave back
+    /// (`crate::rules::unsaid::data_words` of each text in a result, the user's words aside):
+    /// "The services that are down are: search, billing." after a program logged the status
+    /// page that names them.
+    pub(super) fn met_data(self, text: &str) -> bool {
+        let said: Vec<String> = crate::rules::unsaid::words_of(text).collect();
+        if said.is_empty() {
+            return false;
+        }
+        self.prompt.output.iter().any(|output| {
+            let PromptOutput::Tool(tool) = output else {
+                return false;
+            };
+            let ToolResult::Success { output } = &tool.result else {
+                return false;
+            };
+            crate::engine::texts_in(output).iter().any(|found| {
+                crate::rules::unsaid::data_words(found, self.asked())
+                    .iter()
+                    .any(|word| said.contains(word))
+            })
         })
     }
 
@@ -217,7 +246,7 @@ impl<'a> Timeline<'a> {
             && !self.previous_execution_failed("")
             && self
                 .unshown_finding("")
-                .is_some_and(|found| crate::rules::unsaid::says_some(prose, &found))
+                .is_some_and(|found| crate::rules::unsaid::says_some(prose, &found, self.asked()))
     }
 
     /// Replies of this turn that were refused (see [`crate::rules::not_a_program`]).

@@ -7,7 +7,10 @@
 //! program whose words are built from what it read runs in its place, and when none gets
 //! through, the program runs as written and nothing is said to the model (a fixed "No errors
 //! found." can be the right answer). Words the turn has already seen in a result or a log
-//! (a value looked at, then written out in `done("5433")`) are not fixed.
+//! (a value looked at, then written out in `done("5433")`) are not fixed, nor is text that
+//! says a data word of one (round 32: `done("The services that are down are: search,
+//! billing.")` after a program logged the status page naming them; only the whole text
+//! counted before, so the model's right answer was passed over for a sample's).
 //!
 //! Designed on the tuning split (config-port, markdown-index). Measured (round 20,
 //! `docs/benchmarks.md`): tuning 19 → 20/24 (config-port passes), held-out 6/12 → 6/12.

@@ -21,11 +21,12 @@
 //! 14/17 with every program checked, held-out 3/9), an object literal that gives one key
 //! twice (`engine/source.rs`, round 18: neutral, met once), a value handed to one of the
 //! program's own functions that never reads it (`engine/dropped.rs`, round 19: neutral, met
-//! in no run), and the explanations of Node's and browsers'
-//! globals (`engine/explain.rs`, not measured alone) and of a name read after the block
-//! that declared it (`explain_block_scoped`, round 17: neutral, it appeared in no run). The system prompt's "look before you
-//! compute" paragraph and worked example (`prompt.rs`) came with round 3 (10 → 16/26, in a
-//! package of seven changes).
+//! in no run), a caught mistake of the program shown, answered or written (`engine/caught.rs`,
+//! round 32: refused at that line), and the explanations of Node's and browsers' globals
+//! (`engine/explain.rs`, not measured alone) and of a name read after the block that declared
+//! it (`explain_block_scoped`, round 17: neutral, it appeared in no run). The system prompt's
+//! "look before you compute" paragraph and worked example (`prompt.rs`) came with round 3
+//! (10 → 16/26, in a package of seven changes).
 
 pub(crate) mod afresh;
 pub(crate) mod did_nothing;

@@ -105,13 +105,10 @@ pub(super) fn check(what: &str, text: &str) -> JsResult<()> {
 /// Refuses a tool call whose input holds, in any of its texts, the message of a mistake the
 /// program caught (a report written with the error in place of the data).
 pub(super) fn check_input(tool: &str, input: &serde_json::Value) -> JsResult<()> {
-    use serde_json::Value;
-    match input {
-        Value::String(text) => check(&format!("the input given to {tool}"), text),
-        Value::Array(items) => items.iter().try_for_each(|item| check_input(tool, item)),
-        Value::Object(fields) => fields.values().try_for_each(|item| check_input(tool, item)),
-        _ => Ok(()),
-    }
+    let what = format!("the input given to {tool}");
+    super::texts_in(input)
+        .into_iter()
+        .try_for_each(|text| check(&what, text))
 }
 
 /// `code` with a call of [`HOOK`] at the start of every `catch (name) {` block, or `None` when

@@ -21,6 +21,8 @@
 //! "The services that are down are: search, billing." was told it said nothing (its numbers
 //! were latencies), and the turn ended on a worse answer (services-down, a tuning task).
 
+use std::collections::HashSet;
+
 use agentic_core::tool::cap_text;
 
 /// How the error of a prose reply that left unsaid what the last program found starts.
@@ -148,15 +150,11 @@ pub(crate) fn words_of(text: &str) -> impl Iterator<Item = String> + '_ {
 /// no key of it (`"state":`, `total:`), are not in `asked` (the user's message, whose words a
 /// reply repeats whatever it found) and are not words [`ANY_REPLY`] uses.
 pub(crate) fn data_words(found: &str, asked: &str) -> Vec<String> {
-    let asked: Vec<String> = words_of(asked).collect();
-    let keys: Vec<String> = keys_of(found).collect();
+    // Sets, as a finding may be a whole file's text.
+    let mut left_out: HashSet<String> = words_of(asked).chain(keys_of(found)).collect();
     let mut words: Vec<String> = Vec::new();
     for word in words_of(found) {
-        if !asked.contains(&word)
-            && !keys.contains(&word)
-            && !ANY_REPLY.contains(&word.as_str())
-            && !words.contains(&word)
-        {
+        if !ANY_REPLY.contains(&word.as_str()) && left_out.insert(word.clone()) {
             words.push(word);
         }
     }

@@ -41,6 +41,9 @@ pub(crate) struct DryRun {
     /// The words it gave the user: each text shown with `output()`, then its answer when that
     /// was text.
     pub(crate) said: Vec<String>,
+    /// The calls it made that were answered with a placeholder (tool and input): what the
+    /// real run may change.
+    pub(crate) changes: Vec<(String, Value)>,
     /// Whether the real run could end otherwise than this one for a reason of the dry run's
     /// own: the program looked inside a placeholder, a read met a failure that may pass when
     /// tried again or had no answer in the recording a replay plays, or the pass was cut
@@ -286,6 +289,11 @@ impl Pass {
                 ..self.ending
             },
             said: self.said.clone(),
+            changes: self
+                .guessed
+                .iter()
+                .filter_map(|&at| self.trace.get(at).cloned())
+                .collect(),
             uncertain: self.read_guess || self.transient || self.unrecorded || self.cut_short,
         }
     }

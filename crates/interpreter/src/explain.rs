@@ -32,6 +32,7 @@ impl Explain for ForModels {
         explain_missing_modules(error, tools);
         explain_missing_field(error, context);
         explain_block_scoped(error, code);
+        explain_wrong_case(error, context, tools);
     }
 }
 
@@ -486,22 +487,59 @@ mod tests {
     }
 }
 
+/// The name of `ReferenceError: name is not defined`, when nothing has explained it yet.
+fn undefined_name(error: &ScriptError) -> Option<&str> {
+    if error.hint.is_some() {
+        return None;
+    }
+    error
+        .message
+        .strip_prefix("ReferenceError: ")
+        .and_then(|rest| rest.strip_suffix(" is not defined"))
+}
+
+/// `toml is not defined` where the sandbox has `TOML` (or a tool namespace `fs` for `FS`):
+/// names are case-sensitive, and a model that knows the name from elsewhere writes it in
+/// another case.
+fn explain_wrong_case(error: &mut ScriptError, context: &mut Context, tools: &[ToolBinding]) {
+    let Some(name) = undefined_name(error).map(str::to_owned) else {
+        return;
+    };
+    let global = context.global_object();
+    let mut names: Vec<String> = global
+        .own_property_keys(context)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|key| match key {
+            PropertyKey::String(name) => Some(name.to_std_string_escaped()),
+            _ => None,
+        })
+        .collect();
+    names.extend(
+        tools
+            .iter()
+            .filter_map(|tool| tool.namespace_and_method())
+            .map(|(namespace, _)| namespace.to_owned()),
+    );
+    if let Some(right) = names
+        .iter()
+        .find(|other| **other != name && other.eq_ignore_ascii_case(&name))
+    {
+        error.hint = Some(format!(
+            "Names are case-sensitive: the sandbox has `{right}`, not `{name}`."
+        ));
+    }
+}
+
 /// `x is not defined` where the program declared `x` with `const` or `let` inside a block that
 /// ended before the failing line: Python's habit. The message alone sends the model to declare
 /// it again; the declaration is the place.
 fn explain_block_scoped(error: &mut ScriptError, code: &str) {
-    if error.hint.is_some() {
-        return;
-    }
-    let Some(name) = error
-        .message
-        .strip_prefix("ReferenceError: ")
-        .and_then(|rest| rest.strip_suffix(" is not defined"))
-    else {
+    let Some(name) = undefined_name(error).map(str::to_owned) else {
         return;
     };
     if let Some(line) = error.line {
-        error.hint = block_scoped(code, name, line);
+        error.hint = block_scoped(code, &name, line);
     }
 }
 

@@ -358,6 +358,18 @@ fn run_one(
         toml::Value::String(root.to_string_lossy().into_owned()),
     );
     crate::eval::model_settings(&mut config, options.temperature, options.constrain);
+    // Run n > 1 draws its samples from another seed: the embedded model decodes greedily, and
+    // the programs code mode samples (candidates, a program asked again) are seeded per step,
+    // so runs with one seed would repeat each other token for token. Run 1 keeps the
+    // default, which leaves every request's seed as the mode gave it.
+    if run > 1 {
+        set(
+            &mut config,
+            "local",
+            "seed",
+            toml::Value::Integer(i64::try_from(run - 1)?),
+        );
+    }
     let config_path = dir.join("agentic.toml");
     std::fs::write(&config_path, toml::to_string(&config)?)?;
     let agentic = Agentic {

@@ -3,17 +3,25 @@
 //! runs without failing and shows the user "SyntaxError: …" as if it had found something; the
 //! candidate check, which looks for failures, lets it through. So every `catch (e)` notes the
 //! error it caught, and text that leaves the program (an answer, `output()` text, a tool's
-//! input) holding the message of a caught `TypeError`, `SyntaxError`, `ReferenceError` or
-//! `RangeError` (what the program did wrong, not what a tool met) is refused at that line,
-//! with the error it caught. A tool's failure is a plain `Error` and may be reported:
+//! input) holding the message of a caught `TypeError`, `SyntaxError` or `RangeError` (what
+//! the program did wrong, not what a tool met) is refused at that line, with the error it
+//! caught. A tool's failure is a plain `Error` and may be reported:
 //! "The write was refused." is an answer.
+//!
+//! A `ReferenceError` for a name that does not exist (`toml is not defined`, from
+//! `toml.parse(text)` for `TOML.parse`) is not caught at all: the call at the start of the
+//! block throws it again, so the program fails at once with the error and its explanation,
+//! rather than log "toml is not defined" from a `catch` and pass its check as a program that
+//! worked.
 //!
 //! The note is made by a call the engine writes at the start of each `catch` block whose
 //! parameter is a name (`catch (e) {` becomes `catch (e) { <hook>(e, 4);`), on the same line,
 //! so lines stay where they were. Strings, templates and comments are skipped; a program
 //! whose noted form does not parse runs as written.
 
-use boa_engine::{Context, JsNativeError, JsResult, JsString, JsValue, NativeFunction, js_string};
+use boa_engine::{
+    Context, JsError, JsNativeError, JsResult, JsString, JsValue, NativeFunction, js_string,
+};
 
 use super::with_engine;
 
@@ -22,7 +30,7 @@ use super::with_engine;
 pub(crate) const HOOK: &str = "__agenticCaught";
 
 /// The kinds of error that are the program's mistakes.
-const MISTAKES: &[&str] = &["TypeError", "SyntaxError", "ReferenceError", "RangeError"];
+const MISTAKES: &[&str] = &["TypeError", "SyntaxError", "RangeError"];
 
 /// Messages shorter than this are not looked for in text (`x is not defined` is longer).
 const SHORTEST: usize = 12;
@@ -58,6 +66,11 @@ fn note(_this: &JsValue, arguments: &[JsValue], context: &mut Context) -> JsResu
     };
     let kind = text(js_string!("name"), context)?;
     let message = text(js_string!("message"), context)?;
+    // A name that does not exist is never what a catch is for: it goes on as if uncaught.
+    // Other reference errors (the sandbox's `require` of a module it does not have) may be.
+    if kind == "ReferenceError" && message.ends_with(" is not defined") {
+        return Err(JsError::from_opaque(error.clone().into()));
+    }
     if !MISTAKES.contains(&kind.as_str()) || message.chars().count() < SHORTEST {
         return Ok(JsValue::undefined());
     }
@@ -227,7 +240,7 @@ mod tests {
             "try {\n  JSON.parse('[db]\\nport = 5433');\n} catch (e) {\n  output(e.message);\n}",
             "try { JSON.parse('port = 5433') } catch (e) { done('Could not read it: ' + e) }",
             "try { JSON.parse('port = 5433') } catch (e) { fs.list({ path: `${e.message}` }) }",
-            "try { missing.field } catch (e) { complete({ response: String(e) }) }",
+            "try { [].reduce((a, b) => a) } catch (e) { complete({ response: String(e) }) }",
         ] {
             let error = outcome(code).expect_err(code);
             assert!(error.contains("caught at line "), "{code}: {error}");
@@ -244,6 +257,23 @@ mod tests {
             ),
             "{error}"
         );
+    }
+
+    #[test]
+    fn a_name_that_does_not_exist_is_not_caught() {
+        let code = "try {\n  done(toml.parse('a = 1').a)\n} catch (e) {\n  log(e.message)\n}";
+        let error = crate::testing::run(code, serde_json::json!({}))
+            .result
+            .unwrap_err();
+        assert_eq!(error.message, "ReferenceError: toml is not defined");
+        // The sandbox has the name in another case: the error says so.
+        assert_eq!(
+            error.hint.as_deref(),
+            Some("Names are case-sensitive: the sandbox has `TOML`, not `toml`.")
+        );
+        // Caught further out, it is still thrown from each catch it meets.
+        let code = "try { try { missing } catch (e) { log(1) } } catch (e) { log(2) }";
+        assert!(outcome(code).is_err());
     }
 
     #[test]

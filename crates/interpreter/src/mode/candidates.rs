@@ -317,6 +317,14 @@ impl CodeExecutor {
         ) {
             return Some(told);
         }
+        // An ending the real run would hold back while a file the user asked for is not
+        // written, by this program's calls or an earlier one's (`rules::unwritten`).
+        if ending.done
+            && (ending.answered || ending.shown || self.timeline().shown_text())
+            && self.unwritten_notice(prepared, &dry.changes).is_some()
+        {
+            return Some(told);
+        }
         // As the real run judges it (`rules::did_nothing`): no tool called, or tools called
         // and the last line declares what they found, shown to no one.
         let did_nothing = !ending.done

@@ -34,7 +34,7 @@ impl CodeExecutor {
                 else {
                     return Ok(self.base.recorder.prompt().clone());
                 };
-                if self.finish_iteration(active, outcome).await? {
+                if self.finish_iteration(active, outcome, &prepared).await? {
                     return Ok(self.base.recorder.prompt().clone());
                 }
             }

@@ -203,6 +203,7 @@ impl CodeExecutor {
         &mut self,
         active: ActiveExecution,
         outcome: ExecutionOutcome,
+        prepared: &Prepared,
     ) -> Result<bool, ExecutorError> {
         if !outcome.clock.is_empty() {
             self.journal(Entry::Clock {
@@ -264,6 +265,10 @@ impl CodeExecutor {
                         .map(str::to_owned)
                 })
                 .unwrap_or_default();
+            // "The file sizes.txt is created…", and no call wrote it (`rules::unwritten`).
+            if let Some(error) = self.unwritten_notice(prepared, &[]) {
+                return self.send_back(&active, Notice::Unwritten, error).await;
+            }
             // "Done." after a program that logged the count: what the program found has not
             // been shown, and the prose does not say it. Told once; after that the prose is
             // the answer with what the program found beneath it, so it is never lost.
@@ -331,6 +336,14 @@ impl CodeExecutor {
                 .is_some_and(|response| response.as_str() == Some(""));
             let error = crate::rules::nothing_shown::notice(empty_text);
             return self.send_back(&active, Notice::NothingShown, error).await;
+        }
+        // An answer while the file the user asked for was never written: the answer would
+        // read as success (`rules::unwritten`). Told once.
+        if outcome.result.is_ok()
+            && outcome.done
+            && let Some(error) = self.unwritten_notice(prepared, &[])
+        {
+            return self.send_back(&active, Notice::Unwritten, error).await;
         }
         if matches!(outcome.result, Ok(Value::Null))
             && !outcome.done

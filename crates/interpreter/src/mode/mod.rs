@@ -23,6 +23,7 @@ use serde_json::{Map, Value};
 use crate::journal::{Entry, Replay};
 use crate::plugin::Shared;
 use crate::protocol::{CodePath, ExecutionOutcome, ToolBinding};
+use crate::rules::Notice;
 use crate::sandbox::Execution;
 
 mod batch;
@@ -143,6 +144,41 @@ impl CodeExecutor {
     /// This turn as recorded so far.
     fn timeline(&self) -> Timeline<'_> {
         Timeline::of(self.base.recorder.prompt())
+    }
+
+    /// What `rules::unwritten` tells the model when the turn would end now while a file the
+    /// user asked for was not written by a call of this turn, nor by one of `planned` (the
+    /// calls a dry run answered with a placeholder); `None` when it has told it already.
+    fn unwritten_notice(&self, prepared: &Prepared, planned: &[(String, Value)]) -> Option<String> {
+        if self.timeline().count(Notice::Unwritten) > 0 {
+            return None;
+        }
+        let asked = crate::rules::unwritten::asked_files(self.timeline().asked());
+        if asked.is_empty() {
+            return None;
+        }
+        let read_only = |tool: &str| {
+            prepared
+                .tools
+                .get(tool)
+                .is_some_and(|tool| tool.read_only())
+        };
+        let mut changes = self.timeline().change_inputs(read_only);
+        changes.extend(
+            planned
+                .iter()
+                .filter(|(tool, _)| !read_only(tool))
+                .map(|(_, input)| input),
+        );
+        let file = crate::rules::unwritten::unwritten(&asked, changes.into_iter())?;
+        let write = self
+            .bindings
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .find(|binding| binding.id == "fs.write")
+            .map(ToolBinding::call_name);
+        Some(crate::rules::unwritten::notice(file, write.as_deref()))
     }
 
     /// Appends to the prompt's journal, durably, before the script goes on.

@@ -349,7 +349,7 @@ impl CodeExecutor {
         };
         // The waiting call was not reached: the prompt runs on without the decision.
         self.base.recorder.resume().await?;
-        if self.finish_iteration(active, outcome).await? {
+        if self.finish_iteration(active, outcome, &prepared).await? {
             return Ok(Some(self.base.recorder.prompt().clone()));
         }
         Ok(Some(self.drive().await?))

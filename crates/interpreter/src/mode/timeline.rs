@@ -60,6 +60,25 @@ impl<'a> Timeline<'a> {
             })
     }
 
+    /// The inputs of this turn's tool calls, but those of the tools `read_only` names (and
+    /// the programs themselves): what may have changed something, tried or done.
+    pub(super) fn change_inputs(self, read_only: impl Fn(&str) -> bool) -> Vec<&'a Value> {
+        self.prompt
+            .output
+            .iter()
+            .filter_map(|output| match output {
+                PromptOutput::Tool(tool)
+                    if tool.function != CODE_EXECUTE
+                        && tool.function != CODE_PLAN
+                        && !read_only(&tool.function) =>
+                {
+                    Some(&tool.input)
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     /// What the user asked in this turn (empty for a prompt started without text).
     pub(super) fn asked(self) -> &'a str {
         self.prompt.input.as_deref().unwrap_or_default()

@@ -41,6 +41,7 @@ pub(crate) mod sampled_changes;
 pub(crate) mod transient;
 pub(crate) mod undeclared_call;
 pub(crate) mod unsaid;
+pub(crate) mod unwritten;
 
 use agentic_core::{ErrorKind, ToolResult};
 
@@ -64,10 +65,13 @@ pub(crate) enum Notice {
     /// A program that ran and did nothing: no tool, no log, nothing shown, no value
     /// (`did_nothing`).
     DidNothing,
+    /// The turn's end, while a file the user asked for was not written (`unwritten`). The
+    /// program ran.
+    Unwritten,
 }
 
 impl Notice {
-    const ALL: [Notice; 7] = [
+    const ALL: [Notice; 8] = [
         Notice::NotAProgram,
         Notice::Repeated,
         Notice::Afresh,
@@ -75,6 +79,7 @@ impl Notice {
         Notice::Stuck,
         Notice::NothingShown,
         Notice::DidNothing,
+        Notice::Unwritten,
     ];
 
     /// The name stored with the error.
@@ -87,6 +92,7 @@ impl Notice {
             Notice::Stuck => "stuck",
             Notice::NothingShown => "nothing_shown",
             Notice::DidNothing => "did_nothing",
+            Notice::Unwritten => "unwritten",
         }
     }
 
@@ -100,7 +106,7 @@ impl Notice {
     /// and showed nothing.
     pub(crate) fn kind(self) -> ErrorKind {
         match self {
-            Notice::NothingShown | Notice::DidNothing => ErrorKind::Failed,
+            Notice::NothingShown | Notice::DidNothing | Notice::Unwritten => ErrorKind::Failed,
             _ => ErrorKind::NotRun,
         }
     }

@@ -20,7 +20,10 @@ pub struct LocalConfig {
     pub temperature: f64,
     /// Nucleus sampling: keep the most likely tokens up to this total probability.
     pub top_p: f64,
-    /// Seed of the sampler when `temperature` is above 0.
+    /// Seed of the sampler when `temperature` is above 0. A request that brings a seed of its
+    /// own (code mode's sampled programs, seeded per step) is drawn with that seed mixed with
+    /// this one, so another value here draws other samples; the default leaves the request's
+    /// seed as it is.
     pub seed: u64,
     /// Above 1, recently seen tokens are made less likely (small models loop without it).
     pub repeat_penalty: f32,
@@ -49,7 +52,7 @@ impl Default for LocalConfig {
             model: None,
             temperature: 0.0,
             top_p: 0.9,
-            seed: 42,
+            seed: DEFAULT_SEED,
             repeat_penalty: 1.1,
             repeat_last_n: 64,
             max_tokens: 512,
@@ -59,6 +62,9 @@ impl Default for LocalConfig {
         }
     }
 }
+
+/// The sampler's seed unless `[local] seed` says otherwise.
+pub const DEFAULT_SEED: u64 = 42;
 
 /// The environment variable that points at a GGUF file to use.
 pub const MODEL_ENV: &str = "AGENTIC_LOCAL_MODEL";

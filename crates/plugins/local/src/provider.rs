@@ -31,6 +31,15 @@ pub struct Sampling {
     pub constrain: bool,
 }
 
+/// Blank characters (spaces, tabs, line breaks) in a row at the end of an answer that end it:
+/// more than any program's indentation or blank lines.
+const BLANK_RUN: usize = 256;
+
+/// How many blank characters `text` ends with.
+fn blank_tail(text: &str) -> usize {
+    text.chars().rev().take_while(|c| c.is_whitespace()).count()
+}
+
 /// A prompt whose beginning was not in the cache is saved when at least this many of its
 /// tokens had to be processed.
 const SAVE_FROM: usize = 256;
@@ -418,6 +427,14 @@ impl Engine {
             if generated.tokens.len() == max_tokens {
                 break;
             }
+            // A run of blank text no answer has: the model wants to write what the grammar does
+            // not allow (prose in a program's fence), and the grammar leaves it only spaces and
+            // line breaks, which would go on to `max_tokens` (about 50 s on two cores). The
+            // answer ends as if it had reached its limit.
+            if blank_tail(&generated.text) >= BLANK_RUN {
+                tracing::debug!("a run of blank text ends the answer");
+                break;
+            }
             // The grammar is complete (a program's closing fence): the answer ends here.
             if constraint.as_ref().is_some_and(Constraint::is_finished) {
                 generated.stopped = true;
@@ -429,6 +446,18 @@ impl Engine {
             emit(&generated.text[sent..]);
         }
         Ok(generated)
+    }
+}
+
+/// The sampler's seed for a request that brings one: the request's, moved by the configured
+/// seed. The default moves nothing, so a mode's seeded samples stay what they were; any other
+/// value scatters them (a multiplication by an odd constant, so two configured seeds never
+/// give one request the same draw).
+fn mixed_seed(request: u64, configured: u64) -> u64 {
+    if configured == crate::config::DEFAULT_SEED {
+        request
+    } else {
+        request ^ configured.wrapping_mul(0x9E37_79B9_7F4A_7C15)
     }
 }
 
@@ -593,7 +622,7 @@ impl ModelProvider for LocalProvider {
         let mut sampling = self.config.sampling();
         sampling.temperature = request.temperature(sampling.temperature);
         if let Some(seed) = request.seed {
-            sampling.seed = seed;
+            sampling.seed = mixed_seed(seed, self.config.seed);
         }
         let prompt_cache = self.config.prompt_cache;
         let max_tokens = request
@@ -705,6 +734,31 @@ mod tests {
             4,
             "near-equal logits are all drawn at temperature 1"
         );
+    }
+
+    #[test]
+    fn only_a_long_blank_run_ends_an_answer() {
+        let program = format!("const a = 1;\n\n{}log(a);\n", " ".repeat(40));
+        assert!(blank_tail(&program) < BLANK_RUN);
+        let stuck = format!("a.csv{}", " ".repeat(BLANK_RUN));
+        assert_eq!(blank_tail(&stuck), BLANK_RUN);
+    }
+
+    #[test]
+    fn the_configured_seed_moves_a_requests_seed() {
+        let default = crate::config::DEFAULT_SEED;
+        assert_eq!(
+            mixed_seed(0x0301, default),
+            0x0301,
+            "the default leaves it as it is"
+        );
+        let moved: std::collections::HashSet<u64> = (1..4)
+            .map(|configured| mixed_seed(0x0301, configured))
+            .collect();
+        assert_eq!(moved.len(), 3);
+        assert!(!moved.contains(&0x0301));
+        // Seeds of neighbouring steps and attempts do not land on each other's.
+        assert!(!moved.contains(&0x0300) && !moved.contains(&0x0302));
     }
 
     #[test]

@@ -71,6 +71,9 @@ pub(crate) struct Ending {
     pub(crate) found_nothing: bool,
     /// The distinct reads (tool and input) that gave data.
     pub(crate) data_reads: usize,
+    /// A string search of it missed what it looked for in another case or place
+    /// (`ExecutionOutcome::misread`).
+    pub(crate) misread: bool,
 }
 
 /// Whether a read's result holds data: a value with lists does when one of them is not empty
@@ -538,6 +541,7 @@ async fn pass(
                 }
                 pass.ending.returned = matches!(&outcome.result, Ok(value) if !value.is_null());
                 pass.read_guess |= outcome.guesses_read;
+                pass.ending.misread = outcome.misread;
                 pass.cut_short = outcome.result.as_ref().is_err_and(|error| {
                     matches!(
                         error.kind,

@@ -203,6 +203,11 @@ pub struct ExecutionOutcome {
     /// may depend on what the call returns for real.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub guesses_read: bool,
+    /// A string search of the program missed what it looked for in another case, or further
+    /// in than the end it searched (the sandbox refuses an answer after it and notes it on a
+    /// log line): the data was read wrong.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub misread: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

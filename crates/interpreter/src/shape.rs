@@ -20,6 +20,10 @@ pub enum Shape {
     /// A string. Not checked in the sandbox (a string has no fields to check, and its methods
     /// are JavaScript's); the grammar lets a read chained on one name only what a string has.
     Text,
+    /// A string that is one of these values (a declared `enum` or `const`s of strings): like
+    /// [`Shape::Text`], and the sandbox refuses a comparison of the field with any other
+    /// value (`engine/typed.rs`).
+    Choice { values: Vec<String> },
     /// An object with exactly these fields declared, in the schema's order.
     Record { fields: Vec<(String, Shape)> },
     /// A list whose items have this shape.
@@ -36,6 +40,29 @@ impl Shape {
         matches!(self, Self::Any)
     }
 
+    /// Adds to `values` the values declared for every field named `name` in this shape, at any
+    /// depth.
+    pub(crate) fn choices_of(&self, name: &str, values: &mut Vec<String>) {
+        match self {
+            Self::Record { fields } => {
+                for (field, shape) in fields {
+                    if field == name
+                        && let Self::Choice { values: declared } = shape
+                    {
+                        for value in declared {
+                            if !values.contains(value) {
+                                values.push(value.clone());
+                            }
+                        }
+                    }
+                    shape.choices_of(name, values);
+                }
+            }
+            Self::List { item } => item.choices_of(name, values),
+            Self::Any | Self::Text | Self::Choice { .. } => {}
+        }
+    }
+
     fn at(schema: &Value, root: &Value, depth: usize) -> Self {
         if depth > MAX_DEPTH {
             return Self::Any;
@@ -46,6 +73,9 @@ impl Shape {
         if let Some(target) = object.get("$ref").and_then(Value::as_str) {
             return resolve(target, root)
                 .map_or(Self::Any, |target| Self::at(target, root, depth + 1));
+        }
+        if let Some(values) = choices(object) {
+            return Self::Choice { values };
         }
         for union in ["anyOf", "oneOf"] {
             if let Some(variants) = object.get(union).and_then(Value::as_array) {
@@ -103,7 +133,17 @@ impl Shape {
                 (Some(Self::List { item }), Self::List { item: other }) if item == other => {
                     Self::List { item }
                 }
-                (Some(Self::Text), Self::Text) => Self::Text,
+                (Some(Self::Text), Self::Text)
+                | (Some(Self::Text), Self::Choice { .. })
+                | (Some(Self::Choice { .. }), Self::Text) => Self::Text,
+                (Some(Self::Choice { mut values }), Self::Choice { values: more }) => {
+                    for value in more {
+                        if !values.contains(&value) {
+                            values.push(value);
+                        }
+                    }
+                    Self::Choice { values }
+                }
                 _ => return Self::Any,
             });
         }
@@ -139,6 +179,25 @@ pub(crate) fn resolve<'a>(target: &str, root: &'a Value) -> Option<&'a Value> {
     path.split('/').try_fold(root, |node, part| {
         node.get(part.replace("~1", "/").replace("~0", "~"))
     })
+}
+
+/// The values of a string declared as an `enum` or a `const` (`null` among them is left out:
+/// it is the field's absence); `None` when anything else may come.
+fn choices(object: &Map<String, Value>) -> Option<Vec<String>> {
+    let listed: Vec<&Value> = match (object.get("enum"), object.get("const")) {
+        (Some(Value::Array(values)), _) => values.iter().collect(),
+        (None, Some(value)) => vec![value],
+        _ => return None,
+    };
+    let mut values = Vec::new();
+    for value in listed {
+        match value {
+            Value::String(value) => values.push(value.clone()),
+            Value::Null => {}
+            _ => return None,
+        }
+    }
+    (!values.is_empty()).then_some(values)
 }
 
 /// `"type": "string"`, or `["string", "null"]`: a string (or nothing).
@@ -178,6 +237,39 @@ mod tests {
             Shape::Record { fields } => fields.iter().map(|(name, _)| name.as_str()).collect(),
             _ => Vec::new(),
         }
+    }
+
+    #[test]
+    fn strings_with_declared_values_are_choices() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "kind": { "type": "string", "enum": ["file", "dir"] },
+                "tier": { "oneOf": [
+                    { "type": "string", "const": "core" },
+                    { "type": "string", "const": "working" }
+                ] },
+                "mode": { "type": ["string", "null"], "enum": ["fast", null] },
+                "label": { "anyOf": [{ "type": "string" }, { "const": "none" }] },
+                "level": { "enum": [1, 2] }
+            }
+        });
+        let Shape::Record { fields } = Shape::of_schema(&schema) else {
+            panic!("a record");
+        };
+        let choice = |values: &[&str]| Shape::Choice {
+            values: values.iter().map(|value| (*value).to_owned()).collect(),
+        };
+        assert_eq!(fields[0].1, choice(&["file", "dir"]));
+        assert_eq!(fields[1].1, choice(&["core", "working"]));
+        assert_eq!(fields[2].1, choice(&["fast"]));
+        // Any string may come, or values that are not strings: not a choice.
+        assert_eq!(fields[3].1, Shape::Text);
+        assert_eq!(fields[4].1, Shape::Any);
+        let mut values = Vec::new();
+        Shape::of_schema(&json!({ "type": "array", "items": schema }))
+            .choices_of("kind", &mut values);
+        assert_eq!(values, ["file", "dir"]);
     }
 
     #[test]
@@ -227,7 +319,6 @@ mod tests {
             json!({ "type": "string" }),
             json!({ "type": ["string", "null"] }),
             json!({ "anyOf": [{ "type": "string" }, { "type": "null" }] }),
-            json!({ "type": "string", "enum": ["a", "b"] }),
         ] {
             assert_eq!(Shape::of_schema(&schema), Shape::Text, "{schema}");
         }

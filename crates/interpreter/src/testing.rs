@@ -45,7 +45,8 @@ pub(crate) fn run(code: &str, result: Value) -> ExecutionOutcome {
         "type": "object",
         "properties": {
             "entries": { "type": "array", "items": { "type": "object", "properties": {
-                "path": { "type": "string" }, "kind": { "type": "string" },
+                "path": { "type": "string" },
+                "kind": { "type": "string", "enum": ["file", "dir"] },
                 "size": { "type": "integer" }
             } } },
             "truncated": { "type": "boolean" },

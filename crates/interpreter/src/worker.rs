@@ -163,6 +163,7 @@ fn engine_fault(
         clock: Vec::new(),
         // Whatever the program read before the engine fell over is unknown.
         guesses_read: true,
+        misread: false,
     }
 }
 

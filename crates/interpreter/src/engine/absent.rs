@@ -1,5 +1,6 @@
-//! Text built from a value that is not there (`undefined`, `NaN`, `[object Object]`) is
-//! refused where it would leave the program: an answer given to `done()` or `complete()`,
+//! Text built from a value that is not there (`undefined`, `NaN`, `[object Object]`), or from
+//! a number that is not finite (`Infinity`: mostly the start value of a search for the largest
+//! that matched nothing), is refused where it would leave the program: an answer given to `done()` or `complete()`,
 //! text given to `output()`, and a tool's input. The call throws at its line and nothing
 //! reaches the user or the tool. `log()` is not checked: it is for the model to read.
 //!
@@ -14,6 +15,15 @@ use super::with_engine;
 /// How every refusal's message ends; the host adds what the program's results had.
 pub(crate) const NO_VALUE: &str = "a variable or field it was built from has no value; check where it comes from (the \
      declarations say what each result has)";
+
+/// What a tool's input that `numbers::unread` refuses is said to hold.
+const UNREAD: &str = "only zeros where numbers of the data should be";
+
+/// Why an answer holding `Infinity` (or `-Infinity`) was refused.
+pub(crate) const NOT_FINITE: &str = "a number it was built from is not finite. That is the start value \
+     of a search for the largest or smallest (`-Infinity`, `Infinity`, or `Math.max()` of \
+     nothing) when nothing it looked at matched, or a division by zero; check what the search \
+     compares and that it matched something";
 
 /// Notes the words the texts of a tool result hold (`super::received`), so text carrying
 /// them on is not refused.
@@ -37,6 +47,7 @@ fn words_in(text: &str) -> Vec<&'static str> {
         let word = match word {
             "undefined" => "undefined",
             "NaN" => "NaN",
+            "Infinity" => "Infinity",
             _ => continue,
         };
         if !found.contains(&word) {
@@ -64,8 +75,11 @@ fn unexplained(text: &str) -> JsResult<Option<&'static str>> {
 }
 
 /// Why text holding `word` was refused: for `NaN` made by a conversion of this run, the call
-/// that made it (`numbers.rs`); else [`NO_VALUE`].
+/// that made it (`numbers.rs`); for `Infinity`, where it comes from; else [`NO_VALUE`].
 fn why(word: &str) -> JsResult<String> {
+    if word == "Infinity" {
+        return Ok(NOT_FINITE.to_owned());
+    }
     if word == "NaN"
         && let Some(origin) = super::numbers::origin()?
     {
@@ -76,6 +90,13 @@ fn why(word: &str) -> JsResult<String> {
 
 /// Refuses an answer (`what` is `done()` or `complete()`) built from a missing value.
 pub(super) fn check_answer(what: &str, text: &str) -> JsResult<()> {
+    if let Some(why) = super::numbers::unread(text)? {
+        return Err(JsNativeError::typ()
+            .with_message(format!(
+                "the answer given to {what} was not shown to the user: {why}"
+            ))
+            .into());
+    }
     match unexplained(text)? {
         Some(word) => Err(JsNativeError::typ()
             .with_message(format!(
@@ -90,6 +111,11 @@ pub(super) fn check_answer(what: &str, text: &str) -> JsResult<()> {
 
 /// Refuses `output()` text built from a missing value.
 pub(super) fn check_output(text: &str) -> JsResult<()> {
+    if let Some(why) = super::numbers::unread(text)? {
+        return Err(JsNativeError::typ()
+            .with_message(format!("the text given to output() was not shown: {why}"))
+            .into());
+    }
     match unexplained(text)? {
         Some(word) => Err(JsNativeError::typ()
             .with_message(format!(
@@ -108,6 +134,9 @@ pub(super) fn check_input(tool: &str, input: &Value) -> JsResult<()> {
             // `emails.join("\n")` of emails that are all undefined.
             Value::String(text) if text.matches('\n').count() > 1 && text.trim().is_empty() => {
                 Ok(Some((path.to_owned(), "only blank lines")))
+            }
+            Value::String(text) if super::numbers::unread(text)?.is_some() => {
+                Ok(Some((path.to_owned(), UNREAD)))
             }
             Value::String(text) => Ok(unexplained(text)?.map(|word| (path.to_owned(), word))),
             Value::Array(items) => {
@@ -137,8 +166,12 @@ pub(super) fn check_input(tool: &str, input: &Value) -> JsResult<()> {
     let Some((field, word)) = find(input, "")? else {
         return Ok(());
     };
-    let why = why(word)?;
-    let word = if word == "only blank lines" {
+    let why = if word == UNREAD {
+        super::numbers::unread_reason()?.unwrap_or_default()
+    } else {
+        why(word)?
+    };
+    let word = if word == "only blank lines" || word == UNREAD {
         word.to_owned()
     } else {
         format!("`{word}`")
@@ -267,6 +300,31 @@ mod tests {
         );
         assert!(outcome.result.is_err(), "{outcome:?}");
         assert!(outcome.complete.is_none(), "{outcome:?}");
+    }
+
+    #[test]
+    fn an_answer_built_from_a_start_value_that_was_never_replaced_is_refused() {
+        let tail = format!(": {NOT_FINITE}");
+        // The warmest day of a CSV whose rows the loop never matched.
+        assert_eq!(
+            error_of(
+                "let max = -Infinity;\nlet day = '';\nfor (const row of []) { if (row.t > max) { max = row.t; day = row.d } }\ndone(`${day} was the warmest, at ${max}°C`)"
+            ),
+            format!(
+                "TypeError: the answer given to done() contains `Infinity`, so nothing was \
+                 shown to the user{tail}"
+            )
+        );
+        let outcome = run("output(`largest: ${Math.max(...[])}`)", json!({}));
+        assert!(outcome.result.is_err(), "{outcome:?}");
+        // Written by the program, or given by a tool: data.
+        for code in [
+            "done('1 / 0 is Infinity in JavaScript')",
+            "done(`${fs.list({}).note}`)",
+        ] {
+            let outcome = run(code, json!({ "entries": [], "note": "limit: Infinity" }));
+            assert!(outcome.result.is_ok(), "{code}: {outcome:?}");
+        }
     }
 
     #[test]

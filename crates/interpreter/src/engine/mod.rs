@@ -28,6 +28,7 @@ pub(crate) use values::{quoted_start, texts_in};
 mod absent;
 pub(crate) mod carried;
 mod caught;
+mod compared;
 mod determinism;
 mod dropped;
 mod errors;
@@ -152,6 +153,7 @@ pub(crate) fn prepare_context(
     silent::install(&mut context)?;
     pieces::install(&mut context)?;
     numbers::install(&mut context)?;
+    numbers::watch_is_nan(&mut context)?;
     formats::install(&mut context)?;
     caught::install(&mut context)?;
     let functions: [(&str, usize, NativeFunctionPointer); 14] = [
@@ -282,7 +284,9 @@ pub(crate) fn execute(
             searches: silent::Searches::default(),
             pieces: pieces::Pieces::default(),
             not_a_number: None,
+            conversions: numbers::Conversions::default(),
             caught: Vec::new(),
+            comparisons: Vec::new(),
             code: String::new(),
             line_offset: 0,
         });
@@ -303,6 +307,7 @@ pub(crate) fn execute(
         explain.explain(&mut error, &mut context, &request.tools, &code);
         error
     });
+    let misread = state.as_ref().is_some_and(silent::misread);
     let (done, complete, store, guesses_read) = state
         .map(|state| (state.done, state.complete, state.store, state.guesses_read))
         .unwrap_or((false, None, request.store, false));
@@ -315,6 +320,7 @@ pub(crate) fn execute(
         store,
         clock,
         guesses_read,
+        misread,
     }
 }
 
@@ -342,8 +348,12 @@ struct EngineState {
     pieces: pieces::Pieces,
     /// The first conversion of text that gave `NaN` (see [`numbers`]).
     not_a_number: Option<numbers::NotANumber>,
+    /// How the conversions of text to numbers went ([`numbers::unread`]).
+    conversions: numbers::Conversions,
     /// The mistakes the program's `catch` blocks caught ([`caught`]).
     caught: Vec<caught::Caught>,
+    /// The program's comparisons of a field with a string ([`compared`]).
+    comparisons: Vec<compared::Comparison>,
     /// The program as it runs, and how many lines its wrapper put before it.
     code: String,
     line_offset: u32,
@@ -426,10 +436,17 @@ fn bind_and_run(
         state.line_offset = line_offset;
     })
     .map_err(|error| runtime_error(&error, context, code, line_offset, false))?;
-    if let Some(error) = syntax_tree(code, line_offset).and_then(|tree| {
-        repeated_key(&tree, code).or_else(|| dropped::dropped_argument(&tree, code))
-    }) {
+    let tree = syntax_tree(code, line_offset);
+    if let Some(error) = tree
+        .as_ref()
+        .and_then(|tree| repeated_key(tree, code).or_else(|| dropped::dropped_argument(tree, code)))
+    {
         return Err(error);
+    }
+    if let Some(tree) = &tree {
+        let found = compared::comparisons(tree);
+        with_engine(|state| state.comparisons = found)
+            .map_err(|error| runtime_error(&error, context, code, line_offset, false))?;
     }
     let fail = |error: &JsError, context: &mut Context| {
         runtime_error(error, context, code, line_offset, false)

@@ -80,14 +80,42 @@ fn converted(_handler: &JsValue, trap: &[JsValue], context: &mut Context) -> JsR
     Ok(result)
 }
 
-/// Notes `function(given)` when it gave `NaN` and is the first of the run to.
+/// How the run's conversions of text went: how many read a number, and how many gave `NaN`.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Conversions {
+    read: u32,
+    failed: u32,
+}
+
+/// Counts a conversion of `given` that read a number or not (`isNaN(text)` as well): only
+/// text and nothing count, as a number given is no reading of data.
+fn count(given: Option<&JsValue>, read: bool) {
+    if !given.is_none_or(|given| given.is_string() || given.is_undefined()) {
+        return;
+    }
+    let _ = with_engine(|state| {
+        let counted = &mut state.conversions;
+        if read {
+            counted.read += 1;
+        } else {
+            counted.failed += 1;
+        }
+    });
+}
+
+/// Notes `function(given)`: counted, and kept when it gave `NaN` and is the first of the run
+/// to.
 pub(super) fn note(
     function: &'static str,
     result: &JsValue,
     given: Option<&JsValue>,
     context: &Context,
 ) {
-    if !result.as_number().is_some_and(f64::is_nan) {
+    let Some(number) = result.as_number() else {
+        return;
+    };
+    count(given, !number.is_nan());
+    if !number.is_nan() {
         return;
     }
     // `Number(NaN)` passes a NaN on; it did not make one.
@@ -118,6 +146,108 @@ pub(super) fn note(
             line,
         });
     });
+}
+
+/// Wraps the global `isNaN` so that a test of text counts as a conversion of it
+/// ([`Conversions`]): `if (isNaN(parts[1])) continue` over every line of a CSV is a reading of
+/// its numbers.
+pub(super) fn watch_is_nan(context: &mut Context) -> JsResult<()> {
+    use boa_engine::NativeFunction;
+    use boa_engine::object::FunctionObjectBuilder;
+    let global = context.global_object();
+    let Some(original) = global.get(JsString::from("isNaN"), context)?.as_callable() else {
+        return Ok(());
+    };
+    let wrapped = FunctionObjectBuilder::new(
+        context.realm(),
+        NativeFunction::from_copy_closure_with_captures(
+            |this, arguments, original: &JsObject, context| {
+                let result = original.call(this, arguments, context)?;
+                // Counted as `Number(given)` would be (`note` counts it).
+                let given = arguments.first();
+                let converted = if result.to_boolean() { f64::NAN } else { 0.0 };
+                note("Number", &JsValue::from(converted), given, context);
+                Ok(result)
+            },
+            original,
+        ),
+    )
+    .name(JsString::from("isNaN"))
+    .length(1)
+    .build();
+    global.set(JsString::from("isNaN"), wrapped, true, context)?;
+    Ok(())
+}
+
+/// Why `text` (an answer, `output()` text or a tool's input) is refused when every number in
+/// it is 0 and no conversion of text in this run read a number, after at least one tried:
+/// the 0 is where a sum or a count started, not what the data holds (a sum over a CSV's
+/// lines that took the wrong column for the hours, skipped every line as "not a number" and
+/// wrote "0.00"). `None` otherwise.
+pub(super) fn unread(text: &str) -> JsResult<Option<String>> {
+    if !only_zeros(text) {
+        return Ok(None);
+    }
+    unread_reason()
+}
+
+/// What [`unread`] says, when no conversion of text in this run read a number after at least
+/// one tried, whatever the text.
+pub(super) fn unread_reason() -> JsResult<Option<String>> {
+    let (counted, first) = with_engine(|state| (state.conversions, state.not_a_number.clone()))?;
+    if counted.read > 0 || counted.failed == 0 {
+        return Ok(None);
+    }
+    let tried = match (counted.failed, first) {
+        (1, Some(first)) => format!(
+            "the one conversion of text to a number in this run, {}({}), gave NaN",
+            first.function, first.given
+        ),
+        (failed, Some(first)) => format!(
+            "all {failed} conversions of text to a number in this run gave NaN (the first: \
+             {}({}))",
+            first.function, first.given
+        ),
+        (failed, None) => {
+            format!("all {failed} conversions of text to a number in this run gave NaN")
+        }
+    };
+    Ok(Some(format!(
+        "no number was read from the data: {tried}, so the 0 in it is where the program \
+         started, not a result. Check which part of each line or field holds the number (log \
+         one line to see it)"
+    )))
+}
+
+/// Whether `text` has a number standing on its own, and every such number is 0 (`0`, `0.00`,
+/// `0,0`, `0h`). Digits after a letter (`file0.txt`, `v0`) are not a number.
+fn only_zeros(text: &str) -> bool {
+    let chars: Vec<char> = text.chars().collect();
+    let mut found = false;
+    let mut at = 0;
+    while at < chars.len() {
+        if !chars[at].is_ascii_digit() {
+            at += 1;
+            continue;
+        }
+        let start = at;
+        while at < chars.len() && (chars[at].is_ascii_digit() || matches!(chars[at], '.' | ',')) {
+            at += 1;
+        }
+        let mut end = at;
+        while end > start && matches!(chars[end - 1], '.' | ',') {
+            end -= 1;
+        }
+        let before = start.checked_sub(1).map(|index| chars[index]);
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        found = true;
+        if chars[start..end].iter().any(|c| matches!(c, '1'..='9')) {
+            return false;
+        }
+    }
+    found
 }
 
 /// A value as the model would write it: text quoted (and cut), the rest by kind.
@@ -228,6 +358,65 @@ mod tests {
                  not have); {TAIL}"
             )
         );
+    }
+
+    #[test]
+    fn zeros_where_no_conversion_read_a_number_are_refused() {
+        // The hours are the third column; the program took the second, skipped every line as
+        // "not a number", and the total stayed where it started.
+        let code = "const text = \"date,project,hours\\n2026-06-01,support,4.75\\n2026-06-02,web,2.25\";\n\
+                    let total = 0;\n\
+                    for (const line of text.split(\"\\n\").slice(1)) {\n  \
+                      const [, hours] = line.split(\",\");\n  \
+                      if (isNaN(parseFloat(hours))) continue;\n  \
+                      total += parseFloat(hours);\n\
+                    }\n";
+        let tail = "so the 0 in it is where the program started, not a result. Check which \
+                    part of each line or field holds the number (log one line to see it)";
+        let why = format!(
+            "no number was read from the data: all 2 conversions of text to a number in this \
+             run gave NaN (the first: parseFloat(\"support\")), {tail}"
+        );
+        assert_eq!(
+            outcome(&format!(
+                "{code}done(`Total: ${{total.toFixed(2)}} hours`);"
+            ))
+            .unwrap_err(),
+            format!("TypeError: the answer given to done() was not shown to the user: {why}")
+        );
+        assert_eq!(
+            outcome(&format!("{code}fs.list({{ path: `${{total}}` }});")).unwrap_err(),
+            format!(
+                "TypeError: fs.list was given only zeros where numbers of the data should be in \
+                 `path`, so the call was not made: {why}"
+            )
+        );
+        // `isNaN` of text is a conversion too.
+        let code =
+            "let n = 0;\nfor (const t of ['a', 'b']) { if (!isNaN(t)) n += 1 }\noutput(`${n}`)";
+        assert!(outcome(code).unwrap_err().contains("all 2 conversions"));
+        // One conversion is enough: the line a report's total is on, read whole.
+        assert_eq!(
+            outcome("const line = 'Net profit: 48250 EUR';\nconst profit = parseFloat(line);\ndone(`${isNaN(profit) ? 0 : profit} EUR`)")
+                .unwrap_err(),
+            format!(
+                "TypeError: the answer given to done() was not shown to the user: no number was \
+                 read from the data: the one conversion of text to a number in this run, \
+                 parseFloat(\"Net profit: 48250 EUR\"), gave NaN, {tail}"
+            )
+        );
+        // A number read, none tried, a number that is not 0, or a 0 in a word: as before.
+        for code in [
+            "const n = ['x', '3', 'y'].filter((t) => !isNaN(parseFloat(t))).length;\ndone(`${n - 1} found`)",
+            "let total = 0;\nfor (const row of []) total += parseFloat(row);\ndone(`${total} euros`)",
+            "const bad = ['x', 'y'].filter((t) => isNaN(t)).length;\ndone(`${bad} of 2 lines are no number`)",
+            "['x', 'y'].map(Number);\ndone('see file0.txt and v0')",
+        ] {
+            assert!(outcome(code).is_ok(), "{code}: {:?}", outcome(code));
+        }
+        assert!(super::only_zeros("0.00, 0 and 0h"));
+        assert!(!super::only_zeros("no numbers"));
+        assert!(!super::only_zeros("0 of 12"));
     }
 
     #[test]

@@ -50,7 +50,7 @@ pub(super) fn typed_result(
     tool: &str,
     context: &mut Context,
 ) -> JsResult<JsValue> {
-    if matches!(shape, Shape::Any | Shape::Text) {
+    if matches!(shape, Shape::Any | Shape::Text | Shape::Choice { .. }) {
         return Ok(value);
     }
     let checked = build(shape, tool, "", context)?;
@@ -59,7 +59,7 @@ pub(super) fn typed_result(
 
 fn build(shape: &Shape, tool: &str, place: &str, context: &mut Context) -> JsResult<Checked> {
     Ok(match shape {
-        Shape::Any | Shape::Text => Checked::Any,
+        Shape::Any | Shape::Text | Shape::Choice { .. } => Checked::Any,
         Shape::List { item } => Checked::List(Box::new(build(
             item,
             tool,
@@ -68,7 +68,14 @@ fn build(shape: &Shape, tool: &str, place: &str, context: &mut Context) -> JsRes
         )?)),
         Shape::Record { fields } => {
             let names: Vec<String> = fields.iter().map(|(name, _)| name.clone()).collect();
-            let handler = handler(tool, place, names, context)?;
+            let choices: Vec<(String, Vec<String>)> = fields
+                .iter()
+                .filter_map(|(name, field)| match field {
+                    Shape::Choice { values } => Some((name.clone(), values.clone())),
+                    _ => None,
+                })
+                .collect();
+            let handler = handler(tool, place, names, choices, context)?;
             let mut checked = Vec::with_capacity(fields.len());
             for (name, field) in fields {
                 let inner = if place.is_empty() {
@@ -131,18 +138,41 @@ fn handler(
     tool: &str,
     place: &str,
     fields: Vec<String>,
+    choices: Vec<(String, Vec<String>)>,
     context: &mut Context,
 ) -> JsResult<JsObject> {
     let get = FunctionObjectBuilder::new(
         context.realm(),
         NativeFunction::from_copy_closure_with_captures(
-            |_this, arguments, (tool, place, fields): &(String, String, Vec<String>), context| {
+            |_this, arguments, (tool, place, fields, choices): &Captured, context| {
                 let (target, key) = get_trap(arguments, context)?;
                 let name = match &key {
                     PropertyKey::Symbol(_) => return target.get(key, context),
                     PropertyKey::String(name) => name.to_std_string_escaped(),
                     PropertyKey::Index(index) => index.get().to_string(),
                 };
+                if let Some((_, values)) = choices.iter().find(|(field, _)| *field == name)
+                    && let Some(message) = super::with_engine(|state| {
+                        if !state
+                            .comparisons
+                            .iter()
+                            .any(|compared| compared.field == name)
+                        {
+                            return None;
+                        }
+                        let given = declared_values(&state.tools, &name);
+                        super::compared::never(
+                            &state.comparisons,
+                            tool,
+                            place,
+                            &name,
+                            values,
+                            &given,
+                        )
+                    })?
+                {
+                    return Err(JsNativeError::typ().with_message(message).into());
+                }
                 if target.has_property(key.clone(), context)?
                     || fields.contains(&name)
                     || ALWAYS_READABLE.contains(&name.as_str())
@@ -162,7 +192,7 @@ fn handler(
                     .with_message(missing_field(tool, place, &name, &known))
                     .into())
             },
-            (tool.to_owned(), place.to_owned(), fields),
+            (tool.to_owned(), place.to_owned(), fields, choices),
         ),
     )
     .name(js_string!("get"))
@@ -171,6 +201,20 @@ fn handler(
     let handler = boa_engine::object::ObjectInitializer::new(context).build();
     handler.set(js_string!("get"), get, false, context)?;
     Ok(handler)
+}
+
+/// What a record's `get` trap holds: the tool, where in its result, the declared fields, and
+/// the values of those declared as one of several (`Shape::Choice`).
+type Captured = (String, String, Vec<String>, Vec<(String, Vec<String>)>);
+
+/// Every value any tool's result declares for a field named `name`: a comparison with one of
+/// them may be meant for that tool's result.
+fn declared_values(tools: &[crate::protocol::ToolBinding], name: &str) -> Vec<String> {
+    let mut values = Vec::new();
+    for tool in tools {
+        tool.result.choices_of(name, &mut values);
+    }
+    values
 }
 
 /// The target and the key a `Proxy`'s `get` trap is called with.
@@ -238,6 +282,47 @@ mod tests {
             { "path": "a.txt", "kind": "file", "size": 3 },
             { "path": "b.txt", "kind": "file", "size": 5, "extra": true }
         ], "truncated": false })
+    }
+
+    #[test]
+    fn comparing_a_declared_choice_with_a_value_it_never_has_throws_naming_the_values() {
+        let listing = json!({ "entries": [
+            { "path": "a", "kind": "dir", "size": 0 },
+            { "path": "b.txt", "kind": "file", "size": 5 }
+        ], "truncated": false });
+        let outcome = run(
+            "const entries = fs.list({ path: '.' }).entries;\nconst dirs = entries.filter(e => e.kind === 'directory');\ndone(`${dirs.length} folders`)",
+            listing.clone(),
+        );
+        assert!(!outcome.done, "{outcome:?}");
+        let error = outcome.result.unwrap_err();
+        assert_eq!(
+            error.message,
+            "TypeError: `entries[i].kind` in the result of fs.list is \"file\" or \"dir\"; line 2 \
+             compares it with \"directory\", a value it never has, so the comparison would come \
+             out the same for every result"
+        );
+        assert_eq!(error.line, Some(2), "{error:?}");
+        // A `case` of a `switch` on it, and `!==`, are comparisons too.
+        for code in [
+            "for (const e of fs.list({}).entries) { switch (e.kind) { case 'file': break; case 'folder': log(e.path) } }",
+            "fs.list({}).entries.filter(e => 'directory' !== e.kind).length",
+        ] {
+            let error = run(code, listing.clone()).result.unwrap_err();
+            assert!(
+                error.message.contains("a value it never has"),
+                "{code}: {error:?}"
+            );
+        }
+        // Values it has, other fields, and data that is not a tool's result are left alone.
+        for code in [
+            "fs.list({}).entries.filter(e => e.kind === 'dir' || e.kind == \"file\").length",
+            "fs.list({}).entries.filter(e => e.path !== 'directory').length",
+            "const item = JSON.parse('{\"kind\": \"directory\"}');\nitem.kind === 'directory' && fs.list({}).entries.length",
+        ] {
+            let outcome = run(code, listing.clone());
+            assert!(outcome.result.is_ok(), "{code}: {outcome:?}");
+        }
     }
 
     #[test]

@@ -167,7 +167,7 @@ pub fn result_fields(bindings: &[ToolBinding]) -> Vec<ResultFields> {
                 .chain(crate::engine::ALWAYS_READABLE.iter().copied())
                 .map(str::to_owned)
                 .collect(),
-            Shape::Text => STRING_METHODS
+            Shape::Text | Shape::Choice { .. } => STRING_METHODS
                 .iter()
                 .chain(&["length"])
                 .map(|name| (*name).to_owned())
@@ -437,7 +437,7 @@ impl Shapes {
                 format!("({computed} {item} | (\".\" PROP_NAME | \"?.\" PROP_NAME) tail*)?")
             }
             // A string's length and methods, or a character.
-            Shape::Text => {
+            Shape::Text | Shape::Choice { .. } => {
                 let methods: Vec<String> = STRING_METHODS.iter().map(|m| literal(m)).collect();
                 format!(
                     "((\".\" | \"?.\") ({}) args tail* | (\".\" | \"?.\") \"length\" tail* | {computed} tail*)?",

@@ -245,6 +245,13 @@ fn wrong_calls_fields_and_node_habits_are_refused_where_they_start() {
             "const fsReadOutput123456789012345678901234567890123456",
         ),
         ("const a = 1\nconst b = 2", "const a = 1\n"),
+        // A fence of another language, and a program of comments alone.
+        ("```json\n{ \"a\": 1 }\n```", "```js"),
+        (
+            "```javascript\n// fetch the record, then answer\n```",
+            "```javascript\n// fetch the record, then answer\n",
+        ),
+        ("// nothing to do\n", "// nothing to do\n"),
     ] {
         match check(program) {
             Ok(()) => panic!("accepted: {program}"),

@@ -11,7 +11,10 @@
 //! also fails when it answers from reads that all came back empty (only empty lists, or
 //! errors): a sample that finds something is preferred, and when none does, the program runs
 //! as written (an empty answer may be the right one). The same holds for a program that changes
-//! nothing and answers only with words written out in it (`rules::fixed_answer`).
+//! nothing and answers only with words written out in it (`rules::fixed_answer`), and for a
+//! program that logs or returns what a string search that missed gave (`engine/silent.rs`:
+//! the search had it in another case, or further in; the sandbox refuses an answer after such
+//! a search but only notes it on a log line).
 //! Only what the real run would meet counts: a dry run that looked inside a placeholder, met
 //! a read that may pass when tried again, or made an `llm()` request (not asked while
 //! checking) proves nothing, and the program runs as written. Such a sample gets through in
@@ -328,10 +331,13 @@ impl CodeExecutor {
         // As the real run judges it (`rules::did_nothing`): no tool called, or tools called
         // and the last line declares what they found, shown to no one.
         let did_nothing = !ending.done
-            && !ending.returned
             && !ending.logged
             && !ending.shown
-            && crate::rules::did_nothing::notice(code, ending.calls).is_some();
+            && if ending.returned {
+                ending.calls == 0 && crate::rules::did_nothing::lone_value(code).is_some()
+            } else {
+                crate::rules::did_nothing::notice(code, ending.calls).is_some()
+            };
         if did_nothing {
             return Some(told);
         }
@@ -345,6 +351,12 @@ impl CodeExecutor {
             data_reads: ending.data_reads,
         };
         if ending.found_nothing && (ending.answered || ending.shown) {
+            return Some(ends);
+        }
+        // A program that logs or returns what a search that missed gave (`.startsWith("Germany")`
+        // over rows that have it in their third field, then `log(count)`): the sandbox only
+        // notes it on the log line, and a sample that reads the data right runs in its place.
+        if ending.misread && (ending.logged || ending.returned) {
             return Some(ends);
         }
         // Words written out in the program, by one that changes nothing (`rules::fixed_answer`):

@@ -345,7 +345,9 @@ impl CodeExecutor {
         {
             return self.send_back(&active, Notice::Unwritten, error).await;
         }
-        if matches!(outcome.result, Ok(Value::Null))
+        // A program that did nothing (`rules::did_nothing`): it returned no value, or one it
+        // is made of alone (`3`: a guess, not a finding), and logged and showed nothing.
+        if outcome.result.is_ok()
             && !outcome.done
             && active.logs.is_empty()
             && !self.timeline().showed_text(&active.code_output_id)
@@ -359,7 +361,14 @@ impl CodeExecutor {
                 .unwrap_or_default()
                 .to_owned();
             let called = self.timeline().calls_of(&active.code_output_id).count();
-            if let Some(error) = crate::rules::did_nothing::notice(&code, called) {
+            let notice = if matches!(outcome.result, Ok(Value::Null)) {
+                crate::rules::did_nothing::notice(&code, called)
+            } else if called == 0 {
+                crate::rules::did_nothing::lone_value(&code)
+            } else {
+                None
+            };
+            if let Some(error) = notice {
                 return self.send_back(&active, Notice::DidNothing, error).await;
             }
         }

@@ -312,6 +312,7 @@ impl CodeExecutor {
             store: active.start_store.clone(),
             clock: Vec::new(),
             guesses_read: false,
+            misread: false,
         })))
     }
 

@@ -5,6 +5,9 @@
 //!   been created", with no file written. The error names the functions it declared.
 //! - one that called tools and ends by declaring what it found (`const count = …;`), shown to
 //!   no one. Seen: a count computed, then "0" answered in words. The error names the variable.
+//! - one that is a value alone (`3`, `"Lyon"`), which calls nothing and computes nothing: a
+//!   guess that returns a value, after which the model answered it in words (open-todos,
+//!   round 34). The candidate check fails such a program as well.
 //!
 //! Designed on the tuning split (json-to-csv, invoice-todos; round 14); measured with the other
 //! changes of round 14 (`docs/benchmarks.md`).
@@ -94,6 +97,47 @@ fn declared_functions(code: &str) -> Vec<String> {
     names
 }
 
+/// The notice for a program that is a value alone (`3`, `"Lyon"`): it called no tool and
+/// computed nothing, so its value is a guess (open-todos, tuning, round 34: the first reply
+/// was `3`, and the answer after it "You have 3 open todos"). `None` for any other program.
+pub(crate) fn lone_value(code: &str) -> Option<String> {
+    let value = literal_only(code)?;
+    Some(format!(
+        "the program is the value {value} alone: it called no tool and computed nothing, so \
+         that value is a guess. Write the program that does the task: call the tools, and end \
+         with done(answer)."
+    ))
+}
+
+/// The literal `code` is made of (a number, or a string without substitutions), with its
+/// fence, comments and last `;` left out; `None` when it holds anything else.
+fn literal_only(code: &str) -> Option<String> {
+    let (code, _) = crate::prompt::extract_code(code);
+    let mut kept = String::new();
+    for line in code.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with("//") {
+            continue;
+        }
+        kept.push_str(line);
+    }
+    let value = kept.trim().trim_end_matches(';').trim();
+    let number = {
+        let digits = value.strip_prefix('-').unwrap_or(value);
+        !digits.is_empty()
+            && digits.chars().all(|c| c.is_ascii_digit() || c == '.')
+            && digits.chars().any(|c| c.is_ascii_digit())
+    };
+    let string = value.len() >= 2
+        && ["\"", "'", "`"].iter().any(|quote| {
+            value.starts_with(quote)
+                && value.ends_with(quote)
+                && !value[1..value.len() - 1].contains(quote)
+        })
+        && !value.contains("${");
+    (number || string).then(|| value.to_owned())
+}
+
 fn is_name(text: &str) -> bool {
     !text.is_empty()
         && text
@@ -105,6 +149,32 @@ fn is_name(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_program_that_is_a_value_alone_is_a_guess() {
+        for (code, value) in [
+            ("3", "3"),
+            ("```js\n// the open todos\n3;\n```", "3"),
+            ("'Lyon'", "'Lyon'"),
+            ("-2.5", "-2.5"),
+        ] {
+            let told = lone_value(code).unwrap();
+            assert!(
+                told.starts_with(&format!("the program is the value {value} alone")),
+                "{code}: {told}"
+            );
+        }
+        for code in [
+            "todo.list({}).todos.length",
+            "`${1 + 2}`",
+            "'a' + 'b'",
+            "new Date().getDay()",
+            "const n = 3;",
+            "3 + x",
+        ] {
+            assert_eq!(lone_value(code), None, "{code}");
+        }
+    }
 
     #[test]
     fn names_the_functions_a_program_declares() {

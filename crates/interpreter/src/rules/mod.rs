@@ -22,7 +22,10 @@
 //! twice (`engine/source.rs`, round 18: neutral, met once), a value handed to one of the
 //! program's own functions that never reads it (`engine/dropped.rs`, round 19: neutral, met
 //! in no run), a caught mistake of the program shown, answered or written (`engine/caught.rs`,
-//! round 32: refused at that line), and the explanations of Node's and browsers' globals
+//! round 32: refused at that line), a comparison of a declared choice with a value it never
+//! has (`engine/compared.rs`), answers of `Infinity` and of zeros no conversion read
+//! (`engine/absent.rs`, `engine/numbers.rs`; round 34, with a lower-case search that missed a
+//! text in another case refused after matching others, `engine/silent.rs`), and the explanations of Node's and browsers' globals
 //! (`engine/explain.rs`, not measured alone) and of a name read after the block that declared
 //! it (`explain_block_scoped`, round 17: neutral, it appeared in no run). The system prompt's
 //! "look before you compute" paragraph and worked example (`prompt.rs`) came with round 3

@@ -49,6 +49,7 @@ impl Execution {
             store: self.store.clone(),
             clock: Vec::new(),
             guesses_read: false,
+            misread: false,
         }));
     }
 

@@ -67,6 +67,9 @@ fn tagged_with(
 
 fn json_calls(text: &str, tools: &ToolSet) -> (Vec<ToolCallRequest>, String) {
     let none = || (Vec::new(), text.to_owned());
+    if let Some(calls) = calls_alone(text, tools) {
+        return (calls, String::new());
+    }
     // The whole reply, or each ```json block of it.
     let trimmed = text.trim();
     if trimmed.starts_with('{') || trimmed.starts_with('[') {
@@ -129,6 +132,32 @@ fn json_calls(text: &str, tools: &ToolSet) -> (Vec<ToolCallRequest>, String) {
         return none();
     }
     (calls, rest.join("\n").trim().to_owned())
+}
+
+/// A reply of nothing but calls of offered tools, one after another: each a JSON object or an
+/// array of them, fenced or bare (the embedded model's grammar lets a reply that opens with a
+/// call go on with more). Fences are skipped only between values, never inside one.
+fn calls_alone(text: &str, tools: &ToolSet) -> Option<Vec<ToolCallRequest>> {
+    let mut calls = Vec::new();
+    let mut rest = text;
+    loop {
+        rest = rest.trim_start();
+        if let Some(after) = rest
+            .strip_prefix("```json")
+            .or_else(|| rest.strip_prefix("```"))
+        {
+            rest = after;
+            continue;
+        }
+        if rest.is_empty() {
+            break;
+        }
+        let mut values = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
+        let value = values.next()?.ok()?;
+        calls.extend(calls_in(&value, tools)?);
+        rest = &rest[values.byte_offset()..];
+    }
+    (!calls.is_empty()).then_some(calls)
 }
 
 /// A whole reply that is one object `{"name": "<a tool-like id>", "arguments": {…}}`: a call
@@ -282,6 +311,21 @@ mod tests {
             names(&text_tool_calls(doubled, &tools()).0),
             [("time.now", "{}")]
         );
+        // Several calls one after another, fenced or bare or in an array, as the embedded
+        // model's grammar allows; a fence inside a value stays in it.
+        for several in [
+            "```json\n{\"name\": \"time_now\", \"arguments\": {}}\n```\n\n```json\n{\"name\": \"time.now\", \"arguments\": {\"timezone\": \"```\"}}\n```",
+            "{\"name\": \"time_now\", \"arguments\": {}}\n{\"name\": \"time.now\", \"arguments\": {\"timezone\": \"```\"}}",
+            "```json\n[{\"name\": \"time_now\", \"arguments\": {}}, {\"name\": \"time.now\", \"arguments\": {\"timezone\": \"```\"}}]\n```",
+        ] {
+            let (calls, rest) = text_tool_calls(several, &tools());
+            assert_eq!(
+                names(&calls),
+                [("time.now", "{}"), ("time.now", r#"{"timezone":"```"}"#)],
+                "{several}"
+            );
+            assert_eq!(rest, "");
+        }
         // One call of a tool that is not offered, as the whole reply: a call, which fails as
         // an unknown tool (seen with Qwen2.5-Coder-1.5B in classic mode, eval config-port).
         for attempt in [

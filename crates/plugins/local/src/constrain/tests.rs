@@ -137,6 +137,32 @@ fn a_reply_that_opens_with_json_is_a_call_held_to_the_schema() {
         Err("```json\n{\"name\": \"time.now\", \"arguments\": {\"".into())
     );
     assert_eq!(check("{\"function\": \"time.now\"}"), Err("{\"".into()));
+    // Several calls, one fence each, bare one after another, or in one array; each is held to
+    // its schema.
+    assert_eq!(
+        check(
+            "```json\n{\"name\": \"time.now\", \"arguments\": {}}\n```\n\n```json\n{\"name\": \"fs.read\", \"arguments\": {\"path\": \"b\"}}\n```"
+        ),
+        Ok(true)
+    );
+    assert_eq!(
+        check(
+            "{\"name\": \"time.now\", \"arguments\": {}}\n{\"name\": \"time.now\", \"arguments\": {\"timezone\": \"UTC\"}}"
+        ),
+        Ok(true)
+    );
+    assert_eq!(
+        check(
+            "[{\"name\": \"time.now\", \"arguments\": {}}, {\"name\": \"fs.read\", \"arguments\": {\"path\": \"b\"}}]"
+        ),
+        Ok(true)
+    );
+    assert_eq!(
+        check("[{\"name\": \"time.now\", \"arguments\": {}}, {\"name\": \"time.now\", \"arguments\": {\"label\": 1}}]"),
+        Err("[{\"name\": \"time.now\", \"arguments\": {}}, {\"name\": \"time.now\", \"arguments\": {\"".into())
+    );
+    // Words after the calls are not part of them: the answer comes after the results.
+    assert!(check("{\"name\": \"time.now\", \"arguments\": {}}\nDone.").is_err());
     // Other fences and JSON after words stay free.
     assert_eq!(check("```python\nprint({\"a\": 1})\n```"), Ok(true));
     assert_eq!(check("The file holds:\n```json\n{\"a\": 1}\n```"), Ok(true));

@@ -3,7 +3,8 @@
 //! tools, with that tool's input schema for its arguments. Text stays free until the model
 //! writes the tag, so the choice between answering and calling is the model's. An answer that
 //! opens with a JSON object, bare or in a ```json fence, is a call written without the tag: it
-//! is held to the same schemas (and read as a call by `agentic_core::text_calls`).
+//! is held to the same schemas (and read as a call by `agentic_core::text_calls`), and so are
+//! the calls that follow it, fenced or bare, or in a JSON array.
 
 use agentic_core::ToolSpec;
 use serde_json::{Map, Value, json};
@@ -42,8 +43,16 @@ pub fn tool_call_grammar(tools: &[ToolSpec], required: bool) -> Option<String> {
     ));
     grammar.push_str(&format!("lead[lazy]: PROSE {}\n", lark_string(OPEN)));
     grammar.push_str("PROSE: /(?s:.*)/\n");
-    grammar.push_str("OPENING: /(?s:.*)/ & ~/[ \\t\\r\\n]*(\\{|```json)(?s:.*)/\n");
-    grammar.push_str("bare_call: SPACE? (\"```json\" SPACE?)? call SPACE? (\"```\" SPACE?)?\n");
+    grammar.push_str(
+        "OPENING: /(?s:.*)/ & ~/[ \\t\\r\\n]*(\\{|\\[[ \\t\\r\\n]*\\{|```json)(?s:.*)/\n",
+    );
+    // Several calls may follow one another, each fenced or bare, or stand in one JSON array: a
+    // model writes its second call the way it wrote its first. With room for one call only,
+    // Qwen2.5-Coder-1.5B wrote blank lines where it wanted the second (BFCL v4 `parallel`:
+    // one call of two, in all three tasks run).
+    grammar.push_str("bare_call: SPACE? bare_item (SPACE? bare_item)* SPACE?\n");
+    grammar.push_str("bare_item: \"```json\" SPACE? calls SPACE? (\"```\")? | calls\n");
+    grammar.push_str("calls: call | \"[\" SPACE? call (SPACE? \",\" SPACE? call)* SPACE? \"]\"\n");
     grammar.push_str("SPACE: /[ \\t\\r\\n]+/\n");
     grammar.push_str(&format!(
         "call_body: SPACE? call SPACE? {}\n",

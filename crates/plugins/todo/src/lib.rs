@@ -163,16 +163,69 @@ fn internal(error: impl std::fmt::Display) -> ToolError {
     ToolError::failed(format!("the todo list could not be changed: {error}"))
 }
 
-/// The user's todo with this id, or a clear error.
+/// Most todos a "no todo with id" error names.
+const MAX_SUGGESTED: usize = 3;
+
+/// The user's todo with this id, or an error that names the todos it may have meant: an id
+/// written from a title (`buy-paint` for "Buy paint") finds that todo's real id in the error.
 async fn find(store: &Store, user: &str, id: &str) -> Result<entity::Model, ToolError> {
-    entity::Entity::find_by_id(id.to_owned())
+    let found = entity::Entity::find_by_id(id.to_owned())
         .filter(entity::Column::UserId.eq(user))
         .one(store.connection())
         .await
-        .map_err(internal)?
-        .ok_or_else(|| {
-            ToolError::failed(format!("no todo with id \"{id}\"; todo.list shows yours"))
+        .map_err(internal)?;
+    if let Some(todo) = found {
+        return Ok(todo);
+    }
+    let todos = entity::Entity::find()
+        .filter(entity::Column::UserId.eq(user))
+        .order_by_asc(entity::Column::CreatedAt)
+        .order_by_asc(entity::Column::Id)
+        .all(store.connection())
+        .await
+        .map_err(internal)?;
+    Err(ToolError::failed(format!(
+        "no todo with id \"{id}\"{}",
+        meant(id, &todos)
+    )))
+}
+
+/// The todos whose titles share words with `id`, best first, with their ids; else how to find
+/// the ids.
+fn meant(id: &str, todos: &[entity::Model]) -> String {
+    let words = |text: &str| -> Vec<String> {
+        text.split(|c: char| !c.is_alphanumeric())
+            .filter(|word| word.len() > 1)
+            .map(str::to_lowercase)
+            .collect()
+    };
+    let wanted = words(id);
+    let mut scored: Vec<(usize, usize, &entity::Model)> = todos
+        .iter()
+        .map(|todo| {
+            let title = words(&todo.title);
+            let shared = title.iter().filter(|word| wanted.contains(word)).count();
+            (shared, title.len() - shared, todo)
         })
+        .filter(|(shared, _, _)| *shared > 0)
+        .collect();
+    // Most words shared first, then fewest words not shared, open before done, in list order.
+    scored.sort_by_key(|(shared, other, todo)| (std::cmp::Reverse(*shared), *other, todo.done));
+    if scored.is_empty() {
+        return match todos.len() {
+            0 => "; the todo list is empty".to_owned(),
+            _ => "; ids come from todo.list (or todo.create), not from titles".to_owned(),
+        };
+    }
+    let named: Vec<String> = scored
+        .iter()
+        .take(MAX_SUGGESTED)
+        .map(|(_, _, todo)| format!("\"{}\" (id \"{}\")", todo.title, todo.id))
+        .collect();
+    format!(
+        "; ids come from todo.list, not from titles. By its title it may be {}",
+        named.join(" or ")
+    )
 }
 
 /// Saves `model` (inserting or updating) through the store's writer.
@@ -346,5 +399,50 @@ impl Plugin for TodoPlugin {
             .into_arc(),
         );
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn todo(id: &str, title: &str, done: bool) -> entity::Model {
+        let now = chrono::Utc::now();
+        entity::Model {
+            id: id.to_owned(),
+            user_id: "alice".to_owned(),
+            title: title.to_owned(),
+            notes: None,
+            due: None,
+            done,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    #[test]
+    fn an_id_written_from_a_title_is_answered_with_that_todos_id() {
+        let todos = [
+            todo("t1", "Water the plants", false),
+            todo("t2", "Buy paint", true),
+            todo("t3", "Buy white paint for the hallway", false),
+            todo("t4", "Return the library books", false),
+        ];
+        // Seen with Qwen2.5-Coder-1.5B (eval todo-rename): `todo.update({ id: 'buy-paint' })`.
+        assert_eq!(
+            meant("buy-paint", &todos),
+            "; ids come from todo.list, not from titles. By its title it may be \"Buy paint\" \
+             (id \"t2\") or \"Buy white paint for the hallway\" (id \"t3\")"
+        );
+        assert_eq!(
+            meant("library", &todos),
+            "; ids come from todo.list, not from titles. By its title it may be \"Return the \
+             library books\" (id \"t4\")"
+        );
+        assert_eq!(
+            meant("7", &todos),
+            "; ids come from todo.list (or todo.create), not from titles"
+        );
+        assert_eq!(meant("buy-paint", &[]), "; the todo list is empty");
     }
 }

@@ -163,6 +163,14 @@ fn internal(error: impl std::fmt::Display) -> ToolError {
     ToolError::failed(format!("the todo list could not be changed: {error}"))
 }
 
+/// The user's todos, in the order they were created.
+fn of_user(user: &str) -> sea_orm::Select<entity::Entity> {
+    entity::Entity::find()
+        .filter(entity::Column::UserId.eq(user))
+        .order_by_asc(entity::Column::CreatedAt)
+        .order_by_asc(entity::Column::Id)
+}
+
 /// Most todos a "no todo with id" error names.
 const MAX_SUGGESTED: usize = 3;
 
@@ -177,10 +185,7 @@ async fn find(store: &Store, user: &str, id: &str) -> Result<entity::Model, Tool
     if let Some(todo) = found {
         return Ok(todo);
     }
-    let todos = entity::Entity::find()
-        .filter(entity::Column::UserId.eq(user))
-        .order_by_asc(entity::Column::CreatedAt)
-        .order_by_asc(entity::Column::Id)
+    let todos = of_user(user)
         .all(store.connection())
         .await
         .map_err(internal)?;
@@ -312,10 +317,7 @@ impl Plugin for TodoPlugin {
                 "The user's todos: open (default), done or all",
                 |cx, input: ListInput| async move {
                     let store = store(&cx)?;
-                    let mut query = entity::Entity::find()
-                        .filter(entity::Column::UserId.eq(cx.user_id.as_str()))
-                        .order_by_asc(entity::Column::CreatedAt)
-                        .order_by_asc(entity::Column::Id);
+                    let mut query = of_user(&cx.user_id);
                     match input.status.as_deref().unwrap_or("open") {
                         "open" => query = query.filter(entity::Column::Done.eq(false)),
                         "done" => query = query.filter(entity::Column::Done.eq(true)),

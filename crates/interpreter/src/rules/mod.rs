@@ -44,6 +44,7 @@ pub(crate) mod sampled_changes;
 pub(crate) mod transient;
 pub(crate) mod undeclared_call;
 pub(crate) mod unsaid;
+pub(crate) mod unseen;
 pub(crate) mod unwritten;
 
 use agentic_core::{ErrorKind, ToolResult};
@@ -71,10 +72,13 @@ pub(crate) enum Notice {
     /// The turn's end, while a file the user asked for was not written (`unwritten`). The
     /// program ran.
     Unwritten,
+    /// An answer computed from text the model had not seen, held back once with that text
+    /// (`unseen`). The program ran.
+    Unseen,
 }
 
 impl Notice {
-    const ALL: [Notice; 8] = [
+    const ALL: [Notice; 9] = [
         Notice::NotAProgram,
         Notice::Repeated,
         Notice::Afresh,
@@ -83,6 +87,7 @@ impl Notice {
         Notice::NothingShown,
         Notice::DidNothing,
         Notice::Unwritten,
+        Notice::Unseen,
     ];
 
     /// The name stored with the error.
@@ -96,6 +101,7 @@ impl Notice {
             Notice::NothingShown => "nothing_shown",
             Notice::DidNothing => "did_nothing",
             Notice::Unwritten => "unwritten",
+            Notice::Unseen => "unseen",
         }
     }
 
@@ -109,7 +115,9 @@ impl Notice {
     /// and showed nothing.
     pub(crate) fn kind(self) -> ErrorKind {
         match self {
-            Notice::NothingShown | Notice::DidNothing | Notice::Unwritten => ErrorKind::Failed,
+            Notice::NothingShown | Notice::DidNothing | Notice::Unwritten | Notice::Unseen => {
+                ErrorKind::Failed
+            }
             _ => ErrorKind::NotRun,
         }
     }

@@ -422,10 +422,8 @@ pub(crate) fn iteration_messages(outputs: &[PromptOutput], limit: usize) -> Vec<
     let flush = |current: &mut Option<Current>, messages: &mut Vec<ChatMessage>| {
         if let Some(current) = current.take() {
             let mut text = feedback(current.result, &current.shown, limit);
-            // An answer held back as unseen shows what the calls returned in its own words.
             if let ToolResult::Error { kind, .. } = current.result
                 && *kind != agentic_core::ErrorKind::NotRun
-                && crate::rules::Notice::of(current.result) != Some(crate::rules::Notice::Unseen)
             {
                 text.push_str(&returned_preview(&current.calls));
             }

@@ -208,11 +208,6 @@ pub struct ExecutionOutcome {
     /// log line): the data was read wrong.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub misread: bool,
-    /// The string searches that were given several texts and matched none of them, in words
-    /// (`.includes("x ")` was false for all 17 texts it searched): shown with an answer held
-    /// back as unseen (`rules::unseen`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub never_matched: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

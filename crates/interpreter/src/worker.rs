@@ -164,7 +164,6 @@ fn engine_fault(
         // Whatever the program read before the engine fell over is unknown.
         guesses_read: true,
         misread: false,
-        never_matched: Vec::new(),
     }
 }
 

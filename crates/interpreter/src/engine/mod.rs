@@ -308,10 +308,6 @@ pub(crate) fn execute(
         error
     });
     let misread = state.as_ref().is_some_and(silent::misread);
-    let never_matched = state
-        .as_ref()
-        .map(silent::never_matched)
-        .unwrap_or_default();
     let (done, complete, store, guesses_read) = state
         .map(|state| (state.done, state.complete, state.store, state.guesses_read))
         .unwrap_or((false, None, request.store, false));
@@ -325,7 +321,6 @@ pub(crate) fn execute(
         clock,
         guesses_read,
         misread,
-        never_matched,
     }
 }
 

@@ -397,25 +397,6 @@ pub(super) fn misread(state: &super::EngineState) -> bool {
     first_missed(state, false).is_some()
 }
 
-/// The searches of the run that were given several texts and matched none of them, as the
-/// model is told of them (`rules::unseen`): at most three.
-pub(super) fn never_matched(state: &super::EngineState) -> Vec<String> {
-    state
-        .searches
-        .list
-        .iter()
-        .filter(|search| !search.matched && search.calls >= 2)
-        .take(3)
-        .map(|search| {
-            let needle = serde_json::Value::String(search.needle.chars().take(80).collect());
-            format!(
-                "`.{}({needle})` was false for all {} texts it searched",
-                search.method, search.calls
-            )
-        })
-        .collect()
-}
-
 fn first_missed(state: &super::EngineState, unnoted: bool) -> Option<Search> {
     if unnoted && state.searches.logged {
         return None;

@@ -238,10 +238,7 @@ impl CodeExecutor {
     /// first time: a flaky service breaks that assumption, so such a program runs once more.
     fn copy_of_earlier(&self, code: &str) -> Option<usize> {
         let earlier = self.timeline().earlier_iteration_with(code)?;
-        // A program whose answer was held back as unseen only read: sent again unchanged, it
-        // runs again and its answer stands (`rules::unseen`).
-        let rerun = (self.timeline().iteration_met_transient_failure(earlier)
-            || self.timeline().iteration_held_unseen(earlier))
+        let rerun = self.timeline().iteration_met_transient_failure(earlier)
             && self.timeline().executions_of(code).count() == 1;
         (!rerun).then_some(earlier)
     }

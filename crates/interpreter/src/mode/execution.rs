@@ -345,20 +345,6 @@ impl CodeExecutor {
         {
             return self.send_back(&active, Notice::Unwritten, error).await;
         }
-        // An answer computed from text the model has not seen, by a program that only read
-        // (`rules::unseen`): held back once, with what its calls returned.
-        if outcome.result.is_ok()
-            && outcome.done
-            && let Some(answer) = &response
-            && let Some(error) = self.unseen_notice(
-                prepared,
-                &active.code_output_id,
-                answer,
-                &outcome.never_matched,
-            )
-        {
-            return self.send_back(&active, Notice::Unseen, error).await;
-        }
         // A program that did nothing (`rules::did_nothing`): it returned no value, or one it
         // is made of alone (`3`: a guess, not a finding), and logged and showed nothing.
         if outcome.result.is_ok()

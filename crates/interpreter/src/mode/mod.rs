@@ -157,7 +157,12 @@ impl CodeExecutor {
         if asked.is_empty() {
             return None;
         }
-        let read_only = |tool: &str| read_only(prepared, tool);
+        let read_only = |tool: &str| {
+            prepared
+                .tools
+                .get(tool)
+                .is_some_and(|tool| tool.read_only())
+        };
         let mut changes = self.timeline().change_inputs(read_only);
         changes.extend(
             planned
@@ -174,67 +179,6 @@ impl CodeExecutor {
             .find(|binding| binding.id == "fs.write")
             .map(ToolBinding::call_name);
         Some(crate::rules::unwritten::notice(file, write.as_deref()))
-    }
-
-    /// What `rules::unseen` tells the model when the program recorded as `execution` answered
-    /// `answer` from text of several lines that the turn had not shown it, having made only
-    /// read-only calls; `None` when it has told it already, or the model has seen what it read.
-    fn unseen_notice(
-        &self,
-        prepared: &Prepared,
-        execution: &str,
-        answer: &str,
-        never_matched: &[String],
-    ) -> Option<String> {
-        use crate::rules::unseen;
-        if self.timeline().count(Notice::Unseen) > 0 {
-            return None;
-        }
-        let calls: Vec<_> = self.timeline().calls_of(execution).collect();
-        if calls
-            .iter()
-            .any(|call| !read_only(prepared, &call.function))
-        {
-            return None;
-        }
-        let mut read_text = false;
-        for call in &calls {
-            let agentic_core::ToolResult::Success { output } = &call.result else {
-                continue;
-            };
-            for text in unseen::texts_of_lines(output) {
-                read_text = true;
-                if unseen::first_line(text)
-                    .is_some_and(|line| self.timeline().shown_before(execution, line))
-                {
-                    return None;
-                }
-            }
-        }
-        if !read_text {
-            return None;
-        }
-        let mut views: Vec<String> = Vec::new();
-        let mut shown: Vec<(&str, &Value)> = Vec::new();
-        for call in &calls {
-            if shown.contains(&(call.function.as_str(), &call.input)) {
-                continue;
-            }
-            shown.push((call.function.as_str(), &call.input));
-            match &call.result {
-                agentic_core::ToolResult::Success { output } => {
-                    views.push(unseen::call_view(&call.function, &call.input, output));
-                }
-                agentic_core::ToolResult::Error { error, .. } => views.push(format!(
-                    "- {}({}) failed: {}",
-                    call.function,
-                    agentic_core::tool::cap_text(&call.input.to_string(), 200),
-                    agentic_core::tool::cap_text(error, 300)
-                )),
-                agentic_core::ToolResult::Pending { .. } => {}
-            }
-        }
-        Some(unseen::notice(answer, &views, never_matched))
     }
 
     /// Appends to the prompt's journal, durably, before the script goes on.
@@ -316,12 +260,4 @@ impl ModeDriver for CodeExecutor {
         }
         self.drive().await
     }
-}
-
-/// Whether `tool` is one the prompt offers as read-only.
-fn read_only(prepared: &Prepared, tool: &str) -> bool {
-    prepared
-        .tools
-        .get(tool)
-        .is_some_and(|tool| tool.read_only())
 }

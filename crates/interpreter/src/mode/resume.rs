@@ -313,7 +313,6 @@ impl CodeExecutor {
             clock: Vec::new(),
             guesses_read: false,
             misread: false,
-            never_matched: Vec::new(),
         })))
     }
 

@@ -214,28 +214,6 @@ impl<'a> Timeline<'a> {
         })
     }
 
-    /// Whether an execution of this turn before `current` gave the model `text` back (in its
-    /// value, logs or error).
-    pub(super) fn shown_before(self, current: &str, text: &str) -> bool {
-        let quoted = Value::String(text.to_owned()).to_string();
-        let escaped = &quoted[1..quoted.len() - 1];
-        self.executions()
-            .take_while(|tool| tool.id != current)
-            .any(|tool| {
-                serde_json::to_string(&tool.result)
-                    .is_ok_and(|result| result.contains(text) || result.contains(escaped))
-            })
-    }
-
-    /// Whether iteration `number` (from 1) had its answer held back as unseen
-    /// (`rules::unseen`).
-    pub(super) fn iteration_held_unseen(self, number: usize) -> bool {
-        number
-            .checked_sub(1)
-            .and_then(|index| self.executions().nth(index))
-            .is_some_and(|tool| Notice::of(&tool.result) == Some(Notice::Unseen))
-    }
-
     /// Whether the execution before `current` in this turn failed.
     pub(super) fn previous_execution_failed(self, current: &str) -> bool {
         self.executions()

@@ -44,7 +44,6 @@ pub(crate) mod sampled_changes;
 pub(crate) mod transient;
 pub(crate) mod undeclared_call;
 pub(crate) mod unsaid;
-pub(crate) mod unseen;
 pub(crate) mod unwritten;
 
 use agentic_core::{ErrorKind, ToolResult};
@@ -72,13 +71,10 @@ pub(crate) enum Notice {
     /// The turn's end, while a file the user asked for was not written (`unwritten`). The
     /// program ran.
     Unwritten,
-    /// An answer computed from text the model had not seen, held back once with that text
-    /// (`unseen`). The program ran.
-    Unseen,
 }
 
 impl Notice {
-    const ALL: [Notice; 9] = [
+    const ALL: [Notice; 8] = [
         Notice::NotAProgram,
         Notice::Repeated,
         Notice::Afresh,
@@ -87,7 +83,6 @@ impl Notice {
         Notice::NothingShown,
         Notice::DidNothing,
         Notice::Unwritten,
-        Notice::Unseen,
     ];
 
     /// The name stored with the error.
@@ -101,7 +96,6 @@ impl Notice {
             Notice::NothingShown => "nothing_shown",
             Notice::DidNothing => "did_nothing",
             Notice::Unwritten => "unwritten",
-            Notice::Unseen => "unseen",
         }
     }
 
@@ -115,9 +109,7 @@ impl Notice {
     /// and showed nothing.
     pub(crate) fn kind(self) -> ErrorKind {
         match self {
-            Notice::NothingShown | Notice::DidNothing | Notice::Unwritten | Notice::Unseen => {
-                ErrorKind::Failed
-            }
+            Notice::NothingShown | Notice::DidNothing | Notice::Unwritten => ErrorKind::Failed,
             _ => ErrorKind::NotRun,
         }
     }

@@ -50,7 +50,6 @@ impl Execution {
             clock: Vec::new(),
             guesses_read: false,
             misread: false,
-            never_matched: Vec::new(),
         }));
     }
 

@@ -171,7 +171,7 @@ fn of_user(user: &str) -> sea_orm::Select<entity::Entity> {
         .order_by_asc(entity::Column::Id)
 }
 
-/// Most todos a "no todo with id" error names.
+/// Most todos the error for an id that is no todo's names.
 const MAX_SUGGESTED: usize = 3;
 
 /// The user's todo with this id, or an error that names the todos it may have meant: an id
@@ -189,15 +189,14 @@ async fn find(store: &Store, user: &str, id: &str) -> Result<entity::Model, Tool
         .all(store.connection())
         .await
         .map_err(internal)?;
-    Err(ToolError::failed(format!(
-        "no todo with id \"{id}\"{}",
-        meant(id, &todos)
-    )))
+    Err(ToolError::failed(not_found(id, &todos)))
 }
 
-/// The todos whose titles share words with `id`, best first, with their ids; else how to find
-/// the ids.
-fn meant(id: &str, todos: &[entity::Model]) -> String {
+/// The error for an id that is no todo of the user's. When titles share words with it (an id
+/// written from a title: `buy-paint`), the todos it may mean come first, best first, with
+/// their ids: said after "no todo with id", a small model took the todo for missing and
+/// created it again (eval todo-rename, round 35). Else how to find the ids.
+fn not_found(id: &str, todos: &[entity::Model]) -> String {
     let words = |text: &str| -> Vec<String> {
         text.split(|c: char| !c.is_alphanumeric())
             .filter(|word| word.len() > 1)
@@ -216,21 +215,26 @@ fn meant(id: &str, todos: &[entity::Model]) -> String {
         .collect();
     // Most words shared first, then fewest words not shared, open before done, in list order.
     scored.sort_by_key(|(shared, other, todo)| (std::cmp::Reverse(*shared), *other, todo.done));
-    if scored.is_empty() {
-        return match todos.len() {
-            0 => "; the todo list is empty".to_owned(),
-            _ => "; ids come from todo.list (or todo.create), not from titles".to_owned(),
-        };
-    }
     let named: Vec<String> = scored
         .iter()
         .take(MAX_SUGGESTED)
-        .map(|(_, _, todo)| format!("\"{}\" (id \"{}\")", todo.title, todo.id))
+        .map(|(_, _, todo)| format!("\"{}\" has id \"{}\"", todo.title, todo.id))
         .collect();
-    format!(
-        "; ids come from todo.list, not from titles. By its title it may be {}",
-        named.join(" or ")
-    )
+    match (named.as_slice(), todos.len()) {
+        ([], 0) => format!("no todo with id \"{id}\"; the todo list is empty"),
+        ([], _) => format!(
+            "no todo with id \"{id}\"; ids come from todo.list (or todo.create), not from titles"
+        ),
+        ([one], _) => format!(
+            "the todo {one}: call again with that id. \"{id}\" is words of its title, not an \
+             id; ids come from todo.list"
+        ),
+        (several, _) => format!(
+            "the todos whose titles match: {}. Call again with the id of the one you mean; \
+             \"{id}\" is words of a title, not an id (ids come from todo.list)",
+            several.join("; ")
+        ),
+    }
 }
 
 /// Saves `model` (inserting or updating) through the store's writer.
@@ -432,19 +436,23 @@ mod tests {
         ];
         // Seen with Qwen2.5-Coder-1.5B (eval todo-rename): `todo.update({ id: 'buy-paint' })`.
         assert_eq!(
-            meant("buy-paint", &todos),
-            "; ids come from todo.list, not from titles. By its title it may be \"Buy paint\" \
-             (id \"t2\") or \"Buy white paint for the hallway\" (id \"t3\")"
+            not_found("buy-paint", &todos),
+            "the todos whose titles match: \"Buy paint\" has id \"t2\"; \"Buy white paint for \
+             the hallway\" has id \"t3\". Call again with the id of the one you mean; \
+             \"buy-paint\" is words of a title, not an id (ids come from todo.list)"
         );
         assert_eq!(
-            meant("library", &todos),
-            "; ids come from todo.list, not from titles. By its title it may be \"Return the \
-             library books\" (id \"t4\")"
+            not_found("library", &todos),
+            "the todo \"Return the library books\" has id \"t4\": call again with that id. \
+             \"library\" is words of its title, not an id; ids come from todo.list"
         );
         assert_eq!(
-            meant("7", &todos),
-            "; ids come from todo.list (or todo.create), not from titles"
+            not_found("7", &todos),
+            "no todo with id \"7\"; ids come from todo.list (or todo.create), not from titles"
         );
-        assert_eq!(meant("buy-paint", &[]), "; the todo list is empty");
+        assert_eq!(
+            not_found("buy-paint", &[]),
+            "no todo with id \"buy-paint\"; the todo list is empty"
+        );
     }
 }

@@ -381,6 +381,45 @@ fn received(value: &Value) {
     });
 }
 
+/// What a wrapped built-in does with its own result ([`wrap_builtin`]): given the built-in's
+/// name, `this`, the arguments and the result, it returns the result (or another) or throws.
+type Observe = fn(&'static str, &JsValue, &[JsValue], JsValue, &mut Context) -> JsResult<JsValue>;
+
+/// Puts in place of `owner[name]`, a built-in function, one that calls it and hands its result
+/// to `observe`: how the sandbox watches `split`, the string searches, the number parsers and
+/// `isNaN` without changing what they return. The wrapper keeps the built-in's name and
+/// `length`. `None` (and nothing changed) when `owner` has no such function.
+fn wrap_builtin(
+    context: &mut Context,
+    owner: &JsObject,
+    name: &'static str,
+    observe: Observe,
+) -> JsResult<Option<JsObject>> {
+    let Some(original) = owner.get(JsString::from(name), context)?.as_callable() else {
+        return Ok(None);
+    };
+    let length = original
+        .get(js_string!("length"), context)?
+        .as_number()
+        .unwrap_or(1.0) as usize;
+    let wrapped: JsObject = FunctionObjectBuilder::new(
+        context.realm(),
+        NativeFunction::from_copy_closure_with_captures(
+            move |this, arguments, original: &JsObject, context| {
+                let result = original.call(this, arguments, context)?;
+                observe(name, this, arguments, result, context)
+            },
+            original,
+        ),
+    )
+    .name(JsString::from(name))
+    .length(length)
+    .build()
+    .into();
+    owner.set(JsString::from(name), wrapped.clone(), true, context)?;
+    Ok(Some(wrapped))
+}
+
 fn with_engine<T>(f: impl FnOnce(&mut EngineState) -> T) -> JsResult<T> {
     ENGINE.with(|engine| {
         let mut engine = engine.borrow_mut();

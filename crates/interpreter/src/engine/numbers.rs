@@ -152,30 +152,23 @@ pub(super) fn note(
 /// ([`Conversions`]): `if (isNaN(parts[1])) continue` over every line of a CSV is a reading of
 /// its numbers.
 pub(super) fn watch_is_nan(context: &mut Context) -> JsResult<()> {
-    use boa_engine::NativeFunction;
-    use boa_engine::object::FunctionObjectBuilder;
     let global = context.global_object();
-    let Some(original) = global.get(JsString::from("isNaN"), context)?.as_callable() else {
-        return Ok(());
-    };
-    let wrapped = FunctionObjectBuilder::new(
-        context.realm(),
-        NativeFunction::from_copy_closure_with_captures(
-            |this, arguments, original: &JsObject, context| {
-                let result = original.call(this, arguments, context)?;
-                // Counted as `Number(given)` would be (`note` counts it).
-                let given = arguments.first();
-                let converted = if result.to_boolean() { f64::NAN } else { 0.0 };
-                note("Number", &JsValue::from(converted), given, context);
-                Ok(result)
-            },
-            original,
-        ),
-    )
-    .name(JsString::from("isNaN"))
-    .length(1)
-    .build();
-    global.set(JsString::from("isNaN"), wrapped, true, context)?;
+    super::wrap_builtin(
+        context,
+        &global,
+        "isNaN",
+        |_, _, arguments, result, context| {
+            // Counted as `Number(given)` would be (`note` counts it).
+            let converted = if result.to_boolean() { f64::NAN } else { 0.0 };
+            note(
+                "Number",
+                &JsValue::from(converted),
+                arguments.first(),
+                context,
+            );
+            Ok(result)
+        },
+    )?;
     Ok(())
 }
 

@@ -20,8 +20,7 @@
 use std::collections::HashSet;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
-use boa_engine::object::FunctionObjectBuilder;
-use boa_engine::{Context, JsNativeError, JsObject, JsResult, JsString, JsValue, NativeFunction};
+use boa_engine::{Context, JsNativeError, JsObject, JsResult, JsString, JsValue};
 use serde_json::Value;
 
 use super::{quoted_end, quoted_start, with_engine};
@@ -72,29 +71,17 @@ pub(super) fn received(state: &mut super::EngineState, texts: &[&str]) {
 /// Wraps `String.prototype.split` of a fresh context.
 pub(super) fn install(context: &mut Context) -> JsResult<()> {
     let prototype = context.intrinsics().constructors().string().prototype();
-    let Some(original) = prototype
-        .get(JsString::from("split"), context)?
-        .as_callable()
-    else {
-        return Ok(());
-    };
-    let function = FunctionObjectBuilder::new(
-        context.realm(),
-        NativeFunction::from_copy_closure_with_captures(
-            |this, arguments, original: &JsObject, context| {
-                let result = original.call(this, arguments, context)?;
-                if let (Some(text), Some(pieces)) = (this.as_string(), result.as_object()) {
-                    note(&text, arguments.first(), &pieces, context)?;
-                }
-                Ok(result)
-            },
-            original,
-        ),
-    )
-    .name(JsString::from("split"))
-    .length(2)
-    .build();
-    prototype.set(JsString::from("split"), function, true, context)?;
+    super::wrap_builtin(
+        context,
+        &prototype,
+        "split",
+        |_, this, arguments, result, context| {
+            if let (Some(text), Some(pieces)) = (this.as_string(), result.as_object()) {
+                note(&text, arguments.first(), &pieces, context)?;
+            }
+            Ok(result)
+        },
+    )?;
     Ok(())
 }
 

@@ -100,19 +100,15 @@ const QUOTED_CHARS: usize = 80;
 pub(super) fn install(context: &mut Context) -> JsResult<()> {
     let prototype = context.intrinsics().constructors().string().prototype();
     for method in ["includes", "startsWith", "endsWith", "indexOf"] {
-        wrap_search(context, &prototype, method)?;
+        super::wrap_builtin(context, &prototype, method, searched)?;
     }
     let global = context.global_object();
     let number = context.intrinsics().constructors().number().constructor();
     for name in ["parseFloat", "parseInt"] {
-        let original = global.get(JsString::from(name), context)?;
-        let Some(original) = original.as_callable() else {
-            continue;
-        };
-        let wrapped = wrap_parse(context, original, name);
-        global.set(JsString::from(name), wrapped.clone(), true, context)?;
-        // `Number.parseFloat` is the same function as the global one.
-        number.set(JsString::from(name), wrapped, true, context)?;
+        if let Some(wrapped) = super::wrap_builtin(context, &global, name, parsed)? {
+            // `Number.parseFloat` is the same function as the global one.
+            number.set(JsString::from(name), wrapped, true, context)?;
+        }
     }
     let constructors = context.intrinsics().constructors();
     let primitives = [
@@ -197,51 +193,34 @@ fn primitive_field(kind: &str, name: &str, value: &JsValue, context: &mut Contex
     format!("`.{name}` was read of {shown}, which has no field `{name}`{advice}")
 }
 
-fn wrap_search(context: &mut Context, prototype: &JsObject, method: &'static str) -> JsResult<()> {
-    let Some(original) = prototype
-        .get(JsString::from(method), context)?
-        .as_callable()
-    else {
-        return Ok(());
+/// What a string search (`method`) found, noted ([`note`]); its result unchanged.
+fn searched(
+    method: &'static str,
+    this: &JsValue,
+    arguments: &[JsValue],
+    result: JsValue,
+    _context: &mut Context,
+) -> JsResult<JsValue> {
+    let matched = match method {
+        "indexOf" => result.as_number().is_some_and(|index| index >= 0.0),
+        _ => result.to_boolean(),
     };
-    let length = original
-        .get(js_string!("length"), context)?
-        .as_number()
-        .unwrap_or(1.0) as usize;
-    let function = FunctionObjectBuilder::new(
-        context.realm(),
-        NativeFunction::from_copy_closure_with_captures(
-            move |this, arguments, original: &JsObject, context| {
-                let result = original.call(this, arguments, context)?;
-                let matched = match method {
-                    "indexOf" => result.as_number().is_some_and(|index| index >= 0.0),
-                    _ => result.to_boolean(),
-                };
-                if let (Some(text), Some(needle)) = (
-                    this.as_string(),
-                    arguments.first().and_then(JsValue::as_string),
-                ) {
-                    // `startsWith(text, 5)` looks where the program said: not at an end.
-                    let at_an_end = matches!(method, "startsWith" | "endsWith")
-                        && arguments.get(1).is_none_or(JsValue::is_undefined);
-                    note(
-                        method,
-                        &needle.to_std_string_escaped(),
-                        &text,
-                        matched,
-                        at_an_end,
-                    );
-                }
-                Ok(result)
-            },
-            original,
-        ),
-    )
-    .name(JsString::from(method))
-    .length(length)
-    .build();
-    prototype.set(JsString::from(method), function, true, context)?;
-    Ok(())
+    if let (Some(text), Some(needle)) = (
+        this.as_string(),
+        arguments.first().and_then(JsValue::as_string),
+    ) {
+        // `startsWith(text, 5)` looks where the program said: not at an end.
+        let at_an_end = matches!(method, "startsWith" | "endsWith")
+            && arguments.get(1).is_none_or(JsValue::is_undefined);
+        note(
+            method,
+            &needle.to_std_string_escaped(),
+            &text,
+            matched,
+            at_an_end,
+        );
+    }
+    Ok(result)
 }
 
 /// Notes one search: `needle` looked for in `text`, and whether it was found. The text is
@@ -578,39 +557,34 @@ pub(super) fn annotate_log(text: String) -> JsResult<String> {
     ))
 }
 
-fn wrap_parse(context: &mut Context, original: JsObject, name: &'static str) -> JsObject {
-    FunctionObjectBuilder::new(
-        context.realm(),
-        NativeFunction::from_copy_closure_with_captures(
-            move |this, arguments, original: &JsObject, context| {
-                let result = original.call(this, arguments, context)?;
-                super::numbers::note(name, &result, arguments.first(), context);
-                let radix = arguments.get(1).filter(|radix| !radix.is_undefined());
-                if radix.is_none()
-                    && let Some(text) = arguments.first().and_then(JsValue::as_string)
-                {
-                    let text = text.to_std_string_escaped();
-                    if let Some(grouped) = grouped_number(&text) {
-                        let read = result.to_string(context)?.to_std_string_escaped();
-                        return Err(JsNativeError::typ()
-                            .with_message(format!(
-                                "{name}({}) would read {read}: it stops at the comma that \
-                                 groups the thousands of {grouped}. Remove the commas first: \
-                                 {name}(text.replace(/,/g, \"\"))",
-                                quoted_start(&text, QUOTED_CHARS),
-                            ))
-                            .into());
-                    }
-                }
-                Ok(result)
-            },
-            original,
-        ),
-    )
-    .name(JsString::from(name))
-    .length(if name == "parseInt" { 2 } else { 1 })
-    .build()
-    .into()
+/// What `parseFloat` or `parseInt` (`name`) read, counted; a number grouped in thousands it
+/// would cut at its first comma throws instead.
+fn parsed(
+    name: &'static str,
+    _this: &JsValue,
+    arguments: &[JsValue],
+    result: JsValue,
+    context: &mut Context,
+) -> JsResult<JsValue> {
+    super::numbers::note(name, &result, arguments.first(), context);
+    let radix = arguments.get(1).filter(|radix| !radix.is_undefined());
+    if radix.is_none()
+        && let Some(text) = arguments.first().and_then(JsValue::as_string)
+    {
+        let text = text.to_std_string_escaped();
+        if let Some(grouped) = grouped_number(&text) {
+            let read = result.to_string(context)?.to_std_string_escaped();
+            return Err(JsNativeError::typ()
+                .with_message(format!(
+                    "{name}({}) would read {read}: it stops at the comma that groups the \
+                     thousands of {grouped}. Remove the commas first: \
+                     {name}(text.replace(/,/g, \"\"))",
+                    quoted_start(&text, QUOTED_CHARS),
+                ))
+                .into());
+        }
+    }
+    Ok(result)
 }
 
 /// The number grouped in thousands that `text` starts with (after blanks and a sign), such as

@@ -74,6 +74,9 @@ pub(crate) struct Ending {
     /// A string search of it missed what it looked for in another case or place
     /// (`ExecutionOutcome::misread`).
     pub(crate) misread: bool,
+    /// A string search of it was given several texts and matched none of them
+    /// (`ExecutionOutcome::searched_in_vain`).
+    pub(crate) in_vain: bool,
 }
 
 /// Whether a read's result holds data: a value with lists does when one of them is not empty
@@ -542,6 +545,7 @@ async fn pass(
                 pass.ending.returned = matches!(&outcome.result, Ok(value) if !value.is_null());
                 pass.read_guess |= outcome.guesses_read;
                 pass.ending.misread = outcome.misread;
+                pass.ending.in_vain = outcome.searched_in_vain;
                 pass.cut_short = outcome.result.as_ref().is_err_and(|error| {
                     matches!(
                         error.kind,

@@ -208,6 +208,9 @@ pub struct ExecutionOutcome {
     /// log line): the data was read wrong.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub misread: bool,
+    /// A string search of the program was given several texts and matched none of them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub searched_in_vain: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

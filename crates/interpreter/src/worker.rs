@@ -164,6 +164,7 @@ fn engine_fault(
         // Whatever the program read before the engine fell over is unknown.
         guesses_read: true,
         misread: false,
+        searched_in_vain: false,
     }
 }
 

@@ -308,6 +308,7 @@ pub(crate) fn execute(
         error
     });
     let misread = state.as_ref().is_some_and(silent::misread);
+    let searched_in_vain = state.as_ref().is_some_and(silent::in_vain);
     let (done, complete, store, guesses_read) = state
         .map(|state| (state.done, state.complete, state.store, state.guesses_read))
         .unwrap_or((false, None, request.store, false));
@@ -321,6 +322,7 @@ pub(crate) fn execute(
         clock,
         guesses_read,
         misread,
+        searched_in_vain,
     }
 }
 

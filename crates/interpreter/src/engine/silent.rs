@@ -235,7 +235,9 @@ fn note(method: &'static str, needle: &str, text: &JsString, matched: bool, at_a
     let word = (matches!(method, "includes" | "indexOf"))
         .then(|| word_of(needle))
         .flatten();
-    if needle.chars().count() < 2 || !(cased || at_an_end || word.is_some()) {
+    // Every search is counted ([`in_vain`]); only these are looked into further.
+    let looked_into = needle.chars().count() >= 2 && (cased || at_an_end || word.is_some());
+    if needle.is_empty() {
         return;
     }
     let _ = with_engine(|state| {
@@ -267,6 +269,9 @@ fn note(method: &'static str, needle: &str, text: &JsString, matched: bool, at_a
         let search = &mut searches.list[index];
         search.calls += 1;
         search.matched |= matched;
+        if !looked_into {
+            return;
+        }
         // A needle in lower case is a word as the user would say it, meant in any case: a
         // text it missed in another case counts even after it matched others.
         let look_other_case = cased
@@ -430,6 +435,17 @@ fn missed(unnoted: bool) -> JsResult<Option<Search>> {
 /// Whether a search of the run missed (what [`check_answer`] would refuse an answer for).
 pub(super) fn misread(state: &super::EngineState) -> bool {
     first_missed(state, false).is_some()
+}
+
+/// Whether a string search of the run was given several texts and matched none of them
+/// (`line.endsWith(" ✔️")` over every line of a checklist): the candidate check does not
+/// take such a sample in place of the model's own program (`mode/candidates.rs`).
+pub(super) fn in_vain(state: &super::EngineState) -> bool {
+    state
+        .searches
+        .list
+        .iter()
+        .any(|search| !search.matched && search.calls >= 2)
 }
 
 fn first_missed(state: &super::EngineState, unnoted: bool) -> Option<Search> {
@@ -700,6 +716,27 @@ mod tests {
             let outcome = run(code, json!({}));
             assert!(outcome.result.is_ok(), "{code}: {outcome:?}");
             assert!(outcome.complete.is_some(), "{code}: {outcome:?}");
+        }
+    }
+
+    #[test]
+    fn a_search_that_matched_none_of_several_texts_is_noted() {
+        for (code, in_vain) in [
+            (
+                "['- [x] a', '- b'].filter(l => l.endsWith('✔')).length",
+                true,
+            ),
+            (
+                "['- [x] a', '- b'].filter(l => l.includes('x ')).length",
+                true,
+            ),
+            (
+                "['- [x] a', '- b'].filter(l => l.includes('[x]')).length",
+                false,
+            ),
+            ("['a'].filter(l => l.includes('z')).length", false),
+        ] {
+            assert_eq!(run(code, json!({})).searched_in_vain, in_vain, "{code}");
         }
     }
 

@@ -15,6 +15,11 @@
 //! program that logs or returns what a string search that missed gave (`engine/silent.rs`:
 //! the search had it in another case, or further in; the sandbox refuses an answer after such
 //! a search but only notes it on a log line).
+//! A sample is held to more than the model's own program: one with a string search that was
+//! given several texts and matched none of them (`line.endsWith(" ✔️")` over checklist lines
+//! that say `- [x]`) does not take its place, as it may answer without a word where the
+//! model's own program fails loudly and is told what the data writes (checklist-left, tuning,
+//! round 36).
 //! Only what the real run would meet counts: a dry run that looked inside a placeholder, met
 //! a read that may pass when tried again, or made an `llm()` request (not asked while
 //! checking) proves nothing, and the program runs as written. Such a sample gets through in
@@ -114,7 +119,7 @@ impl CodeExecutor {
                 data_reads: 0,
             })
         } else {
-            self.verdict(&mut recorded, &own.code, prepared, bindings, false)
+            self.verdict(&mut recorded, &own.code, prepared, bindings, false, false)
                 .await
         };
         passed.push(first.is_none());
@@ -188,7 +193,14 @@ impl CodeExecutor {
                 // A recording that runs out mid-check is checked live from there on.
                 let from_recording = recorded.as_ref().is_some_and(|left| !left.is_empty());
                 let through = self
-                    .verdict(&mut recorded, &candidate, prepared, bindings, proof_needed)
+                    .verdict(
+                        &mut recorded,
+                        &candidate,
+                        prepared,
+                        bindings,
+                        proof_needed,
+                        true,
+                    )
                     .await;
                 passed.push(through.is_none());
                 let program = Checked {
@@ -234,7 +246,8 @@ impl CodeExecutor {
 
     /// How `code` would fail its check (`None`: it passes): as the recording says, in a
     /// replay that has it, else as its dry run says. With `proof_needed`, a program whose dry
-    /// run proves nothing fails (told nothing, nothing read).
+    /// run proves nothing fails (told nothing, nothing read). A `sample` is held to more than
+    /// the model's own program (see [`Self::check`]).
     async fn verdict(
         &mut self,
         recorded: &mut Option<std::collections::VecDeque<bool>>,
@@ -242,6 +255,7 @@ impl CodeExecutor {
         prepared: &Prepared,
         bindings: &[ToolBinding],
         proof_needed: bool,
+        sample: bool,
     ) -> Option<Failure> {
         match recorded
             .as_mut()
@@ -249,7 +263,10 @@ impl CodeExecutor {
         {
             Some(true) => None,
             Some(false) => Some(Failure::default()),
-            None => self.check(code, prepared, bindings, proof_needed).await,
+            None => {
+                self.check(code, prepared, bindings, proof_needed, sample)
+                    .await
+            }
         }
     }
 
@@ -276,6 +293,7 @@ impl CodeExecutor {
         prepared: &Prepared,
         bindings: &[ToolBinding],
         proof_needed: bool,
+        sample: bool,
     ) -> Option<Failure> {
         let determinism = Determinism {
             seed: Some(u64::from(self.iterations)),
@@ -357,6 +375,16 @@ impl CodeExecutor {
         // over rows that have it in their third field, then `log(count)`): the sandbox only
         // notes it on the log line, and a sample that reads the data right runs in its place.
         if ending.misread && (ending.logged || ending.returned) {
+            return Some(ends);
+        }
+        // A sample with a string search that matched none of the texts it was given may have
+        // searched for what the data does not write (`line.endsWith(" ✔️")` over checklist
+        // lines that say `- [x]`): it does not take the place of the model's own program,
+        // whose failure may say what the data writes (checklist-left, tuning, round 36).
+        if sample
+            && ending.in_vain
+            && (ending.answered || ending.shown || ending.logged || ending.returned)
+        {
             return Some(ends);
         }
         // Words written out in the program, by one that changes nothing (`rules::fixed_answer`):

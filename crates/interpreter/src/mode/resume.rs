@@ -313,6 +313,7 @@ impl CodeExecutor {
             clock: Vec::new(),
             guesses_read: false,
             misread: false,
+            searched_in_vain: false,
         })))
     }
 

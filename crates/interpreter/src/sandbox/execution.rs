@@ -50,6 +50,7 @@ impl Execution {
             clock: Vec::new(),
             guesses_read: false,
             misread: false,
+            searched_in_vain: false,
         }));
     }
 

@@ -77,10 +77,23 @@ pub(crate) fn unwritten<'a>(
             !changes.clone().any(|input| {
                 crate::engine::texts_in(input)
                     .into_iter()
-                    .any(|text| text.contains(name))
+                    .any(|text| names(text, name))
             })
         })
         .map(String::as_str)
+}
+
+/// Whether `text` names the file `name` (with a folder before it or not), not another file
+/// whose name ends or starts with it: `data/sizes.txt` and `ls > sizes.txt` name `sizes.txt`,
+/// `data/filesizes.txt` does not (a sampled program wrote that one, and the turn ended as if
+/// sizes.txt were written: file-sizes, tuning, round 36).
+fn names(text: &str, name: &str) -> bool {
+    let in_a_name = |c: char| c.is_alphanumeric() || matches!(c, '_' | '-');
+    text.match_indices(name).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + name.len()..].chars().next();
+        !before.is_some_and(|c| in_a_name(c) || c == '.') && !after.is_some_and(in_a_name)
+    })
 }
 
 /// Why the turn was not ended, naming `file` and, when the sandbox has one, the tool that
@@ -202,6 +215,15 @@ mod tests {
         assert_eq!(unwritten(&asked, std::iter::empty()), Some("sizes.txt"));
         assert_eq!(unwritten(&asked, [&other, &write].into_iter()), None);
         assert_eq!(unwritten(&asked, [&shell].into_iter()), None);
+        // Another file whose name holds this one's is not it.
+        let longer = json!({ "path": "data/filesizes.txt", "content": "[]" });
+        let copy = json!({ "path": "sizes.txt-old", "content": "[]" });
+        assert_eq!(
+            unwritten(&asked, [&longer, &copy].into_iter()),
+            Some("sizes.txt")
+        );
+        let nested = json!({ "path": "data/sizes.txt", "content": "a.csv 120" });
+        assert_eq!(unwritten(&asked, [&nested].into_iter()), None);
         assert_eq!(unwritten(&[], [&other].into_iter()), None);
     }
 }

@@ -127,20 +127,8 @@ pub struct Entry {
     /// Where it is, relative to the root: what `fs.read` takes.
     pub path: String,
     /// `file` or `dir`.
-    #[schemars(with = "EntryKind")]
     pub kind: String,
     pub size: u64,
-}
-
-/// The values of [`Entry::kind`], declared as a choice: a program that compares an entry's
-/// kind with another value (`"directory"`) is refused at that read, naming these, rather
-/// than filtering out every entry without a word.
-#[derive(JsonSchema)]
-#[serde(rename_all = "lowercase")]
-#[allow(dead_code)]
-enum EntryKind {
-    File,
-    Dir,
 }
 
 #[derive(Debug, Serialize, JsonSchema, PartialEq, Eq)]

@@ -25,7 +25,8 @@
 //! round 32: refused at that line), a comparison of a declared choice with a value it never
 //! has (`engine/compared.rs`), answers of `Infinity` and of zeros no conversion read
 //! (`engine/absent.rs`, `engine/numbers.rs`; round 34, with a lower-case search that missed a
-//! text in another case refused after matching others, `engine/silent.rs`), and the explanations of Node's and browsers' globals
+//! text in another case refused after matching others, `engine/silent.rs`; round 36, a search
+//! for a word with marks the text does not give it, `"x "` over `- [x]` lines), and the explanations of Node's and browsers' globals
 //! (`engine/explain.rs`, not measured alone) and of a name read after the block that declared
 //! it (`explain_block_scoped`, round 17: neutral, it appeared in no run). The system prompt's
 //! "look before you compute" paragraph and worked example (`prompt.rs`) came with round 3

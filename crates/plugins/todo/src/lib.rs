@@ -174,6 +174,13 @@ fn of_user(user: &str) -> sea_orm::Select<entity::Entity> {
 /// Most todos the error for an id that is no todo's names.
 const MAX_SUGGESTED: usize = 3;
 
+/// Words that say nothing of what a todo is about: a title shares them with most others
+/// ("Water the plants" is not what `buy-white-paint-for-the-hallway` meant).
+const FUNCTION_WORDS: [&str; 16] = [
+    "the", "a", "an", "and", "or", "for", "to", "of", "in", "on", "at", "my", "with", "from", "by",
+    "is",
+];
+
 /// The user's todo with this id, or an error that names the todos it may have meant: an id
 /// written from a title (`buy-paint` for "Buy paint") finds that todo's real id in the error.
 async fn find(store: &Store, user: &str, id: &str) -> Result<entity::Model, ToolError> {
@@ -201,6 +208,7 @@ fn not_found(id: &str, todos: &[entity::Model]) -> String {
         text.split(|c: char| !c.is_alphanumeric())
             .filter(|word| word.len() > 1)
             .map(str::to_lowercase)
+            .filter(|word| !FUNCTION_WORDS.contains(&word.as_str()))
             .collect()
     };
     let wanted = words(id);
@@ -445,6 +453,13 @@ mod tests {
             not_found("library", &todos),
             "the todo \"Return the library books\" has id \"t4\": call again with that id. \
              \"library\" is words of its title, not an id; ids come from todo.list"
+        );
+        // Words every title may have are not what an id means (seen in eval todo-rename).
+        assert_eq!(
+            not_found("buy-white-paint-for-the-hallway", &todos[..2]),
+            "the todo \"Buy paint\" has id \"t2\": call again with that id. \
+             \"buy-white-paint-for-the-hallway\" is words of its title, not an id; ids come \
+             from todo.list"
         );
         assert_eq!(
             not_found("7", &todos),

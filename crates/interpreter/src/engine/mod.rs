@@ -37,6 +37,7 @@ mod functions;
 mod guess;
 mod numbers;
 mod pieces;
+mod primitive;
 mod silent;
 mod source;
 mod typed;

@@ -50,6 +50,9 @@ pub(crate) enum Entry {
         passed: Vec<bool>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         further: Option<usize>,
+        /// The vote on the answer of a program that passed (`mode/votes.rs`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        voted: Option<crate::mode::Voted>,
     },
 }
 
@@ -172,6 +175,7 @@ mod tests {
             Entry::Checked {
                 passed: vec![false, true],
                 further: None,
+                voted: None,
             }
         );
         // `further` is written only when a sample ran for it, so older readers read the rest.
@@ -182,6 +186,7 @@ mod tests {
         let further = Entry::Checked {
             passed: vec![false, false, false],
             further: Some(1),
+            voted: None,
         };
         let text = serde_json::to_string(&further).unwrap();
         assert_eq!(
@@ -189,5 +194,19 @@ mod tests {
             r#"{"type":"checked","passed":[false,false,false],"further":1}"#
         );
         assert_eq!(serde_json::from_str::<Entry>(&text).unwrap(), further);
+        let voted = Entry::Checked {
+            passed: vec![true, true, true],
+            further: None,
+            voted: Some(crate::mode::Voted {
+                asked: 2,
+                chosen: 1,
+            }),
+        };
+        let text = serde_json::to_string(&voted).unwrap();
+        assert_eq!(
+            text,
+            r#"{"type":"checked","passed":[true,true,true],"voted":{"asked":2,"chosen":1}}"#
+        );
+        assert_eq!(serde_json::from_str::<Entry>(&text).unwrap(), voted);
     }
 }

@@ -104,6 +104,11 @@ pub struct RuntimeLimits {
     /// ([`crate::ModelProvider::samples`]) in place of one it would not use (code mode's
     /// program that would fail). 0 turns it off; at most [`crate::provider::MAX_CANDIDATES`].
     pub candidates: u32,
+    /// How many more replies a mode may sample to vote on an answer it would give (code
+    /// mode's program that computed its answer from what it read): the first that agrees
+    /// keeps it, two that agree with each other and not with it take its place. 0 (the
+    /// default) turns it off; at most [`crate::provider::MAX_CANDIDATES`].
+    pub votes: u32,
 }
 
 impl Default for RuntimeLimits {
@@ -112,6 +117,7 @@ impl Default for RuntimeLimits {
             tool_result_limit: 50_000,
             max_rounds: 25,
             candidates: 3,
+            votes: 0,
         }
     }
 }
@@ -263,7 +269,7 @@ impl Config {
         Ok(Prices { models })
     }
 
-    /// The runtime's limits: the `toolResultLimit`, `maxRounds` and `candidates` keys, else
+    /// The runtime's limits: the `toolResultLimit`, `maxRounds`, `candidates` and `votes` keys, else
     /// their defaults.
     pub fn limits(&self) -> RuntimeLimits {
         let defaults = RuntimeLimits::default();
@@ -278,6 +284,10 @@ impl Config {
             candidates: number("candidates")
                 .and_then(|n| u32::try_from(n).ok())
                 .unwrap_or(defaults.candidates)
+                .min(crate::provider::MAX_CANDIDATES),
+            votes: number("votes")
+                .and_then(|n| u32::try_from(n).ok())
+                .unwrap_or(defaults.votes)
                 .min(crate::provider::MAX_CANDIDATES),
         }
     }

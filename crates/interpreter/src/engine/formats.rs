@@ -20,6 +20,16 @@
 //! Text that is not in the format throws a `SyntaxError` naming the format and where the text
 //! went wrong, as `JSON.parse` does; a value that is not text throws a `TypeError`. All three
 //! are pure: the same text gives the same data in a replay.
+//!
+//! **The records of parsed data have the fields the data gives them** (`records`): in what
+//! these parsers and `JSON.parse` give, every list of objects is a list of records, and reading
+//! a field that no record of the list has throws at that line, as on a tool's result
+//! (`typed.rs`), naming the fields there are: `` `invoices[i]` in the result of JSON.parse has
+//! no field `isPaid`; its fields are number, customer, amount, paid ``. Such a read gives
+//! `undefined` for every record, so a filter on it keeps all of them or none, and the answer
+//! that follows looks right (unpaid-invoices, tuning, round 37). A field some record has is
+//! read as usual (`undefined` where a record lacks it), and an object outside a list (a config
+//! file) is not checked: `config.port || 8080` is how a default is written.
 
 use boa_engine::object::{FunctionObjectBuilder, ObjectInitializer};
 use boa_engine::property::Attribute;
@@ -51,7 +61,7 @@ pub(super) fn install(context: &mut Context) -> JsResult<()> {
             Attribute::WRITABLE | Attribute::CONFIGURABLE,
         )?;
     }
-    Ok(())
+    watch_json_parse(context)
 }
 
 /// The text a parser was given, or the `TypeError` a value that is not text gets.
@@ -94,7 +104,8 @@ fn line_of(text: &str, offset: usize) -> usize {
 fn toml_parse(_: &JsValue, arguments: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
     let text = text_argument("TOML", arguments)?;
     let table = parse_toml(&text).map_err(|problem| syntax_error("TOML", problem))?;
-    from_json(&table, context)
+    let data = from_json(&table, context)?;
+    records(data, &table, "TOML.parse", context)
 }
 
 /// A TOML document as JSON: tables as objects, dates and times as their text.
@@ -131,7 +142,8 @@ fn toml_value(value: toml::Value) -> Value {
 fn yaml_parse(_: &JsValue, arguments: &[JsValue], context: &mut Context) -> JsResult<JsValue> {
     let text = text_argument("YAML", arguments)?;
     let value = parse_yaml(&text).map_err(|problem| syntax_error("YAML", problem))?;
-    from_json(&value, context)
+    let data = from_json(&value, context)?;
+    records(data, &value, "YAML.parse", context)
 }
 
 /// One YAML document as JSON. Keys that are not text (`1: a`) become text; a value deeper
@@ -210,7 +222,109 @@ fn csv_parse(_: &JsValue, arguments: &[JsValue], context: &mut Context) -> JsRes
         )
     })?;
     let rows = parse_csv(&text, options).map_err(|problem| syntax_error("CSV", problem))?;
-    from_json(&rows, context)
+    let value = from_json(&rows, context)?;
+    records(value, &rows, "CSV.parse", context)
+}
+
+/// `value`, which `parser` gave as `data`, with reads of the records in its lists checked:
+/// the fields of a list's records are those any of them has.
+pub(super) fn records(
+    value: JsValue,
+    data: &Value,
+    parser: &str,
+    context: &mut Context,
+) -> JsResult<JsValue> {
+    let checked = shape_of(data, parser, "", context)?;
+    super::typed::apply(value, &checked, context)
+}
+
+/// What of `data` (at `place` in it) is checked: each list of objects, as records.
+fn shape_of(
+    data: &Value,
+    parser: &str,
+    place: &str,
+    context: &mut Context,
+) -> JsResult<super::typed::Checked> {
+    use super::typed::Checked;
+    Ok(match data {
+        Value::Array(items) if !items.is_empty() && items.iter().all(Value::is_object) => {
+            let place = format!("{place}[i]");
+            let mut names: Vec<String> = Vec::new();
+            for item in items.iter().filter_map(Value::as_object) {
+                for name in item.keys() {
+                    if !names.contains(name) {
+                        names.push(name.clone());
+                    }
+                }
+            }
+            let mut fields = Vec::new();
+            for name in &names {
+                let inner = items
+                    .iter()
+                    .filter_map(|item| item.get(name))
+                    .find(|inner| inner.is_object() || inner.is_array());
+                if let Some(inner) = inner {
+                    let at = format!("{place}.{name}");
+                    fields.push((name.clone(), shape_of(inner, parser, &at, context)?));
+                }
+            }
+            let handler = super::typed::handler(parser, &place, names, Vec::new(), context)?;
+            Checked::List(Box::new(Checked::Record { handler, fields }))
+        }
+        Value::Object(map) => {
+            let mut fields = Vec::new();
+            for (name, inner) in map {
+                if !(inner.is_object() || inner.is_array()) {
+                    continue;
+                }
+                let at = if place.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{place}.{name}")
+                };
+                let inner = shape_of(inner, parser, &at, context)?;
+                if !matches!(inner, Checked::Any) {
+                    fields.push((name.clone(), inner));
+                }
+            }
+            if fields.is_empty() {
+                Checked::Any
+            } else {
+                Checked::Open(fields)
+            }
+        }
+        _ => Checked::Any,
+    })
+}
+
+/// Wraps `JSON.parse` of a fresh context so that the records of what it gives are checked
+/// (`records`); a call with a reviver is left as it is.
+fn watch_json_parse(context: &mut Context) -> JsResult<()> {
+    let json = context
+        .global_object()
+        .get(JsString::from("JSON"), context)?;
+    let Some(json) = json.as_object() else {
+        return Ok(());
+    };
+    super::wrap_builtin(
+        context,
+        &json,
+        "parse",
+        |_, _, arguments, result, context| {
+            let reviver = arguments.get(1).is_some_and(JsValue::is_callable);
+            let text = arguments.first().and_then(JsValue::as_string);
+            match text {
+                Some(text) if !reviver && result.is_object() => {
+                    match serde_json::from_str::<Value>(&text.to_std_string_escaped()) {
+                        Ok(data) => records(result, &data, "JSON.parse", context),
+                        Err(_) => Ok(result),
+                    }
+                }
+                _ => Ok(result),
+            }
+        },
+    )?;
+    Ok(())
 }
 
 /// `CSV.parse`'s options.
@@ -385,6 +499,45 @@ mod tests {
         assert!(
             error.starts_with("TypeError: CSV.parse was given an object, which is data already"),
             "{error}"
+        );
+    }
+
+    #[test]
+    fn a_field_no_record_of_parsed_data_has_throws_naming_the_fields() {
+        let invoices = "const data = JSON.parse('{\"invoices\": [{\"customer\": \"Sol\", \"amount\": 1200, \"paid\": true}, {\"customer\": \"Nord\", \"amount\": 900, \"paid\": false, \"note\": \"late\"}]}');\n";
+        let error = outcome(&format!(
+            "{invoices}data.invoices.filter((invoice) => !invoice.isPaid).length"
+        ))
+        .unwrap_err();
+        assert!(
+            error.starts_with(
+                "TypeError: `invoices[i]` in the result of JSON.parse has no field `isPaid`; \
+                 its fields are customer, amount, paid, note"
+            ),
+            "{error}"
+        );
+        // A field some record has reads as usual, and so does the object around the list
+        // (a default for a setting is written that way).
+        assert_eq!(
+            outcome(&format!(
+                "{invoices}`${{data.invoices.filter((invoice) => !invoice.paid).length}} ${{data.invoices.map((invoice) => invoice.note || '-').join(' ')}} ${{data.currency || 'EUR'}} ${{JSON.stringify(data.invoices[0])}}`"
+            ))
+            .unwrap(),
+            json!("1 - late EUR {\"customer\":\"Sol\",\"amount\":1200,\"paid\":true}")
+        );
+        let error = outcome("CSV.parse(\"name,city\\nAda,Oslo\\n\").map((row) => row.Name)[0]")
+            .unwrap_err();
+        assert!(
+            error.starts_with(
+                "TypeError: `[i]` in the result of CSV.parse has no field `Name`; its fields are name, city"
+            ),
+            "{error}"
+        );
+        // A reviver's data is its own.
+        assert_eq!(
+            outcome("JSON.parse('[{\"a\": 1}]', (key, value) => value)[0].b === undefined")
+                .unwrap(),
+            json!(true)
         );
     }
 

@@ -13,6 +13,13 @@
 //! changes: the conversions return what they always did, so `isNaN(parseFloat(x))` still
 //! tests text, and a run that never builds an answer from `NaN` hears nothing of it.
 //!
+//! **A number cut where text goes on**, thrown at its line (`parsed`): `parseFloat("48,250
+//! EUR")` is 48, as both parsers stop at the first comma, so given text that starts with a
+//! number grouped in thousands (`1,234`, `48,250.50`) they throw, saying what they would have
+//! read (round 17: misplaced-report). And `parseInt("09:30")` is 9: given a time of day and
+//! nothing else (`9:30`, `09:30:15`) they throw, saying to split it at the colon, as a sum of
+//! meeting hours built on it drops every minute (meeting-hours, tuning, round 37).
+//!
 //! Fixes: a sum over a CSV's lines that meets the header (csv-sum: "hours" parsed as a
 //! number, `NaN` refused; the model started the sum at 0 again until the turn ran out). Designed on the
 //! tuning split; measured in round 28 (`docs/benchmarks.md`).
@@ -304,9 +311,102 @@ pub(super) fn origin() -> JsResult<Option<String>> {
     )))
 }
 
+/// What `parseFloat` or `parseInt` (`name`) read, counted; a number grouped in thousands it
+/// would cut at its first comma, or a time of day it would cut at its colon, throws instead.
+pub(super) fn parsed(
+    name: &'static str,
+    _this: &JsValue,
+    arguments: &[JsValue],
+    result: JsValue,
+    context: &mut Context,
+) -> JsResult<JsValue> {
+    note(name, &result, arguments.first(), context);
+    let radix = arguments.get(1).filter(|radix| !radix.is_undefined());
+    if radix.is_none()
+        && let Some(text) = arguments.first().and_then(JsValue::as_string)
+    {
+        let text = text.to_std_string_escaped();
+        if let Some(grouped) = grouped_number(&text) {
+            let read = result.to_string(context)?.to_std_string_escaped();
+            return Err(JsNativeError::typ()
+                .with_message(format!(
+                    "{name}({}) would read {read}: it stops at the comma that groups the \
+                     thousands of {grouped}. Remove the commas first: \
+                     {name}(text.replace(/,/g, \"\"))",
+                    super::quoted_start(&text, super::silent::QUOTED_CHARS),
+                ))
+                .into());
+        }
+        if is_clock_time(&text) {
+            let read = result.to_string(context)?.to_std_string_escaped();
+            return Err(JsNativeError::typ()
+                .with_message(format!(
+                    "{name}({}) would read {read}: it stops at the \":\" of the time of day \
+                     {}. Split it into hours and minutes first: \
+                     const [h, m] = text.split(\":\").map(Number); then h + m / 60 is the hour \
+                     as a number",
+                    super::quoted_start(&text, super::silent::QUOTED_CHARS),
+                    text.trim(),
+                ))
+                .into());
+        }
+    }
+    Ok(result)
+}
+
+/// Whether `text` is a time of day and nothing else: `9:30`, `09:30` or `09:30:15`.
+fn is_clock_time(text: &str) -> bool {
+    let mut parts = text.trim().split(':');
+    let hours = parts.next().unwrap_or_default();
+    let rest: Vec<&str> = parts.collect();
+    (1..=2).contains(&hours.len())
+        && hours.bytes().all(|byte| byte.is_ascii_digit())
+        && (1..=2).contains(&rest.len())
+        && rest
+            .iter()
+            .all(|part| part.len() == 2 && part.bytes().all(|byte| byte.is_ascii_digit()))
+}
+
+/// The number grouped in thousands that `text` starts with (after blanks and a sign), such as
+/// `48,250` or `1,234,567.89`.
+fn grouped_number(text: &str) -> Option<&str> {
+    let trimmed = text.trim_start();
+    let digits_start = trimmed.strip_prefix(['-', '+']).map_or(0, |_| 1);
+    let bytes = trimmed.as_bytes();
+    let mut at = digits_start;
+    let lead = bytes[at..]
+        .iter()
+        .take_while(|b| b.is_ascii_digit())
+        .count();
+    if lead == 0 || lead > 3 {
+        return None;
+    }
+    at += lead;
+    let mut groups = 0;
+    while bytes.get(at) == Some(&b',')
+        && bytes.len() >= at + 4
+        && bytes[at + 1..at + 4].iter().all(u8::is_ascii_digit)
+        && !bytes.get(at + 4).is_some_and(u8::is_ascii_digit)
+    {
+        at += 4;
+        groups += 1;
+    }
+    if groups == 0 {
+        return None;
+    }
+    if bytes.get(at) == Some(&b'.') {
+        at += 1 + bytes[at + 1..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count();
+    }
+    Some(&trimmed[..at])
+}
+
 #[cfg(test)]
 mod tests {
-    use crate::testing::outcome;
+    use super::{grouped_number, is_clock_time};
+    use crate::testing::{outcome, run};
     use serde_json::{Value, json};
 
     const TAIL: &str = "leave out or check what is not a number before computing with it";
@@ -442,6 +542,70 @@ mod tests {
             outcome(code)
                 .unwrap_err()
                 .ends_with(super::super::absent::NO_VALUE)
+        );
+    }
+
+    #[test]
+    fn numbers_grouped_in_thousands_are_found_at_the_start_of_text() {
+        assert_eq!(grouped_number("48,250 EUR"), Some("48,250"));
+        assert_eq!(grouped_number(" -1,234,567.89"), Some("-1,234,567.89"));
+        assert_eq!(grouped_number("1,000"), Some("1,000"));
+        assert_eq!(grouped_number("48250"), None);
+        assert_eq!(grouped_number("3,5"), None);
+        assert_eq!(grouped_number("1234,567"), None);
+        assert_eq!(grouped_number("1,2345"), None);
+        assert_eq!(grouped_number("EUR 1,000"), None);
+        assert_eq!(grouped_number(""), None);
+        assert_eq!(grouped_number("-"), None);
+    }
+
+    #[test]
+    fn parsing_a_grouped_number_throws_at_its_line() {
+        let outcome = run(
+            "const profit = 1;\nconst total = parseFloat('48,250 EUR');\ndone(`${total}`)",
+            json!({}),
+        );
+        let error = outcome.result.unwrap_err();
+        assert_eq!(error.line, Some(2), "{error:?}");
+        assert!(
+            error.message.starts_with(
+                "TypeError: parseFloat(\"48,250 EUR\") would read 48: it stops at the comma"
+            ),
+            "{error:?}"
+        );
+        let error = run("Number.parseInt('1,000')", json!({}))
+            .result
+            .unwrap_err();
+        assert!(
+            error.message.contains("parseInt(\"1,000\") would read 1"),
+            "{error:?}"
+        );
+        let error = run(
+            "const [date, start] = '2026-12-09,09:30'.split(',');\nconst hours = parseInt(start);\ndone(`${hours}`)",
+            json!({}),
+        )
+        .result
+        .unwrap_err();
+        assert_eq!(error.line, Some(2), "{error:?}");
+        assert!(
+            error.message.starts_with(
+                "TypeError: parseInt(\"09:30\") would read 9: it stops at the \":\" of the time of day 09:30"
+            ),
+            "{error:?}"
+        );
+        assert!(is_clock_time("9:30") && is_clock_time(" 09:30:15 "));
+        assert!(
+            !is_clock_time("2026-12-09") && !is_clock_time("9:3") && !is_clock_time("12:30 pm")
+        );
+        // What they read right is left alone, and so is an explicit radix.
+        let outcome = run(
+            "done(`${parseFloat('48250.5') + parseInt('12 apples') + parseInt('1,000', 10)}`)",
+            json!({}),
+        );
+        assert_eq!(
+            outcome.complete,
+            Some(json!({ "response": "48263.5" })),
+            "{outcome:?}"
         );
     }
 }

@@ -33,13 +33,16 @@ pub(crate) const ALWAYS_READABLE: &[&str] = &[
 /// Fields named in the error, at most.
 const FIELDS_NAMED: usize = 16;
 
-/// A shape with the `Proxy` handler of each record in it built, for one tool call.
-enum Checked {
+/// A shape with the `Proxy` handler of each record in it built, for one tool call (or one
+/// parser's data: `formats.rs`).
+pub(super) enum Checked {
     Any,
     Record {
         handler: JsObject,
         fields: Vec<(String, Checked)>,
     },
+    /// An object whose own reads are not checked, with fields that may hold records.
+    Open(Vec<(String, Checked)>),
     List(Box<Checked>),
 }
 
@@ -93,7 +96,7 @@ fn build(shape: &Shape, tool: &str, place: &str, context: &mut Context) -> JsRes
     })
 }
 
-fn apply(value: JsValue, checked: &Checked, context: &mut Context) -> JsResult<JsValue> {
+pub(super) fn apply(value: JsValue, checked: &Checked, context: &mut Context) -> JsResult<JsValue> {
     let Some(object) = value.as_object() else {
         return Ok(value);
     };
@@ -112,29 +115,46 @@ fn apply(value: JsValue, checked: &Checked, context: &mut Context) -> JsResult<J
             }
             Ok(value)
         }
+        Checked::Open(fields) => {
+            if object.is_array() || object.is_callable() {
+                return Ok(value);
+            }
+            apply_fields(&object, fields, context)?;
+            Ok(value)
+        }
         Checked::Record { handler, fields } => {
             if object.is_array() || object.is_callable() {
                 return Ok(value);
             }
-            for (name, field) in fields {
-                if matches!(field, Checked::Any) {
-                    continue;
-                }
-                let key = JsString::from(name.as_str());
-                let inner = object.get(key.clone(), context)?;
-                if inner.is_object() {
-                    let inner = apply(inner, field, context)?;
-                    object.set(key, inner, false, context)?;
-                }
-            }
+            apply_fields(&object, fields, context)?;
             proxied(value, handler.clone(), context)
         }
     }
 }
 
+/// Checks the reads of `object`'s fields that hold records.
+fn apply_fields(
+    object: &JsObject,
+    fields: &[(String, Checked)],
+    context: &mut Context,
+) -> JsResult<()> {
+    for (name, field) in fields {
+        if matches!(field, Checked::Any) {
+            continue;
+        }
+        let key = JsString::from(name.as_str());
+        let inner = object.get(key.clone(), context)?;
+        if inner.is_object() {
+            let inner = apply(inner, field, context)?;
+            object.set(key, inner, false, context)?;
+        }
+    }
+    Ok(())
+}
+
 /// The `Proxy` handler of one record of a tool's result: its `get` reads what the object has,
 /// what is declared, and what every object answers; anything else throws.
-fn handler(
+pub(super) fn handler(
     tool: &str,
     place: &str,
     fields: Vec<String>,

@@ -50,10 +50,39 @@ use agentic_core::{ModelRequest, Prepared, Reasoning};
 
 use super::CodeExecutor;
 use super::request::Purpose;
+use super::votes::{Answer, Voted};
 use crate::dry_run::{DryHost, DryProgram, plan_program};
 use crate::journal::Entry;
 use crate::prompt::extract_code;
 use crate::protocol::{CodePath, Determinism, HostReply, ToolBinding};
+
+/// What a replay's journal says of its next check: the verdicts, the sample that ran for
+/// getting further, and the vote.
+type RecordedCheck = (
+    std::collections::VecDeque<bool>,
+    Option<usize>,
+    Option<Voted>,
+);
+
+/// A sample drawn for the same request: a program to check, a reply in prose, one passed
+/// over (a refusal, a program tried already, one that changes what the model's own does not),
+/// or none, as the model could not be asked.
+pub(super) enum Drawn {
+    Program(Checked),
+    Prose(Checked),
+    Skipped,
+    Unasked,
+}
+
+/// The text in `value`: itself when it is a string, else the strings inside it.
+fn strings(value: &serde_json::Value) -> Vec<String> {
+    match value {
+        serde_json::Value::String(text) => vec![text.clone()],
+        serde_json::Value::Array(items) => items.iter().flat_map(strings).collect(),
+        serde_json::Value::Object(fields) => fields.values().flat_map(strings).collect(),
+        _ => Vec::new(),
+    }
+}
 
 /// A program the model wrote again, as an earlier one of the turn: whether that one failed
 /// (what it changes may not have been changed) or not (it ran, and has changed it, or it was
@@ -102,27 +131,55 @@ impl CodeExecutor {
         if own.path == CodePath::Plain && crate::prose::looks_like_prose(&own.code) {
             return Ok(own);
         }
-        let (mut recorded, recorded_further) = match self.recorded_verdicts() {
-            Some((passed, further)) => (Some(passed), further),
-            None => (None, None),
+        let (mut recorded, recorded_further, recorded_vote) = match self.recorded_verdicts() {
+            Some((passed, further, voted)) => (Some(passed), further, voted),
+            None => (None, None, None),
         };
         self.checks += 1;
         let mut passed = Vec::new();
-        let first = if copy.is_some() {
+        let (first, answer) = if copy.is_some() {
             // Journaled as a verdict like any other, so a replay pops it in its place.
             recorded
                 .as_mut()
                 .and_then(std::collections::VecDeque::pop_front);
             // Not run: the model is told it wrote the same program again.
-            Some(Failure {
+            let failure = Failure {
                 told: true,
                 data_reads: 0,
-            })
+            };
+            (Some(failure), None)
         } else {
             self.verdict(&mut recorded, &own.code, prepared, bindings, false, false)
                 .await
         };
         passed.push(first.is_none());
+        // A program that passes, and whose answer the dry run saw it compute, is voted on
+        // (`votes.rs`); a replay holds the vote as it was journaled.
+        let votes_on = first.is_none()
+            && self.votes() > 0
+            && (recorded_vote.is_some() || (answer.is_some() && super::votes::computes(&own.code)));
+        if votes_on {
+            let answer = answer.unwrap_or_default();
+            let (program, voted) = self
+                .vote(
+                    own,
+                    &answer,
+                    request,
+                    prepared,
+                    bindings,
+                    &mut recorded,
+                    recorded_vote,
+                    &mut passed,
+                )
+                .await;
+            self.journal(Entry::Checked {
+                passed,
+                further: None,
+                voted,
+            })
+            .await?;
+            return Ok(program);
+        }
         let mut chosen = None;
         // A failing sample whose failure goes back to the model, after more reads that gave
         // data than the model's own program made: it runs in its place when none passes.
@@ -142,60 +199,35 @@ impl CodeExecutor {
             };
             let mut tried = vec![super::timeline::code_shape(&own.code)];
             for attempt in 1..=self.base.options.services.limits().candidates {
-                let asked = request.clone().sampled_again(self.iterations, attempt);
-                let reply = match self.ask(asked, Purpose::Candidate).await {
-                    Ok(reply) => reply,
-                    Err(error) => {
-                        tracing::warn!(%error, "a candidate program could not be sampled");
+                let program = match self
+                    .draw(request, attempt, (prepared, bindings), &mut tried, &allowed)
+                    .await
+                {
+                    Drawn::Program(program) => program,
+                    Drawn::Skipped => continue,
+                    Drawn::Unasked => break,
+                    Drawn::Prose(prose) => {
+                        // A sample in prose that says what the last program found, which the
+                        // user has not seen, is the answer the mode would take from the
+                        // model's own reply. Decided from the turn alone, so a replay decides
+                        // it the same way and no verdict is journaled for it.
+                        if !self.timeline().prose_says_the_finding(&prose.code) {
+                            continue;
+                        }
+                        tracing::info!(
+                            attempt,
+                            "code mode takes a sampled answer in prose that says what the turn found"
+                        );
+                        chosen = Some(prose);
                         break;
                     }
                 };
-                if crate::rules::not_a_program::refusal(&reply.text, None, bindings).is_some() {
-                    continue;
-                }
-                let (candidate, candidate_path) = extract_code(&reply.text);
-                let shape = super::timeline::code_shape(&candidate);
-                if tried.contains(&shape)
-                    || self.timeline().earlier_iteration_with(&candidate).is_some()
-                {
-                    continue;
-                }
-                if candidate_path == CodePath::Plain && crate::prose::looks_like_prose(&candidate) {
-                    // A sample in prose that says what the last program found, which the user
-                    // has not seen, is the answer the mode would take from the model's own
-                    // reply. Decided from the turn alone, so a replay decides it the same way
-                    // and no verdict is journaled for it.
-                    if !self.timeline().prose_says_the_finding(&candidate) {
-                        continue;
-                    }
-                    tracing::info!(
-                        attempt,
-                        "code mode takes a sampled answer in prose that says what the turn found"
-                    );
-                    chosen = Some(Checked {
-                        code: candidate,
-                        path: candidate_path,
-                        reasoning: reply.reasoning,
-                    });
-                    break;
-                }
-                tried.push(shape);
-                let changes =
-                    crate::rules::sampled_changes::changing_tools(&candidate, prepared, bindings);
-                if let Some(tool) = crate::rules::sampled_changes::beyond(&changes, &allowed) {
-                    tracing::info!(
-                        attempt,
-                        tool,
-                        "a sampled program that changes what the model's own does not is skipped"
-                    );
-                    continue;
-                }
                 // A recording that runs out mid-check is checked live from there on.
                 let from_recording = recorded.as_ref().is_some_and(|left| !left.is_empty());
-                let through = self
+                let (through, _) = self
                     .verdict(
                         &mut recorded,
-                        &candidate,
+                        &program.code,
                         prepared,
                         bindings,
                         proof_needed,
@@ -203,11 +235,6 @@ impl CodeExecutor {
                     )
                     .await;
                 passed.push(through.is_none());
-                let program = Checked {
-                    code: candidate,
-                    path: candidate_path,
-                    reasoning: reply.reasoning,
-                };
                 let Some(failure) = through else {
                     tracing::info!(
                         attempt,
@@ -237,6 +264,7 @@ impl CodeExecutor {
         self.journal(Entry::Checked {
             passed,
             further: further.as_ref().map(|(place, _)| *place),
+            voted: None,
         })
         .await?;
         Ok(chosen
@@ -244,11 +272,59 @@ impl CodeExecutor {
             .unwrap_or(own))
     }
 
+    /// Sample `attempt` for `request`, passed over when it is a refusal, a program of a shape
+    /// in `tried` or run earlier in the turn, or one that changes what is not `allowed`.
+    pub(super) async fn draw(
+        &mut self,
+        request: &ModelRequest,
+        attempt: u32,
+        (prepared, bindings): (&Prepared, &[ToolBinding]),
+        tried: &mut Vec<String>,
+        allowed: &[String],
+    ) -> Drawn {
+        let asked = request.clone().sampled_again(self.iterations, attempt);
+        let reply = match self.ask(asked, Purpose::Candidate).await {
+            Ok(reply) => reply,
+            Err(error) => {
+                tracing::warn!(%error, "a candidate program could not be sampled");
+                return Drawn::Unasked;
+            }
+        };
+        if crate::rules::not_a_program::refusal(&reply.text, None, bindings).is_some() {
+            return Drawn::Skipped;
+        }
+        let (code, path) = extract_code(&reply.text);
+        let shape = super::timeline::code_shape(&code);
+        if tried.contains(&shape) || self.timeline().earlier_iteration_with(&code).is_some() {
+            return Drawn::Skipped;
+        }
+        let program = Checked {
+            code,
+            path,
+            reasoning: reply.reasoning,
+        };
+        if path == CodePath::Plain && crate::prose::looks_like_prose(&program.code) {
+            return Drawn::Prose(program);
+        }
+        tried.push(shape);
+        let changes =
+            crate::rules::sampled_changes::changing_tools(&program.code, prepared, bindings);
+        if let Some(tool) = crate::rules::sampled_changes::beyond(&changes, allowed) {
+            tracing::info!(
+                attempt,
+                tool,
+                "a sampled program that changes what the model's own does not is skipped"
+            );
+            return Drawn::Skipped;
+        }
+        Drawn::Program(program)
+    }
+
     /// How `code` would fail its check (`None`: it passes): as the recording says, in a
     /// replay that has it, else as its dry run says. With `proof_needed`, a program whose dry
     /// run proves nothing fails (told nothing, nothing read). A `sample` is held to more than
     /// the model's own program (see [`Self::check`]).
-    async fn verdict(
+    pub(super) async fn verdict(
         &mut self,
         recorded: &mut Option<std::collections::VecDeque<bool>>,
         code: &str,
@@ -256,13 +332,13 @@ impl CodeExecutor {
         bindings: &[ToolBinding],
         proof_needed: bool,
         sample: bool,
-    ) -> Option<Failure> {
+    ) -> (Option<Failure>, Option<Answer>) {
         match recorded
             .as_mut()
             .and_then(std::collections::VecDeque::pop_front)
         {
-            Some(true) => None,
-            Some(false) => Some(Failure::default()),
+            Some(true) => (None, None),
+            Some(false) => (Some(Failure::default()), None),
             None => {
                 self.check(code, prepared, bindings, proof_needed, sample)
                     .await
@@ -272,17 +348,21 @@ impl CodeExecutor {
 
     /// The verdicts the recording this prompt replays journaled for its next check, and the
     /// sample that ran for getting further, if it is a replay and has them.
-    fn recorded_verdicts(&self) -> Option<(std::collections::VecDeque<bool>, Option<usize>)> {
+    fn recorded_verdicts(&self) -> Option<RecordedCheck> {
         let replay = self.base.options.prompt.replay.as_ref()?;
         replay
             .journal()
             .iter()
             .filter_map(|entry| match serde_json::from_value(entry.clone()) {
-                Ok(Entry::Checked { passed, further }) => Some((passed, further)),
+                Ok(Entry::Checked {
+                    passed,
+                    further,
+                    voted,
+                }) => Some((passed, further, voted)),
                 _ => None,
             })
             .nth(self.checks)
-            .map(|(passed, further)| (passed.into(), further))
+            .map(|(passed, further, voted)| (passed.into(), further, voted))
     }
 
     /// Dry-runs `code` with this turn's tools and variables: how it would fail, or `None`.
@@ -294,7 +374,7 @@ impl CodeExecutor {
         bindings: &[ToolBinding],
         proof_needed: bool,
         sample: bool,
-    ) -> Option<Failure> {
+    ) -> (Option<Failure>, Option<Answer>) {
         let determinism = Determinism {
             seed: Some(u64::from(self.iterations)),
             clock: Vec::new(),
@@ -317,7 +397,7 @@ impl CodeExecutor {
         let mut host = Checking { asked: false };
         let dry = plan_program(&program, &mut host).await;
         if dry.uncertain || host.asked {
-            return proof_needed.then(Failure::default);
+            return (proof_needed.then(Failure::default), None);
         }
         let ending = dry.ending;
         // The failures the real run gives back to the model, with what it read before them.
@@ -327,7 +407,7 @@ impl CodeExecutor {
         };
         if let Some(error) = dry.failure {
             tracing::debug!(error = error.message.lines().next(), "a check failed");
-            return Some(told);
+            return (Some(told), None);
         }
         // What the real run would hold back: `done()` alone in a turn that has shown the
         // user nothing, or a program that did nothing at all.
@@ -336,7 +416,7 @@ impl CodeExecutor {
             ending.answered,
             ending.shown || self.timeline().shown_text(),
         ) {
-            return Some(told);
+            return (Some(told), None);
         }
         // An ending the real run would hold back while a file the user asked for is not
         // written, by this program's calls or an earlier one's (`rules::unwritten`).
@@ -344,7 +424,7 @@ impl CodeExecutor {
             && (ending.answered || ending.shown || self.timeline().shown_text())
             && self.unwritten_notice(prepared, &dry.changes).is_some()
         {
-            return Some(told);
+            return (Some(told), None);
         }
         // As the real run judges it (`rules::did_nothing`): no tool called, or tools called
         // and the last line declares what they found, shown to no one.
@@ -357,7 +437,7 @@ impl CodeExecutor {
                 crate::rules::did_nothing::notice(code, ending.calls).is_some()
             };
         if did_nothing {
-            return Some(told);
+            return (Some(told), None);
         }
         // An answer from reads that all came back empty (the todos looked for in `memory`,
         // a search that matched nothing) may have looked in the wrong place: a sample that
@@ -369,13 +449,13 @@ impl CodeExecutor {
             data_reads: ending.data_reads,
         };
         if ending.found_nothing && (ending.answered || ending.shown) {
-            return Some(ends);
+            return (Some(ends), None);
         }
         // A program that logs or returns what a search that missed gave (`.startsWith("Germany")`
         // over rows that have it in their third field, then `log(count)`): the sandbox only
         // notes it on the log line, and a sample that reads the data right runs in its place.
         if ending.misread && (ending.logged || ending.returned) {
-            return Some(ends);
+            return (Some(ends), None);
         }
         // A sample with a string search that matched none of the texts it was given may have
         // searched for what the data does not write (`line.endsWith(" ✔️")` over checklist
@@ -385,22 +465,34 @@ impl CodeExecutor {
             && ending.in_vain
             && (ending.answered || ending.shown || ending.logged || ending.returned)
         {
-            return Some(ends);
+            return (Some(ends), None);
         }
         // Words written out in the program, by one that changes nothing (`rules::fixed_answer`):
         // likewise a preference, never said to the model.
         let timeline = self.timeline();
-        crate::rules::fixed_answer::fixed(code, &dry.said, !dry.input.calls.is_empty(), |text| {
+        if crate::rules::fixed_answer::fixed(code, &dry.said, !dry.input.calls.is_empty(), |text| {
             timeline.met(text) || timeline.met_data(text)
-        })
-        .then_some(ends)
+        }) {
+            return (Some(ends), None);
+        }
+        // What a vote compares (`votes.rs`): the answer of a program that ends the turn with
+        // words.
+        let answer = (ending.done && (ending.answered || ending.shown)).then(|| Answer {
+            texts: dry
+                .said
+                .iter()
+                .cloned()
+                .chain(dry.changes.iter().flat_map(|(_, input)| strings(input)))
+                .collect(),
+        });
+        (None, answer)
     }
 }
 
 /// How a program would fail. A verdict taken from a recording, or a copy not dry-run, is the
 /// default: nothing read, nothing told.
 #[derive(Debug, Clone, Copy, Default)]
-struct Failure {
+pub(super) struct Failure {
     /// The real run would give the failure back to the model (it throws, ends with `done()`
     /// alone in a turn that has shown nothing, or does nothing), rather than end the turn
     /// with an answer the check only likes less (from empty reads, or written out in it).

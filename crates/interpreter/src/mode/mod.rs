@@ -9,6 +9,7 @@
 //! - `request.rs`: what the model is asked;
 //! - `candidates.rs`: after a failure, the next program dry-run first, and sampled again
 //!   when it would fail too;
+//! - `votes.rs`: samples that vote on the answer of a program that computed it;
 //! - `timeline.rs`: the read-only view of the turn that the loop and the rules query.
 
 use std::sync::Arc;
@@ -34,9 +35,11 @@ mod plan;
 mod request;
 mod resume;
 mod timeline;
+mod votes;
 
 use batch::Batch;
 use timeline::Timeline;
+pub(crate) use votes::Voted;
 
 pub(crate) const CODE_MODE: &str = "code";
 

@@ -497,7 +497,6 @@ pub(super) fn annotate_log(text: String) -> JsResult<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::testing::run;
     use serde_json::json;
 

@@ -49,7 +49,13 @@ pub(crate) struct DryRun {
     /// tried again or had no answer in the recording a replay plays, or the pass was cut
     /// short.
     pub(crate) uncertain: bool,
+    /// The first few distinct reads that gave data, with what they gave (tool, input,
+    /// result): what a review shows the model before its answer stands (`mode/review.rs`).
+    pub(crate) data: Vec<(String, Value, Value)>,
 }
+
+/// How many reads that gave data a dry run keeps with their results ([`DryRun::data`]).
+const DATA_KEPT: usize = 3;
 
 /// How a dry run's program ended, besides failing: what the real run's rules look at.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -276,6 +282,8 @@ struct Pass {
     /// The distinct reads that gave data ([`holds_data`]), by tool and input as JSON text
     /// (a loop of reads stays linear).
     found: std::collections::HashSet<(String, String)>,
+    /// The first [`DATA_KEPT`] of them with their results.
+    data: Vec<(String, Value, Value)>,
     /// How the program failed, when it did.
     failure: Option<ScriptError>,
     ending: Ending,
@@ -301,6 +309,7 @@ impl Pass {
                 .filter_map(|&at| self.trace.get(at).cloned())
                 .collect(),
             uncertain: self.read_guess || self.transient || self.unrecorded || self.cut_short,
+            data: self.data.clone(),
         }
     }
 }
@@ -452,6 +461,7 @@ async fn pass(
         unrecorded: false,
         reads_run: 0,
         found: std::collections::HashSet::new(),
+        data: Vec::new(),
         failure: None,
         ending: Ending::default(),
         said: Vec::new(),
@@ -603,9 +613,15 @@ async fn dry_calls(
             };
             pass.transient |= crate::rules::transient::transient_answer(&result);
             pass.reads_run += 1;
-            if result.as_ref().is_ok_and(holds_data) {
-                pass.found
-                    .insert((call.tool.clone(), call.input.to_string()));
+            if let Ok(output) = &result
+                && holds_data(output)
+                && pass
+                    .found
+                    .insert((call.tool.clone(), call.input.to_string()))
+                && pass.data.len() < DATA_KEPT
+            {
+                pass.data
+                    .push((call.tool.clone(), call.input.clone(), output.clone()));
             }
             pass.reads.push_back((
                 call.tool.clone(),

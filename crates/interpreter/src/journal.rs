@@ -53,6 +53,10 @@ pub(crate) enum Entry {
         /// The vote on the answer of a program that passed (`mode/votes.rs`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         voted: Option<crate::mode::Voted>,
+        /// A program that passed was written again with what its reads gave in view
+        /// (`mode/review.rs`): whether the program written then ran in its place.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reviewed: Option<bool>,
     },
 }
 
@@ -176,6 +180,7 @@ mod tests {
                 passed: vec![false, true],
                 further: None,
                 voted: None,
+                reviewed: None,
             }
         );
         // `further` is written only when a sample ran for it, so older readers read the rest.
@@ -187,6 +192,7 @@ mod tests {
             passed: vec![false, false, false],
             further: Some(1),
             voted: None,
+            reviewed: None,
         };
         let text = serde_json::to_string(&further).unwrap();
         assert_eq!(
@@ -201,6 +207,7 @@ mod tests {
                 asked: 2,
                 chosen: 1,
             }),
+            reviewed: None,
         };
         let text = serde_json::to_string(&voted).unwrap();
         assert_eq!(
@@ -208,5 +215,17 @@ mod tests {
             r#"{"type":"checked","passed":[true,true,true],"voted":{"asked":2,"chosen":1}}"#
         );
         assert_eq!(serde_json::from_str::<Entry>(&text).unwrap(), voted);
+        let reviewed = Entry::Checked {
+            passed: vec![true],
+            further: None,
+            voted: None,
+            reviewed: Some(true),
+        };
+        let text = serde_json::to_string(&reviewed).unwrap();
+        assert_eq!(
+            text,
+            r#"{"type":"checked","passed":[true],"reviewed":true}"#
+        );
+        assert_eq!(serde_json::from_str::<Entry>(&text).unwrap(), reviewed);
     }
 }

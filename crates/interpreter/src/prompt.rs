@@ -498,16 +498,29 @@ fn returned_preview(calls: &[&agentic_core::ToolOutput]) -> String {
     )
 }
 
+/// `fs.read({"path":"a.txt"}) returned {…}`, input and result cut.
+pub(crate) fn returned_line(
+    function: &str,
+    input: &Value,
+    output: &Value,
+    result_chars: usize,
+) -> String {
+    let input = cap_text(&input.to_string(), PREVIEW_INPUT_CHARS).replace('\n', " ");
+    format!(
+        "{function}({input}) returned {}",
+        cap_text(&output.to_string(), result_chars)
+    )
+}
+
 /// `fs.read({"path":"a.txt"}) returned {…}` or `… failed: …`, input and result cut; `None`
 /// while the call is pending.
 fn call_line(call: &agentic_core::ToolOutput, result_chars: usize) -> Option<String> {
     let input = cap_text(&call.input.to_string(), PREVIEW_INPUT_CHARS).replace('\n', " ");
     let function = &call.function;
     match &call.result {
-        ToolResult::Success { output } => Some(format!(
-            "{function}({input}) returned {}",
-            cap_text(&output.to_string(), result_chars)
-        )),
+        ToolResult::Success { output } => {
+            Some(returned_line(function, &call.input, output, result_chars))
+        }
         ToolResult::Error { error, .. } => Some(format!(
             "{function}({input}) failed: {}",
             cap_text(error, result_chars)

@@ -109,6 +109,11 @@ pub struct RuntimeLimits {
     /// keeps it, two that agree with each other and not with it take its place. 0 (the
     /// default) turns it off; at most [`crate::provider::MAX_CANDIDATES`].
     pub votes: u32,
+    /// Whether a mode shows the model what its reads gave before an answer computed from
+    /// data it has not seen stands (code mode: the program is written again with that data
+    /// in view, and the one written then runs when it passes its check). On by default;
+    /// it asks a model that can answer differently one more time in such a turn.
+    pub review: bool,
 }
 
 impl Default for RuntimeLimits {
@@ -118,6 +123,7 @@ impl Default for RuntimeLimits {
             max_rounds: 25,
             candidates: 3,
             votes: 0,
+            review: true,
         }
     }
 }
@@ -269,8 +275,8 @@ impl Config {
         Ok(Prices { models })
     }
 
-    /// The runtime's limits: the `toolResultLimit`, `maxRounds`, `candidates` and `votes` keys, else
-    /// their defaults.
+    /// The runtime's limits: the `toolResultLimit`, `maxRounds`, `candidates`, `votes` and
+    /// `review` keys, else their defaults.
     pub fn limits(&self) -> RuntimeLimits {
         let defaults = RuntimeLimits::default();
         let number = |key: &str| self.root.get(key).and_then(Value::as_u64);
@@ -289,6 +295,11 @@ impl Config {
                 .and_then(|n| u32::try_from(n).ok())
                 .unwrap_or(defaults.votes)
                 .min(crate::provider::MAX_CANDIDATES),
+            review: self
+                .root
+                .get("review")
+                .and_then(Value::as_bool)
+                .unwrap_or(defaults.review),
         }
     }
 }

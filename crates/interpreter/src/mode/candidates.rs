@@ -57,11 +57,12 @@ use crate::prompt::extract_code;
 use crate::protocol::{CodePath, Determinism, HostReply, ToolBinding};
 
 /// What a replay's journal says of its next check: the verdicts, the sample that ran for
-/// getting further, and the vote.
+/// getting further, the vote, and the review.
 type RecordedCheck = (
     std::collections::VecDeque<bool>,
     Option<usize>,
     Option<Voted>,
+    Option<bool>,
 );
 
 /// A sample drawn for the same request: a program to check, a reply in prose, one passed
@@ -131,9 +132,11 @@ impl CodeExecutor {
         if own.path == CodePath::Plain && crate::prose::looks_like_prose(&own.code) {
             return Ok(own);
         }
-        let (mut recorded, recorded_further, recorded_vote) = match self.recorded_verdicts() {
-            Some((passed, further, voted)) => (Some(passed), further, voted),
-            None => (None, None, None),
+        let (mut recorded, recorded_further, recorded_vote, recorded_review) = match self
+            .recorded_verdicts()
+        {
+            Some((passed, further, voted, reviewed)) => (Some(passed), further, voted, reviewed),
+            None => (None, None, None, None),
         };
         self.checks += 1;
         let mut passed = Vec::new();
@@ -153,6 +156,27 @@ impl CodeExecutor {
                 .await
         };
         passed.push(first.is_none());
+        // A program that passes and computes its answer from data the model has not seen is
+        // written again with that data in view (`review.rs`).
+        if first.is_none() && self.reviews(&own.code, answer.as_ref(), recorded_review) {
+            let (program, reviewed) = self
+                .review(
+                    own,
+                    answer.as_ref(),
+                    request,
+                    (prepared, bindings),
+                    recorded_review,
+                )
+                .await;
+            self.journal(Entry::Checked {
+                passed,
+                further: None,
+                voted: None,
+                reviewed: Some(reviewed),
+            })
+            .await?;
+            return Ok(program);
+        }
         // A program that passes, and whose answer the dry run saw it compute, is voted on
         // (`votes.rs`); a replay holds the vote as it was journaled.
         let votes_on = first.is_none()
@@ -176,6 +200,7 @@ impl CodeExecutor {
                 passed,
                 further: None,
                 voted,
+                reviewed: None,
             })
             .await?;
             return Ok(program);
@@ -265,6 +290,7 @@ impl CodeExecutor {
             passed,
             further: further.as_ref().map(|(place, _)| *place),
             voted: None,
+            reviewed: None,
         })
         .await?;
         Ok(chosen
@@ -358,11 +384,11 @@ impl CodeExecutor {
                     passed,
                     further,
                     voted,
-                }) => Some((passed, further, voted)),
+                    reviewed,
+                }) => Some((passed.into(), further, voted, reviewed)),
                 _ => None,
             })
             .nth(self.checks)
-            .map(|(passed, further, voted)| (passed.into(), further, voted))
     }
 
     /// Dry-runs `code` with this turn's tools and variables: how it would fail, or `None`.
@@ -484,6 +510,7 @@ impl CodeExecutor {
                 .cloned()
                 .chain(dry.changes.iter().flat_map(|(_, input)| strings(input)))
                 .collect(),
+            data: dry.data.clone(),
         });
         (None, answer)
     }

@@ -34,6 +34,7 @@ mod execution;
 mod plan;
 mod request;
 mod resume;
+mod review;
 mod timeline;
 mod votes;
 
@@ -91,6 +92,8 @@ pub(crate) struct CodeExecutor {
     /// Programs checked before they ran in this process (`candidates.rs`): a replay takes
     /// the n-th check's verdicts from its recording.
     checks: usize,
+    /// A program's answer was reviewed in this turn (`review.rs`): at most once a turn.
+    reviewed: bool,
 }
 
 impl std::fmt::Debug for CodeExecutor {
@@ -136,6 +139,7 @@ impl CodeExecutor {
             grammar: std::sync::OnceLock::new(),
             iterations: 0,
             checks: 0,
+            reviewed: false,
             max_iterations,
             store: Map::new(),
             active: None,

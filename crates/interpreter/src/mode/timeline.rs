@@ -206,6 +206,23 @@ impl<'a> Timeline<'a> {
             })
     }
 
+    /// Whether the model was shown what `tool` gave for `input`: an earlier program of the
+    /// turn made that read and failed, and the request after it showed what its calls
+    /// returned (`prompt::iteration_messages`).
+    pub(super) fn read_shown(self, tool: &str, input: &Value) -> bool {
+        self.executions()
+            .filter(|execution| {
+                matches!(&execution.result, ToolResult::Error { kind, .. } if *kind != ErrorKind::NotRun)
+            })
+            .any(|execution| {
+                self.calls_of(&execution.id).any(|call| {
+                    call.function == tool
+                        && call.input == *input
+                        && matches!(call.result, ToolResult::Success { .. })
+                })
+            })
+    }
+
     /// This turn's executions (`code.execute` outputs), oldest first.
     pub(super) fn executions(self) -> impl DoubleEndedIterator<Item = &'a ToolOutput> {
         self.prompt.output.iter().filter_map(|output| match output {

@@ -49,6 +49,9 @@ pub(crate) struct Voted {
 #[derive(Debug, Clone, Default)]
 pub(super) struct Answer {
     pub(super) texts: Vec<String>,
+    /// What its first reads that gave data gave (tool, input, result): what a review shows
+    /// the model (`review.rs`).
+    pub(super) data: Vec<(String, serde_json::Value, serde_json::Value)>,
 }
 
 /// The facts of an answer: the numbers it says, and its words that the request does not have.
@@ -348,6 +351,7 @@ mod tests {
     fn facts(texts: &[&str]) -> super::Facts {
         Answer {
             texts: texts.iter().map(|text| (*text).to_owned()).collect(),
+            data: Vec::new(),
         }
         .facts("How many items of the checklist are left?")
     }

@@ -33,6 +33,7 @@
 //! (10 → 16/26, in a package of seven changes).
 
 pub(crate) mod afresh;
+pub(crate) mod data_review;
 pub(crate) mod did_nothing;
 pub(crate) mod empty_values;
 pub(crate) mod fixed_answer;

@@ -1,0 +1,34 @@
+//! **Data in view before the answer stands.** Fixes: a small model writes its whole program
+//! before it has seen the data, and one that computes an answer from it (a filter, a sum, a
+//! count) guesses how the data is written: a field name, a value's case, a date or a time
+//! format, a header line. Such a program runs without an error and answers wrong. The
+//! system prompt asks it to look first (`prompt.rs`); it seldom does. So the runtime looks
+//! for it: a program that passes its check and would end the turn with an answer it
+//! computed from reads is shown what those reads give, and written again with the data in
+//! view (`mode/review.rs`).
+//!
+//! Measured: round 38, `docs/benchmarks.md`.
+
+use serde_json::Value;
+
+/// Characters kept of each result shown.
+const RESULT_CHARS: usize = 1_500;
+
+/// The user message that follows the program: what its reads give, and the request to write
+/// it again. `data` holds the reads that gave data (tool, input, result).
+pub(crate) fn request(data: &[(String, Value, Value)]) -> String {
+    let lines: Vec<String> = data
+        .iter()
+        .map(|(tool, input, output)| {
+            crate::prompt::returned_line(tool, input, output, RESULT_CHARS)
+        })
+        .collect();
+    format!(
+        "This program has not run yet. Its reads return this data (the start of each \
+         result):\n{}\n\nIts answer comes from this data. Compare the program with it: the \
+         names of the fields, how the values are written (case, units, dates and times), and \
+         which lines or items are the data. Then write the whole program again: changed where \
+         it does not fit the data, unchanged where it does.",
+        lines.join("\n")
+    )
+}

@@ -55,6 +55,19 @@ pub fn with_prose_answer(grammar: &str) -> String {
     }
 }
 
+/// `grammar` (from [`program_grammar`], with or without [`with_prose_answer`]) that takes a
+/// bare program only: no words and no fence around it. Asked to write a program again (a
+/// review, `mode/review.rs`), a small model otherwise explains the one it was shown.
+pub fn bare_program(grammar: &str) -> String {
+    match grammar
+        .strip_suffix(START)
+        .or_else(|| grammar.strip_suffix(START_WITH_PROSE))
+    {
+        Some(rules) => format!("{rules}start: program\n"),
+        None => grammar.to_owned(),
+    }
+}
+
 /// The Lark grammar (llguidance's dialect) of a program that may call the tools of `bindings`.
 /// `input_of` gives a tool's input schema by id.
 pub fn program_grammar<'a>(

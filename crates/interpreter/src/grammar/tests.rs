@@ -353,3 +353,25 @@ fn callable_names_are_the_engines_functions_and_the_tools_bindings() {
         );
     }
 }
+
+#[test]
+fn a_program_written_again_is_bare_code_without_words_or_a_fence() {
+    for grammar in [grammar(), super::with_prose_answer(&grammar())] {
+        let bare = super::bare_program(&grammar);
+        if let Err(taken) = check_with(
+            &bare,
+            "const n = fs.read({ path: 'a' }).content.length;\ndone(`${n}`);",
+        ) {
+            panic!("refused after {taken:?}");
+        }
+        for (reply, taken) in [
+            ("The program reads a.txt.\n```js\ndone(1)\n```", "The "),
+            ("```js\ndone(1)\n```", "``"),
+        ] {
+            match check_with(&bare, reply) {
+                Ok(()) => panic!("accepted: {reply}"),
+                Err(refused_after) => assert_eq!(refused_after, taken, "{reply}"),
+            }
+        }
+    }
+}

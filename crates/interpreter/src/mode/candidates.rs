@@ -206,6 +206,7 @@ impl CodeExecutor {
             return Ok(program);
         }
         let mut chosen = None;
+        let mut chosen_answer = None;
         // A failing sample whose failure goes back to the model, after more reads that gave
         // data than the model's own program made: it runs in its place when none passes.
         let mut further: Option<(usize, Checked)> = None;
@@ -249,7 +250,7 @@ impl CodeExecutor {
                 };
                 // A recording that runs out mid-check is checked live from there on.
                 let from_recording = recorded.as_ref().is_some_and(|left| !left.is_empty());
-                let (through, _) = self
+                let (through, sample_answer) = self
                     .verdict(
                         &mut recorded,
                         &program.code,
@@ -265,6 +266,7 @@ impl CodeExecutor {
                         attempt,
                         "code mode runs a sampled program in place of one that would fail"
                     );
+                    chosen_answer = sample_answer;
                     chosen = Some(program);
                     break;
                 };
@@ -279,6 +281,27 @@ impl CodeExecutor {
                 }
             }
         }
+        // A sample that passed is reviewed as the model's own program would be (`review.rs`).
+        let mut reviewed = None;
+        if let Some(program) = chosen.take() {
+            chosen = Some(
+                if self.reviews(&program.code, chosen_answer.as_ref(), recorded_review) {
+                    let (program, again) = self
+                        .review(
+                            program,
+                            chosen_answer.as_ref(),
+                            request,
+                            (prepared, bindings),
+                            recorded_review,
+                        )
+                        .await;
+                    reviewed = Some(again);
+                    program
+                } else {
+                    program
+                },
+            );
+        }
         let further = further.filter(|_| chosen.is_none());
         if let Some((place, _)) = &further {
             tracing::info!(
@@ -290,7 +313,7 @@ impl CodeExecutor {
             passed,
             further: further.as_ref().map(|(place, _)| *place),
             voted: None,
-            reviewed: None,
+            reviewed,
         })
         .await?;
         Ok(chosen

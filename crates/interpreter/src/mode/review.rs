@@ -61,6 +61,7 @@ impl CodeExecutor {
             .map(|answer| answer.data.as_slice())
             .unwrap_or_default();
         let mut asked = request.clone();
+        asked.grammar = asked.grammar.as_deref().map(crate::grammar::bare_program);
         asked
             .messages
             .push(ChatMessage::assistant(own.code.clone()));

@@ -24,11 +24,10 @@ pub(crate) fn request(data: &[(String, Value, Value)]) -> String {
         })
         .collect();
     format!(
-        "This program has not run yet. Its reads return this data (the start of each \
-         result):\n{}\n\nIts answer comes from this data. Compare the program with it: the \
-         names of the fields, how the values are written (case, units, dates and times), and \
-         which lines or items are the data. Then write the whole program again: changed where \
-         it does not fit the data, unchanged where it does.",
+        "This program has not run yet. The reads it makes return this data (the start of each \
+         result):\n{}\n\nWrite the program for the message above again, now that you have seen \
+         this data: use the fields, values and formats exactly as this data writes them, and \
+         count only the lines or items that are data. Reply with the program only.",
         lines.join("\n")
     )
 }

@@ -127,8 +127,18 @@ pub struct Entry {
     /// Where it is, relative to the root: what `fs.read` takes.
     pub path: String,
     /// `file` or `dir`.
-    pub kind: String,
+    pub kind: EntryKind,
     pub size: u64,
+}
+
+/// What an entry of a listing is. Declared as one of two values, so that a program that
+/// compares it with another (`entry.kind === "directory"`, which would keep no entry without
+/// a word) is refused at that line, naming the two.
+#[derive(Debug, Clone, Copy, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum EntryKind {
+    File,
+    Dir,
 }
 
 #[derive(Debug, Serialize, JsonSchema, PartialEq, Eq)]
@@ -632,7 +642,11 @@ impl Root {
             let listing = list_beneath(&dir, &clean, &relative, true)?;
             let mut matches = Vec::new();
             let mut truncated = listing.truncated;
-            for entry in listing.entries.iter().filter(|entry| entry.kind == "file") {
+            for entry in listing
+                .entries
+                .iter()
+                .filter(|entry| entry.kind == EntryKind::File)
+            {
                 let file_name = entry
                     .path
                     .rsplit('/')
@@ -752,7 +766,11 @@ fn list_beneath(
             entries.push(Entry {
                 name: child.file_name().to_string_lossy().into_owned(),
                 path: shown(&path),
-                kind: if is_dir { "dir" } else { "file" }.to_owned(),
+                kind: if is_dir {
+                    EntryKind::Dir
+                } else {
+                    EntryKind::File
+                },
                 size,
             });
             if recursive

@@ -127,18 +127,8 @@ pub struct Entry {
     /// Where it is, relative to the root: what `fs.read` takes.
     pub path: String,
     /// `file` or `dir`.
-    pub kind: EntryKind,
+    pub kind: String,
     pub size: u64,
-}
-
-/// What an entry of a listing is. Declared as one of two values, so that a program that
-/// compares it with another (`entry.kind === "directory"`, which would keep no entry without
-/// a word) is refused at that line, naming the two.
-#[derive(Debug, Clone, Copy, Serialize, JsonSchema, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum EntryKind {
-    File,
-    Dir,
 }
 
 #[derive(Debug, Serialize, JsonSchema, PartialEq, Eq)]
@@ -642,11 +632,7 @@ impl Root {
             let listing = list_beneath(&dir, &clean, &relative, true)?;
             let mut matches = Vec::new();
             let mut truncated = listing.truncated;
-            for entry in listing
-                .entries
-                .iter()
-                .filter(|entry| entry.kind == EntryKind::File)
-            {
+            for entry in listing.entries.iter().filter(|entry| entry.kind == "file") {
                 let file_name = entry
                     .path
                     .rsplit('/')
@@ -766,11 +752,7 @@ fn list_beneath(
             entries.push(Entry {
                 name: child.file_name().to_string_lossy().into_owned(),
                 path: shown(&path),
-                kind: if is_dir {
-                    EntryKind::Dir
-                } else {
-                    EntryKind::File
-                },
+                kind: if is_dir { "dir" } else { "file" }.to_owned(),
                 size,
             });
             if recursive

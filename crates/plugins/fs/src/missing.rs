@@ -41,7 +41,7 @@ pub(crate) fn what_the_parent_holds(root: &Dir, missing: &Path) -> String {
         .take(MAX_LISTED_ON_MISS)
         .map(|entry| {
             let name = entry.path.rsplit('/').next().unwrap_or(&entry.path);
-            if entry.kind == crate::EntryKind::Dir {
+            if entry.kind == "dir" {
                 format!("{name}/")
             } else {
                 name.to_owned()
@@ -73,7 +73,7 @@ pub(crate) fn same_name_elsewhere(root: &Dir, missing: &Path) -> String {
     let found: Vec<&str> = listing
         .entries
         .iter()
-        .filter(|entry| entry.kind == crate::EntryKind::File)
+        .filter(|entry| entry.kind == "file")
         .filter(|entry| {
             entry
                 .path

@@ -1,13 +1,15 @@
 //! A look at the data before an answer computed from it stands (`rules::data_review`): a
 //! program that passes its check, computes its answer (`votes::computes`) from reads that gave
 //! data the model has not been shown (after an earlier program that failed, the request shows
-//! what its calls returned), and would end the turn with it, does not run at once. The model is shown the program
-//! and what its reads gave, as the dry run of its check read them, and asked (greedy, as for
-//! its own programs) to write it again. The program written then runs in its place when it is
-//! another program, changes nothing the first did not (`rules::sampled_changes`), and passes
-//! its check; else the first runs as written. At most once a turn, and only where programs
-//! are checked (`candidates.rs`: a model that can answer differently). The `review` setting
-//! (on by default) turns it off.
+//! what its calls returned), and would end the turn with it, does not run at once. The model
+//! is asked for the program again (greedy, as for its own programs, under a grammar of bare
+//! code) in the same request, followed by what those reads gave, as the dry run of its check
+//! read them. Its program is not in that request: shown it, the embedded model sent it back
+//! unchanged (round 38). The program written then runs in its place when it is another
+//! program, changes nothing the first did not (`rules::sampled_changes`), and passes its
+//! check; else the first runs as written. At most once a turn, and only where programs are
+//! checked (`candidates.rs`: a model that can answer differently). The `review` setting (on
+//! by default) turns it off.
 //!
 //! What it decided is journaled with the check (`Entry::Checked::reviewed`): a replay asks
 //! once more, as the run did, and takes the program the run took without dry-running it.
@@ -62,9 +64,7 @@ impl CodeExecutor {
             .unwrap_or_default();
         let mut asked = request.clone();
         asked.grammar = asked.grammar.as_deref().map(crate::grammar::bare_program);
-        asked
-            .messages
-            .push(ChatMessage::assistant(own.code.clone()));
+        // The data without the program: shown its own program, the model writes it back.
         asked
             .messages
             .push(ChatMessage::user(crate::rules::data_review::request(data)));

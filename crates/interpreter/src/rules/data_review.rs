@@ -4,8 +4,8 @@
 //! format, a header line. Such a program runs without an error and answers wrong. The
 //! system prompt asks it to look first (`prompt.rs`); it seldom does. So the runtime looks
 //! for it: a program that passes its check and would end the turn with an answer it
-//! computed from reads is shown what those reads give, and written again with the data in
-//! view (`mode/review.rs`).
+//! computed from reads is written again, by a request that shows what those reads give
+//! (`mode/review.rs`).
 //!
 //! Measured: round 38, `docs/benchmarks.md`.
 
@@ -14,8 +14,8 @@ use serde_json::Value;
 /// Characters kept of each result shown.
 const RESULT_CHARS: usize = 1_500;
 
-/// The user message that follows the program: what its reads give, and the request to write
-/// it again. `data` holds the reads that gave data (tool, input, result).
+/// The user message that asks for the program again: what its reads give, and the request
+/// to write it with that data in view. `data` holds the reads that gave data (tool, input, result).
 pub(crate) fn request(data: &[(String, Value, Value)]) -> String {
     let lines: Vec<String> = data
         .iter()
@@ -24,10 +24,10 @@ pub(crate) fn request(data: &[(String, Value, Value)]) -> String {
         })
         .collect();
     format!(
-        "This program has not run yet. The reads it makes return this data (the start of each \
-         result):\n{}\n\nWrite the program for the message above again, now that you have seen \
-         this data: use the fields, values and formats exactly as this data writes them, and \
-         count only the lines or items that are data. Reply with the program only.",
+        "Before you write the program, here is what the reads it needs return (the start of \
+         each result):\n{}\n\nWrite the program for the message above with this data in view: \
+         use the fields, values and formats exactly as this data writes them, and count only \
+         the lines or items that are data. Reply with the program only.",
         lines.join("\n")
     )
 }
